@@ -1,0 +1,16 @@
+"""gengen: do your out-of-distribution results generalise?
+
+Fine-tune and score language models across checkpoints, then measure, for every pair of out-of-distribution
+test sets, how their scores move together once in-domain performance is regressed out.
+
+``import gengen`` stays light: the statistics (``gengen.stats``, backed by the Rust extension
+``gengen._core``) load here; training and scoring modules import torch only when used.
+"""
+
+from __future__ import annotations
+
+from gengen import stats
+from gengen._core import __version__
+from gengen.errors import GengenError
+
+__all__ = ["GengenError", "__version__", "stats"]

@@ -1,0 +1,53 @@
+"""`gengen partial-corr`: one partial correlation from two columns of a CSV file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+
+from gengen import stats
+from gengen.cli._common import user_errors_exit
+from gengen.errors import InputError
+
+
+def _read_columns(path: Path, names: list[str]) -> pd.DataFrame:
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as error:
+        raise InputError(f"{path}: cannot be read as CSV ({error})") from None
+    missing = [name for name in names if name not in frame.columns]
+    if missing:
+        raise InputError(f"{path}: no column {missing[0]!r} (columns: {', '.join(map(str, frame.columns))})")
+    return frame[names]
+
+
+@user_errors_exit
+def partial_corr_command(
+    csv: Annotated[Path, typer.Argument(help="CSV file with one column per variable.", exists=True, dir_okay=False)],
+    x: Annotated[str, typer.Option("--x", help="Column of the first variable.")],
+    y: Annotated[str, typer.Option("--y", help="Column of the second variable.")],
+    covar: Annotated[
+        str, typer.Option("--covar", help="Comma-separated covariate columns (empty: plain correlation).")
+    ] = "",
+    method: Annotated[str, typer.Option(help="pearson, spearman or kendall.")] = "pearson",
+    semi: Annotated[
+        str, typer.Option(help="Remove the covariates from 'x' or 'y' only (semi-partial); default both.")
+    ] = "",
+) -> None:
+    """Partial correlation of two columns given others, with ppcor's test (as R's pcor.test/spcor.test)."""
+    covariates = [name for name in covar.split(",") if name]
+    frame = _read_columns(csv, [x, y, *covariates])
+    result = stats.partial_corr(
+        frame[x], frame[y], frame[covariates] if covariates else None, method=method,  # type: ignore[arg-type]
+        semi=semi or None,  # type: ignore[arg-type]
+    )
+    typer.echo(f"r = {result.r:.7g}  statistic = {result.statistic:.7g}  p = {result.p_value:.7g}")
+    typer.echo(f"n = {result.n}  k = {result.k}  df = {result.df:g}  method = {result.method}"
+               f"  {result.ci_level:.0%} CI = [{result.ci[0]:.4f}, {result.ci[1]:.4f}]")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("partial-corr")(partial_corr_command)

@@ -1,0 +1,509 @@
+//! Partial and semi-partial correlations with ppcor's tests.
+//!
+//! Pearson and Spearman partial correlations are correlations of residuals (Spearman on average ranks of
+//! every variable, covariates included). Kendall's partial τ is defined, as in ppcor, from the inverse of the
+//! τ_b matrix: ρ_ij·rest = −P_ij / √(P_ii P_jj). The semi-partial correlation removes the covariates from one
+//! variable only; ppcor's `spcor` formula is
+//! sr_ij = −P_ij / (√(P_ii P_jj) · √|P_ii − P_ij² / P_jj|), the correlation of x_i with x_j freed of the rest.
+//!
+//! Tests (ppcor 1.1): with n observations and k covariates, Pearson and Spearman use
+//! t = r √((n − 2 − k)/(1 − r²)) on n − 2 − k degrees of freedom; Kendall uses the normal approximation
+//! z = r / √(2(2(n − k) + 5) / (9 (n − k)(n − 1 − k))).
+//!
+//! Reference: Kim, S. (2015). ppcor: an R package for a fast calculation to semi-partial correlation
+//! coefficients. Communications for Statistical Applications and Methods, 22(6), 665–674.
+
+use crate::dist::{normal_quantile, normal_two_sided, t_two_sided};
+use crate::error::{Result, StatsError};
+use crate::matrix::{check_finite, dot, norm, Mat};
+use crate::rank::{average_ranks, kendall_matrix, rank_columns};
+use crate::residualise::{is_constant, orthonormal_basis, LinearResidualiser, MAX_CONDITION_NUMBER};
+
+/// Which correlation the statistic is built on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Pearson,
+    Spearman,
+    Kendall,
+}
+
+impl Method {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "pearson" => Ok(Method::Pearson),
+            "spearman" => Ok(Method::Spearman),
+            "kendall" => Ok(Method::Kendall),
+            other => Err(StatsError::invalid(
+                "method",
+                format!("unknown method {other:?}; expected one of \"pearson\", \"spearman\", \"kendall\""),
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Pearson => "pearson",
+            Method::Spearman => "spearman",
+            Method::Kendall => "kendall",
+        }
+    }
+}
+
+/// From which variable the covariates are removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Semi {
+    /// Both (the partial correlation).
+    Both,
+    /// From x only.
+    X,
+    /// From y only (ppcor's `spcor.test(x, y, z)`).
+    Y,
+}
+
+impl Semi {
+    pub fn parse(name: Option<&str>) -> Result<Self> {
+        match name {
+            None => Ok(Semi::Both),
+            Some("x") => Ok(Semi::X),
+            Some("y") => Ok(Semi::Y),
+            Some(other) => Err(StatsError::invalid(
+                "semi",
+                format!("unknown value {other:?}; expected None, \"x\" or \"y\""),
+            )),
+        }
+    }
+}
+
+/// One partial correlation with its test.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairStats {
+    pub r: f64,
+    pub statistic: f64,
+    pub p_value: f64,
+    /// n − 2 − k (for Kendall, the degrees of freedom the estimate is based on; its test is normal).
+    pub df: f64,
+    pub n: usize,
+    pub k: usize,
+}
+
+/// Estimate, statistic and p-value for every pair of columns (diagonals: 1, 0 and 0 as in ppcor).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CorrMatrices {
+    pub estimate: Mat,
+    pub statistic: Mat,
+    pub p_value: Mat,
+    pub n: usize,
+    pub k: usize,
+    pub df: f64,
+}
+
+/// Checks that n observations leave at least one degree of freedom with k covariates.
+pub fn check_degrees_of_freedom(n: usize, k: usize) -> Result<f64> {
+    if n < k + 3 {
+        return Err(StatsError::invalid(
+            "n",
+            format!(
+                "{n} observations with {k} covariate(s) leave df = n - 2 - k = {}; at least {} observations are needed",
+                n as i64 - 2 - k as i64,
+                k + 3
+            ),
+        ));
+    }
+    Ok((n - 2 - k) as f64)
+}
+
+/// ppcor's test of a (semi-)partial correlation `r` from n observations and k covariates.
+pub fn test_statistic(r: f64, n: usize, k: usize, method: Method) -> (f64, f64) {
+    match method {
+        Method::Kendall => {
+            let nk = (n - k) as f64;
+            let statistic = r / (2.0 * (2.0 * nk + 5.0) / (9.0 * nk * (nk - 1.0))).sqrt();
+            (statistic, normal_two_sided(statistic))
+        }
+        Method::Pearson | Method::Spearman => {
+            let df = (n - 2 - k) as f64;
+            let denominator = 1.0 - r * r;
+            let statistic = if denominator <= 0.0 {
+                r.signum() * f64::INFINITY
+            } else {
+                r * (df / denominator).sqrt()
+            };
+            (statistic, t_two_sided(statistic, df))
+        }
+    }
+}
+
+/// Fisher-z confidence interval tanh(atanh(r) ± z_{1−α/2} / √(n − 3 − k)); (−1, 1) when n − 3 − k = 0.
+pub fn fisher_ci(r: f64, n: usize, k: usize, level: f64) -> Result<(f64, f64)> {
+    if !(level > 0.0 && level < 1.0) {
+        return Err(StatsError::invalid("ci_level", format!("must lie strictly between 0 and 1, got {level}")));
+    }
+    let dof = n as f64 - 3.0 - k as f64;
+    if dof <= 0.0 {
+        return Ok((-1.0, 1.0));
+    }
+    let z = r.clamp(-1.0, 1.0).atanh();
+    let half_width = normal_quantile(0.5 + level / 2.0) / dof.sqrt();
+    Ok(((z - half_width).tanh(), (z + half_width).tanh()))
+}
+
+/// The partial (or semi-partial) correlation of `x` and `y` given the columns of `covar`, with ppcor's test.
+pub fn partial_corr(x: &[f64], y: &[f64], covar: &Mat, method: Method, semi: Semi) -> Result<PairStats> {
+    let n = x.len();
+    if y.len() != n {
+        return Err(StatsError::invalid("y", format!("has {} values but x has {n}", y.len())));
+    }
+    if covar.nrows() != n {
+        return Err(StatsError::invalid("covar", format!("has {} rows but x has {n} values", covar.nrows())));
+    }
+    let k = covar.ncols();
+    let df = check_degrees_of_freedom(n, k)?;
+    check_finite("x", x)?;
+    check_finite("y", y)?;
+    for (name, values) in [("x", x), ("y", y)] {
+        if is_constant(values) {
+            return Err(StatsError::degenerate(name, "is constant, so its correlation is undefined"));
+        }
+    }
+    let r = match method {
+        Method::Kendall => {
+            let mut data = Mat::from_columns(n, &[x, y])?;
+            data = data.hstack(covar)?;
+            for j in 0..k {
+                check_finite(&crate::residualise::column_name("covar", j, k), covar.col(j))?;
+            }
+            let tau = kendall_matrix(&data);
+            if k == 0 {
+                tau.get(0, 1)
+            } else {
+                let precision = invert_correlation(&tau, "covar")?;
+                match semi {
+                    Semi::Both => partial_from_precision(&precision, 0, 1),
+                    Semi::Y => semi_from_precision(&precision, 0, 1),
+                    Semi::X => semi_from_precision(&precision, 1, 0),
+                }
+            }
+        }
+        Method::Pearson | Method::Spearman => {
+            let (x, y, covar) = if method == Method::Spearman {
+                for j in 0..k {
+                    check_finite(&crate::residualise::column_name("covar", j, k), covar.col(j))?;
+                }
+                (average_ranks(x), average_ranks(y), rank_columns(covar))
+            } else {
+                (x.to_vec(), y.to_vec(), covar.clone())
+            };
+            let residualiser = LinearResidualiser::new(&covar, "covar")?;
+            let centring = LinearResidualiser::new(&Mat::zeros(n, 0), "covar")?;
+            let x_maker = if semi == Semi::Y { &centring } else { &residualiser };
+            let y_maker = if semi == Semi::X { &centring } else { &residualiser };
+            let rx = x_maker.residualise_checked(&Mat::from_columns(n, &[&x])?, "x")?;
+            let ry = y_maker.residualise_checked(&Mat::from_columns(n, &[&y])?, "y")?;
+            correlation_of_centred(rx.col(0), ry.col(0))
+        }
+    };
+    let (statistic, p_value) = test_statistic(r, n, k, method);
+    Ok(PairStats { r, statistic, p_value, df, n, k })
+}
+
+/// Correlation of two already centred vectors, clamped to [−1, 1] against rounding.
+pub fn correlation_of_centred(a: &[f64], b: &[f64]) -> f64 {
+    (dot(a, b) / (norm(a) * norm(b))).clamp(-1.0, 1.0)
+}
+
+/// −P_ij / √(P_ii P_jj).
+fn partial_from_precision(p: &nalgebra::DMatrix<f64>, i: usize, j: usize) -> f64 {
+    (-p[(i, j)] / (p[(i, i)] * p[(j, j)]).sqrt()).clamp(-1.0, 1.0)
+}
+
+/// ppcor's semi-partial: the correlation of variable i with variable j freed of all the others.
+fn semi_from_precision(p: &nalgebra::DMatrix<f64>, i: usize, j: usize) -> f64 {
+    let pij = p[(i, j)];
+    let denominator = (p[(i, i)] * p[(j, j)]).sqrt() * (p[(i, i)] - pij * pij / p[(j, j)]).abs().sqrt();
+    (-pij / denominator).clamp(-1.0, 1.0)
+}
+
+/// Inverse of a symmetric correlation-like matrix, refusing a singular one by its condition number.
+fn invert_correlation(m: &Mat, name: &str) -> Result<nalgebra::DMatrix<f64>> {
+    let p = m.ncols();
+    let matrix = nalgebra::DMatrix::from_column_slice(p, p, m.as_slice());
+    let eigen = matrix.clone().symmetric_eigen();
+    let largest = eigen.eigenvalues.max();
+    let smallest = eigen.eigenvalues.min();
+    // The correlation matrix squares the condition number of the data; compare on the data's scale.
+    if smallest <= 0.0 || (largest / smallest).sqrt() > MAX_CONDITION_NUMBER {
+        return Err(StatsError::degenerate(
+            name,
+            "the variables are collinear: their correlation matrix is singular",
+        ));
+    }
+    matrix
+        .try_inverse()
+        .ok_or_else(|| StatsError::degenerate(name, "the variables are collinear: their correlation matrix is singular"))
+}
+
+/// The precision matrix of the correlation matrix of `data`'s columns (ranked first for Spearman), or of the
+/// τ_b matrix for Kendall.
+fn precision_matrix(data: &Mat, method: Method, name: &str) -> Result<nalgebra::DMatrix<f64>> {
+    let m = data.ncols();
+    for j in 0..m {
+        let label = crate::residualise::column_name(name, j, m);
+        check_finite(&label, data.col(j))?;
+        if is_constant(data.col(j)) {
+            return Err(StatsError::degenerate(label, "is constant, so its correlation is undefined"));
+        }
+    }
+    match method {
+        Method::Kendall => invert_correlation(&kendall_matrix(data), name),
+        Method::Pearson | Method::Spearman => {
+            let ranked;
+            let source = if method == Method::Spearman {
+                ranked = rank_columns(data);
+                &ranked
+            } else {
+                data
+            };
+            // Correlation matrix = RᵀR, so its inverse is R⁻¹R⁻ᵀ: no normal equations formed.
+            let basis = orthonormal_basis(source, name)?;
+            let r_inverse = basis
+                .r
+                .clone()
+                .try_inverse()
+                .ok_or_else(|| StatsError::degenerate(name, "the columns are collinear"))?;
+            Ok(&r_inverse * r_inverse.transpose())
+        }
+    }
+}
+
+/// ppcor's `pcor(data)` (semi = false) or `spcor(data)` (semi = true): every pair given all other columns.
+pub fn ppcor_matrices(data: &Mat, method: Method, semi: bool) -> Result<CorrMatrices> {
+    let n = data.nrows();
+    let m = data.ncols();
+    if m < 2 {
+        return Err(StatsError::invalid("data", format!("needs at least 2 columns, got {m}")));
+    }
+    let k = m - 2;
+    let df = check_degrees_of_freedom(n, k)?;
+    let precision = precision_matrix(data, method, "data")?;
+    let mut estimate = Mat::filled(m, m, 1.0);
+    let mut statistic = Mat::zeros(m, m);
+    let mut p_value = Mat::zeros(m, m);
+    for i in 0..m {
+        for j in 0..m {
+            if i == j {
+                continue;
+            }
+            let r = if semi {
+                semi_from_precision(&precision, i, j)
+            } else {
+                partial_from_precision(&precision, i, j)
+            };
+            let (t, p) = test_statistic(r, n, k, method);
+            estimate.set(i, j, r);
+            statistic.set(i, j, t);
+            p_value.set(i, j, p);
+        }
+    }
+    Ok(CorrMatrices { estimate, statistic, p_value, n, k, df })
+}
+
+/// Residuals of every column of `scores` given `covar`, normalised to unit length, ready for correlating
+/// (ranked first for Spearman). Kendall has no residual form and is refused.
+pub fn unit_residuals(scores: &Mat, covar: &Mat, method: Method) -> Result<(Mat, LinearResidualiser)> {
+    if covar.nrows() != scores.nrows() {
+        return Err(StatsError::invalid(
+            "covar",
+            format!("has {} rows but scores has {}", covar.nrows(), scores.nrows()),
+        ));
+    }
+    let (scores, covar) = match method {
+        Method::Pearson => (scores.clone(), covar.clone()),
+        Method::Spearman => {
+            check_all_finite(scores, "scores")?;
+            check_all_finite(covar, "covar")?;
+            (rank_columns(scores), rank_columns(covar))
+        }
+        Method::Kendall => {
+            return Err(StatsError::invalid(
+                "method",
+                "\"kendall\" has no residual form; use \"pearson\" or \"spearman\" here",
+            ))
+        }
+    };
+    let residualiser = LinearResidualiser::new(&covar, "covar")?;
+    let mut residuals = residualiser.residualise_checked(&scores, "scores")?;
+    for j in 0..residuals.ncols() {
+        let length = norm(residuals.col(j));
+        for v in residuals.col_mut(j) {
+            *v /= length;
+        }
+    }
+    Ok((residuals, residualiser))
+}
+
+fn check_all_finite(m: &Mat, name: &str) -> Result<()> {
+    for j in 0..m.ncols() {
+        check_finite(&crate::residualise::column_name(name, j, m.ncols()), m.col(j))?;
+    }
+    Ok(())
+}
+
+/// Partial correlation of every pair of columns of `scores` (n × m) given `covar` (n × k), with tests.
+pub fn partial_corr_matrix(scores: &Mat, covar: &Mat, method: Method) -> Result<CorrMatrices> {
+    let n = scores.nrows();
+    let m = scores.ncols();
+    let k = covar.ncols();
+    if m < 2 {
+        return Err(StatsError::invalid("scores", format!("needs at least 2 columns, got {m}")));
+    }
+    let df = check_degrees_of_freedom(n, k)?;
+    let mut estimate = Mat::filled(m, m, 1.0);
+    match method {
+        Method::Kendall => {
+            if covar.nrows() != n {
+                return Err(StatsError::invalid("covar", format!("has {} rows but scores has {n}", covar.nrows())));
+            }
+            check_all_finite(scores, "scores")?;
+            check_all_finite(covar, "covar")?;
+            for j in 0..m {
+                if is_constant(scores.col(j)) {
+                    return Err(StatsError::degenerate(
+                        crate::residualise::column_name("scores", j, m),
+                        "is constant, so its correlation is undefined",
+                    ));
+                }
+            }
+            let tau = kendall_matrix(&scores.hstack(covar)?);
+            for a in 0..m {
+                for b in (a + 1)..m {
+                    let r = if k == 0 {
+                        tau.get(a, b)
+                    } else {
+                        let indices: Vec<usize> = [a, b].into_iter().chain(m..m + k).collect();
+                        let mut sub = Mat::zeros(k + 2, k + 2);
+                        for (si, &i) in indices.iter().enumerate() {
+                            for (sj, &j) in indices.iter().enumerate() {
+                                sub.set(si, sj, tau.get(i, j));
+                            }
+                        }
+                        partial_from_precision(&invert_correlation(&sub, "covar")?, 0, 1)
+                    };
+                    estimate.set(a, b, r);
+                    estimate.set(b, a, r);
+                }
+            }
+        }
+        Method::Pearson | Method::Spearman => {
+            let (residuals, _) = unit_residuals(scores, covar, method)?;
+            for a in 0..m {
+                for b in (a + 1)..m {
+                    let r = dot(residuals.col(a), residuals.col(b)).clamp(-1.0, 1.0);
+                    estimate.set(a, b, r);
+                    estimate.set(b, a, r);
+                }
+            }
+        }
+    }
+    let mut statistic = Mat::zeros(m, m);
+    let mut p_value = Mat::zeros(m, m);
+    for a in 0..m {
+        for b in 0..m {
+            if a != b {
+                let (t, p) = test_statistic(estimate.get(a, b), n, k, method);
+                statistic.set(a, b, t);
+                p_value.set(a, b, p);
+            }
+        }
+    }
+    Ok(CorrMatrices { estimate, statistic, p_value, n, k, df })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference data set of ppcor's golden values (first 12 rows of shared/golden/ppcor/partial_corr.csv
+    /// would do, but the formulas are checked here on a small synthetic set against closed forms).
+    fn data() -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+        let n = 12;
+        let z1: Vec<f64> = (0..n).map(|i| (i as f64 * 0.7).sin() + 0.1 * i as f64).collect();
+        let z2: Vec<f64> = (0..n).map(|i| ((i * i) % 7) as f64).collect();
+        let x: Vec<f64> = (0..n).map(|i| z1[i] + (i as f64 * 1.3).cos()).collect();
+        let y: Vec<f64> = (0..n).map(|i| z1[i] - 0.5 * z2[i] + (i as f64 * 0.4).sin()).collect();
+        (x, y, z1, z2)
+    }
+
+    #[test]
+    fn one_covariate_matches_the_textbook_formula() {
+        let (x, y, z1, _) = data();
+        let pearson = |a: &[f64], b: &[f64]| {
+            let ma = a.iter().sum::<f64>() / a.len() as f64;
+            let mb = b.iter().sum::<f64>() / b.len() as f64;
+            let ac: Vec<f64> = a.iter().map(|v| v - ma).collect();
+            let bc: Vec<f64> = b.iter().map(|v| v - mb).collect();
+            correlation_of_centred(&ac, &bc)
+        };
+        let (rxy, rxz, ryz) = (pearson(&x, &y), pearson(&x, &z1), pearson(&y, &z1));
+        let expected = (rxy - rxz * ryz) / ((1.0 - rxz * rxz) * (1.0 - ryz * ryz)).sqrt();
+        let covar = Mat::from_columns(12, &[&z1]).unwrap();
+        let got = partial_corr(&x, &y, &covar, Method::Pearson, Semi::Both).unwrap();
+        assert!((got.r - expected).abs() < 1e-13);
+        assert_eq!(got.df, 9.0);
+        // semi-partial, z removed from y only: (r_xy − r_xz r_yz) / √(1 − r_yz²)
+        let expected_semi = (rxy - rxz * ryz) / (1.0 - ryz * ryz).sqrt();
+        let got = partial_corr(&x, &y, &covar, Method::Pearson, Semi::Y).unwrap();
+        assert!((got.r - expected_semi).abs() < 1e-13, "{} vs {expected_semi}", got.r);
+    }
+
+    #[test]
+    fn precision_formulas_agree_with_residual_correlations() {
+        let (x, y, z1, z2) = data();
+        let covar = Mat::from_columns(12, &[&z1, &z2]).unwrap();
+        let data = Mat::from_columns(12, &[&x, &y, &z1, &z2]).unwrap();
+        let pcor = ppcor_matrices(&data, Method::Pearson, false).unwrap();
+        let spcor = ppcor_matrices(&data, Method::Pearson, true).unwrap();
+        for (semi, matrix, i, j) in
+            [(Semi::Both, &pcor, 0, 1), (Semi::Y, &spcor, 0, 1), (Semi::X, &spcor, 1, 0)]
+        {
+            let direct = partial_corr(&x, &y, &covar, Method::Pearson, semi).unwrap();
+            assert!((direct.r - matrix.estimate.get(i, j)).abs() < 1e-12, "{semi:?}");
+            assert!((direct.p_value / matrix.p_value.get(i, j) - 1.0).abs() < 1e-10);
+        }
+    }
+
+    #[test]
+    fn kendall_without_covariates_is_tau_b_with_its_normal_test() {
+        let (x, y, _, _) = data();
+        let got = partial_corr(&x, &y, &Mat::zeros(12, 0), Method::Kendall, Semi::Both).unwrap();
+        let tau = crate::rank::kendall_tau_b(&x, &y);
+        assert_eq!(got.r, tau);
+        let z = tau / (2.0 * (2.0 * 12.0 + 5.0) / (9.0 * 12.0 * 11.0_f64)).sqrt();
+        assert!((got.statistic - z).abs() < 1e-14);
+    }
+
+    #[test]
+    fn matrix_agrees_with_pairwise_calls() {
+        let (x, y, z1, z2) = data();
+        let scores = Mat::from_columns(12, &[&x, &y, &z2]).unwrap();
+        let covar = Mat::from_columns(12, &[&z1]).unwrap();
+        for method in [Method::Pearson, Method::Spearman, Method::Kendall] {
+            let matrix = partial_corr_matrix(&scores, &covar, method).unwrap();
+            let pair = partial_corr(&y, &z2, &covar, method, Semi::Both).unwrap();
+            assert!((matrix.estimate.get(1, 2) - pair.r).abs() < 1e-13, "{method:?}");
+            assert!((matrix.p_value.get(2, 1) - pair.p_value).abs() < 1e-13);
+        }
+    }
+
+    #[test]
+    fn bad_input_is_named() {
+        let (x, y, z1, _) = data();
+        let covar = Mat::from_columns(12, &[&z1]).unwrap();
+        let err = partial_corr(&x, &y[..11], &covar, Method::Pearson, Semi::Both).unwrap_err();
+        assert!(err.to_string().starts_with("y: has 11 values"));
+        let err = partial_corr(&x[..3], &y[..3], &Mat::zeros(3, 1), Method::Pearson, Semi::Both).unwrap_err();
+        assert!(err.to_string().starts_with("n: 3 observations"), "{err}");
+        let err = partial_corr(&x, &z1, &covar, Method::Pearson, Semi::Both).unwrap_err();
+        assert!(err.to_string().starts_with("y: is a linear function of covar"), "{err}");
+        assert!(Method::parse("pearsn").unwrap_err().to_string().starts_with("method: unknown method"));
+    }
+}

@@ -1,0 +1,416 @@
+//! The binding layer: the only code that knows Python.
+//!
+//! Arrays arrive as numpy arrays (any memory order) and are copied into column-major [`Mat`]s; results go back
+//! as new numpy arrays. Heavy loops run with the GIL released, in slices of work between which the binding
+//! checks for Ctrl-C. Every [`StatsError`] becomes a `gengen.errors` exception (a `ValueError` subclass).
+
+use numpy::ndarray::{Array1, Array2, ArrayView2, ShapeBuilder};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+use crate::adjust::{p_adjust as adjust, Adjustment};
+use crate::bootstrap::{interval, jackknife, pair_correlations, replicates_batch, BootstrapRun, IntervalMethod};
+use crate::error::StatsError;
+use crate::matrix::Mat;
+use crate::pcor::{self, Method, Semi};
+use crate::permutation::{count_exceedances_batch, p_values, ExceedanceCounts, PreparedRun};
+use crate::residualise::LinearResidualiser;
+use crate::rng::{bootstrap_into, default_block_length as block_rule, permutation_into, BootstrapScheme, PermutationScheme};
+
+/// Permutations or replicates computed between two checks for Ctrl-C.
+const SLICE: u64 = 1024;
+
+impl From<StatsError> for PyErr {
+    fn from(error: StatsError) -> PyErr {
+        let class = match error {
+            StatsError::InvalidArgument { .. } => "InvalidArgumentError",
+            StatsError::Degenerate { .. } => "DegenerateDataError",
+        };
+        let message = error.to_string();
+        Python::with_gil(|py| {
+            let exception_type = py
+                .import("gengen.errors")
+                .and_then(|module| module.getattr(class))
+                .and_then(|attribute| attribute.downcast_into::<PyType>().map_err(PyErr::from));
+            match exception_type {
+                Ok(exception_type) => PyErr::from_type(exception_type, message),
+                Err(_) => PyValueError::new_err(message),
+            }
+        })
+    }
+}
+
+type CoreResult<T> = PyResult<T>;
+
+fn to_mat(array: &ArrayView2<'_, f64>) -> Mat {
+    let (nrows, ncols) = array.dim();
+    let mut data = Vec::with_capacity(nrows * ncols);
+    for j in 0..ncols {
+        data.extend(array.column(j).iter().copied());
+    }
+    // The length always matches nrows * ncols, so this cannot fail.
+    Mat::from_col_major(nrows, ncols, data).unwrap_or_else(|_| Mat::zeros(nrows, ncols))
+}
+
+fn to_numpy<'py>(py: Python<'py>, m: &Mat) -> Bound<'py, PyArray2<f64>> {
+    let array = Array2::from_shape_vec((m.nrows(), m.ncols()).f(), m.as_slice().to_vec())
+        .unwrap_or_else(|_| Array2::zeros((m.nrows(), m.ncols())));
+    array.into_pyarray(py)
+}
+
+fn with_threads<T: Send>(n_threads: Option<usize>, work: impl FnOnce() -> T + Send) -> CoreResult<T> {
+    match n_threads {
+        None => Ok(work()),
+        Some(0) => Err(StatsError::invalid("n_threads", "must be at least 1").into()),
+        Some(count) => {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(count)
+                .build()
+                .map_err(|e| StatsError::invalid("n_threads", e.to_string()))?;
+            Ok(pool.install(work))
+        }
+    }
+}
+
+fn runs_from(scores: &[PyReadonlyArray2<'_, f64>], covars: &[PyReadonlyArray2<'_, f64>]) -> CoreResult<Vec<(Mat, Mat)>> {
+    if scores.len() != covars.len() {
+        return Err(StatsError::invalid(
+            "covar",
+            format!("{} covariate matrices for {} runs of scores", covars.len(), scores.len()),
+        )
+        .into());
+    }
+    Ok(scores.iter().zip(covars).map(|(s, c)| (to_mat(&s.as_array()), to_mat(&c.as_array()))).collect())
+}
+
+/// Names an error after the run it came from when there are several.
+fn in_run(error: StatsError, run: usize, runs: usize) -> StatsError {
+    if runs == 1 {
+        return error;
+    }
+    match error {
+        StatsError::InvalidArgument { name, problem } => StatsError::InvalidArgument { name: format!("run {run}: {name}"), problem },
+        StatsError::Degenerate { name, problem } => StatsError::Degenerate { name: format!("run {run}: {name}"), problem },
+    }
+}
+
+#[pyfunction]
+#[pyo3(signature = (x, y, covar, method, semi=None))]
+fn partial_corr(
+    x: PyReadonlyArray1<'_, f64>,
+    y: PyReadonlyArray1<'_, f64>,
+    covar: PyReadonlyArray2<'_, f64>,
+    method: &str,
+    semi: Option<&str>,
+) -> CoreResult<(f64, f64, f64, f64, usize, usize)> {
+    let method = Method::parse(method)?;
+    let semi = Semi::parse(semi)?;
+    let x = x.as_array().to_vec();
+    let y = y.as_array().to_vec();
+    let covar = to_mat(&covar.as_array());
+    let s = pcor::partial_corr(&x, &y, &covar, method, semi)?;
+    Ok((s.r, s.statistic, s.p_value, s.df, s.n, s.k))
+}
+
+#[pyfunction]
+fn fisher_ci(r: f64, n: usize, k: usize, level: f64) -> CoreResult<(f64, f64)> {
+    Ok(pcor::fisher_ci(r, n, k, level)?)
+}
+
+#[allow(clippy::type_complexity)]
+#[pyfunction]
+fn ppcor_matrices<'py>(
+    py: Python<'py>,
+    data: PyReadonlyArray2<'py, f64>,
+    method: &str,
+    semi: bool,
+) -> CoreResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, usize, usize)> {
+    let method = Method::parse(method)?;
+    let data = to_mat(&data.as_array());
+    let out = py.allow_threads(|| pcor::ppcor_matrices(&data, method, semi))?;
+    Ok((to_numpy(py, &out.estimate), to_numpy(py, &out.statistic), to_numpy(py, &out.p_value), out.n, out.k))
+}
+
+#[pyfunction]
+fn residualise<'py>(
+    py: Python<'py>,
+    y: PyReadonlyArray2<'py, f64>,
+    covar: PyReadonlyArray2<'py, f64>,
+) -> CoreResult<Bound<'py, PyArray2<f64>>> {
+    let y = to_mat(&y.as_array());
+    let covar = to_mat(&covar.as_array());
+    if covar.nrows() != y.nrows() {
+        return Err(StatsError::invalid("covar", format!("has {} rows but y has {}", covar.nrows(), y.nrows())).into());
+    }
+    let residualiser = LinearResidualiser::new(&covar, "covar")?;
+    let mut out = Mat::zeros(y.nrows(), y.ncols());
+    for j in 0..y.ncols() {
+        crate::matrix::check_finite(&crate::residualise::column_name("y", j, y.ncols()), y.col(j))?;
+        residualiser.residualise_into(y.col(j), out.col_mut(j));
+    }
+    Ok(to_numpy(py, &out))
+}
+
+type MatrixResult<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, f64, usize, usize);
+
+#[pyfunction]
+#[pyo3(signature = (scores, covars, method, n_threads=None))]
+fn partial_corr_matrix_batch<'py>(
+    py: Python<'py>,
+    scores: Vec<PyReadonlyArray2<'py, f64>>,
+    covars: Vec<PyReadonlyArray2<'py, f64>>,
+    method: &str,
+    n_threads: Option<usize>,
+) -> CoreResult<Vec<MatrixResult<'py>>> {
+    use rayon::prelude::*;
+    let method = Method::parse(method)?;
+    let runs = runs_from(&scores, &covars)?;
+    let count = runs.len();
+    let results: Vec<Result<pcor::CorrMatrices, StatsError>> = py.allow_threads(|| {
+        with_threads(n_threads, || {
+            runs.par_iter()
+                .enumerate()
+                .map(|(i, (s, c))| pcor::partial_corr_matrix(s, c, method).map_err(|e| in_run(e, i, count)))
+                .collect()
+        })
+    })?;
+    let mut out = Vec::with_capacity(count);
+    for result in results {
+        let m = result?;
+        out.push((to_numpy(py, &m.estimate), to_numpy(py, &m.statistic), to_numpy(py, &m.p_value), m.df, m.n, m.k));
+    }
+    Ok(out)
+}
+
+type PermutationResult<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, Option<usize>);
+
+#[allow(clippy::too_many_arguments)]
+#[pyfunction]
+#[pyo3(signature = (scores, covars, method, n_perm, scheme, block_length=None, mirror=false, seed=0, n_threads=None))]
+fn permutation_test_batch<'py>(
+    py: Python<'py>,
+    scores: Vec<PyReadonlyArray2<'py, f64>>,
+    covars: Vec<PyReadonlyArray2<'py, f64>>,
+    method: &str,
+    n_perm: u64,
+    scheme: &str,
+    block_length: Option<usize>,
+    mirror: bool,
+    seed: u64,
+    n_threads: Option<usize>,
+) -> CoreResult<Vec<PermutationResult<'py>>> {
+    let method = Method::parse(method)?;
+    if n_perm == 0 {
+        return Err(StatsError::invalid("n_perm", "must be at least 1").into());
+    }
+    let runs = runs_from(&scores, &covars)?;
+    let count = runs.len();
+    let mut prepared = Vec::with_capacity(count);
+    for (i, (s, c)) in runs.iter().enumerate() {
+        let n = s.nrows();
+        let plan = PermutationScheme::parse(scheme, block_length, mirror, n).map_err(|e| in_run(e, i, count))?;
+        pcor::check_degrees_of_freedom(n, c.ncols()).map_err(|e| in_run(e, i, count))?;
+        prepared.push(PreparedRun::linear(s, c, method, plan).map_err(|e| in_run(e, i, count))?);
+    }
+    let mut totals: Vec<ExceedanceCounts> = Vec::new();
+    let mut start = 0;
+    while start < n_perm {
+        let end = (start + SLICE).min(n_perm);
+        let slice = py.allow_threads(|| with_threads(n_threads, || count_exceedances_batch(&prepared, seed, start..end)))?;
+        if totals.is_empty() {
+            totals = slice;
+        } else {
+            for (total, part) in totals.iter_mut().zip(&slice) {
+                total.merge(part);
+            }
+        }
+        py.check_signals()?;
+        start = end;
+    }
+    Ok(prepared
+        .iter()
+        .zip(&totals)
+        .map(|(run, counts)| {
+            let (p, p_fwer) = p_values(counts, run.m);
+            (to_numpy(py, &run.r), to_numpy(py, &p), to_numpy(py, &p_fwer), run.scheme.block_length())
+        })
+        .collect())
+}
+
+type BootstrapResult<'py> = (
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Option<usize>,
+);
+
+#[allow(clippy::too_many_arguments)]
+#[pyfunction]
+#[pyo3(signature = (scores, covars, method, n_boot, scheme, block_length=None, ci_level=0.95, ci_method="percentile", seed=0, n_threads=None))]
+fn bootstrap_ci_batch<'py>(
+    py: Python<'py>,
+    scores: Vec<PyReadonlyArray2<'py, f64>>,
+    covars: Vec<PyReadonlyArray2<'py, f64>>,
+    method: &str,
+    n_boot: u64,
+    scheme: &str,
+    block_length: Option<usize>,
+    ci_level: f64,
+    ci_method: &str,
+    seed: u64,
+    n_threads: Option<usize>,
+) -> CoreResult<Vec<BootstrapResult<'py>>> {
+    let method = Method::parse(method)?;
+    let interval_method = IntervalMethod::parse(ci_method)?;
+    if n_boot < 2 {
+        return Err(StatsError::invalid("n_boot", "must be at least 2").into());
+    }
+    if !(ci_level > 0.0 && ci_level < 1.0) {
+        return Err(StatsError::invalid("ci_level", format!("must lie strictly between 0 and 1, got {ci_level}")).into());
+    }
+    let runs = runs_from(&scores, &covars)?;
+    let count = runs.len();
+    let mut prepared = Vec::with_capacity(count);
+    let mut observed = Vec::with_capacity(count);
+    for (i, (s, c)) in runs.into_iter().enumerate() {
+        let n = s.nrows();
+        pcor::check_degrees_of_freedom(n, c.ncols()).map_err(|e| in_run(e, i, count))?;
+        let plan = BootstrapScheme::parse(scheme, block_length, n).map_err(|e| in_run(e, i, count))?;
+        // The observed estimates, with the full error checking of the point estimate.
+        let estimate = pcor::partial_corr_matrix(&s, &c, method).map_err(|e| in_run(e, i, count))?;
+        observed.push(estimate.estimate);
+        prepared.push(BootstrapRun { scores: s, covar: c, scheme: plan });
+    }
+    let mut collected: Vec<Vec<Vec<f64>>> = prepared.iter().map(|_| Vec::new()).collect();
+    let mut start = 0;
+    while start < n_boot {
+        let end = (start + SLICE).min(n_boot);
+        let slice = py.allow_threads(|| with_threads(n_threads, || replicates_batch(&prepared, method, seed, start..end)))?;
+        for (all, part) in collected.iter_mut().zip(slice) {
+            all.extend(part);
+        }
+        py.check_signals()?;
+        start = end;
+    }
+    let jackknives: Vec<Option<Vec<Vec<f64>>>> = py.allow_threads(|| {
+        with_threads(n_threads, || {
+            prepared
+                .iter()
+                .map(|run| (interval_method == IntervalMethod::Bca).then(|| jackknife(&run.scores, &run.covar, method)))
+                .collect()
+        })
+    })?;
+    let mut out = Vec::with_capacity(count);
+    for ((run, reps), (estimate, jack)) in prepared.iter().zip(&collected).zip(observed.iter().zip(&jackknives)) {
+        let m = run.scores.ncols();
+        let mut low = Mat::filled(m, m, 1.0);
+        let mut high = Mat::filled(m, m, 1.0);
+        let mut valid = Mat::filled(m, m, reps.len() as f64);
+        let mut pair = 0;
+        for a in 0..m {
+            for b in (a + 1)..m {
+                let mut values: Vec<f64> = reps.iter().map(|row| row[pair]).collect();
+                let jack_values: Option<Vec<f64>> = jack.as_ref().map(|rows| rows.iter().map(|row| row[pair]).collect());
+                let (lo, hi, n_valid) =
+                    interval(&mut values, estimate.get(a, b), jack_values.as_deref(), ci_level, interval_method);
+                for (x, y) in [(a, b), (b, a)] {
+                    low.set(x, y, lo);
+                    high.set(x, y, hi);
+                    valid.set(x, y, n_valid as f64);
+                }
+                pair += 1;
+            }
+        }
+        out.push((to_numpy(py, estimate), to_numpy(py, &low), to_numpy(py, &high), to_numpy(py, &valid), run.scheme.block_length()));
+    }
+    Ok(out)
+}
+
+/// Partial correlations of the upper-triangle pairs of one data set (used by the tests' BCa reference).
+#[pyfunction]
+fn pair_correlations_py<'py>(
+    py: Python<'py>,
+    scores: PyReadonlyArray2<'py, f64>,
+    covar: PyReadonlyArray2<'py, f64>,
+    method: &str,
+) -> CoreResult<Option<Bound<'py, PyArray1<f64>>>> {
+    let method = Method::parse(method)?;
+    Ok(pair_correlations(&to_mat(&scores.as_array()), &to_mat(&covar.as_array()), method)
+        .map(|v| Array1::from(v).into_pyarray(py)))
+}
+
+fn index_array<'py>(py: Python<'py>, rows: usize, n: usize, fill: impl Fn(u64, &mut [usize])) -> Bound<'py, PyArray2<i64>> {
+    let mut data = Vec::with_capacity(rows * n);
+    let mut row = vec![0usize; n];
+    for index in 0..rows {
+        fill(index as u64, &mut row);
+        data.extend(row.iter().map(|&i| i as i64));
+    }
+    Array2::from_shape_vec((rows, n), data).unwrap_or_else(|_| Array2::zeros((rows, n))).into_pyarray(py)
+}
+
+#[pyfunction]
+#[pyo3(signature = (n, n_perm, scheme, block_length=None, mirror=false, seed=0))]
+fn permutation_indices<'py>(
+    py: Python<'py>,
+    n: usize,
+    n_perm: usize,
+    scheme: &str,
+    block_length: Option<usize>,
+    mirror: bool,
+    seed: u64,
+) -> CoreResult<Bound<'py, PyArray2<i64>>> {
+    if n == 0 {
+        return Err(StatsError::invalid("n", "must be at least 1").into());
+    }
+    let plan = PermutationScheme::parse(scheme, block_length, mirror, n)?;
+    Ok(index_array(py, n_perm, n, |index, row| permutation_into(n, plan, seed, index, row)))
+}
+
+#[pyfunction]
+#[pyo3(signature = (n, n_boot, scheme, block_length=None, seed=0))]
+fn bootstrap_indices<'py>(
+    py: Python<'py>,
+    n: usize,
+    n_boot: usize,
+    scheme: &str,
+    block_length: Option<usize>,
+    seed: u64,
+) -> CoreResult<Bound<'py, PyArray2<i64>>> {
+    if n == 0 {
+        return Err(StatsError::invalid("n", "must be at least 1").into());
+    }
+    let plan = BootstrapScheme::parse(scheme, block_length, n)?;
+    Ok(index_array(py, n_boot, n, |index, row| bootstrap_into(n, plan, seed, index, row)))
+}
+
+#[pyfunction]
+fn p_adjust<'py>(py: Python<'py>, p: PyReadonlyArray1<'py, f64>, method: &str) -> CoreResult<Bound<'py, PyArray1<f64>>> {
+    let method = Adjustment::parse(method)?;
+    let adjusted = adjust(&p.as_array().to_vec(), method)?;
+    Ok(Array1::from(adjusted).into_pyarray(py))
+}
+
+#[pyfunction]
+fn default_block_length(n: usize) -> usize {
+    block_rule(n)
+}
+
+pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(partial_corr, module)?)?;
+    module.add_function(wrap_pyfunction!(fisher_ci, module)?)?;
+    module.add_function(wrap_pyfunction!(ppcor_matrices, module)?)?;
+    module.add_function(wrap_pyfunction!(residualise, module)?)?;
+    module.add_function(wrap_pyfunction!(partial_corr_matrix_batch, module)?)?;
+    module.add_function(wrap_pyfunction!(permutation_test_batch, module)?)?;
+    module.add_function(wrap_pyfunction!(bootstrap_ci_batch, module)?)?;
+    module.add_function(wrap_pyfunction!(pair_correlations_py, module)?)?;
+    module.add_function(wrap_pyfunction!(permutation_indices, module)?)?;
+    module.add_function(wrap_pyfunction!(bootstrap_indices, module)?)?;
+    module.add_function(wrap_pyfunction!(p_adjust, module)?)?;
+    module.add_function(wrap_pyfunction!(default_block_length, module)?)?;
+    Ok(())
+}
