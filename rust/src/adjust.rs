@@ -40,7 +40,10 @@ impl Adjustment {
 /// Adjusted p-values, in the input order.
 pub fn p_adjust(p: &[f64], method: Adjustment) -> Result<Vec<f64>> {
     if let Some(bad) = p.iter().find(|v| !v.is_nan() && !(0.0..=1.0).contains(*v)) {
-        return Err(StatsError::invalid("p", format!("p-values must lie in [0, 1], got {bad}")));
+        return Err(StatsError::invalid(
+            "p",
+            format!("p-values must lie in [0, 1], got {bad}"),
+        ));
     }
     let valid_positions: Vec<usize> = (0..p.len()).filter(|&i| !p[i].is_nan()).collect();
     let values: Vec<f64> = valid_positions.iter().map(|&i| p[i]).collect();
@@ -49,7 +52,14 @@ pub fn p_adjust(p: &[f64], method: Adjustment) -> Result<Vec<f64>> {
     if n <= 1 {
         return Ok(out);
     }
-    let adjusted = adjust_valid(&values, if n == 2 && method == Adjustment::Hommel { Adjustment::Hochberg } else { method });
+    let adjusted = adjust_valid(
+        &values,
+        if n == 2 && method == Adjustment::Hommel {
+            Adjustment::Hochberg
+        } else {
+            method
+        },
+    );
     for (position, value) in valid_positions.into_iter().zip(adjusted) {
         out[position] = value;
     }
@@ -126,7 +136,9 @@ fn hommel(p_input: &[f64]) -> Vec<f64> {
     let order = order_ascending(p_input);
     let p: Vec<f64> = order.iter().map(|&i| p_input[i]).collect();
     // q <- pa <- rep.int(min(n * p / i), n)
-    let initial = (0..n).map(|i| n as f64 * p[i] / (i + 1) as f64).fold(f64::INFINITY, f64::min);
+    let initial = (0..n)
+        .map(|i| n as f64 * p[i] / (i + 1) as f64)
+        .fold(f64::INFINITY, f64::min);
     let mut q = vec![initial; n];
     let mut pa = vec![initial; n];
     // for (j in (n - 1):2)
@@ -168,12 +180,30 @@ mod tests {
     #[test]
     fn matches_r() {
         // R: p <- c(0.01, 0.04, 0.03, 0.2, 0.005, 0.5); p.adjust(p, m) for each method
-        close(&p_adjust(&P, Adjustment::Holm).unwrap(), &[0.05, 0.12, 0.12, 0.4, 0.03, 0.5]);
-        close(&p_adjust(&P, Adjustment::Hochberg).unwrap(), &[0.05, 0.12, 0.12, 0.4, 0.03, 0.5]);
-        close(&p_adjust(&P, Adjustment::Hommel).unwrap(), &[0.05, 0.12, 0.09, 0.4, 0.03, 0.5]);
-        close(&p_adjust(&P, Adjustment::Bonferroni).unwrap(), &[0.06, 0.24, 0.18, 1.0, 0.03, 1.0]);
-        close(&p_adjust(&P, Adjustment::BenjaminiHochberg).unwrap(), &[0.03, 0.06, 0.06, 0.24, 0.03, 0.5]);
-        close(&p_adjust(&P, Adjustment::BenjaminiYekutieli).unwrap(), &[0.0735, 0.147, 0.147, 0.588, 0.0735, 1.0]);
+        close(
+            &p_adjust(&P, Adjustment::Holm).unwrap(),
+            &[0.05, 0.12, 0.12, 0.4, 0.03, 0.5],
+        );
+        close(
+            &p_adjust(&P, Adjustment::Hochberg).unwrap(),
+            &[0.05, 0.12, 0.12, 0.4, 0.03, 0.5],
+        );
+        close(
+            &p_adjust(&P, Adjustment::Hommel).unwrap(),
+            &[0.05, 0.12, 0.09, 0.4, 0.03, 0.5],
+        );
+        close(
+            &p_adjust(&P, Adjustment::Bonferroni).unwrap(),
+            &[0.06, 0.24, 0.18, 1.0, 0.03, 1.0],
+        );
+        close(
+            &p_adjust(&P, Adjustment::BenjaminiHochberg).unwrap(),
+            &[0.03, 0.06, 0.06, 0.24, 0.03, 0.5],
+        );
+        close(
+            &p_adjust(&P, Adjustment::BenjaminiYekutieli).unwrap(),
+            &[0.0735, 0.147, 0.147, 0.588, 0.0735, 1.0],
+        );
     }
 
     #[test]

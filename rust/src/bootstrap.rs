@@ -61,7 +61,12 @@ pub fn pair_correlations(scores: &Mat, covar: &Mat, method: Method) -> Option<Ve
 }
 
 /// Replicates `range` of one run: one row of pair correlations per replicate (NaN for a degenerate one).
-pub fn replicates(run: &BootstrapRun, method: Method, seed: u64, range: Range<u64>) -> Vec<Vec<f64>> {
+pub fn replicates(
+    run: &BootstrapRun,
+    method: Method,
+    seed: u64,
+    range: Range<u64>,
+) -> Vec<Vec<f64>> {
     let n = run.scores.nrows();
     let m = run.scores.ncols();
     let pairs = m * (m - 1) / 2;
@@ -77,7 +82,12 @@ pub fn replicates(run: &BootstrapRun, method: Method, seed: u64, range: Range<u6
 }
 
 /// Replicates `range` of every run, in parallel; the order of the result is the replicate order.
-pub fn replicates_batch(runs: &[BootstrapRun], method: Method, seed: u64, range: Range<u64>) -> Vec<Vec<Vec<f64>>> {
+pub fn replicates_batch(
+    runs: &[BootstrapRun],
+    method: Method,
+    seed: u64,
+    range: Range<u64>,
+) -> Vec<Vec<Vec<f64>>> {
     let tasks: Vec<(usize, Range<u64>)> = (0..runs.len())
         .flat_map(|run| {
             let range = range.clone();
@@ -106,8 +116,12 @@ pub fn jackknife(scores: &Mat, covar: &Mat, method: Method) -> Vec<Vec<f64>> {
         .map(|left_out| {
             let rows: Vec<usize> = (0..n).filter(|&i| i != left_out).collect();
             let m = scores.ncols();
-            pair_correlations(&scores.gather_rows(&rows), &covar.gather_rows(&rows), method)
-                .unwrap_or_else(|| vec![f64::NAN; m * (m - 1) / 2])
+            pair_correlations(
+                &scores.gather_rows(&rows),
+                &covar.gather_rows(&rows),
+                method,
+            )
+            .unwrap_or_else(|| vec![f64::NAN; m * (m - 1) / 2])
         })
         .collect()
 }
@@ -156,7 +170,11 @@ pub fn interval(
     if valid == 0 || !q_low.is_finite() || !q_high.is_finite() {
         return (f64::NAN, f64::NAN, valid);
     }
-    (quantile_sorted(replicates, q_low), quantile_sorted(replicates, q_high), valid)
+    (
+        quantile_sorted(replicates, q_low),
+        quantile_sorted(replicates, q_high),
+        valid,
+    )
 }
 
 /// Jackknife acceleration from leave-one-out values (non-finite ones skipped).
@@ -211,9 +229,14 @@ mod tests {
     fn replicates_are_reproducible_in_batch() {
         let mut rng = Xoshiro256pp::seed_from_u64(1);
         let n = 25;
-        let scores = Mat::from_col_major(n, 3, (0..3 * n).map(|_| rng.next_normal()).collect()).unwrap();
+        let scores =
+            Mat::from_col_major(n, 3, (0..3 * n).map(|_| rng.next_normal()).collect()).unwrap();
         let covar = Mat::from_col_major(n, 1, (0..n).map(|i| i as f64).collect()).unwrap();
-        let run = BootstrapRun { scores, covar, scheme: BootstrapScheme::CircularBlock { length: 4 } };
+        let run = BootstrapRun {
+            scores,
+            covar,
+            scheme: BootstrapScheme::CircularBlock { length: 4 },
+        };
         let single = replicates(&run, Method::Pearson, 7, 0..100);
         let batch = replicates_batch(std::slice::from_ref(&run), Method::Pearson, 7, 0..100);
         assert_eq!(single, batch[0]);

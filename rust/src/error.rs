@@ -16,18 +16,25 @@ pub enum StatsError {
 
 impl StatsError {
     pub fn invalid(name: impl Into<String>, problem: impl Into<String>) -> Self {
-        StatsError::InvalidArgument { name: name.into(), problem: problem.into() }
+        StatsError::InvalidArgument {
+            name: name.into(),
+            problem: problem.into(),
+        }
     }
 
     pub fn degenerate(name: impl Into<String>, problem: impl Into<String>) -> Self {
-        StatsError::Degenerate { name: name.into(), problem: problem.into() }
+        StatsError::Degenerate {
+            name: name.into(),
+            problem: problem.into(),
+        }
     }
 }
 
 impl fmt::Display for StatsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StatsError::InvalidArgument { name, problem } | StatsError::Degenerate { name, problem } => {
+            StatsError::InvalidArgument { name, problem }
+            | StatsError::Degenerate { name, problem } => {
                 write!(f, "{name}: {problem}")
             }
         }

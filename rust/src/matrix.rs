@@ -18,7 +18,10 @@ impl Mat {
         if data.len() != nrows * ncols {
             return Err(StatsError::invalid(
                 "data",
-                format!("{} values do not fill a {nrows} x {ncols} matrix", data.len()),
+                format!(
+                    "{} values do not fill a {nrows} x {ncols} matrix",
+                    data.len()
+                ),
             ));
         }
         Ok(Mat { nrows, ncols, data })
@@ -36,15 +39,27 @@ impl Mat {
             }
             data.extend_from_slice(column);
         }
-        Ok(Mat { nrows, ncols: columns.len(), data })
+        Ok(Mat {
+            nrows,
+            ncols: columns.len(),
+            data,
+        })
     }
 
     pub fn zeros(nrows: usize, ncols: usize) -> Self {
-        Mat { nrows, ncols, data: vec![0.0; nrows * ncols] }
+        Mat {
+            nrows,
+            ncols,
+            data: vec![0.0; nrows * ncols],
+        }
     }
 
     pub fn filled(nrows: usize, ncols: usize, value: f64) -> Self {
-        Mat { nrows, ncols, data: vec![value; nrows * ncols] }
+        Mat {
+            nrows,
+            ncols,
+            data: vec![value; nrows * ncols],
+        }
     }
 
     pub fn nrows(&self) -> usize {
@@ -86,7 +101,11 @@ impl Mat {
             let column = self.col(j);
             data.extend(rows.iter().map(|&i| column[i]));
         }
-        Mat { nrows: rows.len(), ncols: self.ncols, data }
+        Mat {
+            nrows: rows.len(),
+            ncols: self.ncols,
+            data,
+        }
     }
 
     /// Columns `self` then `other`, side by side.
@@ -99,7 +118,11 @@ impl Mat {
         }
         let mut data = self.data.clone();
         data.extend_from_slice(&other.data);
-        Ok(Mat { nrows: self.nrows, ncols: self.ncols + other.ncols, data })
+        Ok(Mat {
+            nrows: self.nrows,
+            ncols: self.ncols + other.ncols,
+            data,
+        })
     }
 
     /// The transpose stored column-major, i.e. this matrix read row by row.
@@ -154,7 +177,10 @@ pub fn check_finite(name: &str, values: &[f64]) -> Result<()> {
     if let Some(position) = values.iter().position(|v| !v.is_finite()) {
         return Err(StatsError::invalid(
             name,
-            format!("contains a non-finite value ({}) at row {position}", values[position]),
+            format!(
+                "contains a non-finite value ({}) at row {position}",
+                values[position]
+            ),
         ));
     }
     Ok(())
@@ -192,6 +218,9 @@ mod tests {
     #[test]
     fn non_finite_is_named() {
         let err = check_finite("x", &[1.0, f64::NAN]).unwrap_err();
-        assert_eq!(err.to_string(), "x: contains a non-finite value (NaN) at row 1");
+        assert_eq!(
+            err.to_string(),
+            "x: contains a non-finite value (NaN) at row 1"
+        );
     }
 }

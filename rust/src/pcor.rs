@@ -17,7 +17,9 @@ use crate::dist::{normal_quantile, normal_two_sided, t_two_sided};
 use crate::error::{Result, StatsError};
 use crate::matrix::{check_finite, dot, norm, Mat};
 use crate::rank::{average_ranks, kendall_matrix, rank_columns};
-use crate::residualise::{is_constant, orthonormal_basis, LinearResidualiser, MAX_CONDITION_NUMBER};
+use crate::residualise::{
+    is_constant, orthonormal_basis, LinearResidualiser, MAX_CONDITION_NUMBER,
+};
 
 /// Which correlation the statistic is built on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +138,10 @@ pub fn test_statistic(r: f64, n: usize, k: usize, method: Method) -> (f64, f64) 
 /// Fisher-z confidence interval tanh(atanh(r) ± z_{1−α/2} / √(n − 3 − k)); (−1, 1) when n − 3 − k = 0.
 pub fn fisher_ci(r: f64, n: usize, k: usize, level: f64) -> Result<(f64, f64)> {
     if !(level > 0.0 && level < 1.0) {
-        return Err(StatsError::invalid("ci_level", format!("must lie strictly between 0 and 1, got {level}")));
+        return Err(StatsError::invalid(
+            "ci_level",
+            format!("must lie strictly between 0 and 1, got {level}"),
+        ));
     }
     let dof = n as f64 - 3.0 - k as f64;
     if dof <= 0.0 {
@@ -148,13 +153,25 @@ pub fn fisher_ci(r: f64, n: usize, k: usize, level: f64) -> Result<(f64, f64)> {
 }
 
 /// The partial (or semi-partial) correlation of `x` and `y` given the columns of `covar`, with ppcor's test.
-pub fn partial_corr(x: &[f64], y: &[f64], covar: &Mat, method: Method, semi: Semi) -> Result<PairStats> {
+pub fn partial_corr(
+    x: &[f64],
+    y: &[f64],
+    covar: &Mat,
+    method: Method,
+    semi: Semi,
+) -> Result<PairStats> {
     let n = x.len();
     if y.len() != n {
-        return Err(StatsError::invalid("y", format!("has {} values but x has {n}", y.len())));
+        return Err(StatsError::invalid(
+            "y",
+            format!("has {} values but x has {n}", y.len()),
+        ));
     }
     if covar.nrows() != n {
-        return Err(StatsError::invalid("covar", format!("has {} rows but x has {n} values", covar.nrows())));
+        return Err(StatsError::invalid(
+            "covar",
+            format!("has {} rows but x has {n} values", covar.nrows()),
+        ));
     }
     let k = covar.ncols();
     let df = check_degrees_of_freedom(n, k)?;
@@ -162,7 +179,10 @@ pub fn partial_corr(x: &[f64], y: &[f64], covar: &Mat, method: Method, semi: Sem
     check_finite("y", y)?;
     for (name, values) in [("x", x), ("y", y)] {
         if is_constant(values) {
-            return Err(StatsError::degenerate(name, "is constant, so its correlation is undefined"));
+            return Err(StatsError::degenerate(
+                name,
+                "is constant, so its correlation is undefined",
+            ));
         }
     }
     let r = match method {
@@ -170,7 +190,10 @@ pub fn partial_corr(x: &[f64], y: &[f64], covar: &Mat, method: Method, semi: Sem
             let mut data = Mat::from_columns(n, &[x, y])?;
             data = data.hstack(covar)?;
             for j in 0..k {
-                check_finite(&crate::residualise::column_name("covar", j, k), covar.col(j))?;
+                check_finite(
+                    &crate::residualise::column_name("covar", j, k),
+                    covar.col(j),
+                )?;
             }
             let tau = kendall_matrix(&data);
             if k == 0 {
@@ -187,7 +210,10 @@ pub fn partial_corr(x: &[f64], y: &[f64], covar: &Mat, method: Method, semi: Sem
         Method::Pearson | Method::Spearman => {
             let (x, y, covar) = if method == Method::Spearman {
                 for j in 0..k {
-                    check_finite(&crate::residualise::column_name("covar", j, k), covar.col(j))?;
+                    check_finite(
+                        &crate::residualise::column_name("covar", j, k),
+                        covar.col(j),
+                    )?;
                 }
                 (average_ranks(x), average_ranks(y), rank_columns(covar))
             } else {
@@ -195,15 +221,30 @@ pub fn partial_corr(x: &[f64], y: &[f64], covar: &Mat, method: Method, semi: Sem
             };
             let residualiser = LinearResidualiser::new(&covar, "covar")?;
             let centring = LinearResidualiser::new(&Mat::zeros(n, 0), "covar")?;
-            let x_maker = if semi == Semi::Y { &centring } else { &residualiser };
-            let y_maker = if semi == Semi::X { &centring } else { &residualiser };
+            let x_maker = if semi == Semi::Y {
+                &centring
+            } else {
+                &residualiser
+            };
+            let y_maker = if semi == Semi::X {
+                &centring
+            } else {
+                &residualiser
+            };
             let rx = x_maker.residualise_checked(&Mat::from_columns(n, &[&x])?, "x")?;
             let ry = y_maker.residualise_checked(&Mat::from_columns(n, &[&y])?, "y")?;
             correlation_of_centred(rx.col(0), ry.col(0))
         }
     };
     let (statistic, p_value) = test_statistic(r, n, k, method);
-    Ok(PairStats { r, statistic, p_value, df, n, k })
+    Ok(PairStats {
+        r,
+        statistic,
+        p_value,
+        df,
+        n,
+        k,
+    })
 }
 
 /// Correlation of two already centred vectors, clamped to [−1, 1] against rounding.
@@ -219,7 +260,8 @@ fn partial_from_precision(p: &nalgebra::DMatrix<f64>, i: usize, j: usize) -> f64
 /// ppcor's semi-partial: the correlation of variable i with variable j freed of all the others.
 fn semi_from_precision(p: &nalgebra::DMatrix<f64>, i: usize, j: usize) -> f64 {
     let pij = p[(i, j)];
-    let denominator = (p[(i, i)] * p[(j, j)]).sqrt() * (p[(i, i)] - pij * pij / p[(j, j)]).abs().sqrt();
+    let denominator =
+        (p[(i, i)] * p[(j, j)]).sqrt() * (p[(i, i)] - pij * pij / p[(j, j)]).abs().sqrt();
     (-pij / denominator).clamp(-1.0, 1.0)
 }
 
@@ -237,9 +279,12 @@ fn invert_correlation(m: &Mat, name: &str) -> Result<nalgebra::DMatrix<f64>> {
             "the variables are collinear: their correlation matrix is singular",
         ));
     }
-    matrix
-        .try_inverse()
-        .ok_or_else(|| StatsError::degenerate(name, "the variables are collinear: their correlation matrix is singular"))
+    matrix.try_inverse().ok_or_else(|| {
+        StatsError::degenerate(
+            name,
+            "the variables are collinear: their correlation matrix is singular",
+        )
+    })
 }
 
 /// The precision matrix of the correlation matrix of `data`'s columns (ranked first for Spearman), or of the
@@ -250,7 +295,10 @@ fn precision_matrix(data: &Mat, method: Method, name: &str) -> Result<nalgebra::
         let label = crate::residualise::column_name(name, j, m);
         check_finite(&label, data.col(j))?;
         if is_constant(data.col(j)) {
-            return Err(StatsError::degenerate(label, "is constant, so its correlation is undefined"));
+            return Err(StatsError::degenerate(
+                label,
+                "is constant, so its correlation is undefined",
+            ));
         }
     }
     match method {
@@ -280,7 +328,10 @@ pub fn ppcor_matrices(data: &Mat, method: Method, semi: bool) -> Result<CorrMatr
     let n = data.nrows();
     let m = data.ncols();
     if m < 2 {
-        return Err(StatsError::invalid("data", format!("needs at least 2 columns, got {m}")));
+        return Err(StatsError::invalid(
+            "data",
+            format!("needs at least 2 columns, got {m}"),
+        ));
     }
     let k = m - 2;
     let df = check_degrees_of_freedom(n, k)?;
@@ -304,16 +355,31 @@ pub fn ppcor_matrices(data: &Mat, method: Method, semi: bool) -> Result<CorrMatr
             p_value.set(i, j, p);
         }
     }
-    Ok(CorrMatrices { estimate, statistic, p_value, n, k, df })
+    Ok(CorrMatrices {
+        estimate,
+        statistic,
+        p_value,
+        n,
+        k,
+        df,
+    })
 }
 
 /// Residuals of every column of `scores` given `covar`, normalised to unit length, ready for correlating
 /// (ranked first for Spearman). Kendall has no residual form and is refused.
-pub fn unit_residuals(scores: &Mat, covar: &Mat, method: Method) -> Result<(Mat, LinearResidualiser)> {
+pub fn unit_residuals(
+    scores: &Mat,
+    covar: &Mat,
+    method: Method,
+) -> Result<(Mat, LinearResidualiser)> {
     if covar.nrows() != scores.nrows() {
         return Err(StatsError::invalid(
             "covar",
-            format!("has {} rows but scores has {}", covar.nrows(), scores.nrows()),
+            format!(
+                "has {} rows but scores has {}",
+                covar.nrows(),
+                scores.nrows()
+            ),
         ));
     }
     let (scores, covar) = match method {
@@ -343,7 +409,10 @@ pub fn unit_residuals(scores: &Mat, covar: &Mat, method: Method) -> Result<(Mat,
 
 fn check_all_finite(m: &Mat, name: &str) -> Result<()> {
     for j in 0..m.ncols() {
-        check_finite(&crate::residualise::column_name(name, j, m.ncols()), m.col(j))?;
+        check_finite(
+            &crate::residualise::column_name(name, j, m.ncols()),
+            m.col(j),
+        )?;
     }
     Ok(())
 }
@@ -354,14 +423,20 @@ pub fn partial_corr_matrix(scores: &Mat, covar: &Mat, method: Method) -> Result<
     let m = scores.ncols();
     let k = covar.ncols();
     if m < 2 {
-        return Err(StatsError::invalid("scores", format!("needs at least 2 columns, got {m}")));
+        return Err(StatsError::invalid(
+            "scores",
+            format!("needs at least 2 columns, got {m}"),
+        ));
     }
     let df = check_degrees_of_freedom(n, k)?;
     let mut estimate = Mat::filled(m, m, 1.0);
     match method {
         Method::Kendall => {
             if covar.nrows() != n {
-                return Err(StatsError::invalid("covar", format!("has {} rows but scores has {n}", covar.nrows())));
+                return Err(StatsError::invalid(
+                    "covar",
+                    format!("has {} rows but scores has {n}", covar.nrows()),
+                ));
             }
             check_all_finite(scores, "scores")?;
             check_all_finite(covar, "covar")?;
@@ -415,7 +490,14 @@ pub fn partial_corr_matrix(scores: &Mat, covar: &Mat, method: Method) -> Result<
             }
         }
     }
-    Ok(CorrMatrices { estimate, statistic, p_value, n, k, df })
+    Ok(CorrMatrices {
+        estimate,
+        statistic,
+        p_value,
+        n,
+        k,
+        df,
+    })
 }
 
 #[cfg(test)]
@@ -426,10 +508,14 @@ mod tests {
     /// would do, but the formulas are checked here on a small synthetic set against closed forms).
     fn data() -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
         let n = 12;
-        let z1: Vec<f64> = (0..n).map(|i| (i as f64 * 0.7).sin() + 0.1 * i as f64).collect();
+        let z1: Vec<f64> = (0..n)
+            .map(|i| (i as f64 * 0.7).sin() + 0.1 * i as f64)
+            .collect();
         let z2: Vec<f64> = (0..n).map(|i| ((i * i) % 7) as f64).collect();
         let x: Vec<f64> = (0..n).map(|i| z1[i] + (i as f64 * 1.3).cos()).collect();
-        let y: Vec<f64> = (0..n).map(|i| z1[i] - 0.5 * z2[i] + (i as f64 * 0.4).sin()).collect();
+        let y: Vec<f64> = (0..n)
+            .map(|i| z1[i] - 0.5 * z2[i] + (i as f64 * 0.4).sin())
+            .collect();
         (x, y, z1, z2)
     }
 
@@ -452,7 +538,11 @@ mod tests {
         // semi-partial, z removed from y only: (r_xy − r_xz r_yz) / √(1 − r_yz²)
         let expected_semi = (rxy - rxz * ryz) / (1.0 - ryz * ryz).sqrt();
         let got = partial_corr(&x, &y, &covar, Method::Pearson, Semi::Y).unwrap();
-        assert!((got.r - expected_semi).abs() < 1e-13, "{} vs {expected_semi}", got.r);
+        assert!(
+            (got.r - expected_semi).abs() < 1e-13,
+            "{} vs {expected_semi}",
+            got.r
+        );
     }
 
     #[test]
@@ -462,11 +552,16 @@ mod tests {
         let data = Mat::from_columns(12, &[&x, &y, &z1, &z2]).unwrap();
         let pcor = ppcor_matrices(&data, Method::Pearson, false).unwrap();
         let spcor = ppcor_matrices(&data, Method::Pearson, true).unwrap();
-        for (semi, matrix, i, j) in
-            [(Semi::Both, &pcor, 0, 1), (Semi::Y, &spcor, 0, 1), (Semi::X, &spcor, 1, 0)]
-        {
+        for (semi, matrix, i, j) in [
+            (Semi::Both, &pcor, 0, 1),
+            (Semi::Y, &spcor, 0, 1),
+            (Semi::X, &spcor, 1, 0),
+        ] {
             let direct = partial_corr(&x, &y, &covar, Method::Pearson, semi).unwrap();
-            assert!((direct.r - matrix.estimate.get(i, j)).abs() < 1e-12, "{semi:?}");
+            assert!(
+                (direct.r - matrix.estimate.get(i, j)).abs() < 1e-12,
+                "{semi:?}"
+            );
             assert!((direct.p_value / matrix.p_value.get(i, j) - 1.0).abs() < 1e-10);
         }
     }
@@ -489,7 +584,10 @@ mod tests {
         for method in [Method::Pearson, Method::Spearman, Method::Kendall] {
             let matrix = partial_corr_matrix(&scores, &covar, method).unwrap();
             let pair = partial_corr(&y, &z2, &covar, method, Semi::Both).unwrap();
-            assert!((matrix.estimate.get(1, 2) - pair.r).abs() < 1e-13, "{method:?}");
+            assert!(
+                (matrix.estimate.get(1, 2) - pair.r).abs() < 1e-13,
+                "{method:?}"
+            );
             assert!((matrix.p_value.get(2, 1) - pair.p_value).abs() < 1e-13);
         }
     }
@@ -500,10 +598,24 @@ mod tests {
         let covar = Mat::from_columns(12, &[&z1]).unwrap();
         let err = partial_corr(&x, &y[..11], &covar, Method::Pearson, Semi::Both).unwrap_err();
         assert!(err.to_string().starts_with("y: has 11 values"));
-        let err = partial_corr(&x[..3], &y[..3], &Mat::zeros(3, 1), Method::Pearson, Semi::Both).unwrap_err();
+        let err = partial_corr(
+            &x[..3],
+            &y[..3],
+            &Mat::zeros(3, 1),
+            Method::Pearson,
+            Semi::Both,
+        )
+        .unwrap_err();
         assert!(err.to_string().starts_with("n: 3 observations"), "{err}");
         let err = partial_corr(&x, &z1, &covar, Method::Pearson, Semi::Both).unwrap_err();
-        assert!(err.to_string().starts_with("y: is a linear function of covar"), "{err}");
-        assert!(Method::parse("pearsn").unwrap_err().to_string().starts_with("method: unknown method"));
+        assert!(
+            err.to_string()
+                .starts_with("y: is a linear function of covar"),
+            "{err}"
+        );
+        assert!(Method::parse("pearsn")
+            .unwrap_err()
+            .to_string()
+            .starts_with("method: unknown method"));
     }
 }

@@ -52,13 +52,26 @@ pub struct PreparedRun {
 
 impl PreparedRun {
     /// Prepares a run with the linear control (Spearman: everything ranked first).
-    pub fn linear(scores: &Mat, covar: &Mat, method: Method, scheme: PermutationScheme) -> Result<Self> {
+    pub fn linear(
+        scores: &Mat,
+        covar: &Mat,
+        method: Method,
+        scheme: PermutationScheme,
+    ) -> Result<Self> {
         let (unit_residuals, residualiser) = unit_residuals(scores, covar, method)?;
-        Ok(Self::from_residuals(unit_residuals, Box::new(residualiser), scheme))
+        Ok(Self::from_residuals(
+            unit_residuals,
+            Box::new(residualiser),
+            scheme,
+        ))
     }
 
     /// Prepares a run from unit-length residuals and the maker that produced them.
-    pub fn from_residuals(unit_residuals: Mat, maker: Box<dyn ResidualMaker>, scheme: PermutationScheme) -> Self {
+    pub fn from_residuals(
+        unit_residuals: Mat,
+        maker: Box<dyn ResidualMaker>,
+        scheme: PermutationScheme,
+    ) -> Self {
         let n = unit_residuals.nrows();
         let m = unit_residuals.ncols();
         let mut r = Mat::filled(m, m, 1.0);
@@ -69,7 +82,14 @@ impl PreparedRun {
                 r.set(b, a, value);
             }
         }
-        PreparedRun { n, m, unit_residuals, r, maker, scheme }
+        PreparedRun {
+            n,
+            m,
+            unit_residuals,
+            r,
+            maker,
+            scheme,
+        }
     }
 }
 
@@ -84,7 +104,11 @@ pub struct ExceedanceCounts {
 
 impl ExceedanceCounts {
     fn zeros(m: usize) -> Self {
-        ExceedanceCounts { pairwise: vec![0; m * m], family_wise: vec![0; m * m], permutations: 0 }
+        ExceedanceCounts {
+            pairwise: vec![0; m * m],
+            family_wise: vec![0; m * m],
+            permutations: 0,
+        }
     }
 
     /// Adds the counts of another range of permutations of the same run.
@@ -121,7 +145,11 @@ pub fn count_exceedances(run: &PreparedRun, seed: u64, range: Range<u64>) -> Exc
             run.maker.apply_in_place(&mut permuted);
             let length = norm(&permuted);
             for a in 0..b {
-                let value = if length > 0.0 { dot(run.unit_residuals.col(a), &permuted) / length } else { 0.0 };
+                let value = if length > 0.0 {
+                    dot(run.unit_residuals.col(a), &permuted) / length
+                } else {
+                    0.0
+                };
                 r_star[a * m + b] = value;
                 largest = largest.max(value.abs());
             }
@@ -144,7 +172,11 @@ pub fn count_exceedances(run: &PreparedRun, seed: u64, range: Range<u64>) -> Exc
 
 /// Exceedance counts for permutations `range` of every run, in parallel over runs and chunks of permutations.
 /// The result does not depend on how rayon schedules the work.
-pub fn count_exceedances_batch(runs: &[PreparedRun], seed: u64, range: Range<u64>) -> Vec<ExceedanceCounts> {
+pub fn count_exceedances_batch(
+    runs: &[PreparedRun],
+    seed: u64,
+    range: Range<u64>,
+) -> Vec<ExceedanceCounts> {
     let tasks: Vec<(usize, Range<u64>)> = (0..runs.len())
         .flat_map(|run| {
             let range = range.clone();
@@ -157,7 +189,10 @@ pub fn count_exceedances_batch(runs: &[PreparedRun], seed: u64, range: Range<u64
         .into_par_iter()
         .map(|(run, chunk)| (run, count_exceedances(&runs[run], seed, chunk)))
         .collect();
-    let mut totals: Vec<ExceedanceCounts> = runs.iter().map(|run| ExceedanceCounts::zeros(run.m)).collect();
+    let mut totals: Vec<ExceedanceCounts> = runs
+        .iter()
+        .map(|run| ExceedanceCounts::zeros(run.m))
+        .collect();
     for (run, counts) in &partial {
         totals[*run].merge(counts);
     }
@@ -198,7 +233,8 @@ mod tests {
         // once enough permutations are drawn, and p ≥ 1/(m+1) always.
         let scores = noise(12, 3, 1);
         let covar = noise(12, 1, 2);
-        let run = PreparedRun::linear(&scores, &covar, Method::Pearson, PermutationScheme::Free).unwrap();
+        let run =
+            PreparedRun::linear(&scores, &covar, Method::Pearson, PermutationScheme::Free).unwrap();
         let counts = count_exceedances(&run, 9, 0..199);
         let (p, p_fwer) = p_values(&counts, 3);
         for a in 0..3 {
@@ -215,8 +251,13 @@ mod tests {
     fn batch_equals_single_and_is_schedule_independent() {
         let runs: Vec<PreparedRun> = (0..3)
             .map(|s| {
-                PreparedRun::linear(&noise(20, 4, s), &noise(20, 2, 100 + s), Method::Pearson, PermutationScheme::Block { length: 3 })
-                    .unwrap()
+                PreparedRun::linear(
+                    &noise(20, 4, s),
+                    &noise(20, 2, 100 + s),
+                    Method::Pearson,
+                    PermutationScheme::Block { length: 3 },
+                )
+                .unwrap()
             })
             .collect();
         let batch = count_exceedances_batch(&runs, 5, 0..300);
@@ -237,7 +278,8 @@ mod tests {
         let n = 15;
         let scores = noise(n, 2, 11);
         let covar = noise(n, 2, 12);
-        let run = PreparedRun::linear(&scores, &covar, Method::Pearson, PermutationScheme::Free).unwrap();
+        let run =
+            PreparedRun::linear(&scores, &covar, Method::Pearson, PermutationScheme::Free).unwrap();
         let residualiser = LinearResidualiser::new(&covar, "covar").unwrap();
         let mut order = vec![0; n];
         permutation_into(n, PermutationScheme::Free, 3, 0, &mut order);
@@ -250,9 +292,15 @@ mod tests {
         let mut e_a = vec![0.0; n];
         residualiser.residualise_into(scores.col(0), &mut e_a);
         let expected = crate::pcor::correlation_of_centred(&e_a, &e_star);
-        let mut permuted: Vec<f64> = order.iter().map(|&i| run.unit_residuals.col(1)[i]).collect();
+        let mut permuted: Vec<f64> = order
+            .iter()
+            .map(|&i| run.unit_residuals.col(1)[i])
+            .collect();
         run.maker.apply_in_place(&mut permuted);
         let shortcut = dot(run.unit_residuals.col(0), &permuted) / norm(&permuted);
-        assert!((expected - shortcut).abs() < 1e-12, "{expected} vs {shortcut}");
+        assert!(
+            (expected - shortcut).abs() < 1e-12,
+            "{expected} vs {shortcut}"
+        );
     }
 }

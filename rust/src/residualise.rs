@@ -33,10 +33,17 @@ impl LinearResidualiser {
     pub fn new(covar: &Mat, name: &str) -> Result<Self> {
         let n = covar.nrows();
         if n < 2 {
-            return Err(StatsError::invalid(name, format!("needs at least 2 rows, got {n}")));
+            return Err(StatsError::invalid(
+                name,
+                format!("needs at least 2 rows, got {n}"),
+            ));
         }
         let basis = orthonormal_basis(covar, name)?;
-        Ok(LinearResidualiser { n, q: basis.q, condition_number: basis.condition_number })
+        Ok(LinearResidualiser {
+            n,
+            q: basis.q,
+            condition_number: basis.condition_number,
+        })
     }
 
     pub fn n(&self) -> usize {
@@ -106,7 +113,10 @@ impl LinearResidualiser {
             let column = y.col(j);
             check_finite(&label, column)?;
             if is_constant(column) {
-                return Err(StatsError::degenerate(label, "is constant, so its correlation is undefined"));
+                return Err(StatsError::degenerate(
+                    label,
+                    "is constant, so its correlation is undefined",
+                ));
             }
             self.residualise_into(column, out.col_mut(j));
             let centred_norm = centred_norm(column);
@@ -203,7 +213,11 @@ pub fn orthonormal_basis(columns: &Mat, name: &str) -> Result<OrthonormalBasis> 
             ),
         ));
     }
-    Ok(OrthonormalBasis { q, r, condition_number })
+    Ok(OrthonormalBasis {
+        q,
+        r,
+        condition_number,
+    })
 }
 
 /// True when every value equals the first (exactly: nearly constant data are still data).
@@ -213,7 +227,11 @@ pub fn is_constant(values: &[f64]) -> bool {
 
 fn centred_norm(values: &[f64]) -> f64 {
     let centre = mean(values);
-    values.iter().map(|v| (v - centre) * (v - centre)).sum::<f64>().sqrt()
+    values
+        .iter()
+        .map(|v| (v - centre) * (v - centre))
+        .sum::<f64>()
+        .sqrt()
 }
 
 /// `name` for a single column, `name column j` otherwise.
@@ -237,7 +255,10 @@ mod tests {
         let szz: f64 = z.iter().map(|v| (v - mz).powi(2)).sum();
         let szy: f64 = z.iter().zip(y).map(|(a, b)| (a - mz) * (b - my)).sum();
         let beta = szy / szz;
-        y.iter().zip(z).map(|(b, a)| b - my - beta * (a - mz)).collect()
+        y.iter()
+            .zip(z)
+            .map(|(b, a)| b - my - beta * (a - mz))
+            .collect()
     }
 
     #[test]
@@ -256,7 +277,9 @@ mod tests {
     #[test]
     fn residuals_orthogonal_to_covariates() {
         let n = 50;
-        let z1: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin() * 1e6 + 1e8).collect();
+        let z1: Vec<f64> = (0..n)
+            .map(|i| (i as f64 * 0.37).sin() * 1e6 + 1e8)
+            .collect();
         let z2: Vec<f64> = (0..n).map(|i| (i as f64 * 1.1).cos() * 1e-3).collect();
         let y: Vec<f64> = (0..n).map(|i| (i as f64 * 0.13).sin() + i as f64).collect();
         let covar = Mat::from_columns(n, &[&z1, &z2]).unwrap();
@@ -292,7 +315,13 @@ mod tests {
         let y: Vec<f64> = z.iter().map(|v| 3.0 - v).collect();
         let covar = Mat::from_columns(6, &[&z]).unwrap();
         let res = LinearResidualiser::new(&covar, "covar").unwrap();
-        let err = res.residualise_checked(&Mat::from_columns(6, &[&y]).unwrap(), "x").unwrap_err();
-        assert!(err.to_string().starts_with("x: is a linear function of covar"), "{err}");
+        let err = res
+            .residualise_checked(&Mat::from_columns(6, &[&y]).unwrap(), "x")
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("x: is a linear function of covar"),
+            "{err}"
+        );
     }
 }

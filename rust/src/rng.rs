@@ -51,7 +51,9 @@ impl Xoshiro256pp {
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        let result = (self.s[0].wrapping_add(self.s[3])).rotate_left(23).wrapping_add(self.s[0]);
+        let result = (self.s[0].wrapping_add(self.s[3]))
+            .rotate_left(23)
+            .wrapping_add(self.s[0]);
         let t = self.s[1] << 17;
         self.s[2] ^= self.s[0];
         self.s[3] ^= self.s[1];
@@ -184,13 +186,21 @@ impl BootstrapScheme {
     pub fn block_length(&self) -> Option<usize> {
         match self {
             BootstrapScheme::Iid => None,
-            BootstrapScheme::MovingBlock { length } | BootstrapScheme::CircularBlock { length } => Some(*length),
+            BootstrapScheme::MovingBlock { length } | BootstrapScheme::CircularBlock { length } => {
+                Some(*length)
+            }
         }
     }
 }
 
 /// The `index`-th permutation of `0..n` under `scheme` and `seed`, written into `out` (length n).
-pub fn permutation_into(n: usize, scheme: PermutationScheme, seed: u64, index: u64, out: &mut [usize]) {
+pub fn permutation_into(
+    n: usize,
+    scheme: PermutationScheme,
+    seed: u64,
+    index: u64,
+    out: &mut [usize],
+) {
     let mut rng = Xoshiro256pp::stream(seed, Purpose::Permutation, index);
     match scheme {
         PermutationScheme::Free => {
@@ -217,7 +227,11 @@ pub fn permutation_into(n: usize, scheme: PermutationScheme, seed: u64, index: u
             let shift = rng.below(n as u64) as usize;
             let reverse = mirror && rng.below(2) == 1;
             for (j, o) in out.iter_mut().enumerate() {
-                *o = if reverse { (shift + n - j) % n } else { (shift + j) % n };
+                *o = if reverse {
+                    (shift + n - j) % n
+                } else {
+                    (shift + j) % n
+                };
             }
         }
     }
@@ -318,7 +332,13 @@ mod tests {
     #[test]
     fn bootstrap_blocks_are_consecutive() {
         let mut out = vec![0; 9];
-        bootstrap_into(9, BootstrapScheme::MovingBlock { length: 3 }, 3, 2, &mut out);
+        bootstrap_into(
+            9,
+            BootstrapScheme::MovingBlock { length: 3 },
+            3,
+            2,
+            &mut out,
+        );
         for block in out.chunks(3) {
             assert!(block[0] <= 6);
             assert_eq!(block[1], block[0] + 1);

@@ -11,13 +11,18 @@ use pyo3::prelude::*;
 use pyo3::types::PyType;
 
 use crate::adjust::{p_adjust as adjust, Adjustment};
-use crate::bootstrap::{interval, jackknife, pair_correlations, replicates_batch, BootstrapRun, IntervalMethod};
+use crate::bootstrap::{
+    interval, jackknife, pair_correlations, replicates_batch, BootstrapRun, IntervalMethod,
+};
 use crate::error::StatsError;
 use crate::matrix::Mat;
 use crate::pcor::{self, Method, Semi};
 use crate::permutation::{count_exceedances_batch, p_values, ExceedanceCounts, PreparedRun};
 use crate::residualise::LinearResidualiser;
-use crate::rng::{bootstrap_into, default_block_length as block_rule, permutation_into, BootstrapScheme, PermutationScheme};
+use crate::rng::{
+    bootstrap_into, default_block_length as block_rule, permutation_into, BootstrapScheme,
+    PermutationScheme,
+};
 
 /// Permutations or replicates computed between two checks for Ctrl-C.
 const SLICE: u64 = 1024;
@@ -60,7 +65,10 @@ fn to_numpy<'py>(py: Python<'py>, m: &Mat) -> Bound<'py, PyArray2<f64>> {
     array.into_pyarray(py)
 }
 
-fn with_threads<T: Send>(n_threads: Option<usize>, work: impl FnOnce() -> T + Send) -> CoreResult<T> {
+fn with_threads<T: Send>(
+    n_threads: Option<usize>,
+    work: impl FnOnce() -> T + Send,
+) -> CoreResult<T> {
     match n_threads {
         None => Ok(work()),
         Some(0) => Err(StatsError::invalid("n_threads", "must be at least 1").into()),
@@ -74,15 +82,26 @@ fn with_threads<T: Send>(n_threads: Option<usize>, work: impl FnOnce() -> T + Se
     }
 }
 
-fn runs_from(scores: &[PyReadonlyArray2<'_, f64>], covars: &[PyReadonlyArray2<'_, f64>]) -> CoreResult<Vec<(Mat, Mat)>> {
+fn runs_from(
+    scores: &[PyReadonlyArray2<'_, f64>],
+    covars: &[PyReadonlyArray2<'_, f64>],
+) -> CoreResult<Vec<(Mat, Mat)>> {
     if scores.len() != covars.len() {
         return Err(StatsError::invalid(
             "covar",
-            format!("{} covariate matrices for {} runs of scores", covars.len(), scores.len()),
+            format!(
+                "{} covariate matrices for {} runs of scores",
+                covars.len(),
+                scores.len()
+            ),
         )
         .into());
     }
-    Ok(scores.iter().zip(covars).map(|(s, c)| (to_mat(&s.as_array()), to_mat(&c.as_array()))).collect())
+    Ok(scores
+        .iter()
+        .zip(covars)
+        .map(|(s, c)| (to_mat(&s.as_array()), to_mat(&c.as_array())))
+        .collect())
 }
 
 /// Names an error after the run it came from when there are several.
@@ -91,8 +110,14 @@ fn in_run(error: StatsError, run: usize, runs: usize) -> StatsError {
         return error;
     }
     match error {
-        StatsError::InvalidArgument { name, problem } => StatsError::InvalidArgument { name: format!("run {run}: {name}"), problem },
-        StatsError::Degenerate { name, problem } => StatsError::Degenerate { name: format!("run {run}: {name}"), problem },
+        StatsError::InvalidArgument { name, problem } => StatsError::InvalidArgument {
+            name: format!("run {run}: {name}"),
+            problem,
+        },
+        StatsError::Degenerate { name, problem } => StatsError::Degenerate {
+            name: format!("run {run}: {name}"),
+            problem,
+        },
     }
 }
 
@@ -126,11 +151,23 @@ fn ppcor_matrices<'py>(
     data: PyReadonlyArray2<'py, f64>,
     method: &str,
     semi: bool,
-) -> CoreResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, usize, usize)> {
+) -> CoreResult<(
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    usize,
+    usize,
+)> {
     let method = Method::parse(method)?;
     let data = to_mat(&data.as_array());
     let out = py.allow_threads(|| pcor::ppcor_matrices(&data, method, semi))?;
-    Ok((to_numpy(py, &out.estimate), to_numpy(py, &out.statistic), to_numpy(py, &out.p_value), out.n, out.k))
+    Ok((
+        to_numpy(py, &out.estimate),
+        to_numpy(py, &out.statistic),
+        to_numpy(py, &out.p_value),
+        out.n,
+        out.k,
+    ))
 }
 
 #[pyfunction]
@@ -142,18 +179,32 @@ fn residualise<'py>(
     let y = to_mat(&y.as_array());
     let covar = to_mat(&covar.as_array());
     if covar.nrows() != y.nrows() {
-        return Err(StatsError::invalid("covar", format!("has {} rows but y has {}", covar.nrows(), y.nrows())).into());
+        return Err(StatsError::invalid(
+            "covar",
+            format!("has {} rows but y has {}", covar.nrows(), y.nrows()),
+        )
+        .into());
     }
     let residualiser = LinearResidualiser::new(&covar, "covar")?;
     let mut out = Mat::zeros(y.nrows(), y.ncols());
     for j in 0..y.ncols() {
-        crate::matrix::check_finite(&crate::residualise::column_name("y", j, y.ncols()), y.col(j))?;
+        crate::matrix::check_finite(
+            &crate::residualise::column_name("y", j, y.ncols()),
+            y.col(j),
+        )?;
         residualiser.residualise_into(y.col(j), out.col_mut(j));
     }
     Ok(to_numpy(py, &out))
 }
 
-type MatrixResult<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, f64, usize, usize);
+type MatrixResult<'py> = (
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    f64,
+    usize,
+    usize,
+);
 
 #[pyfunction]
 #[pyo3(signature = (scores, covars, method, n_threads=None))]
@@ -172,19 +223,33 @@ fn partial_corr_matrix_batch<'py>(
         with_threads(n_threads, || {
             runs.par_iter()
                 .enumerate()
-                .map(|(i, (s, c))| pcor::partial_corr_matrix(s, c, method).map_err(|e| in_run(e, i, count)))
+                .map(|(i, (s, c))| {
+                    pcor::partial_corr_matrix(s, c, method).map_err(|e| in_run(e, i, count))
+                })
                 .collect()
         })
     })?;
     let mut out = Vec::with_capacity(count);
     for result in results {
         let m = result?;
-        out.push((to_numpy(py, &m.estimate), to_numpy(py, &m.statistic), to_numpy(py, &m.p_value), m.df, m.n, m.k));
+        out.push((
+            to_numpy(py, &m.estimate),
+            to_numpy(py, &m.statistic),
+            to_numpy(py, &m.p_value),
+            m.df,
+            m.n,
+            m.k,
+        ));
     }
     Ok(out)
 }
 
-type PermutationResult<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, Option<usize>);
+type PermutationResult<'py> = (
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Option<usize>,
+);
 
 #[allow(clippy::too_many_arguments)]
 #[pyfunction]
@@ -210,7 +275,8 @@ fn permutation_test_batch<'py>(
     let mut prepared = Vec::with_capacity(count);
     for (i, (s, c)) in runs.iter().enumerate() {
         let n = s.nrows();
-        let plan = PermutationScheme::parse(scheme, block_length, mirror, n).map_err(|e| in_run(e, i, count))?;
+        let plan = PermutationScheme::parse(scheme, block_length, mirror, n)
+            .map_err(|e| in_run(e, i, count))?;
         pcor::check_degrees_of_freedom(n, c.ncols()).map_err(|e| in_run(e, i, count))?;
         prepared.push(PreparedRun::linear(s, c, method, plan).map_err(|e| in_run(e, i, count))?);
     }
@@ -218,7 +284,11 @@ fn permutation_test_batch<'py>(
     let mut start = 0;
     while start < n_perm {
         let end = (start + SLICE).min(n_perm);
-        let slice = py.allow_threads(|| with_threads(n_threads, || count_exceedances_batch(&prepared, seed, start..end)))?;
+        let slice = py.allow_threads(|| {
+            with_threads(n_threads, || {
+                count_exceedances_batch(&prepared, seed, start..end)
+            })
+        })?;
         if totals.is_empty() {
             totals = slice;
         } else {
@@ -234,7 +304,12 @@ fn permutation_test_batch<'py>(
         .zip(&totals)
         .map(|(run, counts)| {
             let (p, p_fwer) = p_values(counts, run.m);
-            (to_numpy(py, &run.r), to_numpy(py, &p), to_numpy(py, &p_fwer), run.scheme.block_length())
+            (
+                to_numpy(py, &run.r),
+                to_numpy(py, &p),
+                to_numpy(py, &p_fwer),
+                run.scheme.block_length(),
+            )
         })
         .collect())
 }
@@ -269,7 +344,11 @@ fn bootstrap_ci_batch<'py>(
         return Err(StatsError::invalid("n_boot", "must be at least 2").into());
     }
     if !(ci_level > 0.0 && ci_level < 1.0) {
-        return Err(StatsError::invalid("ci_level", format!("must lie strictly between 0 and 1, got {ci_level}")).into());
+        return Err(StatsError::invalid(
+            "ci_level",
+            format!("must lie strictly between 0 and 1, got {ci_level}"),
+        )
+        .into());
     }
     let runs = runs_from(&scores, &covars)?;
     let count = runs.len();
@@ -278,17 +357,27 @@ fn bootstrap_ci_batch<'py>(
     for (i, (s, c)) in runs.into_iter().enumerate() {
         let n = s.nrows();
         pcor::check_degrees_of_freedom(n, c.ncols()).map_err(|e| in_run(e, i, count))?;
-        let plan = BootstrapScheme::parse(scheme, block_length, n).map_err(|e| in_run(e, i, count))?;
+        let plan =
+            BootstrapScheme::parse(scheme, block_length, n).map_err(|e| in_run(e, i, count))?;
         // The observed estimates, with the full error checking of the point estimate.
-        let estimate = pcor::partial_corr_matrix(&s, &c, method).map_err(|e| in_run(e, i, count))?;
+        let estimate =
+            pcor::partial_corr_matrix(&s, &c, method).map_err(|e| in_run(e, i, count))?;
         observed.push(estimate.estimate);
-        prepared.push(BootstrapRun { scores: s, covar: c, scheme: plan });
+        prepared.push(BootstrapRun {
+            scores: s,
+            covar: c,
+            scheme: plan,
+        });
     }
     let mut collected: Vec<Vec<Vec<f64>>> = prepared.iter().map(|_| Vec::new()).collect();
     let mut start = 0;
     while start < n_boot {
         let end = (start + SLICE).min(n_boot);
-        let slice = py.allow_threads(|| with_threads(n_threads, || replicates_batch(&prepared, method, seed, start..end)))?;
+        let slice = py.allow_threads(|| {
+            with_threads(n_threads, || {
+                replicates_batch(&prepared, method, seed, start..end)
+            })
+        })?;
         for (all, part) in collected.iter_mut().zip(slice) {
             all.extend(part);
         }
@@ -299,12 +388,19 @@ fn bootstrap_ci_batch<'py>(
         with_threads(n_threads, || {
             prepared
                 .iter()
-                .map(|run| (interval_method == IntervalMethod::Bca).then(|| jackknife(&run.scores, &run.covar, method)))
+                .map(|run| {
+                    (interval_method == IntervalMethod::Bca)
+                        .then(|| jackknife(&run.scores, &run.covar, method))
+                })
                 .collect()
         })
     })?;
     let mut out = Vec::with_capacity(count);
-    for ((run, reps), (estimate, jack)) in prepared.iter().zip(&collected).zip(observed.iter().zip(&jackknives)) {
+    for ((run, reps), (estimate, jack)) in prepared
+        .iter()
+        .zip(&collected)
+        .zip(observed.iter().zip(&jackknives))
+    {
         let m = run.scores.ncols();
         let mut low = Mat::filled(m, m, 1.0);
         let mut high = Mat::filled(m, m, 1.0);
@@ -313,9 +409,16 @@ fn bootstrap_ci_batch<'py>(
         for a in 0..m {
             for b in (a + 1)..m {
                 let mut values: Vec<f64> = reps.iter().map(|row| row[pair]).collect();
-                let jack_values: Option<Vec<f64>> = jack.as_ref().map(|rows| rows.iter().map(|row| row[pair]).collect());
-                let (lo, hi, n_valid) =
-                    interval(&mut values, estimate.get(a, b), jack_values.as_deref(), ci_level, interval_method);
+                let jack_values: Option<Vec<f64>> = jack
+                    .as_ref()
+                    .map(|rows| rows.iter().map(|row| row[pair]).collect());
+                let (lo, hi, n_valid) = interval(
+                    &mut values,
+                    estimate.get(a, b),
+                    jack_values.as_deref(),
+                    ci_level,
+                    interval_method,
+                );
                 for (x, y) in [(a, b), (b, a)] {
                     low.set(x, y, lo);
                     high.set(x, y, hi);
@@ -324,7 +427,13 @@ fn bootstrap_ci_batch<'py>(
                 pair += 1;
             }
         }
-        out.push((to_numpy(py, estimate), to_numpy(py, &low), to_numpy(py, &high), to_numpy(py, &valid), run.scheme.block_length()));
+        out.push((
+            to_numpy(py, estimate),
+            to_numpy(py, &low),
+            to_numpy(py, &high),
+            to_numpy(py, &valid),
+            run.scheme.block_length(),
+        ));
     }
     Ok(out)
 }
@@ -338,18 +447,29 @@ fn pair_correlations_py<'py>(
     method: &str,
 ) -> CoreResult<Option<Bound<'py, PyArray1<f64>>>> {
     let method = Method::parse(method)?;
-    Ok(pair_correlations(&to_mat(&scores.as_array()), &to_mat(&covar.as_array()), method)
-        .map(|v| Array1::from(v).into_pyarray(py)))
+    Ok(pair_correlations(
+        &to_mat(&scores.as_array()),
+        &to_mat(&covar.as_array()),
+        method,
+    )
+    .map(|v| Array1::from(v).into_pyarray(py)))
 }
 
-fn index_array<'py>(py: Python<'py>, rows: usize, n: usize, fill: impl Fn(u64, &mut [usize])) -> Bound<'py, PyArray2<i64>> {
+fn index_array<'py>(
+    py: Python<'py>,
+    rows: usize,
+    n: usize,
+    fill: impl Fn(u64, &mut [usize]),
+) -> Bound<'py, PyArray2<i64>> {
     let mut data = Vec::with_capacity(rows * n);
     let mut row = vec![0usize; n];
     for index in 0..rows {
         fill(index as u64, &mut row);
         data.extend(row.iter().map(|&i| i as i64));
     }
-    Array2::from_shape_vec((rows, n), data).unwrap_or_else(|_| Array2::zeros((rows, n))).into_pyarray(py)
+    Array2::from_shape_vec((rows, n), data)
+        .unwrap_or_else(|_| Array2::zeros((rows, n)))
+        .into_pyarray(py)
 }
 
 #[pyfunction]
@@ -367,7 +487,9 @@ fn permutation_indices<'py>(
         return Err(StatsError::invalid("n", "must be at least 1").into());
     }
     let plan = PermutationScheme::parse(scheme, block_length, mirror, n)?;
-    Ok(index_array(py, n_perm, n, |index, row| permutation_into(n, plan, seed, index, row)))
+    Ok(index_array(py, n_perm, n, |index, row| {
+        permutation_into(n, plan, seed, index, row)
+    }))
 }
 
 #[pyfunction]
@@ -384,11 +506,17 @@ fn bootstrap_indices<'py>(
         return Err(StatsError::invalid("n", "must be at least 1").into());
     }
     let plan = BootstrapScheme::parse(scheme, block_length, n)?;
-    Ok(index_array(py, n_boot, n, |index, row| bootstrap_into(n, plan, seed, index, row)))
+    Ok(index_array(py, n_boot, n, |index, row| {
+        bootstrap_into(n, plan, seed, index, row)
+    }))
 }
 
 #[pyfunction]
-fn p_adjust<'py>(py: Python<'py>, p: PyReadonlyArray1<'py, f64>, method: &str) -> CoreResult<Bound<'py, PyArray1<f64>>> {
+fn p_adjust<'py>(
+    py: Python<'py>,
+    p: PyReadonlyArray1<'py, f64>,
+    method: &str,
+) -> CoreResult<Bound<'py, PyArray1<f64>>> {
     let method = Adjustment::parse(method)?;
     let adjusted = adjust(&p.as_array().to_vec(), method)?;
     Ok(Array1::from(adjusted).into_pyarray(py))

@@ -1,0 +1,77 @@
+"""Type stubs of gengen._core, the Rust extension. Use gengen.stats: it validates arguments and documents them.
+
+Matrices are float64 numpy arrays of shape (n, m) (observations × variables), in any memory order. Errors are
+raised as gengen.errors.InvalidArgumentError or gengen.errors.DegenerateDataError.
+"""
+
+import numpy as np
+from numpy.typing import NDArray
+
+__version__: str
+
+_Float2D = NDArray[np.float64]
+
+def partial_corr(
+    x: NDArray[np.float64],
+    y: NDArray[np.float64],
+    covar: _Float2D,
+    method: str,
+    semi: str | None = None,
+) -> tuple[float, float, float, float, int, int]:
+    """(r, statistic, p_value, df, n, k) of ppcor's pcor.test / spcor.test."""
+
+def fisher_ci(r: float, n: int, k: int, level: float) -> tuple[float, float]:
+    """Fisher-z interval of a partial correlation from n observations and k covariates."""
+
+def ppcor_matrices(data: _Float2D, method: str, semi: bool) -> tuple[_Float2D, _Float2D, _Float2D, int, int]:
+    """(estimate, statistic, p_value, n, k) of ppcor's pcor (semi=False) or spcor (semi=True)."""
+
+def residualise(y: _Float2D, covar: _Float2D) -> _Float2D:
+    """Residuals of each column of y on [1, covar]."""
+
+def partial_corr_matrix_batch(
+    scores: list[_Float2D],
+    covars: list[_Float2D],
+    method: str,
+    n_threads: int | None = None,
+) -> list[tuple[_Float2D, _Float2D, _Float2D, float, int, int]]:
+    """Per run: (r, statistic, p_value, df, n, k)."""
+
+def permutation_test_batch(
+    scores: list[_Float2D],
+    covars: list[_Float2D],
+    method: str,
+    n_perm: int,
+    scheme: str,
+    block_length: int | None = None,
+    mirror: bool = False,
+    seed: int = 0,
+    n_threads: int | None = None,
+) -> list[tuple[_Float2D, _Float2D, _Float2D, int | None]]:
+    """Per run: (r, p_value, p_fwer, block_length used)."""
+
+def bootstrap_ci_batch(
+    scores: list[_Float2D],
+    covars: list[_Float2D],
+    method: str,
+    n_boot: int,
+    scheme: str,
+    block_length: int | None = None,
+    ci_level: float = 0.95,
+    ci_method: str = "percentile",
+    seed: int = 0,
+    n_threads: int | None = None,
+) -> list[tuple[_Float2D, _Float2D, _Float2D, _Float2D, int | None]]:
+    """Per run: (r, ci_low, ci_high, n_valid, block_length used)."""
+
+def pair_correlations_py(scores: _Float2D, covar: _Float2D, method: str) -> NDArray[np.float64] | None:
+    """Upper-triangle partial correlations (row-major a < b), None for degenerate data."""
+
+def permutation_indices(
+    n: int, n_perm: int, scheme: str, block_length: int | None = None, mirror: bool = False, seed: int = 0
+) -> NDArray[np.int64]: ...
+def bootstrap_indices(
+    n: int, n_boot: int, scheme: str, block_length: int | None = None, seed: int = 0
+) -> NDArray[np.int64]: ...
+def p_adjust(p: NDArray[np.float64], method: str) -> NDArray[np.float64]: ...
+def default_block_length(n: int) -> int: ...

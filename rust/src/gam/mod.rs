@@ -1,0 +1,973 @@
+//! Penalised regression spline (GAM) control: residuals of columns on smooth functions of the controls.
+//!
+//! The model for one column `y` given controls `z_1 … z_q` is mgcv's Gaussian additive model
+//! `y ~ s(z_1, k, bs = "cr") + … + s(z_q, k, bs = "cr")`: an intercept plus one cubic regression spline per
+//! control (see [`basis`] for the construction, identical to mgcv's), coefficients minimising
+//! `‖y − Xβ‖² + Σ_j λ_j βᵀ S_j β`, smoothing parameters chosen per column by
+//!
+//! - GCV (mgcv `method = "GCV.Cp"`, scale unknown, γ = 1): `V_g(λ) = n ‖y − A_λ y‖² / (n − tr A_λ)²`, or
+//! - REML (mgcv `method = "REML"`): the negative restricted log likelihood with the scale profiled out,
+//!   `V_r(λ) = ½[(n − M_p)(1 + log(2π D_p/(n − M_p))) + log|XᵀX + S_λ| − log|S_λ|₊]`, where
+//!   `D_p = ‖y − Xβ̂‖² + β̂ᵀ S_λ β̂`, `S_λ = Σ λ_j S_j` and `M_p = 1 + q` is the dimension of the
+//!   unpenalised space (intercept and one straight line per control). The value is mgcv's `gcv.ubre`.
+//!
+//! The effective degrees of freedom are `tr A_λ` (intercept included, as mgcv's `sum(edf)`).
+//!
+//! **Shared factorisation.** The smoother depends only on the controls, so [`GamSmoother::new`] does all
+//! the matrix work once. With `X = Q_X R` (thin QR), `B = RᵀR + Σ_j S_j = E diag(b) Eᵀ`, `T = E diag(b)^{-½}`
+//! and the SVD `R T = W Σ Vᵀ`, the columns of `U = Q_X W` are an orthonormal basis of the model space in
+//! which the penalty is `P_j = Gᵀ S_j G`, `G = T V Σ⁻¹`. For one control `P = diag(σ_i⁻² − 1)`
+//! (Demmler–Reinsch form, computed without inverting `R`, so it stays accurate when `X` is ill-conditioned),
+//! and a column costs `O(n r)` to project (`e = Uᵀy`) plus `O(r)` per trial `λ`:
+//! `fitted = U diag(1/(1 + λ s_i)) e`, `tr A = Σ 1/(1 + λ s_i)`, `‖y − fitted‖² = ‖y − U e‖² +
+//! Σ e_i² (λ s_i/(1 + λ s_i))²`. With several controls each trial factors the r × r matrix `I + Σ λ_j P_j`.
+//! See [`search`] for the optimisation over `log λ`.
+//!
+//! **Fixed smoother.** For inference by permutation the smoother chosen on the observed data can be reused:
+//! [`GamSmoother::fixed`] returns the linear map `y ↦ A_λ y` (and the residual maker `I − A_λ`) at given λ.
+//!
+//! **Bad input.** Non-finite values, a constant control, a control with fewer than 3 distinct values and
+//! too few rows are errors. When a control has fewer distinct values than `k` (or, with one control,
+//! `k >= n`), `k` is lowered to what the data support, as the caller can see from
+//! [`GamSmoother::k_used`]; mgcv would stop with an error there instead.
+//!
+//! References: Wood, S. N. (2017) *Generalized Additive Models: An Introduction with R*, 2nd ed., CRC
+//! (§4.2, §5.3.1, §6.2); Wood, S. N. (2011) Fast stable restricted maximum likelihood and marginal likelihood
+//! estimation of semiparametric generalized linear models, *JRSS B* 73(1), 3–36.
+
+mod basis;
+mod search;
+
+use nalgebra::{DMatrix, DVector, SymmetricEigen, SVD};
+use rayon::prelude::*;
+
+use crate::error::{Result, StatsError};
+use crate::matrix::{check_finite, dot, Mat};
+
+/// mgcv's default basis dimension for `s(z, bs = "cr")`.
+pub const DEFAULT_K: usize = 10;
+
+/// Singular values of `R T` (all in `(0, 1]`) below this are directions the data cannot see; they are
+/// dropped (their coefficients would be shrunk to zero by any positive λ anyway).
+const MIN_SINGULAR_VALUE: f64 = 1e-7;
+
+/// `log λ` search range: from `λ s_max = 1e-4` (interpolation: every weight `1/(1 + λ s_i)` above 0.9999)
+/// to `λ s_min = 1e8` (a straight line: EDF within `1e-8 (k − 2)` of the null-space dimension), where `s`
+/// are the nonzero penalty eigenvalues in the orthonormal model coordinates.
+const SEARCH_BELOW: f64 = 1e-4;
+const SEARCH_ABOVE: f64 = 1e8;
+
+/// How the smoothing parameter is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SmoothMethod {
+    /// Generalised cross-validation, mgcv's `method = "GCV.Cp"` with unknown scale.
+    #[default]
+    Gcv,
+    /// Restricted maximum likelihood, mgcv's `method = "REML"`.
+    Reml,
+}
+
+impl SmoothMethod {
+    /// `"gcv"` or `"reml"`; `option` names the argument in the error.
+    pub fn parse(name: &str, option: &str) -> Result<Self> {
+        match name {
+            "gcv" => Ok(SmoothMethod::Gcv),
+            "reml" => Ok(SmoothMethod::Reml),
+            other => Err(StatsError::invalid(
+                option,
+                format!("unknown smoothing-parameter method {other:?}; expected \"gcv\" or \"reml\""),
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SmoothMethod::Gcv => "gcv",
+            SmoothMethod::Reml => "reml",
+        }
+    }
+}
+
+/// The spline basis of each smooth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Basis {
+    /// mgcv's cubic regression spline, `bs = "cr"`.
+    #[default]
+    CubicRegression,
+}
+
+/// Options of the smoother.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GamOptions {
+    /// Basis dimension per control (number of knots), at least 3; mgcv's default is 10.
+    pub k: usize,
+    pub method: SmoothMethod,
+    pub basis: Basis,
+}
+
+impl Default for GamOptions {
+    fn default() -> Self {
+        GamOptions { k: DEFAULT_K, method: SmoothMethod::Gcv, basis: Basis::CubicRegression }
+    }
+}
+
+/// The fit of one column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GamFit {
+    pub fitted: Vec<f64>,
+    /// `y − fitted`.
+    pub residuals: Vec<f64>,
+    /// Effective degrees of freedom `tr A_λ`, intercept included (mgcv's `sum(edf)`), in `[1 + q, p]`.
+    pub edf: f64,
+    /// `n − edf`, mgcv's residual degrees of freedom.
+    pub residual_df: f64,
+    /// Chosen smoothing parameter per control, on mgcv's `sp` scale.
+    pub lambda: Vec<f64>,
+    /// Criterion at the optimum: GCV score, or REML's negative log restricted likelihood (mgcv's `gcv.ubre`).
+    pub score: f64,
+    /// Residual sum of squares.
+    pub rss: f64,
+}
+
+/// The penalty in the orthonormal model coordinates.
+#[derive(Debug, Clone)]
+enum Penalty {
+    /// One control: `P = diag(s)`.
+    Diagonal(Vec<f64>),
+    /// Several controls: one r × r matrix per control.
+    Dense(Vec<DMatrix<f64>>),
+}
+
+/// A GAM smoother for one set of controls, factorised once and applied to any number of columns.
+#[derive(Debug, Clone)]
+pub struct GamSmoother {
+    n: usize,
+    options: GamOptions,
+    k_used: Vec<usize>,
+    knots: Vec<Vec<f64>>,
+    /// n × r orthonormal basis `U` of the model space.
+    basis: DMatrix<f64>,
+    penalty: Penalty,
+    /// Rank of each control's penalty.
+    penalty_ranks: Vec<usize>,
+    /// `log|S_j|₊` of each control's penalty.
+    penalty_log_dets: Vec<f64>,
+    /// `log|XᵀX + S_λ| − log|I + P_λ|`, which does not depend on λ.
+    log_det_offset: f64,
+    /// Dimension `M_p` of the unpenalised space.
+    null_dim: usize,
+    /// `log λ` search bounds per control.
+    bounds: Vec<(f64, f64)>,
+}
+
+/// What one trial λ gives for one column.
+struct Evaluation {
+    rss: f64,
+    edf: f64,
+    /// Penalised residual sum of squares `D_p`.
+    penalised_rss: f64,
+    /// `log|I + P_λ|`.
+    log_det: f64,
+}
+
+impl GamSmoother {
+    /// Builds the smoother of the `n × q` control matrix `control` (one column per control).
+    ///
+    /// `name` is the argument name used in error messages.
+    pub fn new(control: &Mat, options: &GamOptions, name: &str) -> Result<Self> {
+        let n = control.nrows();
+        let q = control.ncols();
+        if q == 0 {
+            return Err(StatsError::invalid(name, "needs at least one control column for fit=\"gam\""));
+        }
+        if options.k < 3 {
+            return Err(StatsError::invalid(
+                "k",
+                format!("must be at least 3 for a cubic spline, got {}", options.k),
+            ));
+        }
+        if n < 4 {
+            return Err(StatsError::invalid(name, format!("has {n} rows; a GAM fit needs at least 4")));
+        }
+        let mut terms = Vec::with_capacity(q);
+        for j in 0..q {
+            let label = column_name(name, j, q);
+            let column = control.col(j);
+            check_finite(&label, column)?;
+            let distinct = basis::distinct_sorted(column);
+            if distinct.len() == 1 {
+                return Err(StatsError::degenerate(
+                    label,
+                    "is constant, so a smooth of it is not identifiable",
+                ));
+            }
+            if distinct.len() < 3 {
+                return Err(StatsError::degenerate(
+                    label,
+                    format!(
+                        "has {} distinct values; a cubic regression spline needs at least 3",
+                        distinct.len()
+                    ),
+                ));
+            }
+            let mut k = options.k.min(distinct.len());
+            if q == 1 {
+                // Keep at least one residual degree of freedom.
+                k = k.min(n - 1);
+            }
+            terms.push(basis::cr_term(column, &distinct, k)?);
+        }
+        let p = 1 + terms.iter().map(|t| t.k - 1).sum::<usize>();
+        if p >= n {
+            return Err(StatsError::invalid(
+                name,
+                format!("has {n} rows, too few for the {p} coefficients of the additive model; lower k"),
+            ));
+        }
+
+        // Model matrix [1, X_1, …, X_q] and penalties embedded in p × p.
+        let mut x = DMatrix::<f64>::zeros(n, p);
+        x.column_mut(0).fill(1.0);
+        let mut penalties = Vec::with_capacity(q);
+        let mut offset = 1;
+        for term in &terms {
+            let width = term.k - 1;
+            x.view_mut((0, offset), (n, width)).copy_from(&term.x);
+            let mut s = DMatrix::<f64>::zeros(p, p);
+            s.view_mut((offset, offset), (width, width)).copy_from(&term.s);
+            penalties.push(s);
+            offset += width;
+        }
+
+        let qr = x.qr();
+        let q_x = qr.q();
+        let r = qr.r();
+        let mut b = r.transpose() * &r;
+        for s in &penalties {
+            b += s;
+        }
+        let b = (&b + b.transpose()) * 0.5;
+        let eig = SymmetricEigen::try_new(b, f64::EPSILON, 10_000).ok_or_else(|| {
+            StatsError::degenerate(name, "eigen-decomposition of the GAM system did not converge")
+        })?;
+        let b_max = eig.eigenvalues.max();
+        if eig.eigenvalues.iter().any(|&v| v <= b_max * 1e-12 || v.is_nan()) {
+            return Err(StatsError::degenerate(
+                name,
+                "controls are collinear, so their smooths are not jointly identifiable",
+            ));
+        }
+        let log_det_b: f64 = eig.eigenvalues.iter().map(|v| v.ln()).sum();
+        let mut t = eig.eigenvectors;
+        for (mut column, value) in t.column_iter_mut().zip(eig.eigenvalues.iter()) {
+            column /= value.sqrt();
+        }
+        let svd = SVD::try_new(&r * &t, true, true, f64::EPSILON, 10_000)
+            .ok_or_else(|| StatsError::degenerate(name, "SVD of the GAM system did not converge"))?;
+        let (Some(w), Some(v_t)) = (svd.u, svd.v_t) else {
+            return Err(StatsError::degenerate(name, "SVD of the GAM system returned no vectors"));
+        };
+        let keep: Vec<usize> = (0..p).filter(|&i| svd.singular_values[i] > MIN_SINGULAR_VALUE).collect();
+        let sigma: Vec<f64> = keep.iter().map(|&i| svd.singular_values[i].min(1.0)).collect();
+        let rank = keep.len();
+        let basis = &q_x * w.select_columns(&keep);
+        let log_det_offset = log_det_b + 2.0 * sigma.iter().map(|s| s.ln()).sum::<f64>();
+
+        let mut penalty_ranks: Vec<usize> = terms.iter().map(|t| t.penalty_rank()).collect();
+        if q == 1 {
+            // Directions dropped for lack of data carried penalty only.
+            penalty_ranks[0] -= (p - rank).min(penalty_ranks[0]);
+        }
+        let penalty_log_dets = terms
+            .iter()
+            .zip(&penalty_ranks)
+            .map(|(term, &rank)| {
+                let mut values: Vec<f64> = term.s.symmetric_eigenvalues().iter().copied().collect();
+                values.sort_by(|a, b| b.total_cmp(a));
+                values.iter().take(rank).map(|v| v.max(f64::MIN_POSITIVE).ln()).sum()
+            })
+            .collect();
+
+        // Penalty eigenvalues of the unpenalised directions are zero up to rounding; they are set to exactly
+        // zero so that a huge λ leaves those directions alone.
+        let (penalty, eigenvalues): (Penalty, Vec<Vec<f64>>) = if q == 1 {
+            let mut s: Vec<f64> = sigma.iter().map(|s| (1.0 / (s * s) - 1.0).max(0.0)).collect();
+            let mut order: Vec<usize> = (0..rank).collect();
+            order.sort_by(|&a, &b| s[a].total_cmp(&s[b]));
+            for &i in order.iter().take(rank.saturating_sub(penalty_ranks[0])) {
+                s[i] = 0.0;
+            }
+            (Penalty::Diagonal(s.clone()), vec![s])
+        } else {
+            let v = v_t.transpose().select_columns(&keep);
+            let mut g = &t * v;
+            for (mut column, s) in g.column_iter_mut().zip(&sigma) {
+                column /= *s;
+            }
+            let mut dense = Vec::with_capacity(q);
+            let mut values = Vec::with_capacity(q);
+            for (s, &rank_j) in penalties.iter().zip(&penalty_ranks) {
+                let m = g.transpose() * s * &g;
+                let eig = SymmetricEigen::try_new((&m + m.transpose()) * 0.5, f64::EPSILON, 10_000)
+                    .ok_or_else(|| {
+                        StatsError::degenerate(name, "eigen-decomposition of a penalty did not converge")
+                    })?;
+                let mut order: Vec<usize> = (0..rank).collect();
+                order.sort_by(|&a, &b| eig.eigenvalues[a].total_cmp(&eig.eigenvalues[b]));
+                let mut ev: Vec<f64> = eig.eigenvalues.iter().map(|v| v.max(0.0)).collect();
+                for &i in order.iter().take(rank.saturating_sub(rank_j)) {
+                    ev[i] = 0.0;
+                }
+                let mut scaled = eig.eigenvectors.clone();
+                for (mut column, v) in scaled.column_iter_mut().zip(&ev) {
+                    column *= *v;
+                }
+                let m = scaled * eig.eigenvectors.transpose();
+                dense.push((&m + m.transpose()) * 0.5);
+                values.push(ev);
+            }
+            (Penalty::Dense(dense), values)
+        };
+        let bounds = eigenvalues
+            .iter()
+            .zip(&penalty_ranks)
+            .map(|(values, &rank)| search_bounds(values, rank))
+            .collect();
+
+        Ok(GamSmoother {
+            n,
+            options: *options,
+            k_used: terms.iter().map(|t| t.k).collect(),
+            knots: terms.into_iter().map(|t| t.knots).collect(),
+            basis,
+            penalty,
+            penalty_ranks,
+            penalty_log_dets,
+            log_det_offset,
+            null_dim: 1 + q,
+            bounds,
+        })
+    }
+
+    /// Number of rows.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Number of controls.
+    pub fn q(&self) -> usize {
+        self.k_used.len()
+    }
+
+    pub fn options(&self) -> &GamOptions {
+        &self.options
+    }
+
+    /// Basis dimension actually used per control; below `options().k` where the data support fewer knots.
+    pub fn k_used(&self) -> &[usize] {
+        &self.k_used
+    }
+
+    /// Whether `k` had to be lowered for any control.
+    pub fn k_reduced(&self) -> bool {
+        self.k_used.iter().any(|&k| k < self.options.k)
+    }
+
+    /// Knot locations per control.
+    pub fn knots(&self) -> &[Vec<f64>] {
+        &self.knots
+    }
+
+    /// Number of model coefficients (intercept included) the data can identify.
+    pub fn n_coefficients(&self) -> usize {
+        self.basis.ncols()
+    }
+
+    /// Fits one column, choosing λ by the smoother's method. `y` must have `n` finite values.
+    pub fn fit_column(&self, y: &[f64]) -> Result<GamFit> {
+        self.check_column(y, "y")?;
+        let (e, rss0) = self.project(y);
+        let rho = match &self.penalty {
+            Penalty::Diagonal(_) => {
+                let (lo, hi) = self.bounds[0];
+                let (rho, _) =
+                    search::minimise_1d(|r| self.score(&self.evaluate(&[r], &e, rss0), &[r]), lo, hi);
+                vec![rho]
+            }
+            Penalty::Dense(_) => {
+                let mut rho: Vec<f64> = self.bounds.iter().map(|(lo, hi)| 0.5 * (lo + hi)).collect();
+                search::coordinate_descent(
+                    |r| self.score(&self.evaluate(r, &e, rss0), r),
+                    &mut rho,
+                    &self.bounds,
+                );
+                rho
+            }
+        };
+        self.fit_at(y, &e, rss0, &rho)
+    }
+
+    /// Fits one column at given smoothing parameters (one per control, finite and positive).
+    pub fn fit_column_with_lambda(&self, y: &[f64], lambda: &[f64]) -> Result<GamFit> {
+        self.check_column(y, "y")?;
+        let rho = self.log_lambda(lambda)?;
+        let (e, rss0) = self.project(y);
+        self.fit_at(y, &e, rss0, &rho)
+    }
+
+    /// Fits every column of `ys` (n × m) in parallel; results are in column order and do not depend on
+    /// the number of threads. `name` names `ys` in errors.
+    pub fn residualise_columns(&self, ys: &Mat, name: &str) -> Result<Vec<GamFit>> {
+        if ys.nrows() != self.n {
+            return Err(StatsError::invalid(
+                name,
+                format!("has {} rows but the control has {}", ys.nrows(), self.n),
+            ));
+        }
+        let m = ys.ncols();
+        (0..m)
+            .into_par_iter()
+            .map(|j| {
+                let column = ys.col(j);
+                check_finite(&column_name(name, j, m), column)?;
+                self.fit_column(column)
+            })
+            .collect()
+    }
+
+    /// The linear smoother `y ↦ A_λ y` at fixed smoothing parameters (one per control), e.g. those a
+    /// [`GamFit`] chose, for reuse on permuted or resampled data.
+    pub fn fixed(&self, lambda: &[f64]) -> Result<FixedSmoother> {
+        let rho = self.log_lambda(lambda)?;
+        let (basis, weights): (DMatrix<f64>, Vec<f64>) = match &self.penalty {
+            Penalty::Diagonal(s) => {
+                let weights = s.iter().map(|s| 1.0 / (1.0 + lambda[0] * s)).collect();
+                (self.basis.clone(), weights)
+            }
+            Penalty::Dense(_) => {
+                let inverse = self
+                    .system(&rho)
+                    .cholesky()
+                    .ok_or_else(|| {
+                        StatsError::degenerate(
+                            "lambda",
+                            "gives a penalised system that is not positive definite",
+                        )
+                    })?
+                    .inverse();
+                let inverse = (&inverse + inverse.transpose()) * 0.5;
+                let eig = SymmetricEigen::try_new(inverse, f64::EPSILON, 10_000).ok_or_else(|| {
+                    StatsError::degenerate("lambda", "eigen-decomposition of the smoother did not converge")
+                })?;
+                (&self.basis * eig.eigenvectors, eig.eigenvalues.iter().copied().collect())
+            }
+        };
+        let edf = weights.iter().sum();
+        Ok(FixedSmoother { n: self.n, basis, weights, edf, lambda: lambda.to_vec() })
+    }
+
+    fn check_column(&self, y: &[f64], name: &str) -> Result<()> {
+        if y.len() != self.n {
+            return Err(StatsError::invalid(
+                name,
+                format!("has {} values but the control has {} rows", y.len(), self.n),
+            ));
+        }
+        check_finite(name, y)
+    }
+
+    fn log_lambda(&self, lambda: &[f64]) -> Result<Vec<f64>> {
+        if lambda.len() != self.q() {
+            return Err(StatsError::invalid(
+                "lambda",
+                format!("has {} values, expected one per control ({})", lambda.len(), self.q()),
+            ));
+        }
+        if let Some(bad) = lambda.iter().find(|l| !(l.is_finite() && **l > 0.0)) {
+            return Err(StatsError::invalid("lambda", format!("must be finite and positive, got {bad}")));
+        }
+        Ok(lambda.iter().map(|l| l.ln()).collect())
+    }
+
+    /// `e = Uᵀ y` and the residual sum of squares of the unpenalised fit, `‖y − U e‖²`.
+    fn project(&self, y: &[f64]) -> (Vec<f64>, f64) {
+        let e: Vec<f64> = self.basis.column_iter().map(|u| dot(u.as_slice(), y)).collect();
+        let mut residual = y.to_vec();
+        for (u, ei) in self.basis.column_iter().zip(&e) {
+            for (r, ui) in residual.iter_mut().zip(u.iter()) {
+                *r -= ei * ui;
+            }
+        }
+        (e, dot(&residual, &residual))
+    }
+
+    /// `I + Σ λ_j P_j` for several controls.
+    fn system(&self, rho: &[f64]) -> DMatrix<f64> {
+        let r = self.basis.ncols();
+        let mut a = DMatrix::<f64>::identity(r, r);
+        if let Penalty::Dense(p) = &self.penalty {
+            for (pj, rj) in p.iter().zip(rho) {
+                a += pj * rj.exp();
+            }
+        }
+        a
+    }
+
+    fn evaluate(&self, rho: &[f64], e: &[f64], rss0: f64) -> Evaluation {
+        match &self.penalty {
+            Penalty::Diagonal(s) => {
+                let lambda = rho[0].exp();
+                let (mut rss, mut edf, mut penalised, mut log_det) = (rss0, 0.0, rss0, 0.0);
+                for (si, ei) in s.iter().zip(e) {
+                    let a = lambda * si;
+                    let shrink = a / (1.0 + a);
+                    rss += ei * ei * shrink * shrink;
+                    penalised += ei * ei * shrink;
+                    edf += 1.0 / (1.0 + a);
+                    log_det += a.ln_1p();
+                }
+                Evaluation { rss, edf, penalised_rss: penalised, log_det }
+            }
+            Penalty::Dense(_) => {
+                let Some(chol) = self.system(rho).cholesky() else {
+                    return Evaluation {
+                        rss: f64::NAN,
+                        edf: f64::NAN,
+                        penalised_rss: f64::NAN,
+                        log_det: f64::NAN,
+                    };
+                };
+                let e = DVector::from_column_slice(e);
+                let gamma = chol.solve(&e);
+                let log_det = 2.0 * chol.l_dirty().diagonal().iter().map(|v| v.ln()).sum::<f64>();
+                let edf = chol.inverse().trace();
+                let rss = rss0 + (&e - &gamma).norm_squared();
+                let penalised = rss0 + e.dot(&e) - e.dot(&gamma);
+                Evaluation { rss, edf, penalised_rss: penalised, log_det }
+            }
+        }
+    }
+
+    fn score(&self, ev: &Evaluation, rho: &[f64]) -> f64 {
+        let n = self.n as f64;
+        match self.options.method {
+            SmoothMethod::Gcv => {
+                let denominator = n - ev.edf;
+                if denominator > 0.0 {
+                    n * ev.rss / (denominator * denominator)
+                } else {
+                    f64::INFINITY
+                }
+            }
+            SmoothMethod::Reml => {
+                let residual_dim = n - self.null_dim as f64;
+                let log_det_penalty: f64 = rho
+                    .iter()
+                    .zip(&self.penalty_ranks)
+                    .zip(&self.penalty_log_dets)
+                    .map(|((r, &rank), log_det)| rank as f64 * r + log_det)
+                    .sum();
+                let dp = ev.penalised_rss.max(f64::MIN_POSITIVE);
+                0.5 * (residual_dim * (1.0 + (2.0 * std::f64::consts::PI * dp / residual_dim).ln())
+                    + self.log_det_offset
+                    + ev.log_det
+                    - log_det_penalty)
+            }
+        }
+    }
+
+    fn fit_at(&self, y: &[f64], e: &[f64], rss0: f64, rho: &[f64]) -> Result<GamFit> {
+        let coefficients: Vec<f64> = match &self.penalty {
+            Penalty::Diagonal(s) => {
+                let lambda = rho[0].exp();
+                s.iter().zip(e).map(|(si, ei)| ei / (1.0 + lambda * si)).collect()
+            }
+            Penalty::Dense(_) => {
+                let chol = self.system(rho).cholesky().ok_or_else(|| {
+                    StatsError::degenerate("lambda", "gives a penalised system that is not positive definite")
+                })?;
+                chol.solve(&DVector::from_column_slice(e)).iter().copied().collect()
+            }
+        };
+        let mut fitted = vec![0.0; self.n];
+        for (u, c) in self.basis.column_iter().zip(&coefficients) {
+            for (f, ui) in fitted.iter_mut().zip(u.iter()) {
+                *f += c * ui;
+            }
+        }
+        let residuals: Vec<f64> = y.iter().zip(&fitted).map(|(yi, fi)| yi - fi).collect();
+        let ev = self.evaluate(rho, e, rss0);
+        Ok(GamFit {
+            rss: dot(&residuals, &residuals),
+            score: self.score(&ev, rho),
+            edf: ev.edf,
+            residual_df: self.n as f64 - ev.edf,
+            lambda: rho.iter().map(|r| r.exp()).collect(),
+            fitted,
+            residuals,
+        })
+    }
+}
+
+/// `y ↦ A_λ y = Σ_i w_i u_i u_iᵀ y` with orthonormal `u_i` and weights `w_i ∈ [0, 1]`.
+#[derive(Debug, Clone)]
+pub struct FixedSmoother {
+    n: usize,
+    basis: DMatrix<f64>,
+    weights: Vec<f64>,
+    edf: f64,
+    lambda: Vec<f64>,
+}
+
+impl FixedSmoother {
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// `tr A_λ`.
+    pub fn edf(&self) -> f64 {
+        self.edf
+    }
+
+    pub fn lambda(&self) -> &[f64] {
+        &self.lambda
+    }
+
+    /// Writes `A_λ y` into `out` (both of length n).
+    pub fn fitted_into(&self, y: &[f64], out: &mut [f64]) {
+        debug_assert_eq!(y.len(), self.n);
+        out.iter_mut().for_each(|o| *o = 0.0);
+        for (u, w) in self.basis.column_iter().zip(&self.weights) {
+            let c = w * dot(u.as_slice(), y);
+            for (o, ui) in out.iter_mut().zip(u.iter()) {
+                *o += c * ui;
+            }
+        }
+    }
+
+    /// Writes the residuals `(I − A_λ) y` into `out` (both of length n).
+    pub fn residualise_into(&self, y: &[f64], out: &mut [f64]) {
+        self.fitted_into(y, out);
+        for (o, yi) in out.iter_mut().zip(y) {
+            *o = yi - *o;
+        }
+    }
+
+    /// The residuals `(I − A_λ) y`, checking `y`.
+    pub fn residualise(&self, y: &[f64]) -> Result<Vec<f64>> {
+        if y.len() != self.n {
+            return Err(StatsError::invalid("y", format!("has {} values, expected {}", y.len(), self.n)));
+        }
+        check_finite("y", y)?;
+        let mut out = vec![0.0; self.n];
+        self.residualise_into(y, &mut out);
+        Ok(out)
+    }
+
+    /// The influence (hat) matrix `A_λ`, n × n, symmetric.
+    pub fn hat_matrix(&self) -> Mat {
+        let mut scaled = self.basis.clone();
+        for (mut column, w) in scaled.column_iter_mut().zip(&self.weights) {
+            column *= *w;
+        }
+        let hat = scaled * self.basis.transpose();
+        let mut out = Mat::zeros(self.n, self.n);
+        for j in 0..self.n {
+            out.col_mut(j).copy_from_slice(hat.column(j).as_slice());
+        }
+        out
+    }
+}
+
+/// `log λ` bounds from the nonzero penalty eigenvalues (the `rank` largest of `values`).
+fn search_bounds(values: &[f64], rank: usize) -> (f64, f64) {
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| *v > 0.0).collect();
+    sorted.sort_by(|a, b| b.total_cmp(a));
+    let largest = sorted.first().copied().unwrap_or(1.0);
+    let smallest = sorted.get(rank.max(1) - 1).copied().unwrap_or(largest).max(largest * 1e-300);
+    (SEARCH_BELOW.ln() - largest.ln(), SEARCH_ABOVE.ln() - smallest.ln())
+}
+
+fn column_name(name: &str, j: usize, ncols: usize) -> String {
+    if ncols == 1 {
+        name.to_string()
+    } else {
+        format!("{name} column {j}")
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::excessive_precision)] // R prints 17 significant digits; they are pasted as printed.
+mod tests {
+    use super::*;
+
+    /// `i <- 1:40; x <- i/40 + 0.3*sin(i); y <- cos(3*x) + 0.2*sin(7*i)`
+    fn reference_data() -> (Vec<f64>, Vec<f64>) {
+        let x: Vec<f64> = (1..=40).map(|i| i as f64 / 40.0 + 0.3 * (i as f64).sin()).collect();
+        let y = x
+            .iter()
+            .enumerate()
+            .map(|(i, xi)| (3.0 * xi).cos() + 0.2 * (7.0 * (i + 1) as f64).sin())
+            .collect();
+        (x, y)
+    }
+
+    fn smoother(controls: &[&[f64]], k: usize, method: SmoothMethod) -> GamSmoother {
+        let control = Mat::from_columns(controls[0].len(), controls).unwrap();
+        GamSmoother::new(&control, &GamOptions { k, method, basis: Basis::CubicRegression }, "covar").unwrap()
+    }
+
+    fn relative(got: f64, want: f64) -> f64 {
+        (got - want).abs() / want.abs()
+    }
+
+    fn linear_residuals(x: &[f64], y: &[f64]) -> Vec<f64> {
+        let n = x.len() as f64;
+        let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+        let sxy: f64 = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum();
+        let sxx: f64 = x.iter().map(|a| (a - mx) * (a - mx)).sum();
+        x.iter().zip(y).map(|(a, b)| b - my - sxy / sxx * (a - mx)).collect()
+    }
+
+    #[test]
+    fn gcv_fit_matches_mgcv() {
+        // R: b <- gam(y ~ s(x, k=10, bs="cr"), data=data.frame(x, y), method="GCV.Cp")
+        //    b$sp; sum(b$edf); b$gcv.ubre; fitted(b)[1:5]
+        let (x, y) = reference_data();
+        let fit = smoother(&[&x], 10, SmoothMethod::Gcv).fit_column(&y).unwrap();
+        assert!(relative(fit.lambda[0], 10.856587293414579) < 1e-3, "{:?}", fit.lambda);
+        assert!((fit.edf - 6.8260555106687733).abs() < 1e-4, "{}", fit.edf);
+        assert!(relative(fit.score, 0.025245791321840263) < 1e-8, "{}", fit.score);
+        let want = [
+            0.66687214505122661,
+            0.54071159037222871,
+            0.99294916965744706,
+            0.9530522441777185,
+            0.91870772846559867,
+        ];
+        for (g, w) in fit.fitted.iter().zip(&want) {
+            assert!((g - w).abs() < 1e-5, "{g} vs {w}");
+        }
+    }
+
+    #[test]
+    fn reml_fit_matches_mgcv() {
+        // R: b <- gam(y ~ s(x, k=10, bs="cr"), data=data.frame(x, y), method="REML")
+        let (x, y) = reference_data();
+        let fit = smoother(&[&x], 10, SmoothMethod::Reml).fit_column(&y).unwrap();
+        assert!(relative(fit.lambda[0], 14.521200826320195) < 1e-3, "{:?}", fit.lambda);
+        assert!((fit.edf - 6.5506615886690129).abs() < 1e-4, "{}", fit.edf);
+        assert!((fit.score - -10.398158056850228).abs() < 1e-6, "{}", fit.score);
+        let want = [
+            0.66689111490936881,
+            0.54308688981988018,
+            0.9868648748588561,
+            0.95967925747632477,
+            0.92832327180272545,
+        ];
+        for (g, w) in fit.fitted.iter().zip(&want) {
+            assert!((g - w).abs() < 1e-5, "{g} vs {w}");
+        }
+    }
+
+    /// `z1 <- x; z2 <- cos(1.7*i) + i/80; y2 <- sin(4*z1) + 0.5*z2^2 + 0.1*cos(11*i)`
+    fn additive_data() -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let (z1, _) = reference_data();
+        let z2: Vec<f64> = (1..=40).map(|i| (1.7 * i as f64).cos() + i as f64 / 80.0).collect();
+        let y = (0..40)
+            .map(|i| (4.0 * z1[i]).sin() + 0.5 * z2[i] * z2[i] + 0.1 * (11.0 * (i + 1) as f64).cos())
+            .collect();
+        (z1, z2, y)
+    }
+
+    #[test]
+    fn additive_fits_match_mgcv() {
+        // R: b <- gam(y ~ s(z1, k=6, bs="cr") + s(z2, k=6, bs="cr"), data=data.frame(z1, z2, y), method=m)
+        let cases = [
+            (
+                SmoothMethod::Gcv,
+                [0.49901086714043791, 7.7802035937821605],
+                8.9078331937715536,
+                0.010903515452046576,
+                [
+                    0.9041703876079189,
+                    1.3202058000603958,
+                    0.50461019653148154,
+                    -0.067306780978631187,
+                    -0.4083852787098316,
+                ],
+            ),
+            (
+                SmoothMethod::Reml,
+                [0.22786604053865436, 2.1801882682239091],
+                9.8668792186510821,
+                -19.528830306592234,
+                [
+                    0.90183665069986552,
+                    1.3197350221234947,
+                    0.49812233927899724,
+                    -0.079217002965266015,
+                    -0.40189953056949235,
+                ],
+            ),
+        ];
+        let (z1, z2, y) = additive_data();
+        for (method, sp, edf, score, fitted) in cases {
+            let fit = smoother(&[&z1, &z2], 6, method).fit_column(&y).unwrap();
+            assert!(
+                relative(fit.lambda[0], sp[0]) < 1e-2 && relative(fit.lambda[1], sp[1]) < 1e-2,
+                "{:?}",
+                fit.lambda
+            );
+            assert!((fit.edf - edf).abs() < 1e-3, "{method:?} edf {}", fit.edf);
+            assert!(relative(fit.score, score) < 1e-6, "{method:?} score {}", fit.score);
+            for (g, w) in fit.fitted.iter().zip(&fitted) {
+                assert!((g - w).abs() < 1e-4, "{method:?} {g} vs {w}");
+            }
+        }
+    }
+
+    #[test]
+    fn huge_lambda_gives_linear_residuals() {
+        let (x, y) = reference_data();
+        let gam = smoother(&[&x], 10, SmoothMethod::Gcv);
+        let fit = gam.fit_column_with_lambda(&y, &[1e12]).unwrap();
+        let linear = linear_residuals(&x, &y);
+        for (g, l) in fit.residuals.iter().zip(&linear) {
+            assert!((g - l).abs() < 1e-6, "{g} vs {l}");
+        }
+        assert!((fit.edf - 2.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn tiny_lambda_gives_unpenalised_regression_spline() {
+        // As λ → 0 the fit is least squares on the full basis: it interpolates when k equals n.
+        let x: Vec<f64> = (0..12).map(|i| (i as f64 * 0.37).sin() + i as f64 * 0.2).collect();
+        let y: Vec<f64> = x.iter().map(|v| (2.0 * v).cos()).collect();
+        let control = Mat::from_columns(12, &[&x]).unwrap();
+        let gam =
+            GamSmoother::new(&control, &GamOptions { k: 11, ..GamOptions::default() }, "covar").unwrap();
+        let fit = gam.fit_column_with_lambda(&y, &[1e-12]).unwrap();
+        assert!((fit.edf - 11.0).abs() < 1e-6);
+        // Unpenalised residuals are orthogonal to the model space.
+        let again = gam.fit_column_with_lambda(&fit.residuals, &[1e-12]).unwrap();
+        assert!(again.fitted.iter().all(|f| f.abs() < 1e-9));
+    }
+
+    #[test]
+    fn edf_lies_between_null_space_and_basis_dimension() {
+        let (x, y) = reference_data();
+        let gam = smoother(&[&x], 10, SmoothMethod::Gcv);
+        let mut last = f64::INFINITY;
+        for log_lambda in -12..12 {
+            let fit = gam.fit_column_with_lambda(&y, &[10f64.powi(log_lambda)]).unwrap();
+            assert!(fit.edf >= 2.0 - 1e-9 && fit.edf <= 10.0 + 1e-9);
+            assert!(fit.edf <= last + 1e-12, "edf must fall as lambda grows");
+            last = fit.edf;
+        }
+    }
+
+    #[test]
+    fn fixed_smoother_agrees_with_the_fit() {
+        let (z1, z2, y) = additive_data();
+        for gam in [smoother(&[&z1], 10, SmoothMethod::Gcv), smoother(&[&z1, &z2], 6, SmoothMethod::Reml)] {
+            let fit = gam.fit_column(&y).unwrap();
+            let fixed = gam.fixed(&fit.lambda).unwrap();
+            let residuals = fixed.residualise(&y).unwrap();
+            for (a, b) in residuals.iter().zip(&fit.residuals) {
+                assert!((a - b).abs() < 1e-10);
+            }
+            assert!((fixed.edf() - fit.edf).abs() < 1e-10);
+            let hat = fixed.hat_matrix();
+            let trace: f64 = (0..hat.nrows()).map(|i| hat.get(i, i)).sum();
+            assert!((trace - fit.edf).abs() < 1e-10);
+            assert!((hat.get(3, 7) - hat.get(7, 3)).abs() < 1e-14);
+            let row: f64 = (0..hat.nrows()).map(|j| hat.get(5, j)).sum();
+            assert!((row - 1.0).abs() < 1e-10, "the intercept is unpenalised, so A 1 = 1");
+        }
+    }
+
+    #[test]
+    fn columns_fit_in_parallel_in_order() {
+        let (x, y) = reference_data();
+        let y2: Vec<f64> = y.iter().zip(&x).map(|(a, b)| a * b).collect();
+        let gam = smoother(&[&x], 10, SmoothMethod::Gcv);
+        let ys = Mat::from_columns(40, &[&y, &y2, &y]).unwrap();
+        let fits = gam.residualise_columns(&ys, "scores").unwrap();
+        assert_eq!(fits.len(), 3);
+        assert_eq!(fits[0], gam.fit_column(&y).unwrap());
+        assert_eq!(fits[1], gam.fit_column(&y2).unwrap());
+        assert_eq!(fits[0], fits[2]);
+    }
+
+    #[test]
+    fn k_is_lowered_to_the_distinct_values() {
+        let x: Vec<f64> = (0..30).map(|i| (i % 6) as f64).collect();
+        let control = Mat::from_columns(30, &[&x]).unwrap();
+        let gam = GamSmoother::new(&control, &GamOptions::default(), "covar").unwrap();
+        assert_eq!(gam.k_used(), &[6]);
+        assert!(gam.k_reduced());
+        let short: Vec<f64> = (0..6).map(|i| i as f64).collect();
+        let control = Mat::from_columns(6, &[&short]).unwrap();
+        assert_eq!(GamSmoother::new(&control, &GamOptions::default(), "covar").unwrap().k_used(), &[5]);
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        let opts = GamOptions::default();
+        let constant = Mat::from_columns(20, &[&[1.0; 20]]).unwrap();
+        let err = GamSmoother::new(&constant, &opts, "covar").unwrap_err();
+        assert!(err.to_string().contains("constant"), "{err}");
+        let two: Vec<f64> = (0..20).map(|i| (i % 2) as f64).collect();
+        let err = GamSmoother::new(&Mat::from_columns(20, &[&two]).unwrap(), &opts, "covar").unwrap_err();
+        assert!(err.to_string().contains("2 distinct"), "{err}");
+        let mut nan: Vec<f64> = (0..20).map(|i| i as f64).collect();
+        nan[4] = f64::NAN;
+        let err = GamSmoother::new(&Mat::from_columns(20, &[&nan]).unwrap(), &opts, "covar").unwrap_err();
+        assert!(err.to_string().contains("non-finite"), "{err}");
+        let tiny = Mat::from_columns(3, &[&[1.0, 2.0, 3.0]]).unwrap();
+        assert!(GamSmoother::new(&tiny, &opts, "covar").is_err());
+        let x: Vec<f64> = (0..20).map(|i| i as f64).collect();
+        assert!(GamSmoother::new(
+            &Mat::from_columns(20, &[&x]).unwrap(),
+            &GamOptions { k: 2, ..opts },
+            "covar"
+        )
+        .is_err());
+        let twice: Vec<f64> = x.iter().map(|v| 2.0 * v).collect();
+        let err =
+            GamSmoother::new(&Mat::from_columns(20, &[&x, &twice]).unwrap(), &opts, "covar").unwrap_err();
+        assert!(err.to_string().contains("collinear"), "{err}");
+        let too_many = GamSmoother::new(
+            &Mat::from_columns(20, &[&x, &x.iter().map(|v| v * v).collect::<Vec<_>>()]).unwrap(),
+            &GamOptions { k: 11, ..opts },
+            "covar",
+        );
+        assert!(too_many.is_err());
+        let gam = GamSmoother::new(&Mat::from_columns(20, &[&x]).unwrap(), &opts, "covar").unwrap();
+        assert!(gam.fit_column(&x[..10]).is_err());
+        assert!(gam.fit_column(&nan).is_err());
+        assert!(gam.fixed(&[-1.0]).is_err());
+        assert!(gam.fixed(&[1.0, 1.0]).is_err());
+    }
+
+    #[test]
+    fn method_names_round_trip() {
+        for method in [SmoothMethod::Gcv, SmoothMethod::Reml] {
+            assert_eq!(SmoothMethod::parse(method.name(), "gam_method").unwrap(), method);
+        }
+        let err = SmoothMethod::parse("GCV.Cp", "gam_method").unwrap_err();
+        assert!(err.to_string().starts_with("gam_method: unknown"), "{err}");
+    }
+
+    #[test]
+    fn linear_y_is_fitted_exactly() {
+        let (x, _) = reference_data();
+        let y: Vec<f64> = x.iter().map(|v| 3.0 - 2.0 * v).collect();
+        for method in [SmoothMethod::Gcv, SmoothMethod::Reml] {
+            let fit = smoother(&[&x], 10, method).fit_column(&y).unwrap();
+            assert!(fit.residuals.iter().all(|r| r.abs() < 1e-10));
+        }
+    }
+}

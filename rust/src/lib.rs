@@ -1,0 +1,31 @@
+//! gengen's numerical core.
+//!
+//! Pure numerics on plain slices and column-major matrices: residualisation, partial correlations with
+//! ppcor's tests, Freedman–Lane permutation tests, bootstrap intervals, p-value adjustment. Nothing here knows
+//! Python except the `py` module, compiled only with the `python` feature, which is the binding layer
+//! (`gengen._core`): it converts arrays, releases the GIL around heavy loops and maps [`error::StatsError`]
+//! to a Python exception.
+
+pub mod adjust;
+pub mod bootstrap;
+pub mod dist;
+pub mod error;
+pub mod gam;
+pub mod matrix;
+pub mod pcor;
+pub mod permutation;
+pub mod rank;
+pub mod residualise;
+pub mod rng;
+
+#[cfg(feature = "python")]
+mod py;
+
+/// The `gengen._core` extension module: the export list lives in `py::register`.
+#[cfg(feature = "python")]
+#[pyo3::pymodule]
+fn _core(module: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
+    use pyo3::types::PyModuleMethods;
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    py::register(module)
+}

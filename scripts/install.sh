@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs everything gengen needs on a fresh Debian machine, into ./.venv, idempotently:
+#   - R and the R packages the cross-validation tests use (Debian packages; needs root, skipped otherwise),
+#     and Chromium for the report's browser test;
+#   - a virtual environment with gengen built from source (Rust extension in release mode through maturin)
+#     and its extras: test, dev, r (rpy2<3.6) and train (torch through scripts/install-torch.sh).
+# Re-running it is cheap: present packages are kept and the extension is rebuilt incrementally.
+#
+#   bash scripts/install.sh            # everything
+#   GENGEN_NO_TRAIN=1 bash scripts/install.sh   # analysis only: no torch/transformers
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBIAN_PACKAGES=(r-base-core r-base-dev r-cran-ggm r-cran-psych r-cran-mgcv r-cran-corpcor chromium)
+PYTHON="${PYTHON:-python3}"
+
+log() { printf '\033[1minstall:\033[0m %s\n' "$*"; }
+
+missing_debian=()
+for package in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing_debian+=("$package")
+done
+if ((${#missing_debian[@]})); then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+        log "Debian packages: ${missing_debian[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing_debian[@]}" >/dev/null
+    else
+        log "not root (or no apt-get): skipping ${missing_debian[*]}; the R and browser tests will be skipped"
+    fi
+fi
+
+if ! command -v cargo >/dev/null; then
+    echo "install: cargo (Rust) is required to build gengen's extension: https://rustup.rs" >&2
+    exit 1
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+    log "virtual environment .venv ($($PYTHON --version))"
+    "$PYTHON" -m venv .venv
+fi
+PIP=(.venv/bin/python -m pip install --disable-pip-version-check --progress-bar off -q)
+"${PIP[@]}" --upgrade pip
+"${PIP[@]}" "maturin>=1.5,<2"
+
+if [[ -z "${GENGEN_NO_TRAIN:-}" ]]; then
+    log "train extra (torch, transformers, datasets, peft, accelerate)"
+    bash scripts/install-torch.sh .venv/bin/python
+fi
+
+log "gengen and its test, dev and R extras (building the Rust extension)"
+"${PIP[@]}" -e ".[test,dev,r]"
+log "done: $(.venv/bin/python -c 'import gengen; print("gengen", gengen.__version__)')"
