@@ -55,6 +55,11 @@ impl LinearResidualiser {
         self.q.ncols()
     }
 
+    /// The orthonormal basis (n × k) of the centred covariates.
+    pub fn basis(&self) -> &Mat {
+        &self.q
+    }
+
     pub fn condition_number(&self) -> f64 {
         self.condition_number
     }
@@ -187,7 +192,9 @@ pub fn orthonormal_basis(columns: &Mat, name: &str) -> Result<OrthonormalBasis> 
         if length <= f64::EPSILON {
             return Err(StatsError::degenerate(
                 name,
-                format!("column {j} is a linear combination of the columns before it (the columns are collinear)"),
+                format!(
+                    "column {j} is a linear combination of the columns before it (the columns are collinear)"
+                ),
             ));
         }
         for (t, c) in q.col_mut(j).iter_mut().zip(&column) {
@@ -255,10 +262,7 @@ mod tests {
         let szz: f64 = z.iter().map(|v| (v - mz).powi(2)).sum();
         let szy: f64 = z.iter().zip(y).map(|(a, b)| (a - mz) * (b - my)).sum();
         let beta = szy / szz;
-        y.iter()
-            .zip(z)
-            .map(|(b, a)| b - my - beta * (a - mz))
-            .collect()
+        y.iter().zip(z).map(|(b, a)| b - my - beta * (a - mz)).collect()
     }
 
     #[test]
@@ -277,9 +281,7 @@ mod tests {
     #[test]
     fn residuals_orthogonal_to_covariates() {
         let n = 50;
-        let z1: Vec<f64> = (0..n)
-            .map(|i| (i as f64 * 0.37).sin() * 1e6 + 1e8)
-            .collect();
+        let z1: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin() * 1e6 + 1e8).collect();
         let z2: Vec<f64> = (0..n).map(|i| (i as f64 * 1.1).cos() * 1e-3).collect();
         let y: Vec<f64> = (0..n).map(|i| (i as f64 * 0.13).sin() + i as f64).collect();
         let covar = Mat::from_columns(n, &[&z1, &z2]).unwrap();
@@ -319,8 +321,7 @@ mod tests {
             .residualise_checked(&Mat::from_columns(6, &[&y]).unwrap(), "x")
             .unwrap_err();
         assert!(
-            err.to_string()
-                .starts_with("x: is a linear function of covar"),
+            err.to_string().starts_with("x: is a linear function of covar"),
             "{err}"
         );
     }
