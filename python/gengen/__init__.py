@@ -12,5 +12,6 @@ from __future__ import annotations
 from gengen import stats
 from gengen._core import __version__
 from gengen.errors import GengenError
+from gengen.store import Store, load
 
-__all__ = ["GengenError", "__version__", "stats"]
+__all__ = ["GengenError", "Store", "__version__", "load", "stats"]

@@ -1,0 +1,85 @@
+"""``gengen ingest``: import lm-evaluation-harness results, trainer logs and score tables into a store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gengen.cli._common import user_errors_exit
+from gengen.errors import GengenError
+from gengen.ingest import FORMATS, ingest
+
+
+def _mapping(items: list[str]) -> dict[str, str]:
+    """``["testset=task", ...]`` as ``{"testset": "task"}``."""
+    mapping: dict[str, str] = {}
+    for item in items:
+        name, sep, column = item.partition("=")
+        if not sep or not name.strip() or not column.strip():
+            raise GengenError(f"--column: expected NAME=COLUMN (e.g. testset=task), got {item!r}")
+        mapping[name.strip()] = column.strip()
+    return mapping
+
+
+@user_errors_exit
+def ingest_command(
+    paths: Annotated[list[Path], typer.Argument(help="Files or directories (searched recursively) to import.")],
+    store: Annotated[Path, typer.Option("--store", help="Study folder (or .sqlite file) of the store.")],
+    format: Annotated[
+        str | None,
+        typer.Option("--format", help=f"Input format ({', '.join(FORMATS)}); detected if omitted."),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model of every score (overrides the files).")] = None,
+    run: Annotated[str | None, typer.Option(help="Run of every score (default: the file's, else 'main').")] = None,
+    study: Annotated[str | None, typer.Option(help="Study of every score (default: the store folder's name).")] = None,
+    step: Annotated[int | None, typer.Option(help="Checkpoint step of a per-checkpoint results file.")] = None,
+    step_pattern: Annotated[
+        str | None,
+        typer.Option(help="Regex whose group 'step' (or first group) finds the step in each path."),
+    ] = None,
+    column: Annotated[
+        list[str] | None,
+        typer.Option(help="Map a score-table column to a table column, NAME=COLUMN (repeatable)."),
+    ] = None,
+    pattern: Annotated[
+        str | None,
+        typer.Option(help="Regex with groups 'testset' and 'metric' splitting wide-table column names."),
+    ] = None,
+    on_conflict: Annotated[
+        str, typer.Option(help="A score stored with a different value: error, replace or keep.")
+    ] = "error",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Import score files into a store, all or nothing.
+
+    Reads lm-evaluation-harness results (v0.3 and v0.4+), Hugging Face trainer_state.json, and long or wide
+    CSV/Parquet tables, then writes every score in one transaction.
+    """
+    if on_conflict not in ("error", "replace", "keep"):
+        raise GengenError(f"--on-conflict: expected error, replace or keep, got {on_conflict!r}")
+    report = ingest(
+        paths,
+        store,
+        format=format,
+        model=model,
+        run=run,
+        study=study,
+        step=step,
+        step_pattern=step_pattern,
+        columns=_mapping(column or []),
+        pattern=pattern,
+        on_conflict=on_conflict,  # type: ignore[arg-type]
+        progress=not quiet,
+    )
+    for note in report.notes:
+        typer.echo(f"note: {note}", err=True)
+    for skipped in report.skipped:
+        typer.echo(f"skipped (not a known format): {skipped}", err=True)
+    typer.echo(report.summary())
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gengen ingest`` to the CLI."""
+    app.command("ingest")(ingest_command)

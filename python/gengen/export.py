@@ -1,0 +1,136 @@
+"""Export the score table to CSV or Parquet, long (one score per row) or wide (one row per checkpoint).
+
+The long table has the columns of :meth:`gengen.store.Store.load` (the score table, ``stderr``, extras);
+``gengen ingest`` reads it back unchanged. The wide table has one row per ``(study, model, run, step)`` with
+the columns ``study, model, family, size, run, seed, shots, step, tokens, epoch`` and then one column per
+test set and metric named ``<testset>/<metric>``, which the wide importer's default pattern splits again
+(``n_examples``, ``stderr`` and extras are not part of the wide table).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+
+from gengen.errors import GengenError
+from gengen.store import Store, load
+
+__all__ = ["EXPORT_FORMATS", "WIDE_ID_COLUMNS", "export", "to_wide"]
+
+EXPORT_FORMATS: tuple[str, ...] = ("csv", "parquet")
+"""File formats :func:`export` writes."""
+
+WIDE_ID_COLUMNS: tuple[str, ...] = (
+    "study",
+    "model",
+    "family",
+    "size",
+    "run",
+    "seed",
+    "shots",
+    "step",
+    "tokens",
+    "epoch",
+)
+"""The leading columns of a wide table."""
+
+_WIDE_KEY = ["study", "model", "run", "step"]
+_SUFFIX_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def to_wide(scores: pd.DataFrame, separator: str = "/") -> pd.DataFrame:
+    """Pivot a long score table to one row per ``(study, model, run, step)``.
+
+    Parameters
+    ----------
+    scores : DataFrame
+        A score table (as :meth:`gengen.store.Store.load` returns).
+    separator : str
+        Joins test set and metric in the score column names.
+
+    Returns
+    -------
+    DataFrame
+        :data:`WIDE_ID_COLUMNS` (each the first value known for the checkpoint), then one column per test set
+        and metric, sorted; NaN where a checkpoint lacks that score.
+
+    Raises
+    ------
+    GengenError
+        A metric name contains the separator, so the column names could not be split again.
+    """
+    clashing = sorted({m for m in scores["metric"].unique() if separator in str(m)})
+    if clashing:
+        raise GengenError(
+            f"export --wide: metric {clashing[0]!r} contains {separator!r}, so the column names "
+            f"'<testset>{separator}<metric>' could not be split again; export the long table instead"
+        )
+    labels = scores["testset"].astype(str) + separator + scores["metric"].astype(str)
+    values = scores.assign(_column=labels).pivot(index=_WIDE_KEY, columns="_column", values="value").sort_index(axis=1)
+    values.columns.name = None
+    details = [c for c in WIDE_ID_COLUMNS if c not in _WIDE_KEY]
+    described = scores.groupby(_WIDE_KEY, sort=True, dropna=False)[details].first()
+    wide = described.join(values).reset_index()
+    return wide[[*WIDE_ID_COLUMNS, *values.columns]]
+
+
+def export(
+    source: Store | str | os.PathLike[str] | pd.DataFrame,
+    out: str | os.PathLike[str],
+    *,
+    wide: bool = False,
+    format: Literal["csv", "parquet"] | None = None,
+    **filters: str | Sequence[str],
+) -> int:
+    """Write the score table of a store (or a score DataFrame) to a CSV or Parquet file.
+
+    Parameters
+    ----------
+    source : Store, path or DataFrame
+        A store, the path of one, or a score table.
+    out : str or Path
+        The file to write (replaced atomically; parent folders are created).
+    wide : bool
+        One row per checkpoint and one column per test set and metric, instead of one score per row.
+    format : {"csv", "parquet"}, optional
+        Taken from the suffix of ``out`` (``.csv``, ``.parquet``, ``.pq``) when not given.
+    **filters : str or list of str
+        Passed to :meth:`gengen.store.Store.load` (``model=``, ``metric=``...).
+
+    Returns
+    -------
+    int
+        Rows written.
+    """
+    out = Path(out).expanduser()
+    chosen = format or _SUFFIX_FORMATS.get(out.suffix.lower())
+    if chosen not in EXPORT_FORMATS:
+        raise GengenError(
+            f"{out}: cannot tell the export format from the suffix {out.suffix or '(none)'!r}; "
+            f"pass --format {' or '.join(EXPORT_FORMATS)}"
+        )
+    if isinstance(source, pd.DataFrame):
+        scores = source
+    elif isinstance(source, Store):
+        scores = source.load(**filters)
+    else:
+        scores = load(source, **filters)
+    table = to_wide(scores) if wide else scores
+    out.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    os.close(handle)
+    try:
+        if chosen == "csv":
+            table.to_csv(temporary, index=False)
+        else:
+            table.to_parquet(temporary, index=False)
+        os.replace(temporary, out)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    return len(table)

@@ -1,0 +1,429 @@
+"""Import the scores people already have into a gengen store.
+
+Formats (``format=`` / ``--format``; detected from the content when not given):
+
+========================  ===========================================================================
+``lm-eval-v0.3``          lm-evaluation-harness v0.3 results JSON, one file per checkpoint
+``lm-eval-v0.4``          lm-evaluation-harness v0.4+ ``results_*.json`` (metric keys ``acc,none``)
+``lm-eval``               either of the two, told apart by the content
+``trainer-state``         Hugging Face ``trainer_state.json`` (``eval_*`` keys of ``log_history``)
+``long``                  CSV/TSV/Parquet, one score per row (``--column`` maps column names)
+``wide``                  CSV/TSV/Parquet, one row per step, one column per test set and metric
+========================  ===========================================================================
+
+An import is atomic: every file is read and checked first, then all scores are written in one transaction,
+so a bad file, a conflict or a crash leaves the store as it was. A directory is searched recursively for
+``*.json``, ``*.csv``, ``*.tsv`` and ``*.parquet`` files; JSON files that are not results of a known kind
+(a model's ``config.json``...) are skipped and reported, but a named file must be ingestible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gengen.errors import InputError, UnknownFormatError
+from gengen.ingest import lm_eval, tables, trainer_state
+from gengen.ingest._common import IngestOptions, Parsed, read_json
+from gengen.store import DB_NAME, OnConflict, Store, normalise_scores
+
+__all__ = [
+    "FORMATS",
+    "IngestOptions",
+    "IngestReport",
+    "detect_format",
+    "find_files",
+    "ingest",
+    "read",
+    "read_file",
+]
+
+FORMATS: tuple[str, ...] = ("lm-eval", "lm-eval-v0.3", "lm-eval-v0.4", "trainer-state", "long", "wide")
+"""The formats :func:`ingest` reads."""
+
+_JSON_FORMATS = ("lm-eval", "lm-eval-v0.3", "lm-eval-v0.4", "trainer-state")
+_SUFFIXES = (".json", *tables.TABLE_SUFFIXES)
+
+
+@dataclass
+class IngestReport:
+    """What an import did.
+
+    Attributes
+    ----------
+    files : list of Path
+        The files read.
+    formats : dict
+        Format -> number of files read in it.
+    rows : int
+        Scores read (after dropping exact repeats).
+    written : int
+        Scores inserted or changed in the store (``rows - written`` were already there, equal).
+    models : list of str
+        The models read.
+    skipped : list of Path
+        Files of a directory that were not recognised and were left out.
+    notes : list of str
+        Other things worth knowing (e.g. wide-table columns that did not match the pattern).
+    store : Path or None
+        The database written to.
+    """
+
+    files: list[Path] = field(default_factory=list)
+    formats: dict[str, int] = field(default_factory=dict)
+    rows: int = 0
+    written: int = 0
+    models: list[str] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    store: Path | None = None
+
+    def summary(self) -> str:
+        """One line describing the import."""
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.formats.items()))
+        line = (
+            f"{self.written} new scores ({self.rows - self.written} already stored) "
+            f"from {len(self.files)} files ({kinds or 'none'}); models: {', '.join(self.models) or 'none'}"
+        )
+        if self.store is not None:
+            line += f"; store: {self.store}"
+        if self.skipped:
+            line += f"; skipped {len(self.skipped)} unrecognised files"
+        return line
+
+
+def _check_format(format: str | None) -> None:
+    if format is not None and format not in FORMATS:
+        raise UnknownFormatError(f"--format: unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+
+
+def find_files(paths: Sequence[str | os.PathLike[str]], format: str | None = None) -> list[tuple[Path, bool]]:
+    """The files to read: ``(path, named)`` with ``named`` False for files found by walking a directory."""
+    _check_format(format)
+    suffixes: tuple[str, ...]
+    if format is None:
+        suffixes = _SUFFIXES
+    elif format in _JSON_FORMATS:
+        suffixes = (".json",)
+    else:
+        suffixes = tables.TABLE_SUFFIXES
+    found: list[tuple[Path, bool]] = []
+    for item in paths:
+        path = Path(item).expanduser()
+        if path.is_dir():
+            walked: list[Path] = []
+            for root, dirs, names in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                walked.extend(
+                    Path(root) / n
+                    for n in names
+                    if not n.startswith(".") and Path(n).suffix.lower() in suffixes and n != DB_NAME
+                )
+            found.extend((p, False) for p in sorted(walked))
+        elif path.is_file():
+            found.append((path, True))
+        else:
+            raise InputError(f"{path}: no such file or directory")
+    return found
+
+
+def detect_format(path: str | os.PathLike[str], options: IngestOptions | None = None) -> str | None:
+    """The format of a file, told from its content (``None`` when it is none of :data:`FORMATS`).
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    options : IngestOptions, optional
+        The column mapping, which decides whether a table has the long columns.
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".json":
+        return _detect_json(read_json(path))
+    if path.suffix.lower() in tables.TABLE_SUFFIXES:
+        return _detect_table(tables.read_table(path, options or IngestOptions())[0])
+    return None
+
+
+def _detect_json(data: Any) -> str | None:
+    if trainer_state.looks_like(data):
+        return "trainer-state"
+    if lm_eval.looks_like_v04(data):
+        return "lm-eval-v0.4"
+    if lm_eval.looks_like_v03(data):
+        return "lm-eval-v0.3"
+    return None
+
+
+def _detect_table(frame: pd.DataFrame) -> str | None:
+    if tables.looks_long(frame):
+        return "long"
+    if "step" in frame.columns:
+        return "wide"
+    return None
+
+
+def _choose_json(format: str | None, detected: str | None) -> str | None:
+    """The JSON format to read a file as, or None when the file is not of the format asked for."""
+    if format is None or detected is None:
+        return detected
+    lm_eval_formats = ("lm-eval-v0.3", "lm-eval-v0.4")
+    if format == "lm-eval":
+        return detected if detected in lm_eval_formats else None
+    if format in lm_eval_formats:
+        return format if detected in lm_eval_formats else None
+    return format if detected == format else None
+
+
+_NOT_THIS_FORMAT = {
+    None: "JSON with neither a 'results' object of tasks (lm-evaluation-harness) nor a 'log_history' list "
+    "(trainer_state.json)",
+    "lm-eval": "not an lm-evaluation-harness results file: no 'results' object of tasks",
+    "lm-eval-v0.3": "not an lm-evaluation-harness results file: no 'results' object of tasks",
+    "lm-eval-v0.4": "not an lm-evaluation-harness results file: no 'results' object of tasks",
+    "trainer-state": "not a trainer_state.json: no 'log_history' list",
+}
+
+
+def read_file(
+    path: str | os.PathLike[str],
+    *,
+    format: str | None = None,
+    options: IngestOptions | None = None,
+    strict: bool = True,
+) -> Parsed | None:
+    """Read one file.
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``.json``, ``.csv``, ``.tsv`` or ``.parquet`` file.
+    format : str, optional
+        One of :data:`FORMATS`; detected when not given.
+    options : IngestOptions, optional
+        Overrides, column mapping and patterns.
+    strict : bool
+        When False (files found by walking a directory), a JSON file that is not of the format asked for (or
+        of no known format) gives ``None`` instead of an error.
+
+    Returns
+    -------
+    Parsed or None
+    """
+    path = Path(path)
+    options = options or IngestOptions()
+    _check_format(format)
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        if format in ("long", "wide"):
+            raise UnknownFormatError(f"{path}: --format {format} reads CSV/TSV/Parquet tables, not JSON")
+        data = read_json(path)
+        chosen = _choose_json(format, _detect_json(data))
+        if chosen is None:
+            if not strict:
+                return None
+            hint = "; pass --format" if format is None else ""
+            raise UnknownFormatError(f"{path}: {_NOT_THIS_FORMAT[format]}{hint}")
+        if chosen == "trainer-state":
+            return trainer_state.parse(path, data, options)
+        if chosen == "lm-eval-v0.4":
+            return lm_eval.parse_v04(path, data, options)
+        return lm_eval.parse_v03(path, data, options)
+    if suffix in tables.TABLE_SUFFIXES:
+        if format in _JSON_FORMATS:
+            raise UnknownFormatError(f"{path}: --format {format} reads JSON files, not tables")
+        frame, labels = tables.read_table(path, options)
+        chosen = format or _detect_table(frame)
+        if chosen is None:
+            raise UnknownFormatError(
+                f"{path}: neither a long table (columns testset, metric, value) nor a wide one (a 'step' "
+                f"column); map columns with --column or pass --format"
+            )
+        parse = tables.parse_long if chosen == "long" else tables.parse_wide
+        return parse(path, frame, labels, options)
+    raise UnknownFormatError(
+        f"{path}: unknown file type {suffix or '(no suffix)'!r}; expected .json, .csv, .tsv or .parquet"
+    )
+
+
+def read(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    format: str | None = None,
+    options: IngestOptions | None = None,
+    default_study: str = "",
+    progress: bool = False,
+    report: IngestReport | None = None,
+) -> tuple[pd.DataFrame, pd.Series, dict[tuple[str, str], dict[str, Any]]]:
+    """Read and check every file, without writing anything.
+
+    Parameters
+    ----------
+    paths : path or list of paths
+        Files and directories (searched recursively).
+    format : str, optional
+        One of :data:`FORMATS`; detected per file when not given.
+    options : IngestOptions, optional
+        Overrides, column mapping and patterns.
+    default_study : str
+        The study of scores that do not name one (``options.study`` wins).
+    progress : bool
+        Show a progress bar on stderr.
+    report : IngestReport, optional
+        Filled in with the files read and skipped.
+
+    Returns
+    -------
+    frame : DataFrame
+        The normalised score table (see :func:`gengen.store.normalise_scores`).
+    sources : Series
+        Where each row came from (file and key or line), indexed like ``frame``.
+    manifests : dict
+        ``{(model, run): manifest}`` for the runs read, with the list of files each came from.
+    """
+    options = options or IngestOptions()
+    report = report if report is not None else IngestReport()
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    frames: list[pd.DataFrame] = []
+    sources: list[str] = []
+    manifests: dict[tuple[str, str], dict[str, Any]] = {}
+    for path, named in _progress(find_files(items, format), progress, "reading"):
+        result = read_file(path, format=format, options=options, strict=named)
+        if result is None:
+            report.skipped.append(path)
+            continue
+        report.files.append(path)
+        report.notes.extend(result.notes)
+        kind = next((str(m["format"]) for m in result.manifests.values() if "format" in m), format or "table")
+        for key, manifest in result.manifests.items():
+            entry = manifests.setdefault(key, {**manifest, "files": []})
+            entry["files"].append(str(path))
+        report.formats[kind] = report.formats.get(kind, 0) + 1
+        if len(result.frame):
+            frames.append(result.frame)
+            sources.extend(result.sources)
+    if not report.files:
+        raise InputError(f"{', '.join(map(str, items))}: no ingestible files found")
+    if not frames:
+        raise InputError(f"{', '.join(map(str, items))}: the files hold no scores")
+    labels = pd.Series(sources)
+    frame = normalise_scores(pd.concat(frames, ignore_index=True), study=options.study or default_study, sources=labels)
+    report.rows = len(frame)
+    report.models = sorted(frame["model"].unique().tolist())
+    return frame, labels, manifests
+
+
+def _progress(items: Sequence[tuple[Path, bool]], show: bool, label: str) -> Iterable[tuple[Path, bool]]:
+    """Iterate ``items``, with a rich progress bar on stderr when ``show``."""
+    if not show:
+        yield from items
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[file]}"),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=len(items), file="")
+        for item in items:
+            bar.update(task, file=item[0].name)
+            yield item
+            bar.advance(task)
+
+
+def ingest(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    store: Store | str | os.PathLike[str],
+    *,
+    format: str | None = None,
+    model: str | None = None,
+    run: str | None = None,
+    study: str | None = None,
+    step: int | None = None,
+    step_pattern: str | None = None,
+    columns: dict[str, str] | None = None,
+    pattern: str | None = None,
+    on_conflict: OnConflict = "error",
+    progress: bool = False,
+) -> IngestReport:
+    """Import score files into a store, atomically.
+
+    Parameters
+    ----------
+    paths : path or list of paths
+        Files and directories (searched recursively).
+    store : Store or path
+        The store (a study folder or a database file).
+    format : str, optional
+        One of :data:`FORMATS`; detected per file when not given.
+    model, run, study : str, optional
+        Override the model / run / study of every score read (see each format for the defaults).
+    step : int, optional
+        The step of every per-checkpoint file read (for one file).
+    step_pattern : str, optional
+        Regular expression whose group ``step`` (or first group) finds the step in each file's path.
+    columns : dict, optional
+        Score-table column -> file column, for CSV/Parquet tables.
+    pattern : str, optional
+        Regular expression with groups ``testset`` and ``metric`` for wide-table column names (or
+        ``trainer_state.json`` keys).
+    on_conflict : {"error", "replace", "keep"}
+        For a score stored with a different value (see :mod:`gengen.store`).
+    progress : bool
+        Show a progress bar on stderr.
+
+    Returns
+    -------
+    IngestReport
+        Files read, scores read and written, models, skipped files.
+
+    Raises
+    ------
+    InputError
+        A file cannot be read as a score file (the message names the file, the key or line, and the problem).
+    StoreConflictError
+        A score conflicts with another read or stored; nothing is written.
+
+    Examples
+    --------
+    >>> report = ingest("pythia-lm-eval-v0.3/", "study/")                                  # doctest: +SKIP
+    >>> report.summary()                                                                    # doctest: +SKIP
+    '12366 new scores (0 already stored) from 54 files (54 lm-eval-v0.3); models: ...'
+    """
+    options = IngestOptions(
+        model=model,
+        run=run,
+        study=study,
+        step=step,
+        step_pattern=step_pattern,
+        columns=dict(columns or {}),
+        pattern=pattern,
+    )
+    target = store if isinstance(store, Store) else Store(store)
+    report = IngestReport(store=target.path)
+    frame, sources, manifests = read(
+        paths, format=format, options=options, default_study=target.study, progress=progress, report=report
+    )
+    with _status(progress, f"writing {len(frame)} scores to {target.path}"):
+        report.written = target.write_batch(frame, on_conflict=on_conflict, manifests=manifests, sources=sources)
+    return report
+
+
+def _status(show: bool, message: str) -> contextlib.AbstractContextManager[object]:
+    """A rich spinner with ``message`` on stderr while the block runs, when ``show``."""
+    if not show:
+        return contextlib.nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(message)
