@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from gengen import stats
 from gengen._core import __version__
+from gengen.analyse import Analysis, analyse
+from gengen.compare import Comparison, compare
 from gengen.errors import GengenError
 from gengen.store import Store, load
 
-__all__ = ["GengenError", "Store", "__version__", "load", "stats"]
+__all__ = ["Analysis", "Comparison", "GengenError", "Store", "__version__", "analyse", "compare", "load", "stats"]

@@ -75,3 +75,11 @@ def bootstrap_indices(
 ) -> NDArray[np.int64]: ...
 def p_adjust(p: NDArray[np.float64], method: str) -> NDArray[np.float64]: ...
 def default_block_length(n: int) -> int: ...
+def normal_two_sided(z: float) -> float:
+    """2·P(Z > |z|) for a standard normal Z."""
+
+def normal_quantile(p: float) -> float:
+    """Standard normal quantile."""
+
+def chi_squared_sf(x: float, df: float) -> float:
+    """Upper tail of a chi-squared distribution with df degrees of freedom."""

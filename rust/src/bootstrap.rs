@@ -61,12 +61,7 @@ pub fn pair_correlations(scores: &Mat, covar: &Mat, method: Method) -> Option<Ve
 }
 
 /// Replicates `range` of one run: one row of pair correlations per replicate (NaN for a degenerate one).
-pub fn replicates(
-    run: &BootstrapRun,
-    method: Method,
-    seed: u64,
-    range: Range<u64>,
-) -> Vec<Vec<f64>> {
+pub fn replicates(run: &BootstrapRun, method: Method, seed: u64, range: Range<u64>) -> Vec<Vec<f64>> {
     let n = run.scores.nrows();
     let m = run.scores.ncols();
     let pairs = m * (m - 1) / 2;
@@ -116,12 +111,8 @@ pub fn jackknife(scores: &Mat, covar: &Mat, method: Method) -> Vec<Vec<f64>> {
         .map(|left_out| {
             let rows: Vec<usize> = (0..n).filter(|&i| i != left_out).collect();
             let m = scores.ncols();
-            pair_correlations(
-                &scores.gather_rows(&rows),
-                &covar.gather_rows(&rows),
-                method,
-            )
-            .unwrap_or_else(|| vec![f64::NAN; m * (m - 1) / 2])
+            pair_correlations(&scores.gather_rows(&rows), &covar.gather_rows(&rows), method)
+                .unwrap_or_else(|| vec![f64::NAN; m * (m - 1) / 2])
         })
         .collect()
 }
@@ -229,8 +220,7 @@ mod tests {
     fn replicates_are_reproducible_in_batch() {
         let mut rng = Xoshiro256pp::seed_from_u64(1);
         let n = 25;
-        let scores =
-            Mat::from_col_major(n, 3, (0..3 * n).map(|_| rng.next_normal()).collect()).unwrap();
+        let scores = Mat::from_col_major(n, 3, (0..3 * n).map(|_| rng.next_normal()).collect()).unwrap();
         let covar = Mat::from_col_major(n, 1, (0..n).map(|i| i as f64).collect()).unwrap();
         let run = BootstrapRun {
             scores,

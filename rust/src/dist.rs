@@ -22,6 +22,17 @@ pub fn normal_two_sided(z: f64) -> f64 {
     libm::erfc(z.abs() / std::f64::consts::SQRT_2).min(1.0)
 }
 
+/// Upper tail P(X > x) of a χ² distribution with `df` degrees of freedom.
+pub fn chi_squared_sf(x: f64, df: f64) -> f64 {
+    if x <= 0.0 {
+        return 1.0;
+    }
+    match statrs::distribution::ChiSquared::new(df) {
+        Ok(dist) => dist.sf(x),
+        Err(_) => f64::NAN,
+    }
+}
+
 /// Standard normal cumulative distribution function.
 pub fn normal_cdf(z: f64) -> f64 {
     0.5 * libm::erfc(-z / std::f64::consts::SQRT_2)
@@ -51,6 +62,12 @@ mod tests {
         assert!((t_two_sided(2.5, 10.0) / 0.031_446_844_236_608_776 - 1.0).abs() < 1e-10);
         // R: print(2 * pt(-12, 3), digits = 17) = 0.001245015800789336
         assert!((t_two_sided(-12.0, 3.0) / 0.001_245_015_800_789_336 - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn chi_squared_tail_matches_r() {
+        // R: print(pchisq(7.5, 3, lower.tail = FALSE), digits = 17) = 0.057558451972636406
+        assert!((chi_squared_sf(7.5, 3.0) / 0.057_558_451_972_636_406 - 1.0).abs() < 1e-12);
     }
 
     #[test]

@@ -33,8 +33,7 @@ impl StatsError {
 impl fmt::Display for StatsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StatsError::InvalidArgument { name, problem }
-            | StatsError::Degenerate { name, problem } => {
+            StatsError::InvalidArgument { name, problem } | StatsError::Degenerate { name, problem } => {
                 write!(f, "{name}: {problem}")
             }
         }

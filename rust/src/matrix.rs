@@ -18,10 +18,7 @@ impl Mat {
         if data.len() != nrows * ncols {
             return Err(StatsError::invalid(
                 "data",
-                format!(
-                    "{} values do not fill a {nrows} x {ncols} matrix",
-                    data.len()
-                ),
+                format!("{} values do not fill a {nrows} x {ncols} matrix", data.len()),
             ));
         }
         Ok(Mat { nrows, ncols, data })
@@ -172,6 +169,23 @@ pub fn mean(values: &[f64]) -> f64 {
     first + correction
 }
 
+/// Writes `values` minus their mean into `out`.
+///
+/// The values are first shifted by the first one, which is exact for scores that carry a large common offset
+/// (1e8 + small variation, by Sterbenz's lemma), and the mean of the small differences is removed from them:
+/// the centred values are then accurate to the precision of the variation, not of the offset. Subtracting a
+/// rounded mean directly would leave an error of one unit in the last place of the offset in every value.
+pub fn centre_into(values: &[f64], out: &mut [f64]) {
+    let shift = values.first().copied().unwrap_or(0.0);
+    for (o, v) in out.iter_mut().zip(values) {
+        *o = v - shift;
+    }
+    let centre = mean(out);
+    for o in out.iter_mut() {
+        *o -= centre;
+    }
+}
+
 /// Fails with a message naming `name` when any value is NaN or infinite.
 pub fn check_finite(name: &str, values: &[f64]) -> Result<()> {
     if let Some(position) = values.iter().position(|v| !v.is_finite()) {
@@ -216,11 +230,20 @@ mod tests {
     }
 
     #[test]
+    fn centring_keeps_the_precision_of_the_variation() {
+        // Offsets exactly representable next to 1e8, so the exact centred values are known.
+        let values = [1e8 + 0.5, 1e8 - 0.25, 1e8 + 1.0];
+        let mut out = [0.0; 3];
+        centre_into(&values, &mut out);
+        let exact: Vec<f64> = [0.5, -0.25, 1.0].iter().map(|d| d - 1.25 / 3.0).collect();
+        for (a, b) in out.iter().zip(&exact) {
+            assert!((a - b).abs() < 1e-15, "{out:?} vs {exact:?}");
+        }
+    }
+
+    #[test]
     fn non_finite_is_named() {
         let err = check_finite("x", &[1.0, f64::NAN]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "x: contains a non-finite value (NaN) at row 1"
-        );
+        assert_eq!(err.to_string(), "x: contains a non-finite value (NaN) at row 1");
     }
 }

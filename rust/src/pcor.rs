@@ -17,9 +17,7 @@ use crate::dist::{normal_quantile, normal_two_sided, t_two_sided};
 use crate::error::{Result, StatsError};
 use crate::matrix::{check_finite, dot, norm, Mat};
 use crate::rank::{average_ranks, kendall_matrix, rank_columns};
-use crate::residualise::{
-    is_constant, orthonormal_basis, LinearResidualiser, MAX_CONDITION_NUMBER,
-};
+use crate::residualise::{is_constant, orthonormal_basis, LinearResidualiser, MAX_CONDITION_NUMBER};
 
 /// Which correlation the statistic is built on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,13 +151,7 @@ pub fn fisher_ci(r: f64, n: usize, k: usize, level: f64) -> Result<(f64, f64)> {
 }
 
 /// The partial (or semi-partial) correlation of `x` and `y` given the columns of `covar`, with ppcor's test.
-pub fn partial_corr(
-    x: &[f64],
-    y: &[f64],
-    covar: &Mat,
-    method: Method,
-    semi: Semi,
-) -> Result<PairStats> {
+pub fn partial_corr(x: &[f64], y: &[f64], covar: &Mat, method: Method, semi: Semi) -> Result<PairStats> {
     let n = x.len();
     if y.len() != n {
         return Err(StatsError::invalid(
@@ -190,10 +182,7 @@ pub fn partial_corr(
             let mut data = Mat::from_columns(n, &[x, y])?;
             data = data.hstack(covar)?;
             for j in 0..k {
-                check_finite(
-                    &crate::residualise::column_name("covar", j, k),
-                    covar.col(j),
-                )?;
+                check_finite(&crate::residualise::column_name("covar", j, k), covar.col(j))?;
             }
             let tau = kendall_matrix(&data);
             if k == 0 {
@@ -210,10 +199,7 @@ pub fn partial_corr(
         Method::Pearson | Method::Spearman => {
             let (x, y, covar) = if method == Method::Spearman {
                 for j in 0..k {
-                    check_finite(
-                        &crate::residualise::column_name("covar", j, k),
-                        covar.col(j),
-                    )?;
+                    check_finite(&crate::residualise::column_name("covar", j, k), covar.col(j))?;
                 }
                 (average_ranks(x), average_ranks(y), rank_columns(covar))
             } else {
@@ -221,21 +207,14 @@ pub fn partial_corr(
             };
             let residualiser = LinearResidualiser::new(&covar, "covar")?;
             let centring = LinearResidualiser::new(&Mat::zeros(n, 0), "covar")?;
-            let x_maker = if semi == Semi::Y {
-                &centring
-            } else {
-                &residualiser
-            };
-            let y_maker = if semi == Semi::X {
-                &centring
-            } else {
-                &residualiser
-            };
+            let x_maker = if semi == Semi::Y { &centring } else { &residualiser };
+            let y_maker = if semi == Semi::X { &centring } else { &residualiser };
             let rx = x_maker.residualise_checked(&Mat::from_columns(n, &[&x])?, "x")?;
             let ry = y_maker.residualise_checked(&Mat::from_columns(n, &[&y])?, "y")?;
             correlation_of_centred(rx.col(0), ry.col(0))
         }
     };
+    let r = defined(r, "covar")?;
     let (statistic, p_value) = test_statistic(r, n, k, method);
     Ok(PairStats {
         r,
@@ -252,6 +231,18 @@ pub fn correlation_of_centred(a: &[f64], b: &[f64]) -> f64 {
     (dot(a, b) / (norm(a) * norm(b))).clamp(-1.0, 1.0)
 }
 
+/// Refuses an undefined estimate (NaN from a degenerate precision matrix) instead of passing it on.
+fn defined(r: f64, name: &str) -> Result<f64> {
+    if r.is_finite() {
+        Ok(r)
+    } else {
+        Err(StatsError::degenerate(
+            name,
+            "the partial correlation is undefined: the variables are (rank-)collinear with the covariates",
+        ))
+    }
+}
+
 /// −P_ij / √(P_ii P_jj).
 fn partial_from_precision(p: &nalgebra::DMatrix<f64>, i: usize, j: usize) -> f64 {
     (-p[(i, j)] / (p[(i, i)] * p[(j, j)]).sqrt()).clamp(-1.0, 1.0)
@@ -260,8 +251,7 @@ fn partial_from_precision(p: &nalgebra::DMatrix<f64>, i: usize, j: usize) -> f64
 /// ppcor's semi-partial: the correlation of variable i with variable j freed of all the others.
 fn semi_from_precision(p: &nalgebra::DMatrix<f64>, i: usize, j: usize) -> f64 {
     let pij = p[(i, j)];
-    let denominator =
-        (p[(i, i)] * p[(j, j)]).sqrt() * (p[(i, i)] - pij * pij / p[(j, j)]).abs().sqrt();
+    let denominator = (p[(i, i)] * p[(j, j)]).sqrt() * (p[(i, i)] - pij * pij / p[(j, j)]).abs().sqrt();
     (-pij / denominator).clamp(-1.0, 1.0)
 }
 
@@ -272,8 +262,9 @@ fn invert_correlation(m: &Mat, name: &str) -> Result<nalgebra::DMatrix<f64>> {
     let eigen = matrix.clone().symmetric_eigen();
     let largest = eigen.eigenvalues.max();
     let smallest = eigen.eigenvalues.min();
-    // The correlation matrix squares the condition number of the data; compare on the data's scale.
-    if smallest <= 0.0 || (largest / smallest).sqrt() > MAX_CONDITION_NUMBER {
+    // The inverse is formed directly, so its relative error grows with the condition number of the matrix
+    // itself: refuse beyond MAX_CONDITION_NUMBER (a τ of ±1 between two variables makes it ~1e16).
+    if smallest <= 0.0 || largest / smallest > MAX_CONDITION_NUMBER {
         return Err(StatsError::degenerate(
             name,
             "the variables are collinear: their correlation matrix is singular",
@@ -344,11 +335,14 @@ pub fn ppcor_matrices(data: &Mat, method: Method, semi: bool) -> Result<CorrMatr
             if i == j {
                 continue;
             }
-            let r = if semi {
-                semi_from_precision(&precision, i, j)
-            } else {
-                partial_from_precision(&precision, i, j)
-            };
+            let r = defined(
+                if semi {
+                    semi_from_precision(&precision, i, j)
+                } else {
+                    partial_from_precision(&precision, i, j)
+                },
+                "data",
+            )?;
             let (t, p) = test_statistic(r, n, k, method);
             estimate.set(i, j, r);
             statistic.set(i, j, t);
@@ -367,19 +361,11 @@ pub fn ppcor_matrices(data: &Mat, method: Method, semi: bool) -> Result<CorrMatr
 
 /// Residuals of every column of `scores` given `covar`, normalised to unit length, ready for correlating
 /// (ranked first for Spearman). Kendall has no residual form and is refused.
-pub fn unit_residuals(
-    scores: &Mat,
-    covar: &Mat,
-    method: Method,
-) -> Result<(Mat, LinearResidualiser)> {
+pub fn unit_residuals(scores: &Mat, covar: &Mat, method: Method) -> Result<(Mat, LinearResidualiser)> {
     if covar.nrows() != scores.nrows() {
         return Err(StatsError::invalid(
             "covar",
-            format!(
-                "has {} rows but scores has {}",
-                covar.nrows(),
-                scores.nrows()
-            ),
+            format!("has {} rows but scores has {}", covar.nrows(), scores.nrows()),
         ));
     }
     let (scores, covar) = match method {
@@ -409,10 +395,7 @@ pub fn unit_residuals(
 
 fn check_all_finite(m: &Mat, name: &str) -> Result<()> {
     for j in 0..m.ncols() {
-        check_finite(
-            &crate::residualise::column_name(name, j, m.ncols()),
-            m.col(j),
-        )?;
+        check_finite(&crate::residualise::column_name(name, j, m.ncols()), m.col(j))?;
     }
     Ok(())
 }
@@ -461,7 +444,10 @@ pub fn partial_corr_matrix(scores: &Mat, covar: &Mat, method: Method) -> Result<
                                 sub.set(si, sj, tau.get(i, j));
                             }
                         }
-                        partial_from_precision(&invert_correlation(&sub, "covar")?, 0, 1)
+                        defined(
+                            partial_from_precision(&invert_correlation(&sub, "covar")?, 0, 1),
+                            "covar",
+                        )?
                     };
                     estimate.set(a, b, r);
                     estimate.set(b, a, r);
@@ -508,9 +494,7 @@ mod tests {
     /// would do, but the formulas are checked here on a small synthetic set against closed forms).
     fn data() -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
         let n = 12;
-        let z1: Vec<f64> = (0..n)
-            .map(|i| (i as f64 * 0.7).sin() + 0.1 * i as f64)
-            .collect();
+        let z1: Vec<f64> = (0..n).map(|i| (i as f64 * 0.7).sin() + 0.1 * i as f64).collect();
         let z2: Vec<f64> = (0..n).map(|i| ((i * i) % 7) as f64).collect();
         let x: Vec<f64> = (0..n).map(|i| z1[i] + (i as f64 * 1.3).cos()).collect();
         let y: Vec<f64> = (0..n)
@@ -558,10 +542,7 @@ mod tests {
             (Semi::X, &spcor, 1, 0),
         ] {
             let direct = partial_corr(&x, &y, &covar, Method::Pearson, semi).unwrap();
-            assert!(
-                (direct.r - matrix.estimate.get(i, j)).abs() < 1e-12,
-                "{semi:?}"
-            );
+            assert!((direct.r - matrix.estimate.get(i, j)).abs() < 1e-12, "{semi:?}");
             assert!((direct.p_value / matrix.p_value.get(i, j) - 1.0).abs() < 1e-10);
         }
     }
@@ -584,10 +565,7 @@ mod tests {
         for method in [Method::Pearson, Method::Spearman, Method::Kendall] {
             let matrix = partial_corr_matrix(&scores, &covar, method).unwrap();
             let pair = partial_corr(&y, &z2, &covar, method, Semi::Both).unwrap();
-            assert!(
-                (matrix.estimate.get(1, 2) - pair.r).abs() < 1e-13,
-                "{method:?}"
-            );
+            assert!((matrix.estimate.get(1, 2) - pair.r).abs() < 1e-13, "{method:?}");
             assert!((matrix.p_value.get(2, 1) - pair.p_value).abs() < 1e-13);
         }
     }
@@ -598,19 +576,11 @@ mod tests {
         let covar = Mat::from_columns(12, &[&z1]).unwrap();
         let err = partial_corr(&x, &y[..11], &covar, Method::Pearson, Semi::Both).unwrap_err();
         assert!(err.to_string().starts_with("y: has 11 values"));
-        let err = partial_corr(
-            &x[..3],
-            &y[..3],
-            &Mat::zeros(3, 1),
-            Method::Pearson,
-            Semi::Both,
-        )
-        .unwrap_err();
+        let err = partial_corr(&x[..3], &y[..3], &Mat::zeros(3, 1), Method::Pearson, Semi::Both).unwrap_err();
         assert!(err.to_string().starts_with("n: 3 observations"), "{err}");
         let err = partial_corr(&x, &z1, &covar, Method::Pearson, Semi::Both).unwrap_err();
         assert!(
-            err.to_string()
-                .starts_with("y: is a linear function of covar"),
+            err.to_string().starts_with("y: is a linear function of covar"),
             "{err}"
         );
         assert!(Method::parse("pearsn")

@@ -61,6 +61,12 @@ pub struct PreparedRun {
 impl PreparedRun {
     /// Prepares a run with the linear control (Spearman: everything ranked first).
     pub fn linear(scores: &Mat, covar: &Mat, method: Method, scheme: PermutationScheme) -> Result<Self> {
+        if scores.ncols() < 2 {
+            return Err(crate::error::StatsError::invalid(
+                "scores",
+                format!("needs at least 2 columns, got {}", scores.ncols()),
+            ));
+        }
         let (unit_residuals, residualiser) = unit_residuals(scores, covar, method)?;
         Ok(Self::from_residuals(
             unit_residuals,

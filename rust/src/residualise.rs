@@ -7,7 +7,7 @@
 //! centred, unit-scaled covariate matrix, which, unlike a determinant threshold, does not depend on units.
 
 use crate::error::{Result, StatsError};
-use crate::matrix::{check_finite, dot, mean, norm, Mat};
+use crate::matrix::{centre_into, check_finite, dot, norm, Mat};
 
 /// Covariate matrices with a larger condition number (after centring and unit scaling) are rejected as
 /// singular: at 1e12 barely four significant digits of the regression coefficients would survive.
@@ -67,10 +67,7 @@ impl LinearResidualiser {
     /// Writes the residuals of `y` on `[1, covar]` into `out`.
     pub fn residualise_into(&self, y: &[f64], out: &mut [f64]) {
         debug_assert_eq!(y.len(), self.n);
-        let centre = mean(y);
-        for (o, v) in out.iter_mut().zip(y) {
-            *o = v - centre;
-        }
+        centre_into(y, out);
         self.project_out(out);
     }
 
@@ -165,11 +162,8 @@ pub fn orthonormal_basis(columns: &Mat, name: &str) -> Result<OrthonormalBasis> 
                 "is constant, so it cannot be regressed out or correlated",
             ));
         }
-        let centre = mean(column);
         let target = q.col_mut(j);
-        for (t, v) in target.iter_mut().zip(column) {
-            *t = v - centre;
-        }
+        centre_into(column, target);
         let length = norm(target);
         for t in target.iter_mut() {
             *t /= length;
@@ -233,12 +227,9 @@ pub fn is_constant(values: &[f64]) -> bool {
 }
 
 fn centred_norm(values: &[f64]) -> f64 {
-    let centre = mean(values);
-    values
-        .iter()
-        .map(|v| (v - centre) * (v - centre))
-        .sum::<f64>()
-        .sqrt()
+    let mut centred = vec![0.0; values.len()];
+    centre_into(values, &mut centred);
+    norm(&centred)
 }
 
 /// `name` for a single column, `name column j` otherwise.
@@ -292,7 +283,7 @@ mod tests {
         assert!(out.iter().sum::<f64>().abs() < 1e-12 * scale * n as f64);
         for z in [&z1, &z2] {
             let zc: Vec<f64> = {
-                let m = mean(z);
+                let m = crate::matrix::mean(z);
                 z.iter().map(|v| v - m).collect()
             };
             assert!(dot(&zc, &out).abs() < 1e-10 * norm(&zc) * scale);

@@ -194,13 +194,7 @@ impl BootstrapScheme {
 }
 
 /// The `index`-th permutation of `0..n` under `scheme` and `seed`, written into `out` (length n).
-pub fn permutation_into(
-    n: usize,
-    scheme: PermutationScheme,
-    seed: u64,
-    index: u64,
-    out: &mut [usize],
-) {
+pub fn permutation_into(n: usize, scheme: PermutationScheme, seed: u64, index: u64, out: &mut [usize]) {
     let mut rng = Xoshiro256pp::stream(seed, Purpose::Permutation, index);
     match scheme {
         PermutationScheme::Free => {
@@ -332,13 +326,7 @@ mod tests {
     #[test]
     fn bootstrap_blocks_are_consecutive() {
         let mut out = vec![0; 9];
-        bootstrap_into(
-            9,
-            BootstrapScheme::MovingBlock { length: 3 },
-            3,
-            2,
-            &mut out,
-        );
+        bootstrap_into(9, BootstrapScheme::MovingBlock { length: 3 }, 3, 2, &mut out);
         for block in out.chunks(3) {
             assert!(block[0] <= 6);
             assert_eq!(block[1], block[0] + 1);

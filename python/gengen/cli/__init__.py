@@ -18,7 +18,9 @@ app = typer.Typer(
 )
 
 # Command modules, in the order their commands appear in `gengen --help`.
-COMMAND_MODULES: tuple[str, ...] = ("stats", "ingest", "export", "analyse", "compare", "report")
+COMMAND_MODULES: tuple[str, ...] = (
+    "stats", "ingest", "export", "analyse", "compare", "report"
+)
 
 for _module_name in COMMAND_MODULES:
     importlib.import_module(f"gengen.cli.{_module_name}").register(app)

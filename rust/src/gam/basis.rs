@@ -21,8 +21,18 @@
 //! reflection of `colMeans(X)` (LINPACK `dqrdc2` sign convention), dropping its first column; the intercept
 //! is a separate model column. The constrained columns and penalty therefore equal mgcv's `smoothCon(…,
 //! absorb.cons = TRUE)` and the smoothing parameter means what mgcv's `sp` means.
+//!
+//! The thin plate regression spline (`s(z, bs = "tp")`, mgcv's default basis; Wood 2003, JRSS B 65, 95–114)
+//! is built from the distinct control values `u_i` (centred, as mgcv's `shift`): `E_ij = η(|u_i − u_j|)` with
+//! `η(r) = r³/12` (order m = 2 in one dimension), truncated to the k eigenvectors `U_k` of largest
+//! |eigenvalue| `D_k`, the constraint `Tᵀ U_k δ = 0` (`T = [1, u]`) absorbed by an orthonormal null-space
+//! basis `Z`, giving columns `[U_k D_k Z, T]` and penalty `Zᵀ D_k Z` on the first k − 2. The function space
+//! and penalty are mgcv's, so fitted values and EDF at a given optimum agree with mgcv; the numerical scale of
+//! λ need not (it depends on the internal parameterisation). Cost is one eigen-decomposition of the
+//! (distinct values)² matrix `E`, so this basis accepts at most [`MAX_THIN_PLATE_KNOTS`] distinct values
+//! (mgcv subsamples beyond 2000 with its own random seed).
 
-use nalgebra::DMatrix;
+use nalgebra::{DMatrix, SymmetricEigen};
 
 use crate::error::{Result, StatsError};
 
@@ -46,6 +56,9 @@ impl SmoothTerm {
         self.k - 2
     }
 }
+
+/// Largest number of distinct control values the thin plate basis accepts.
+pub(crate) const MAX_THIN_PLATE_KNOTS: usize = 2000;
 
 /// The distinct values of `x`, sorted ascending (exact comparison, as R's `unique`).
 pub(crate) fn distinct_sorted(x: &[f64]) -> Vec<f64> {
@@ -149,6 +162,68 @@ pub(crate) fn cr_term(x: &[f64], distinct: &[f64], k: usize) -> Result<SmoothTer
     let s = scale_penalty(&design, &s);
     let (x_con, s_con) = absorb_sum_to_zero(&design, &s)?;
     Ok(SmoothTerm { x: x_con, s: s_con, k, knots })
+}
+
+/// Builds the constrained, scaled thin plate regression spline of `x` with basis dimension `k`
+/// (`3 <= k <= ` number of distinct values).
+pub(crate) fn tp_term(x: &[f64], distinct: &[f64], k: usize) -> Result<SmoothTerm> {
+    let nu = distinct.len();
+    if nu > MAX_THIN_PLATE_KNOTS {
+        return Err(StatsError::invalid(
+            "basis",
+            format!(
+                "the thin plate basis supports at most {MAX_THIN_PLATE_KNOTS} distinct control values, got {nu}; \
+                 use the cubic regression basis"
+            ),
+        ));
+    }
+    if k < 3 || k > nu {
+        return Err(StatsError::invalid(
+            "k",
+            format!("must be between 3 and {nu} for this control, got {k}"),
+        ));
+    }
+    let shift = x.iter().sum::<f64>() / x.len() as f64;
+    let u: Vec<f64> = distinct.iter().map(|v| v - shift).collect();
+    let e = DMatrix::from_fn(nu, nu, |i, j| (u[i] - u[j]).abs().powi(3) / 12.0);
+    let eig = SymmetricEigen::try_new(e, f64::EPSILON, 10_000).ok_or_else(|| {
+        StatsError::degenerate("control", "thin plate eigen-decomposition did not converge")
+    })?;
+    let mut order: Vec<usize> = (0..nu).collect();
+    order.sort_by(|&a, &b| eig.eigenvalues[b].abs().total_cmp(&eig.eigenvalues[a].abs()));
+    let keep = &order[..k];
+    let u_k = eig.eigenvectors.select_columns(keep);
+    let d_k: Vec<f64> = keep.iter().map(|&i| eig.eigenvalues[i]).collect();
+    // Z: orthonormal basis of {δ : Tᵀ U_k δ = 0}, the last k − 2 columns of the full Q of U_kᵀ T.
+    let t = DMatrix::from_fn(nu, 2, |i, j| if j == 0 { 1.0 } else { u[i] });
+    let q_full = (u_k.transpose() * &t).qr();
+    let mut q = DMatrix::<f64>::identity(k, k);
+    q_full.q_tr_mul(&mut q);
+    let z = q.transpose().columns(2, k - 2).into_owned();
+    let mut u_d = u_k;
+    for (mut column, d) in u_d.column_iter_mut().zip(&d_k) {
+        column *= *d;
+    }
+    let wiggly = u_d * &z;
+    let mut scaled_z = z.clone();
+    for (mut row, d) in scaled_z.row_iter_mut().zip(&d_k) {
+        row *= *d;
+    }
+    let penalty = z.transpose() * scaled_z;
+    let mut s = DMatrix::<f64>::zeros(k, k);
+    s.view_mut((0, 0), (k - 2, k - 2)).copy_from(&((&penalty + penalty.transpose()) * 0.5));
+    let mut design = DMatrix::<f64>::zeros(x.len(), k);
+    for (row, xi) in x.iter().enumerate() {
+        let index = distinct.partition_point(|v| v < xi).min(nu - 1);
+        for col in 0..k - 2 {
+            design[(row, col)] = wiggly[(index, col)];
+        }
+        design[(row, k - 2)] = 1.0;
+        design[(row, k - 1)] = xi - shift;
+    }
+    let s = scale_penalty(&design, &s);
+    let (x_con, s_con) = absorb_sum_to_zero(&design, &s)?;
+    Ok(SmoothTerm { x: x_con, s: s_con, k, knots: distinct.to_vec() })
 }
 
 /// mgcv `smoothCon(scale.penalty = TRUE)`: `S · ‖X‖∞² / ‖S‖₁`, so the penalty is on the scale of `XᵀX`.
@@ -375,6 +450,33 @@ mod tests {
         // R: quantile(c(1, 2, 4, 8), seq(0, 1, length = 3)) -> 1, 3, 8
         assert_eq!(quantile_knots(&[1.0, 2.0, 4.0, 8.0], 3), vec![1.0, 3.0, 8.0]);
         assert_eq!(distinct_sorted(&[3.0, 1.0, 3.0, 2.0]), vec![1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn thin_plate_penalty_is_psd_and_leaves_lines_alone() {
+        let x = reference_x();
+        let term = tp_term(&x, &distinct_sorted(&x), 10).unwrap();
+        assert_eq!((term.x.nrows(), term.x.ncols()), (40, 9));
+        for c in term.x.column_iter() {
+            assert!(c.sum().abs() < 1e-10);
+        }
+        let mut values: Vec<f64> = term.s.symmetric_eigenvalues().iter().copied().collect();
+        values.sort_by(|a, b| a.total_cmp(b));
+        assert!(values[0].abs() < 1e-9 * values[8], "one unpenalised direction (the line) after centring");
+        assert!(values[1] > 1e-9 * values[8], "{values:?}");
+        // The straight line x − mean(x) lies in the span of the constrained columns.
+        let (q, _) = term.x.clone().qr().unpack();
+        let mean = x.iter().sum::<f64>() / 40.0;
+        let line = DMatrix::from_iterator(40, 1, x.iter().map(|v| v - mean));
+        let residual = &line - &q * (q.transpose() * &line);
+        assert!(residual.norm() < 1e-9 * line.norm());
+    }
+
+    #[test]
+    fn thin_plate_rejects_bad_k() {
+        let x = reference_x();
+        assert!(tp_term(&x, &distinct_sorted(&x), 2).is_err());
+        assert!(tp_term(&x, &distinct_sorted(&x), 41).is_err());
     }
 
     #[test]

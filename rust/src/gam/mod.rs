@@ -1,9 +1,9 @@
 //! Penalised regression spline (GAM) control: residuals of columns on smooth functions of the controls.
 //!
 //! The model for one column `y` given controls `z_1 … z_q` is mgcv's Gaussian additive model
-//! `y ~ s(z_1, k, bs = "cr") + … + s(z_q, k, bs = "cr")`: an intercept plus one cubic regression spline per
-//! control (see [`basis`] for the construction, identical to mgcv's), coefficients minimising
-//! `‖y − Xβ‖² + Σ_j λ_j βᵀ S_j β`, smoothing parameters chosen per column by
+//! `y ~ s(z_1, k, bs = "cr") + … + s(z_q, k, bs = "cr")` (or `bs = "tp"`): an intercept plus one penalised
+//! regression spline per control (see `gam/basis.rs` for the constructions, identical to mgcv's), coefficients
+//! minimising `‖y − Xβ‖² + Σ_j λ_j βᵀ S_j β`, smoothing parameters chosen per column by
 //!
 //! - GCV (mgcv `method = "GCV.Cp"`, scale unknown, γ = 1): `V_g(λ) = n ‖y − A_λ y‖² / (n − tr A_λ)²`, or
 //! - REML (mgcv `method = "REML"`): the negative restricted log likelihood with the scale profiled out,
@@ -11,7 +11,9 @@
 //!   `D_p = ‖y − Xβ̂‖² + β̂ᵀ S_λ β̂`, `S_λ = Σ λ_j S_j` and `M_p = 1 + q` is the dimension of the
 //!   unpenalised space (intercept and one straight line per control). The value is mgcv's `gcv.ubre`.
 //!
-//! The effective degrees of freedom are `tr A_λ` (intercept included, as mgcv's `sum(edf)`).
+//! The effective degrees of freedom are `tr A_λ` (intercept included, as mgcv's `sum(edf)`), between
+//! `1 + q` (every smooth a straight line, λ → ∞) and the number of coefficients (λ → 0); the residual
+//! degrees of freedom are `n − tr A_λ` (mgcv's `df.residual`).
 //!
 //! **Shared factorisation.** The smoother depends only on the controls, so [`GamSmoother::new`] does all
 //! the matrix work once. With `X = Q_X R` (thin QR), `B = RᵀR + Σ_j S_j = E diag(b) Eᵀ`, `T = E diag(b)^{-½}`
@@ -20,15 +22,25 @@
 //! (Demmler–Reinsch form, computed without inverting `R`, so it stays accurate when `X` is ill-conditioned),
 //! and a column costs `O(n r)` to project (`e = Uᵀy`) plus `O(r)` per trial `λ`:
 //! `fitted = U diag(1/(1 + λ s_i)) e`, `tr A = Σ 1/(1 + λ s_i)`, `‖y − fitted‖² = ‖y − U e‖² +
-//! Σ e_i² (λ s_i/(1 + λ s_i))²`. With several controls each trial factors the r × r matrix `I + Σ λ_j P_j`.
-//! See [`search`] for the optimisation over `log λ`.
+//! Σ e_i² (λ s_i/(1 + λ s_i))²`. With several controls a trial factors the r × r matrix `I + Σ λ_j P_j`;
+//! its inverse, trace and determinant on a grid of `log λ` vectors are computed once in
+//! [`GamSmoother::new`], so that scoring a column on the whole grid costs one r × r product per point.
+//! See `gam/search.rs` for the optimisation over `log λ`.
+//!
+//! **Global search.** GCV (and, less often, REML) can have several local minima in `log λ`, typically on
+//! short trajectories with tied control values. mgcv's Newton iterations stop at the first they reach;
+//! this module searches globally, so its optimum is never worse than mgcv's by mgcv's own criterion and, on
+//! such data, sometimes better (with a different fit). At mgcv's λ the fits agree to rounding.
 //!
 //! **Fixed smoother.** For inference by permutation the smoother chosen on the observed data can be reused:
-//! [`GamSmoother::fixed`] returns the linear map `y ↦ A_λ y` (and the residual maker `I − A_λ`) at given λ.
+//! [`GamSmoother::fixed`] returns the linear map `y ↦ A_λ y` (and the residual maker `I − A_λ`) at given λ,
+//! `O(n r)` per application. Refitting λ on every permuted column costs about the same again plus the
+//! search (`O(r)` per trial λ with one control), so both are cheap; refitting reproduces the selection
+//! step, reuse keeps the residual-maker fixed as in the linear Freedman–Lane scheme.
 //!
-//! **Bad input.** Non-finite values, a constant control, a control with fewer than 3 distinct values and
-//! too few rows are errors. When a control has fewer distinct values than `k` (or, with one control,
-//! `k >= n`), `k` is lowered to what the data support, as the caller can see from
+//! **Bad input.** Non-finite values, a constant control, a control with fewer than 3 distinct values,
+//! collinear controls and too few rows are errors. When a control has fewer distinct values than `k` (or,
+//! with one control, `k >= n`), `k` is lowered to what the data support, as the caller can see from
 //! [`GamSmoother::k_used`]; mgcv would stop with an error there instead.
 //!
 //! References: Wood, S. N. (2017) *Generalized Additive Models: An Introduction with R*, 2nd ed., CRC
@@ -56,6 +68,12 @@ const MIN_SINGULAR_VALUE: f64 = 1e-7;
 /// are the nonzero penalty eigenvalues in the orthonormal model coordinates.
 const SEARCH_BELOW: f64 = 1e-4;
 const SEARCH_ABOVE: f64 = 1e8;
+
+/// Several controls: the most points of the shared `log λ` grid (fewer when the r × r inverses stored per
+/// point would pass [`MAX_GRID_VALUES`] values), and its coarsest allowed step.
+const MAX_GRID_POINTS: usize = 1600;
+const MAX_GRID_VALUES: usize = 4_000_000;
+const MIN_GRID_STEP: f64 = 0.5;
 
 /// How the smoothing parameter is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -90,11 +108,34 @@ impl SmoothMethod {
 
 /// The spline basis of each smooth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
 pub enum Basis {
     /// mgcv's cubic regression spline, `bs = "cr"`.
     #[default]
     CubicRegression,
+    /// mgcv's thin plate regression spline, `bs = "tp"` (mgcv's default basis), for at most 2000 distinct
+    /// control values.
+    ThinPlate,
+}
+
+impl Basis {
+    /// `"cr"` or `"tp"` (mgcv's names); `option` names the argument in the error.
+    pub fn parse(name: &str, option: &str) -> Result<Self> {
+        match name {
+            "cr" => Ok(Basis::CubicRegression),
+            "tp" => Ok(Basis::ThinPlate),
+            other => Err(StatsError::invalid(
+                option,
+                format!("unknown spline basis {other:?}; expected \"cr\" or \"tp\""),
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Basis::CubicRegression => "cr",
+            Basis::ThinPlate => "tp",
+        }
+    }
 }
 
 /// Options of the smoother.
@@ -159,6 +200,19 @@ pub struct GamSmoother {
     null_dim: usize,
     /// `log λ` search bounds per control.
     bounds: Vec<(f64, f64)>,
+    /// Several controls: the shared grid of trial `log λ` vectors, precomputed once for all columns.
+    grid: Vec<GridPoint>,
+    /// Grid step per control (the coordinate-descent window).
+    grid_step: Vec<f64>,
+}
+
+/// One point of the shared grid: `(I + Σ λ_j P_j)⁻¹`, its trace and `log|I + Σ λ_j P_j|`.
+#[derive(Debug, Clone)]
+struct GridPoint {
+    rho: Vec<f64>,
+    inverse: DMatrix<f64>,
+    edf: f64,
+    log_det: f64,
 }
 
 /// What one trial λ gives for one column.
@@ -216,7 +270,10 @@ impl GamSmoother {
                 // Keep at least one residual degree of freedom.
                 k = k.min(n - 1);
             }
-            terms.push(basis::cr_term(column, &distinct, k)?);
+            terms.push(match options.basis {
+                Basis::CubicRegression => basis::cr_term(column, &distinct, k)?,
+                Basis::ThinPlate => basis::tp_term(column, &distinct, k)?,
+            });
         }
         let p = 1 + terms.iter().map(|t| t.k - 1).sum::<usize>();
         if p >= n {
@@ -329,11 +386,15 @@ impl GamSmoother {
             }
             (Penalty::Dense(dense), values)
         };
-        let bounds = eigenvalues
+        let bounds: Vec<(f64, f64)> = eigenvalues
             .iter()
             .zip(&penalty_ranks)
             .map(|(values, &rank)| search_bounds(values, rank))
             .collect();
+        let (grid, grid_step) = match &penalty {
+            Penalty::Diagonal(_) => (Vec::new(), Vec::new()),
+            Penalty::Dense(matrices) => shared_grid(matrices, &bounds, rank),
+        };
 
         Ok(GamSmoother {
             n,
@@ -347,6 +408,8 @@ impl GamSmoother {
             log_det_offset,
             null_dim: 1 + q,
             bounds,
+            grid,
+            grid_step,
         })
     }
 
@@ -396,11 +459,12 @@ impl GamSmoother {
                 vec![rho]
             }
             Penalty::Dense(_) => {
-                let mut rho: Vec<f64> = self.bounds.iter().map(|(lo, hi)| 0.5 * (lo + hi)).collect();
+                let mut rho = self.best_grid_point(&e, rss0);
                 search::coordinate_descent(
                     |r| self.score(&self.evaluate(r, &e, rss0), r),
                     &mut rho,
                     &self.bounds,
+                    &self.grid_step,
                 );
                 rho
             }
@@ -504,14 +568,38 @@ impl GamSmoother {
 
     /// `I + Σ λ_j P_j` for several controls.
     fn system(&self, rho: &[f64]) -> DMatrix<f64> {
-        let r = self.basis.ncols();
-        let mut a = DMatrix::<f64>::identity(r, r);
-        if let Penalty::Dense(p) = &self.penalty {
-            for (pj, rj) in p.iter().zip(rho) {
-                a += pj * rj.exp();
+        match &self.penalty {
+            Penalty::Dense(matrices) => penalised_system(matrices, rho, self.basis.ncols()),
+            Penalty::Diagonal(_) => DMatrix::identity(self.basis.ncols(), self.basis.ncols()),
+        }
+    }
+
+    /// The `log λ` vector of the shared grid with the lowest criterion for this column.
+    fn best_grid_point(&self, e: &[f64], rss0: f64) -> Vec<f64> {
+        let ee: f64 = dot(e, e);
+        let mut best = (f64::INFINITY, 0usize);
+        for (index, point) in self.grid.iter().enumerate() {
+            let (mut e_gamma, mut distance) = (0.0, 0.0);
+            for (i, ei) in e.iter().enumerate() {
+                let gamma_i = dot(point.inverse.column(i).as_slice(), e);
+                e_gamma += ei * gamma_i;
+                distance += (ei - gamma_i) * (ei - gamma_i);
+            }
+            let ev = Evaluation {
+                rss: rss0 + distance,
+                edf: point.edf,
+                penalised_rss: rss0 + ee - e_gamma,
+                log_det: point.log_det,
+            };
+            let score = self.score(&ev, &point.rho);
+            if score < best.0 {
+                best = (score, index);
             }
         }
-        a
+        match self.grid.get(best.1) {
+            Some(point) => point.rho.clone(),
+            None => self.bounds.iter().map(|(lo, hi)| 0.5 * (lo + hi)).collect(),
+        }
     }
 
     fn evaluate(&self, rho: &[f64], e: &[f64], rss0: f64) -> Evaluation {
@@ -678,6 +766,55 @@ impl FixedSmoother {
         }
         out
     }
+}
+
+/// `I + Σ_j exp(ρ_j) P_j` (r × r).
+fn penalised_system(matrices: &[DMatrix<f64>], rho: &[f64], r: usize) -> DMatrix<f64> {
+    let mut a = DMatrix::<f64>::identity(r, r);
+    for (p, rho_j) in matrices.iter().zip(rho) {
+        a += p * rho_j.exp();
+    }
+    a
+}
+
+/// The shared grid over the box `bounds` (equal steps per control, at least [`MIN_GRID_STEP`], at most
+/// [`MAX_GRID_POINTS`] points) with each point's inverse system, EDF and log determinant. Returns the points
+/// and the step per control.
+fn shared_grid(matrices: &[DMatrix<f64>], bounds: &[(f64, f64)], r: usize) -> (Vec<GridPoint>, Vec<f64>) {
+    let q = bounds.len();
+    let budget = MAX_GRID_POINTS.min(MAX_GRID_VALUES / (r * r).max(1)).max(2usize.pow(q as u32));
+    let volume: f64 = bounds.iter().map(|(lo, hi)| (hi - lo).max(MIN_GRID_STEP)).product();
+    let step = (volume / budget as f64).powf(1.0 / q as f64).max(MIN_GRID_STEP);
+    let axes: Vec<Vec<f64>> = bounds
+        .iter()
+        .map(|&(lo, hi)| {
+            let count = ((hi - lo) / step).ceil().max(1.0) as usize;
+            let spacing = (hi - lo) / count as f64;
+            (0..=count).map(|i| lo + spacing * i as f64).collect()
+        })
+        .collect();
+    let steps = axes.iter().map(|axis| if axis.len() > 1 { axis[1] - axis[0] } else { step }).collect();
+    let total: usize = axes.iter().map(Vec::len).product();
+    let points = (0..total)
+        .into_par_iter()
+        .filter_map(|flat| {
+            let mut rest = flat;
+            let rho: Vec<f64> = axes
+                .iter()
+                .map(|axis| {
+                    let value = axis[rest % axis.len()];
+                    rest /= axis.len();
+                    value
+                })
+                .collect();
+            let chol = penalised_system(matrices, &rho, r).cholesky()?;
+            let log_det = 2.0 * chol.l_dirty().diagonal().iter().map(|v| v.ln()).sum::<f64>();
+            let inverse = chol.inverse();
+            let edf = inverse.trace();
+            Some(GridPoint { rho, inverse, edf, log_det })
+        })
+        .collect();
+    (points, steps)
 }
 
 /// `log λ` bounds from the nonzero penalty eigenvalues (the `rank` largest of `values`).
@@ -950,6 +1087,61 @@ mod tests {
         assert!(gam.fit_column(&nan).is_err());
         assert!(gam.fixed(&[-1.0]).is_err());
         assert!(gam.fixed(&[1.0, 1.0]).is_err());
+    }
+
+    #[test]
+    fn thin_plate_fits_match_mgcv() {
+        // R: gam(y ~ s(x, k=10), data=data.frame(x, y), method=m,
+        //        control=gam.control(mgcv.tol=1e-9, newton=list(conv.tol=1e-9)))
+        //    sum(b$edf); b$gcv.ubre; fitted(b)[1:5]   (bs = "tp" is mgcv's default)
+        // λ is not compared: its scale depends on the internal parameterisation of the tp basis.
+        let cases = [
+            (
+                SmoothMethod::Gcv,
+                6.5127821383925095,
+                Some(0.025710514484465201),
+                [
+                    0.66162801594519283,
+                    0.54582613089432619,
+                    0.98197606576441521,
+                    0.96477779614546078,
+                    0.93503272050289454,
+                ],
+            ),
+            (
+                SmoothMethod::Reml,
+                6.6350219786980791,
+                None,
+                [
+                    0.66132872018536804,
+                    0.5452612944781674,
+                    0.98472257064369351,
+                    0.96156297193026885,
+                    0.93021155020004276,
+                ],
+            ),
+        ];
+        let (x, y) = reference_data();
+        let control = Mat::from_columns(40, &[&x]).unwrap();
+        for (method, edf, score, fitted) in cases {
+            let options = GamOptions { k: 10, method, basis: Basis::ThinPlate };
+            let fit = GamSmoother::new(&control, &options, "covar").unwrap().fit_column(&y).unwrap();
+            assert!((fit.edf - edf).abs() < 1e-4, "{method:?} edf {}", fit.edf);
+            if let Some(score) = score {
+                assert!(relative(fit.score, score) < 1e-8, "{}", fit.score);
+            }
+            for (g, w) in fit.fitted.iter().zip(&fitted) {
+                assert!((g - w).abs() < 1e-5, "{method:?} {g} vs {w}");
+            }
+        }
+    }
+
+    #[test]
+    fn basis_names_round_trip() {
+        for basis in [Basis::CubicRegression, Basis::ThinPlate] {
+            assert_eq!(Basis::parse(basis.name(), "basis").unwrap(), basis);
+        }
+        assert!(Basis::parse("ps", "basis").is_err());
     }
 
     #[test]

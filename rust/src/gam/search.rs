@@ -5,11 +5,11 @@
 //! Brent 1973, ch. 5, as R's `optimize`) polishes the best grid point inside its two neighbours. The grid
 //! makes the search global (GCV and REML curves can have several local minima) and deterministic.
 //!
-//! Several parameters: cyclic coordinate descent, each coordinate minimised by the same grid + Brent
-//! search with the others held, until a sweep lowers the criterion by less than a relative 1e-10 (at most
-//! [`MAX_SWEEPS`] sweeps). Every step can only lower the criterion, so the search always terminates at a
-//! point no worse than its start; for the smooth, convex-ish REML surface it reaches the optimum, for GCV a
-//! local optimum no worse than the grid.
+//! Several parameters: the smoother evaluates the criterion on a shared grid over the box of `log λ` values
+//! (see `GamSmoother`), then [`coordinate_descent`] polishes the best grid point: cyclic coordinate descent,
+//! each coordinate minimised by Brent's method within one grid step either side of its current value, until
+//! a sweep lowers the criterion by less than a relative 1e-10 (at most [`MAX_SWEEPS`] sweeps). Every accepted
+//! step lowers the criterion, so the result is never worse than the best grid point.
 
 /// Grid spacing in `log λ` (natural log).
 pub(crate) const GRID_STEP: f64 = 0.25;
@@ -42,26 +42,34 @@ pub(crate) fn minimise_1d<F: FnMut(f64) -> f64>(mut f: F, lo: f64, hi: f64) -> (
     }
 }
 
-/// Cyclic coordinate descent over `rho` (start value, updated in place) within per-coordinate bounds.
-/// Returns the final criterion value.
+/// Cyclic coordinate descent over `rho` (start value, updated in place): coordinate `j` is searched within
+/// `window[j]` of its current value, clipped to `bounds[j]`. Returns the final criterion value.
 pub(crate) fn coordinate_descent<F: FnMut(&[f64]) -> f64>(
     mut f: F,
     rho: &mut [f64],
     bounds: &[(f64, f64)],
+    window: &[f64],
 ) -> f64 {
     let mut current = finite_or_inf(f(rho));
+    let mut trial = rho.to_vec();
     for _sweep in 0..MAX_SWEEPS {
         let before = current;
         for j in 0..rho.len() {
-            let mut trial = rho.to_vec();
+            trial.copy_from_slice(rho);
             let (lo, hi) = bounds[j];
-            let (best_rho, best_value) = minimise_1d(
-                |r| {
+            let a = (rho[j] - window[j]).max(lo);
+            let b = (rho[j] + window[j]).min(hi);
+            if a >= b {
+                continue;
+            }
+            let (best_rho, best_value) = brent(
+                &mut |r| {
                     trial[j] = r;
                     f(&trial)
                 },
-                lo,
-                hi,
+                a,
+                b,
+                BRENT_TOL,
             );
             if best_value < current {
                 rho[j] = best_rho;
@@ -198,10 +206,17 @@ mod tests {
     }
 
     #[test]
+    fn coordinate_descent_respects_bounds() {
+        let mut rho = vec![0.5];
+        coordinate_descent(|r: &[f64]| -r[0], &mut rho, &[(0.0, 2.0)], &[1.0]);
+        assert!((rho[0] - 2.0).abs() < 1e-6, "{rho:?}");
+    }
+
+    #[test]
     fn coordinate_descent_on_a_coupled_quadratic() {
         let f = |r: &[f64]| (r[0] - 1.0).powi(2) + (r[1] + 2.0).powi(2) + 0.5 * (r[0] - 1.0) * (r[1] + 2.0);
         let mut rho = vec![0.0, 0.0];
-        let value = coordinate_descent(f, &mut rho, &[(-5.0, 5.0), (-5.0, 5.0)]);
+        let value = coordinate_descent(f, &mut rho, &[(-5.0, 5.0), (-5.0, 5.0)], &[1.0, 1.0]);
         assert!((rho[0] - 1.0).abs() < 1e-5 && (rho[1] + 2.0).abs() < 1e-5, "{rho:?}");
         assert!(value.abs() < 1e-9);
     }

@@ -20,8 +20,7 @@ use crate::pcor::{self, Method, Semi};
 use crate::permutation::{count_exceedances_batch, p_values, ExceedanceCounts, PreparedRun};
 use crate::residualise::LinearResidualiser;
 use crate::rng::{
-    bootstrap_into, default_block_length as block_rule, permutation_into, BootstrapScheme,
-    PermutationScheme,
+    bootstrap_into, default_block_length as block_rule, permutation_into, BootstrapScheme, PermutationScheme,
 };
 
 /// Permutations or replicates computed between two checks for Ctrl-C.
@@ -65,10 +64,7 @@ fn to_numpy<'py>(py: Python<'py>, m: &Mat) -> Bound<'py, PyArray2<f64>> {
     array.into_pyarray(py)
 }
 
-fn with_threads<T: Send>(
-    n_threads: Option<usize>,
-    work: impl FnOnce() -> T + Send,
-) -> CoreResult<T> {
+fn with_threads<T: Send>(n_threads: Option<usize>, work: impl FnOnce() -> T + Send) -> CoreResult<T> {
     match n_threads {
         None => Ok(work()),
         Some(0) => Err(StatsError::invalid("n_threads", "must be at least 1").into()),
@@ -188,10 +184,7 @@ fn residualise<'py>(
     let residualiser = LinearResidualiser::new(&covar, "covar")?;
     let mut out = Mat::zeros(y.nrows(), y.ncols());
     for j in 0..y.ncols() {
-        crate::matrix::check_finite(
-            &crate::residualise::column_name("y", j, y.ncols()),
-            y.col(j),
-        )?;
+        crate::matrix::check_finite(&crate::residualise::column_name("y", j, y.ncols()), y.col(j))?;
         residualiser.residualise_into(y.col(j), out.col_mut(j));
     }
     Ok(to_numpy(py, &out))
@@ -223,9 +216,7 @@ fn partial_corr_matrix_batch<'py>(
         with_threads(n_threads, || {
             runs.par_iter()
                 .enumerate()
-                .map(|(i, (s, c))| {
-                    pcor::partial_corr_matrix(s, c, method).map_err(|e| in_run(e, i, count))
-                })
+                .map(|(i, (s, c))| pcor::partial_corr_matrix(s, c, method).map_err(|e| in_run(e, i, count)))
                 .collect()
         })
     })?;
@@ -275,8 +266,8 @@ fn permutation_test_batch<'py>(
     let mut prepared = Vec::with_capacity(count);
     for (i, (s, c)) in runs.iter().enumerate() {
         let n = s.nrows();
-        let plan = PermutationScheme::parse(scheme, block_length, mirror, n)
-            .map_err(|e| in_run(e, i, count))?;
+        let plan =
+            PermutationScheme::parse(scheme, block_length, mirror, n).map_err(|e| in_run(e, i, count))?;
         pcor::check_degrees_of_freedom(n, c.ncols()).map_err(|e| in_run(e, i, count))?;
         prepared.push(PreparedRun::linear(s, c, method, plan).map_err(|e| in_run(e, i, count))?);
     }
@@ -285,9 +276,7 @@ fn permutation_test_batch<'py>(
     while start < n_perm {
         let end = (start + SLICE).min(n_perm);
         let slice = py.allow_threads(|| {
-            with_threads(n_threads, || {
-                count_exceedances_batch(&prepared, seed, start..end)
-            })
+            with_threads(n_threads, || count_exceedances_batch(&prepared, seed, start..end))
         })?;
         if totals.is_empty() {
             totals = slice;
@@ -357,11 +346,9 @@ fn bootstrap_ci_batch<'py>(
     for (i, (s, c)) in runs.into_iter().enumerate() {
         let n = s.nrows();
         pcor::check_degrees_of_freedom(n, c.ncols()).map_err(|e| in_run(e, i, count))?;
-        let plan =
-            BootstrapScheme::parse(scheme, block_length, n).map_err(|e| in_run(e, i, count))?;
+        let plan = BootstrapScheme::parse(scheme, block_length, n).map_err(|e| in_run(e, i, count))?;
         // The observed estimates, with the full error checking of the point estimate.
-        let estimate =
-            pcor::partial_corr_matrix(&s, &c, method).map_err(|e| in_run(e, i, count))?;
+        let estimate = pcor::partial_corr_matrix(&s, &c, method).map_err(|e| in_run(e, i, count))?;
         observed.push(estimate.estimate);
         prepared.push(BootstrapRun {
             scores: s,
@@ -447,12 +434,10 @@ fn pair_correlations_py<'py>(
     method: &str,
 ) -> CoreResult<Option<Bound<'py, PyArray1<f64>>>> {
     let method = Method::parse(method)?;
-    Ok(pair_correlations(
-        &to_mat(&scores.as_array()),
-        &to_mat(&covar.as_array()),
-        method,
+    Ok(
+        pair_correlations(&to_mat(&scores.as_array()), &to_mat(&covar.as_array()), method)
+            .map(|v| Array1::from(v).into_pyarray(py)),
     )
-    .map(|v| Array1::from(v).into_pyarray(py)))
 }
 
 fn index_array<'py>(
@@ -522,6 +507,24 @@ fn p_adjust<'py>(
     Ok(Array1::from(adjusted).into_pyarray(py))
 }
 
+/// 2·P(Z > |z|) for a standard normal Z.
+#[pyfunction]
+fn normal_two_sided(z: f64) -> f64 {
+    crate::dist::normal_two_sided(z)
+}
+
+/// Standard normal quantile.
+#[pyfunction]
+fn normal_quantile(p: f64) -> f64 {
+    crate::dist::normal_quantile(p)
+}
+
+/// Upper tail of a chi-squared distribution.
+#[pyfunction]
+fn chi_squared_sf(x: f64, df: f64) -> f64 {
+    crate::dist::chi_squared_sf(x, df)
+}
+
 #[pyfunction]
 fn default_block_length(n: usize) -> usize {
     block_rule(n)
@@ -540,5 +543,8 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(bootstrap_indices, module)?)?;
     module.add_function(wrap_pyfunction!(p_adjust, module)?)?;
     module.add_function(wrap_pyfunction!(default_block_length, module)?)?;
+    module.add_function(wrap_pyfunction!(normal_two_sided, module)?)?;
+    module.add_function(wrap_pyfunction!(normal_quantile, module)?)?;
+    module.add_function(wrap_pyfunction!(chi_squared_sf, module)?)?;
     Ok(())
 }

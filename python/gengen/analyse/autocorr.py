@@ -1,0 +1,87 @@
+"""Lag-1 autocorrelation of residual trajectories, and the warning it triggers.
+
+Consecutive checkpoints of one run are not independent draws: when the residual of an OOD score (after the ID
+score has been regressed out) at step *t* predicts the residual at step *t + 1*, a p-value that assumes
+independent observations (the t-test, a free permutation, an iid bootstrap) is too small. See issue 9 and
+``docs/calibration.md``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Lag-1 autocorrelation above which a p-value that assumes independence is flagged.
+AUTOCORR_THRESHOLD = 0.5
+
+#: The inference methods (as recorded in the pairs table) that treat checkpoints as independent draws.
+INDEPENDENCE_METHODS = ("t-test", "permutation (free)", "bootstrap (iid)")
+
+
+def lag1_autocorrelation(residuals: np.ndarray) -> np.ndarray:
+    r"""Lag-1 autocorrelation of each column of ``residuals`` (rows in step order).
+
+    Parameters
+    ----------
+    residuals : ndarray, shape (n,) or (n, m)
+        Residual trajectories, one column per test set, rows ordered by step.
+
+    Returns
+    -------
+    ndarray, shape () or (m,)
+        :math:`\hat\rho_1 = \sum_{t<n} (e_t - \bar e)(e_{t+1} - \bar e) / \sum_{t} (e_t - \bar e)^2`
+        (the usual ACF estimator); NaN for a constant column or fewer than three rows.
+
+    Examples
+    --------
+    >>> round(float(lag1_autocorrelation(np.array([1.0, 2.0, 3.0, 4.0]))), 3)
+    0.25
+    """
+    e = np.asarray(residuals, dtype=float)
+    squeeze = e.ndim == 1
+    if squeeze:
+        e = e[:, None]
+    if e.shape[0] < 3:
+        out = np.full(e.shape[1], np.nan)
+    else:
+        centred = e - e.mean(axis=0)
+        denominator = (centred**2).sum(axis=0)
+        numerator = (centred[:-1] * centred[1:]).sum(axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1.0), np.nan)
+    return out[0] if squeeze else out
+
+
+def autocorrelation_warning(
+    label: str, acf1: np.ndarray, independence_methods: list[str], threshold: float = AUTOCORR_THRESHOLD
+) -> str | None:
+    """The warning for one group when its residuals are strongly autocorrelated, else None.
+
+    Parameters
+    ----------
+    label : str
+        The group's name, as it should appear in the message (e.g. ``"model 'm' run 'main'"``).
+    acf1 : ndarray
+        Lag-1 autocorrelation of each test set's residuals in the group.
+    independence_methods : list of str
+        The requested inference methods that assume independent checkpoints; no warning when empty.
+    threshold : float
+        Median lag-1 autocorrelation above which the warning is given.
+
+    Returns
+    -------
+    str or None
+    """
+    finite = acf1[np.isfinite(acf1)]
+    if not independence_methods or finite.size == 0:
+        return None
+    median = float(np.median(finite))
+    if median <= threshold:
+        return None
+    share = float(np.mean(finite > threshold))
+    verb, pronoun = ("assumes", "its") if len(independence_methods) == 1 else ("assume", "their")
+    return (
+        f"{label}: residuals are strongly autocorrelated (median lag-1 autocorrelation {median:.2f}, "
+        f"{share:.0%} of test sets above {threshold}); {', '.join(independence_methods)} {verb} independent "
+        f"checkpoints, so {pronoun} p-values/intervals are likely too small: rely on a block or circular scheme "
+        "(p_perm, bootstrap interval) instead"
+    )

@@ -1,0 +1,448 @@
+"""The per-pair table: for every group and pair of OOD test sets, raw and partial correlation with tests.
+
+Every number comes from :mod:`gengen.stats`: the partial correlations, t statistics and p-values from
+:func:`~gengen.stats.partial_corr_matrix` (raw correlations: the same without covariates); Fisher-z
+intervals from :func:`~gengen.stats.partial_corr`; permutation p-values from :func:`~gengen.stats.permutation_test`
+(Freedman–Lane); bootstrap intervals from :func:`~gengen.stats.bootstrap_ci`; adjusted p-values from
+:func:`~gengen.stats.p_adjust`; residuals for the autocorrelation check from
+:func:`~gengen.stats.residualise`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+from warnings import catch_warnings, simplefilter
+
+import numpy as np
+import pandas as pd
+
+from gengen import stats
+from gengen.analyse.across_runs import across_run_groups, is_single_score_per_run
+from gengen.analyse.autocorr import AUTOCORR_THRESHOLD, autocorrelation_warning, lag1_autocorrelation
+from gengen.analyse.data import RUN_COLUMNS, Group, prepare, run_groups
+from gengen.analyse.options import DEFAULT_BY, Settings, make_settings
+from gengen.analyse.pooled import meta_table, pooled_residual_groups
+from gengen.analyse.result import Analysis
+from gengen.errors import GengenError
+
+#: Column order of the pairs table (run-level columns absent from the score table are left out).
+PAIR_COLUMNS = (
+    "level",
+    "model",
+    "run",
+    *RUN_COLUMNS,
+    "runs",
+    "id_testset",
+    "id_metric",
+    "testset_a",
+    "testset_b",
+    "metric",
+    "sign",
+    "n",
+    "k",
+    "df",
+    "r_raw",
+    "r_partial",
+    "statistic",
+    "p_value",
+    "p_value_method",
+    "p_perm",
+    "p_perm_method",
+    "ci_low",
+    "ci_high",
+    "ci_level",
+    "ci_method",
+    "n_boot_valid",
+    "p_adjusted",
+    "p_adjusted_from",
+    "adjust",
+    "significant",
+    "fit",
+    "method",
+    "inference",
+    "scheme",
+    "block_length",
+    "acf1_a",
+    "acf1_b",
+    "autocorr_high",
+)
+
+
+def _pair_values(matrix: Any, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """The upper-triangle entries of a (m, m) result (scalars are broadcast)."""
+    values = np.asarray(matrix, dtype=float)
+    if values.ndim == 0:
+        return np.full(rows.size, float(values))
+    return values[rows, cols]
+
+
+def minimum_rows(k: int) -> int:
+    """Fewest observations for which the t-test has df = n - 2 - k ≥ 2 and the Fisher-z interval exists."""
+    return k + 4
+
+
+def check_size(group: Group, k: int) -> None:
+    """Raise :class:`GengenError` when ``group`` has too few rows for the tests (df = n - 2 - k < 2)."""
+    n = len(group.id_values)
+    if n < minimum_rows(k):
+        what = "runs" if group.level == "across_runs" else "checkpoints"
+        raise GengenError(
+            f"{group.label}: {n} {what} with every score present, too few for the tests "
+            f"(df = n - 2 - k = {n - 2 - k} with k = {k}; need at least {minimum_rows(k)} {what})"
+        )
+
+
+def analyse_group(
+    group: Group,
+    settings: Settings,
+    *,
+    covar: np.ndarray | None = None,
+    level: str | None = None,
+    note: str = "",
+    residuals: np.ndarray | None = None,
+) -> tuple[pd.DataFrame, list[str]]:
+    """The pairs table of one group, and its warnings.
+
+    Parameters
+    ----------
+    group : Group
+        Rows (checkpoints or runs) × OOD test sets, with the ID covariate.
+    settings : Settings
+        Validated options.
+    covar : ndarray, shape (n, k), optional
+        Covariates to partial out; default the ID score (k = 1).
+    level : str, optional
+        Value of the ``level`` column (default ``group.level``).
+    note : str
+        Appended to ``p_value_method``; when given (pooled-residuals mode) only the t-test is run.
+    residuals : ndarray, shape (n, m), optional
+        Pre-computed residuals to correlate with a linear fit on ``covar`` instead of ``group.scores`` (the
+        pooled-residuals mode with a GAM or rank correlation); ``r_raw`` still comes from ``group.scores``.
+
+    Returns
+    -------
+    pairs : DataFrame
+        One row per pair of OOD test sets (see :data:`PAIR_COLUMNS`).
+    warnings : list of str
+    """
+    covar = group.id_values[:, None] if covar is None else covar
+    k = covar.shape[1]
+    check_size(group, k)
+    labels = list(group.scores.columns)
+    m = len(labels)
+    if m < 2:
+        return pd.DataFrame(columns=list(PAIR_COLUMNS)), [f"{group.label}: fewer than two usable OOD test sets"]
+    x = group.scores.to_numpy(dtype=float)
+    n = x.shape[0]
+    rows, cols = np.triu_indices(m, 1)
+    level = level or group.level
+    across = group.level == "across_runs"
+    perm_scheme = "free" if across else settings.permutation_scheme
+    boot_scheme = "iid" if across else settings.bootstrap_scheme
+    block_length = None
+    if perm_scheme != "free" or boot_scheme != "iid":
+        block_length = settings.block_length or int(stats.default_block_length(n))
+
+    # option values were validated by make_settings; typed loosely here for gengen.stats' Literal parameters
+    method: dict[str, Any] = {"method": settings.method}
+    fit: dict[str, Any] = {"fit": settings.fit}
+    if residuals is None:
+        result = stats.partial_corr_matrix(x, covar, **method, **fit)
+    else:
+        result = stats.partial_corr_matrix(residuals, covar, **method, fit="linear")
+    r_partial = _pair_values(result.r, rows, cols)
+    r_raw = _pair_values(stats.partial_corr_matrix(x, None, **method).r, rows, cols)
+    out: dict[str, Any] = {
+        "testset_a": [labels[i] for i in rows],
+        "testset_b": [labels[j] for j in cols],
+        "n": n,
+        "k": k,
+        "df": _pair_values(result.df, rows, cols),
+        "r_raw": r_raw,
+        "r_partial": r_partial,
+        "statistic": _pair_values(result.statistic, rows, cols),
+        "p_value": _pair_values(result.p_value, rows, cols),
+        "p_value_method": "t-test" + note,
+    }
+    if "permutation" in settings.inference and not note:
+        perm = stats.permutation_test(
+            x,
+            covar,
+            n_perm=settings.n_perm,
+            **{"scheme": perm_scheme, **method, **fit},
+            block_length=block_length if perm_scheme != "free" else None,
+            family_wise=settings.adjust == "maxT",
+            seed=settings.seed,
+        )
+        out["p_perm"] = _pair_values(perm.p_value, rows, cols)
+        if perm.p_fwer is not None:
+            out["p_fwer"] = _pair_values(perm.p_fwer, rows, cols)
+        length = f", L={block_length}" if perm_scheme != "free" else ""
+        out["p_perm_method"] = f"permutation ({perm_scheme}{length}, Freedman–Lane, {settings.n_perm} draws)"
+    else:
+        out["p_perm"] = np.nan
+        out["p_perm_method"] = ""
+    warnings: list[str] = []
+    if "bootstrap" in settings.inference and not note:
+        with catch_warnings(record=True) as caught:
+            simplefilter("always")
+            boot = stats.bootstrap_ci(
+                x,
+                covar,
+                n_boot=settings.n_boot,
+                **{"scheme": boot_scheme, "ci_method": settings.boot_ci_method, **method, **fit},
+                block_length=block_length if boot_scheme != "iid" else None,
+                ci_level=settings.ci_level,
+                seed=settings.seed,
+            )
+        warnings.extend(f"{group.label}: {warning.message}" for warning in caught)
+        out["ci_low"] = _pair_values(boot.ci_low, rows, cols)
+        out["n_boot_valid"] = _pair_values(boot.n_valid, rows, cols).astype(int)
+        out["ci_high"] = _pair_values(boot.ci_high, rows, cols)
+        length = f", L={block_length}" if boot_scheme != "iid" else ""
+        out["ci_method"] = f"bootstrap ({boot_scheme}{length}, {settings.boot_ci_method}, {settings.n_boot} draws)"
+    elif settings.fit == "linear" and residuals is None:
+        intervals = [
+            stats.partial_corr(x[:, i], x[:, j], covar, **method, ci_level=settings.ci_level).ci
+            for i, j in zip(rows, cols, strict=True)
+        ]
+        out["ci_low"] = [low for low, _ in intervals]
+        out["ci_high"] = [high for _, high in intervals]
+        out["ci_method"] = "Fisher z (t-test)"
+    else:
+        out["ci_low"] = np.nan
+        out["ci_high"] = np.nan
+        out["ci_method"] = (
+            "none (the Fisher-z interval needs fit='linear'; ask for inference 'bootstrap')"
+            if residuals is None
+            else "none"
+        )
+    table = pd.DataFrame(out)
+    primary = settings.primary_p if not note else "p_value"
+    if "p_fwer" in table.columns:
+        table["p_adjusted"] = table.pop("p_fwer")
+        table["p_adjusted_from"] = "p_perm (max-|r| family-wise permutation, maxT)"
+    else:
+        adjust: Any = settings.adjust if settings.adjust != "maxT" else "holm"
+        table["p_adjusted"] = stats.p_adjust(table[primary].to_numpy(dtype=float), method=adjust)
+        table["p_adjusted_from"] = primary
+    table["adjust"] = settings.adjust
+    table["significant"] = table["p_adjusted"] < settings.alpha
+    table["ci_level"] = settings.ci_level
+
+    if across or note:
+        table["acf1_a"] = np.nan
+        table["acf1_b"] = np.nan
+        table["autocorr_high"] = False
+    else:
+        fitted = np.column_stack([np.asarray(stats.residualise(x[:, j], covar, **fit)) for j in range(m)])
+        acf1 = lag1_autocorrelation(fitted)
+        table["acf1_a"] = acf1[rows]
+        table["acf1_b"] = acf1[cols]
+        table["autocorr_high"] = np.fmax(table["acf1_a"], table["acf1_b"]) > AUTOCORR_THRESHOLD
+        independent = []
+        if "t-test" in settings.inference:
+            independent.append("t-test")
+        if "permutation" in settings.inference and perm_scheme == "free":
+            independent.append("permutation (free)")
+        if "bootstrap" in settings.inference and boot_scheme == "iid":
+            independent.append("bootstrap (iid)")
+        message = autocorrelation_warning(group.label, acf1, independent)
+        if message:
+            warnings.append(message)
+
+    for column, value in group.meta.items():
+        table[column] = value
+    table["level"] = level
+    table["id_testset"] = settings.id_testset
+    table["id_metric"] = settings.id_metric
+    table["metric"] = settings.metric
+    table["sign"] = settings.sign(settings.metric)
+    table["fit"] = settings.fit
+    table["method"] = settings.method
+    table["inference"] = "+".join(settings.inference)
+    table["scheme"] = "free" if perm_scheme == "free" and boot_scheme == "iid" else settings.scheme
+    table["block_length"] = pd.array([block_length] * len(table), dtype="Int64")
+    return table[[column for column in PAIR_COLUMNS if column in table.columns]], warnings
+
+
+def _progress(items: list[Any], enabled: bool, description: str) -> Iterable[Any]:
+    """Iterate ``items``, with a rich progress bar on stderr when ``enabled``."""
+    if not enabled:
+        return items
+    from rich.progress import track
+
+    return track(items, description=description, transient=True)
+
+
+def analyse(
+    df: pd.DataFrame,
+    *,
+    id_testset: str,
+    ood: str | Iterable[str] | None = None,
+    metric: str = "acc",
+    id_metric: str | None = None,
+    fit: str = "linear",
+    method: str = "pearson",
+    inference: str | Iterable[str] = ("t-test", "permutation", "bootstrap"),
+    scheme: str = "block",
+    block_length: int | None = None,
+    n_perm: int = 9999,
+    n_boot: int = 1999,
+    ci_level: float = 0.95,
+    boot_ci_method: str = "percentile",
+    adjust: str = "holm",
+    alpha: float = 0.05,
+    by: str | Iterable[str] | None = None,
+    pooling: str | Iterable[str] | None = ("meta",),
+    mode: str = "auto",
+    lower_is_better: Iterable[str] | None = None,
+    seed: int = 0,
+    progress: bool = False,
+) -> Analysis:
+    r"""Partial correlations of every pair of OOD test sets, controlling for ID performance.
+
+    For each run (model, run), the OOD scores across its checkpoints are correlated pairwise after the ID
+    score has been regressed out (linear or GAM fit); each pair gets the raw and the partial correlation, the
+    t statistic with its degrees of freedom and p-value, a permutation p-value, a bootstrap interval and an
+    adjusted p-value, with the method that produced each. Runs of the same ``by`` cell are then pooled.
+
+    Parameters
+    ----------
+    df : DataFrame
+        The score table (columns ``model, run, step, testset, metric, value``; others such as ``size``,
+        ``seed``, ``shots`` are carried along).
+    id_testset : str
+        The in-domain test set whose score is regressed out.
+    ood : str or list of str, optional
+        OOD test sets (comma-separated string or list); default every other test set with ``metric``.
+    metric : str
+        Metric of the OOD scores.
+    id_metric : str, optional
+        Metric of the ID score (default ``metric``).
+    fit : {"linear", "gam"}
+        How ID is regressed out.
+    method : {"pearson", "spearman", "kendall"}
+        Correlation.
+    inference : str or list of str
+        Any of ``"t-test"``, ``"permutation"``, ``"bootstrap"``. The p-value that is adjusted (and decides
+        ``significant``) is the permutation one when a permutation test is asked for, else the t-test's.
+    scheme : {"block", "circular", "free", "iid"}
+        Resampling scheme of the permutation test and the bootstrap (``free`` and ``iid`` are the same
+        independent scheme). Block schemes respect the autocorrelation of checkpoint trajectories.
+    block_length : int, optional
+        Block length (default :func:`gengen.stats.default_block_length` of the number of checkpoints).
+    n_perm, n_boot : int
+        Permutations and bootstrap resamples per group.
+    ci_level : float
+        Confidence level of intervals.
+    boot_ci_method : {"percentile", "bca"}
+        Bootstrap interval.
+    adjust : str
+        Multiple-testing adjustment across the pairs of each group (R ``p.adjust`` names).
+    alpha : float
+        Level for the ``significant`` column.
+    by : str or list of str, optional
+        Columns that define a pooling cell: runs of the same cell are pooled (in across-run mode a cell is one
+        group). Any of study, model, family, size, shots; default model, size and shots (those the table has),
+        so that the seeds of one model/size/shot count are pooled.
+    pooling : str or list of str, optional
+        ``"meta"`` (Fisher-z fixed and random effects with I², in :attr:`Analysis.pooled`) and/or
+        ``"residuals"`` (residualise within each run and correlate the pooled residuals, in
+        :attr:`Analysis.pooled_residuals`); empty for none.
+    mode : {"auto", "checkpoints", "across_runs"}
+        ``auto`` correlates across runs when every run has a single step, else across checkpoints.
+    lower_is_better : list of str, optional
+        Extra metric names to negate (see the sign convention in :mod:`gengen.analyse.data`).
+    seed : int
+        Seed of every permutation and bootstrap.
+    progress : bool
+        Show a progress bar over groups.
+
+    Returns
+    -------
+    Analysis
+        ``pairs`` (one row per group × pair), ``pooled``, ``pooled_residuals``, ``warnings``, ``settings``.
+
+    Raises
+    ------
+    GengenError
+        Unknown test set, the ID listed as OOD, a bad option, or too few checkpoints for the tests.
+
+    Notes
+    -----
+    The partial correlation of OOD scores :math:`a, b` given ID score :math:`c` is the correlation of the
+    residuals of :math:`a` and :math:`b` after regressing each on :math:`[1, c]`; the t statistic is
+    :math:`t = r\sqrt{(n - 2 - k)/(1 - r^2)}` on :math:`n - 2 - k` degrees of freedom (ppcor's ``pcor.test``).
+
+    Examples
+    --------
+    >>> import gengen
+    >>> result = gengen.analyse(scores, id_testset="lambada_openai", n_perm=999, n_boot=999)  # doctest: +SKIP
+    >>> result.pairs[["model", "testset_a", "testset_b", "r_partial", "p_adjusted"]].head()  # doctest: +SKIP
+    """
+    if by is None:
+        by = tuple(column for column in DEFAULT_BY if isinstance(df, pd.DataFrame) and column in df.columns)
+    settings = make_settings(
+        id_testset=id_testset,
+        ood=ood,
+        metric=metric,
+        id_metric=id_metric,
+        fit=fit,
+        method=method,
+        inference=inference,
+        scheme=scheme,
+        block_length=block_length,
+        n_perm=n_perm,
+        n_boot=n_boot,
+        ci_level=ci_level,
+        boot_ci_method=boot_ci_method,
+        adjust=adjust,
+        alpha=alpha,
+        by=by,
+        pooling=pooling,
+        mode=mode,
+        lower_is_better=lower_is_better,
+        seed=seed,
+    )
+    scores, ood_names = prepare(df, settings)
+    resolved_mode = settings.mode
+    if resolved_mode == "auto":
+        resolved_mode = "across_runs" if is_single_score_per_run(scores) else "checkpoints"
+    if resolved_mode == "across_runs":
+        groups, warnings = across_run_groups(scores, settings, ood_names)
+    else:
+        groups, warnings = run_groups(scores, settings, ood_names)
+    for group in groups:
+        check_size(group, 1)
+    tables = []
+    for group in _progress(groups, progress, "analysing groups"):
+        table, group_warnings = analyse_group(group, settings)
+        tables.append(table)
+        warnings.extend(group_warnings)
+    pairs = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=list(PAIR_COLUMNS))
+    pooled = pd.DataFrame()
+    pooled_residuals = pd.DataFrame()
+    if resolved_mode == "checkpoints" and "meta" in settings.pooling:
+        pooled = meta_table(pairs, settings)
+    if resolved_mode == "checkpoints" and "residuals" in settings.pooling:
+        residual_tables = []
+        for group, covar, note, residuals in pooled_residual_groups(groups, settings):
+            table, _ = analyse_group(
+                group, settings, covar=covar, level="pooled_residuals", note=note, residuals=residuals
+            )
+            residual_tables.append(table)
+        if residual_tables:
+            pooled_residuals = pd.concat(residual_tables, ignore_index=True)
+    record = settings.as_dict()
+    record["mode_resolved"] = resolved_mode
+    record["ood_resolved"] = list(ood_names)
+    return Analysis(
+        pairs=pairs,
+        pooled=pooled,
+        pooled_residuals=pooled_residuals,
+        warnings=warnings,
+        settings=record,
+        scores=scores,
+    )

@@ -1,0 +1,221 @@
+"""From the long score table to the matrices the statistics need: one (checkpoints × test sets) block per run.
+
+Sign convention
+---------------
+gengen reads every score as "higher = better". A metric listed in
+:data:`gengen.analyse.options.LOWER_IS_BETTER` (loss, perplexity, ppl, …, plus any the user adds) is negated
+before anything is computed, and the pairs table records it in the ``sign`` column (``-1`` = negated). A
+positive
+partial correlation therefore always means "the two OOD test sets improve together beyond what ID predicts",
+whatever the metric. (Negating both OOD scores of a pair, or the ID covariate, leaves a partial correlation
+unchanged; the convention matters for mixed metrics, for trajectories and for reading the figures.)
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gengen.analyse.options import Settings
+from gengen.errors import GengenError, InputError
+
+REQUIRED_COLUMNS = ("model", "run", "step", "testset", "metric", "value")
+#: Run-level columns carried from the score table into the pairs table when present.
+RUN_COLUMNS = ("study", "family", "size", "seed", "shots")
+
+
+@dataclass(frozen=True)
+class Group:
+    """One set of observations to correlate: the checkpoints of a run, or the final scores of many runs.
+
+    Attributes
+    ----------
+    level : str
+        ``"run"`` (rows are a run's checkpoints) or ``"across_runs"`` (rows are runs).
+    meta : dict
+        The group's identity as it appears in the pairs table (model, run, and any of study, family, size,
+        seed, shots).
+    index : ndarray
+        Row labels: steps (``level="run"``) or run keys (``level="across_runs"``).
+    id_values : ndarray, shape (n,)
+        The in-domain score of each row (the covariate).
+    scores : DataFrame, shape (n, m)
+        OOD scores, one column per test set, rows in ``index`` order.
+    """
+
+    level: str
+    meta: dict[str, Any]
+    index: np.ndarray
+    id_values: np.ndarray
+    scores: pd.DataFrame
+    dropped: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """Human name used in warnings and errors."""
+        if self.level == "across_runs":
+            cell = ", ".join(f"{key} {value!r}" for key, value in self.meta.items() if key != "run")
+            return f"across runs ({cell})"
+        return f"model {self.meta['model']!r} run {self.meta['run']!r}"
+
+
+def check_table(df: pd.DataFrame) -> None:
+    """Raise :class:`~gengen.errors.InputError` unless ``df`` has the score table's required columns."""
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(f"scores: expected a pandas DataFrame (the score table), got {type(df).__name__}")
+    missing = [column for column in REQUIRED_COLUMNS if column not in df.columns]
+    if missing:
+        raise InputError(
+            f"scores: missing column(s) {', '.join(missing)} (the score table needs {', '.join(REQUIRED_COLUMNS)})"
+        )
+    if df.empty:
+        raise InputError("scores: the table is empty")
+
+
+def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """Select the ID and OOD scores, apply the sign convention, and check the test sets exist.
+
+    Parameters
+    ----------
+    df : DataFrame
+        The score table (contract columns; at least ``model, run, step, testset, metric, value``).
+    settings : Settings
+        Validated options.
+
+    Returns
+    -------
+    scores : DataFrame
+        Long table of the scores used, with ``value`` sign-adjusted, a ``sign`` column (+1 or -1) and a
+        ``role`` column (``"id"`` or ``"ood"``).
+    ood : tuple of str
+        The OOD test sets, in the order given (or sorted when taken from the table).
+    """
+    check_table(df)
+    for column in settings.by:
+        if column not in df.columns:
+            raise GengenError(f"option by: the score table has no column {column!r}")
+    table = df.copy()
+    table["model"] = table["model"].astype(str)
+    table["run"] = table["run"].astype(str)
+    table["testset"] = table["testset"].astype(str)
+    table["metric"] = table["metric"].astype(str)
+    id_rows = table[(table["testset"] == settings.id_testset) & (table["metric"] == settings.id_metric)]
+    if id_rows.empty:
+        known = sorted(table.loc[table["metric"] == settings.id_metric, "testset"].unique())
+        if settings.id_testset in set(table["testset"]):
+            raise GengenError(
+                f"option id_testset: test set {settings.id_testset!r} has no metric "
+                f"{settings.id_metric!r} in the score table"
+            )
+        raise GengenError(
+            f"option id_testset: unknown test set {settings.id_testset!r}{_suggest(settings.id_testset, known)} "
+            f"(known: {_short_list(known)})"
+        )
+    ood_pool = table[(table["metric"] == settings.metric) & (table["testset"] != settings.id_testset)]
+    available = sorted(ood_pool["testset"].unique())
+    if settings.ood is not None:
+        unknown = [name for name in settings.ood if name not in set(available)]
+        if unknown:
+            raise GengenError(
+                f"option ood: unknown test set {unknown[0]!r} for metric {settings.metric!r}"
+                f"{_suggest(unknown[0], available)} (known: {_short_list(available)})"
+            )
+        ood = settings.ood
+    else:
+        ood = tuple(available)
+        if len(ood) < 2:
+            raise GengenError(
+                f"option metric: fewer than two OOD test sets have metric {settings.metric!r} (found {len(ood)})"
+            )
+    ood_rows = ood_pool[ood_pool["testset"].isin(ood)]
+    used = pd.concat([id_rows.assign(role="id"), ood_rows.assign(role="ood")], ignore_index=True)
+    key = ["model", "run", "step", "testset", "metric"]
+    duplicated = used.duplicated(key, keep=False)
+    if duplicated.any():
+        first = used.loc[duplicated, key].iloc[0].to_dict()
+        hint = " (several studies? filter by study)" if "study" in used.columns else ""
+        raise InputError(f"scores: more than one value for {first}{hint}")
+    used["value"] = pd.to_numeric(used["value"], errors="coerce").astype(float)
+    used["step"] = pd.to_numeric(used["step"]).astype("int64")
+    used["sign"] = [settings.sign(metric) for metric in used["metric"]]
+    used["value"] = used["value"] * used["sign"]
+    used = used.dropna(subset=["value"]).sort_values(["model", "run", "step", "testset"], ignore_index=True)
+    return used, ood
+
+
+def _suggest(name: str, names: list[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``names``, or an empty string."""
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _short_list(names: list[str], limit: int = 12) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", … ({len(names)} in all)" if len(names) > limit else "") if names else "none"
+
+
+def run_meta(rows: pd.DataFrame) -> dict[str, Any]:
+    """The identity of one run (model, run and the run-level columns present), from its rows."""
+    meta: dict[str, Any] = {"model": rows["model"].iloc[0], "run": rows["run"].iloc[0]}
+    for column in RUN_COLUMNS:
+        if column in rows.columns:
+            value = rows[column].iloc[0]
+            meta[column] = None if pd.isna(value) else value
+    return meta
+
+
+def wide(rows: pd.DataFrame, index: str) -> pd.DataFrame:
+    """Pivot long rows to (``index`` × testset) values."""
+    return rows.pivot(index=index, columns="testset", values="value").sort_index()
+
+
+def make_group(
+    level: str, meta: dict[str, Any], table: pd.DataFrame, id_testset: str, ood: tuple[str, ...]
+) -> tuple[Group, list[str]]:
+    """Build a :class:`Group` from a wide table (rows × test sets incl. the ID column).
+
+    Rows missing the ID or any OOD score are dropped; OOD test sets absent from the group, or constant in it,
+    are left out. Returns the group and its warnings.
+    """
+    notes: list[str] = []
+    label = Group(level, meta, np.array([]), np.array([]), pd.DataFrame()).label
+    if id_testset not in table.columns:
+        raise GengenError(f"option id_testset: {label} has no scores for {id_testset!r}")
+    present = [name for name in ood if name in table.columns]
+    absent = [name for name in ood if name not in table.columns]
+    if absent:
+        notes.append(f"{label}: no scores for {len(absent)} OOD test set(s) ({_short_list(absent, 5)}); left out")
+    table = table[[id_testset, *present]]
+    complete = table.dropna()
+    if len(complete) < len(table):
+        notes.append(
+            f"{label}: {len(table) - len(complete)} of {len(table)} rows lack the ID or an OOD score; left out"
+        )
+    scores = complete[present]
+    constant = [name for name in present if scores[name].nunique() <= 1]
+    if constant:
+        notes.append(
+            f"{label}: {len(constant)} OOD test set(s) are constant ({_short_list(constant, 5)}); "
+            "their correlations are undefined and left out"
+        )
+        scores = scores.drop(columns=constant)
+    id_values = complete[id_testset].to_numpy(dtype=float)
+    if len(id_values) and np.unique(id_values).size <= 1:
+        raise GengenError(f"option id_testset: {id_testset!r} is constant in {label}; nothing to regress out")
+    group = Group(level, meta, complete.index.to_numpy(), id_values, scores, dropped=absent + constant)
+    return group, notes
+
+
+def run_groups(scores: pd.DataFrame, settings: Settings, ood: tuple[str, ...]) -> tuple[list[Group], list[str]]:
+    """One :class:`Group` per (model, run): rows are checkpoints in step order."""
+    groups: list[Group] = []
+    notes: list[str] = []
+    for _, rows in scores.groupby(["model", "run"], sort=True):
+        group, group_notes = make_group("run", run_meta(rows), wide(rows, "step"), settings.id_testset, ood)
+        groups.append(group)
+        notes.extend(group_notes)
+    return groups, notes

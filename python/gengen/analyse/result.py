@@ -1,0 +1,270 @@
+"""The :class:`Analysis` result: tables, warnings, settings, and the figures drawn from them."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from gengen import stats
+from gengen.errors import GengenError, InputError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: Distributions whose versions are recorded in ``summary.json`` and in the report.
+VERSIONED_PACKAGES = ("gengen", "numpy", "pandas", "scipy", "pyarrow", "matplotlib", "jinja2")
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of gengen and the packages its analysis uses (``"not installed"`` when absent)."""
+    versions = {}
+    for name in VERSIONED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def _json_safe(value: Any) -> Any:
+    """Replace NaN/inf by None and numpy scalars by Python ones, recursively."""
+    if isinstance(value, dict):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is pd.NA:
+        return None
+    return value
+
+
+@dataclass
+class Analysis:
+    """Result of :func:`gengen.analyse`.
+
+    Attributes
+    ----------
+    pairs : DataFrame
+        One row per group × pair of OOD test sets (``level`` is ``"run"`` or ``"across_runs"``): raw and
+        partial correlation, statistic, df, p-values (``p_value`` t-test, ``p_perm`` permutation), interval,
+        adjusted p-value and the method behind each (``p_value_method``, ``p_perm_method``, ``ci_method``,
+        ``p_adjusted_from``), lag-1 autocorrelation of both residual series.
+    pooled : DataFrame
+        Fisher-z meta-analysis per ``by`` cell with at least two runs (fixed and random effects, τ², Q, I²).
+    pooled_residuals : DataFrame
+        Pairs-table rows (``level="pooled_residuals"``) for the pooled-residuals mode, when asked for.
+    warnings : list of str
+        Autocorrelation warnings and notes on left-out rows and test sets.
+    settings : dict
+        The options used (as in ``summary.json``).
+    scores : DataFrame
+        The long score table actually used, values sign-adjusted ("higher = better"), with ``role``.
+    """
+
+    pairs: pd.DataFrame
+    pooled: pd.DataFrame
+    pooled_residuals: pd.DataFrame
+    warnings: list[str]
+    settings: dict[str, Any]
+    scores: pd.DataFrame
+    versions: dict[str, str] = field(default_factory=package_versions)
+
+    # ----------------------------------------------------------------- access
+    def groups(self, level: str = "run") -> list[tuple[str, str]]:
+        """The (model, run) keys of the groups at ``level``, in table order."""
+        rows = self.pairs[self.pairs["level"] == level]
+        return list(dict.fromkeys(zip(rows["model"], rows["run"], strict=True)))
+
+    def _resolve(self, model: str, run: str | None, level: str = "run") -> tuple[str, str]:
+        keys = [key for key in self.groups(level) if key[0] == model]
+        if not keys:
+            known = sorted({key[0] for key in self.groups(level)})
+            raise GengenError(f"model {model!r} is not in the analysis (models: {', '.join(known)})")
+        if run is None:
+            if len(keys) > 1:
+                raise GengenError(f"model {model!r} has {len(keys)} runs; name one with run=")
+            return keys[0]
+        if (model, run) not in keys:
+            raise GengenError(f"model {model!r} has no run {run!r} (runs: {', '.join(k[1] for k in keys)})")
+        return model, run
+
+    def matrix(self, model: str, run: str | None = None, value: str = "r_partial", level: str = "run") -> pd.DataFrame:
+        """A pairs-table column as a symmetric (test set × test set) matrix for one group.
+
+        The diagonal is 1 for correlations and NaN for any other column.
+        """
+        model, run = self._resolve(model, run, level)
+        rows = self.pairs[(self.pairs["level"] == level) & (self.pairs["model"] == model) & (self.pairs["run"] == run)]
+        order = [
+            name for name in self.settings["ood_resolved"] if name in set(rows["testset_a"]) | set(rows["testset_b"])
+        ]
+        position = {name: i for i, name in enumerate(order)}
+        values = np.full((len(order), len(order)), np.nan)
+        i = rows["testset_a"].map(position).to_numpy(dtype=int)
+        j = rows["testset_b"].map(position).to_numpy(dtype=int)
+        values[i, j] = rows[value].to_numpy(dtype=float)
+        values[j, i] = values[i, j]
+        if value in ("r_partial", "r_raw"):
+            np.fill_diagonal(values, 1.0)
+        return pd.DataFrame(values, index=order, columns=order)
+
+    def wide(self, model: str, run: str | None = None) -> pd.DataFrame:
+        """(step × test set) scores of one run, ID column first, values sign-adjusted."""
+        model, run = self._resolve(model, run)
+        rows = self.scores[(self.scores["model"] == model) & (self.scores["run"] == run)]
+        table = rows.pivot(index="step", columns="testset", values="value").sort_index()
+        ood = [name for name in self.settings["ood_resolved"] if name in table.columns]
+        return table[[self.settings["id_testset"], *ood]].dropna()
+
+    def residuals(self, model: str, run: str | None = None) -> pd.DataFrame:
+        """(step × OOD test set) residuals after regressing out ID (``settings['fit']``), via gengen.stats."""
+        table = self.wide(model, run)
+        covar = table[self.settings["id_testset"]].to_numpy(dtype=float)[:, None]
+        out = {
+            name: np.asarray(
+                stats.residualise(table[name].to_numpy(dtype=float), covar, fit=self.settings["fit"]),
+                dtype=float,
+            )
+            for name in table.columns[1:]
+            if table[name].nunique() > 1
+        }
+        return pd.DataFrame(out, index=table.index)
+
+    # ---------------------------------------------------------------- figures
+    def plot_heatmaps(self, value: str = "r_partial") -> Figure:
+        """Per-group heatmaps of ``value`` side by side, with marks on significant pairs."""
+        from gengen.report.figures import heatmaps
+
+        return heatmaps(self, value=value)
+
+    def plot_raw_vs_partial(self, model: str, run: str | None = None) -> Figure:
+        """Raw and partial correlation heatmaps of one run."""
+        from gengen.report.figures import raw_vs_partial
+
+        return raw_vs_partial(self, *self._resolve(model, run))
+
+    def plot_residuals(self, model: str, run: str | None = None, pairs: list[tuple[str, str]] | None = None) -> Figure:
+        """Residual scatter plots for ``pairs`` (default the strongest partial correlations) of one run."""
+        from gengen.report.figures import residual_scatter
+
+        return residual_scatter(self, *self._resolve(model, run), pairs=pairs)
+
+    def plot_trajectories(self, model: str, run: str | None = None) -> Figure:
+        """ID and OOD scores over steps for one run."""
+        from gengen.report.figures import trajectories
+
+        return trajectories(self, *self._resolve(model, run))
+
+    # ------------------------------------------------------------------ files
+    def summary(self) -> dict[str, Any]:
+        """The content of ``summary.json``: settings, versions, warnings and per-group counts."""
+        groups = []
+        for level in ("run", "across_runs", "pooled_residuals"):
+            table = self.pairs if level != "pooled_residuals" else self.pooled_residuals
+            if table.empty:
+                continue
+            for (model, run), rows in table[table["level"] == level].groupby(["model", "run"], sort=False):
+                top = rows.loc[rows["r_partial"].abs().idxmax()]
+                groups.append(
+                    {
+                        "level": level,
+                        "model": model,
+                        "run": run,
+                        "n": int(rows["n"].iloc[0]),
+                        "k": int(rows["k"].iloc[0]),
+                        "n_testsets": len(set(rows["testset_a"]) | set(rows["testset_b"])),
+                        "n_pairs": len(rows),
+                        "n_significant": int(rows["significant"].sum()),
+                        "n_significant_positive": int((rows["significant"] & (rows["r_partial"] > 0)).sum()),
+                        "n_significant_negative": int((rows["significant"] & (rows["r_partial"] < 0)).sum()),
+                        "strongest_pair": [top["testset_a"], top["testset_b"], float(top["r_partial"])],
+                    }
+                )
+        negated = sorted({m for m, s in zip(self.scores["metric"], self.scores["sign"], strict=True) if s < 0})
+        return _json_safe(
+            {
+                "settings": self.settings,
+                "sign_convention": {
+                    "rule": "higher = better: lower-is-better metrics are negated before analysis",
+                    "lower_is_better": self.settings.get("lower_is_better", []),
+                    "negated_in_this_analysis": negated,
+                },
+                "versions": self.versions,
+                "groups": groups,
+                "n_pooled_cells": self._pooled_cells(),
+                "warnings": self.warnings,
+            }
+        )
+
+    def _pooled_cells(self) -> int:
+        by = [column for column in self.settings.get("by", []) if column in self.pooled.columns]
+        if self.pooled.empty:
+            return 0
+        return len(self.pooled.drop_duplicates(by)) if by else 1
+
+    def to_dir(self, out: str | Path) -> dict[str, Path]:
+        """Write the tables and ``summary.json`` to the folder ``out`` (created if needed).
+
+        Files: ``pairs.csv``, ``pairs.parquet``, ``pooled.csv``/``.parquet`` and
+        ``pooled_residuals.csv``/``.parquet`` when not empty, ``scores.parquet`` (the scores used, so that
+        :meth:`from_dir` and ``gengen report`` can redraw figures) and ``summary.json``.
+
+        Returns
+        -------
+        dict
+            File role → path written.
+        """
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        written: dict[str, Path] = {}
+        for name, table in (
+            ("pairs", self.pairs),
+            ("pooled", self.pooled),
+            ("pooled_residuals", self.pooled_residuals),
+        ):
+            if table.empty and name != "pairs":
+                continue
+            table.to_csv(folder / f"{name}.csv", index=False)
+            table.to_parquet(folder / f"{name}.parquet", index=False)
+            written[f"{name}.csv"] = folder / f"{name}.csv"
+            written[f"{name}.parquet"] = folder / f"{name}.parquet"
+        self.scores.to_parquet(folder / "scores.parquet", index=False)
+        written["scores.parquet"] = folder / "scores.parquet"
+        summary = self.summary()
+        summary["files"] = sorted([*written, "summary.json"])
+        (folder / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        written["summary.json"] = folder / "summary.json"
+        return written
+
+    @classmethod
+    def from_dir(cls, folder: str | Path) -> Analysis:
+        """Read an analysis written by :meth:`to_dir` (or ``gengen analyse --out``)."""
+        path = Path(folder)
+        for required in ("pairs.parquet", "scores.parquet", "summary.json"):
+            if not (path / required).is_file():
+                raise InputError(f"{path / required}: missing; expected the output folder of gengen analyse")
+        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
+
+        def optional(name: str) -> pd.DataFrame:
+            file = path / f"{name}.parquet"
+            return pd.read_parquet(file) if file.is_file() else pd.DataFrame()
+
+        return cls(
+            pairs=pd.read_parquet(path / "pairs.parquet"),
+            pooled=optional("pooled"),
+            pooled_residuals=optional("pooled_residuals"),
+            warnings=list(summary.get("warnings", [])),
+            settings=summary["settings"],
+            scores=pd.read_parquet(path / "scores.parquet"),
+            versions=summary.get("versions", package_versions()),
+        )

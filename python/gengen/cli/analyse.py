@@ -1,0 +1,84 @@
+"""``gengen analyse``: partial correlations of every pair of OOD test sets, written to a folder."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gengen.cli._common import user_errors_exit
+
+
+@user_errors_exit
+def analyse_command(
+    store: Annotated[Path, typer.Argument(help="Study folder, .sqlite store, or a score table (.csv/.parquet).")],
+    id_testset: Annotated[str, typer.Option("--id", help="The in-domain test set whose score is regressed out.")],
+    ood: Annotated[str | None, typer.Option(help="OOD test sets, comma-separated (default: all others).")] = None,
+    metric: Annotated[str, typer.Option(help="Metric of the OOD scores.")] = "acc",
+    id_metric: Annotated[str | None, typer.Option(help="Metric of the ID score (default: --metric).")] = None,
+    fit: Annotated[str, typer.Option(help="How ID is regressed out: linear or gam.")] = "linear",
+    method: Annotated[str, typer.Option(help="pearson, spearman or kendall.")] = "pearson",
+    inference: Annotated[
+        str, typer.Option(help="Comma-separated: t-test, permutation, bootstrap.")
+    ] = "t-test,permutation,bootstrap",
+    scheme: Annotated[str, typer.Option(help="Resampling scheme: block, circular, free (= iid).")] = "block",
+    block_length: Annotated[int | None, typer.Option(help="Block length (default: from n).")] = None,
+    n_perm: Annotated[int, typer.Option(help="Permutations per group.")] = 9999,
+    n_boot: Annotated[int, typer.Option(help="Bootstrap resamples per group.")] = 1999,
+    adjust: Annotated[
+        str, typer.Option(help="p-value adjustment: holm, hochberg, hommel, bonferroni, BH, BY, none.")
+    ] = "holm",
+    alpha: Annotated[float, typer.Option(help="Significance level on adjusted p-values.")] = 0.05,
+    by: Annotated[
+        str | None,
+        typer.Option(help="Columns defining a pooling cell, comma-separated (default: model,size,shots)."),
+    ] = None,
+    pooling: Annotated[str, typer.Option(help="meta, residuals, both comma-separated, or none.")] = "meta",
+    mode: Annotated[str, typer.Option(help="auto, checkpoints or across_runs.")] = "auto",
+    seed: Annotated[int, typer.Option(help="Seed of every permutation and bootstrap.")] = 0,
+    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("gengen-analysis"),
+) -> None:
+    """Correlate every pair of OOD test sets across checkpoints after regressing out the ID score.
+
+    Writes pairs.csv/.parquet, pooled tables, scores.parquet and summary.json to --out.
+    """
+    from gengen.analyse import analyse, load_scores
+
+    analysis = analyse(
+        load_scores(store),
+        id_testset=id_testset,
+        ood=ood,
+        metric=metric,
+        id_metric=id_metric,
+        fit=fit,
+        method=method,
+        inference=inference,
+        scheme=scheme,
+        block_length=block_length,
+        n_perm=n_perm,
+        n_boot=n_boot,
+        adjust=adjust,
+        alpha=alpha,
+        by=by,
+        pooling=None if pooling == "none" else pooling,
+        mode=mode,
+        seed=seed,
+        progress=sys.stderr.isatty(),
+    )
+    analysis.to_dir(out)
+    for warning in analysis.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    for group in analysis.summary()["groups"]:
+        typer.echo(
+            f"{group['model']} / {group['run']}: {group['n_pairs']} pairs, n = {group['n']}, "
+            f"{group['n_significant']} significant ({group['n_significant_positive']} positive, "
+            f"{group['n_significant_negative']} negative)"
+        )
+    typer.echo(f"wrote {out}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gengen analyse`` to the CLI."""
+    app.command("analyse")(analyse_command)

@@ -1,0 +1,46 @@
+"""``gengen compare``: does the partial-correlation pattern agree across models?"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gengen.cli._common import user_errors_exit
+
+
+@user_errors_exit
+def compare_command(
+    analysis_dir: Annotated[Path, typer.Argument(help="Output folder of gengen analyse.")],
+    source: Annotated[str, typer.Option(help="runs (per-run correlations) or pooled (meta-analysis).")] = "runs",
+    alpha: Annotated[float, typer.Option(help="Significance level on adjusted p-values.")] = 0.05,
+    n_perm: Annotated[int, typer.Option(help="Permutations of the Mantel test.")] = 999,
+    alternative: Annotated[str, typer.Option(help="Mantel alternative: greater or two-sided.")] = "greater",
+    seed: Annotated[int, typer.Option(help="Seed of the Mantel permutations.")] = 0,
+    out: Annotated[Path | None, typer.Option(help="Output folder (default: ANALYSIS_DIR).")] = None,
+) -> None:
+    """Sign agreement, Mantel correlation of partial-correlation matrices, and conflicting pairs."""
+    from gengen.analyse import Analysis
+    from gengen.compare import compare
+
+    comparison = compare(
+        Analysis.from_dir(analysis_dir),
+        source_level=source,
+        alpha=alpha,
+        n_perm=n_perm,
+        alternative=alternative,
+        seed=seed,
+    )
+    comparison.to_dir(out or analysis_dir)
+    for row in comparison.agreement.itertuples(index=False):
+        typer.echo(
+            f"{row.group_a} vs {row.group_b}: sign agreement {row.sign_agreement:.3f} over {row.n_pairs} "
+            f"pairs; Mantel r = {row.mantel_r:.3f}, p = {row.mantel_p:.4g}"
+        )
+    typer.echo(f"{len(comparison.conflicts)} conflicting pair(s); wrote {out or analysis_dir}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gengen compare`` to the CLI."""
+    app.command("compare")(compare_command)

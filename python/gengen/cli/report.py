@@ -1,0 +1,68 @@
+"""``gengen report``: one self-contained HTML report (figures also as PNG and SVG)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gengen.cli._common import user_errors_exit
+from gengen.errors import GengenError
+
+
+def _pairs(values: list[str] | None) -> list[tuple[str, str]] | None:
+    """``A,B`` strings as (A, B) tuples."""
+    if not values:
+        return None
+    out = []
+    for value in values:
+        parts = [part.strip() for part in value.split(",")]
+        if len(parts) != 2 or not all(parts):
+            raise GengenError(f"--pair: expected two test sets as A,B, got {value!r}")
+        out.append((parts[0], parts[1]))
+    return out
+
+
+@user_errors_exit
+def report_command(
+    analysis_dir: Annotated[Path, typer.Argument(help="Output folder of gengen analyse.")],
+    out: Annotated[
+        Path | None, typer.Option(help="Folder for report.html and figures/ (default: ANALYSIS_DIR).")
+    ] = None,
+    pair: Annotated[
+        list[str] | None, typer.Option(help="A pair A,B for the residual scatter plots (repeatable).")
+    ] = None,
+    title: Annotated[str, typer.Option(help="Title of the report.")] = "gengen report",
+) -> None:
+    """Write report.html: heatmaps, agreement across models, residuals, trajectories, tables, settings."""
+    from gengen.analyse import Analysis
+    from gengen.compare import Comparison, compare
+    from gengen.report import report
+
+    analysis = Analysis.from_dir(analysis_dir)
+    scatter = _pairs(pair)
+    known = set(analysis.settings.get("ood_resolved", []))
+    for a, b in scatter or []:
+        for name in (a, b):
+            if name not in known:
+                raise GengenError(f"--pair: {name!r} is not an OOD test set of this analysis")
+    if (analysis_dir / "compare_long.csv").is_file():
+        comparison = Comparison.from_dir(analysis_dir)
+    else:
+        comparison = compare(analysis)
+    path = report(
+        analysis,
+        comparison,
+        out or analysis_dir,
+        scatter_pairs=scatter,
+        title=title,
+        progress=sys.stderr.isatty(),
+    )
+    typer.echo(f"wrote {path}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gengen report`` to the CLI."""
+    app.command("report")(report_command)

@@ -1,0 +1,494 @@
+"""gengen.analyse: the pairs table against gengen.stats, pingouin and an independent numpy computation.
+
+References used here: numpy least squares + corrcoef + scipy's t distribution (the partial correlation from
+its definition), pingouin.partial_corr, statsmodels' combine_effects (DerSimonian–Laird meta-analysis), and a
+hand computation of the Fisher-z formulas.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pingouin
+import pytest
+import scipy.stats
+from numpy.testing import assert_allclose
+from typer.testing import CliRunner
+
+from gengen import stats
+from gengen.analyse import Analysis, analyse, fisher_meta
+from gengen.errors import GengenError
+
+PYTHIA = "data/pythia-lm-eval-v0.3"
+FAST = {"n_perm": 99, "n_boot": 99}
+
+
+# ------------------------------------------------------------------------------------------ fixtures
+def load_pythia(root: Path) -> pd.DataFrame:
+    """The Pythia lm-eval JSON files as a score table (parsed here, independently of gengen.ingest)."""
+    rows = []
+    for folder in sorted(path for path in root.iterdir() if path.is_dir()):
+        for file in sorted(folder.glob("*.json")):
+            step = int(re.search(r"step(\d+)", file.name).group(1))
+            for task, metrics in json.loads(file.read_text())["results"].items():
+                for metric, value in metrics.items():
+                    if not metric.endswith("_stderr"):
+                        rows.append(
+                            {
+                                "model": folder.name,
+                                "run": "main",
+                                "step": step,
+                                "testset": task,
+                                "metric": metric,
+                                "value": float(value),
+                            }
+                        )
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def pythia(shared_dir: Path) -> pd.DataFrame:
+    return load_pythia(shared_dir / PYTHIA)
+
+
+def synthetic(
+    n_steps: int = 30,
+    n_runs: int = 2,
+    n_ood: int = 5,
+    seed: int = 1,
+    phi: float = 0.0,
+    models: tuple[str, ...] = ("m1",),
+) -> pd.DataFrame:
+    """Score table: ID learning curve, OOD = a * ID + shared component + AR(1) noise."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for model in models:
+        for run in range(n_runs):
+            steps = np.arange(n_steps) * 10
+            id_score = 1 - np.exp(-np.arange(n_steps) / 8) + rng.normal(0, 0.02, n_steps)
+            shared = rng.normal(0, 0.03, n_steps)
+            for t in range(n_steps):
+                rows.append(
+                    {
+                        "model": model,
+                        "run": f"seed={run}",
+                        "seed": run,
+                        "step": int(steps[t]),
+                        "testset": "id",
+                        "metric": "acc",
+                        "value": float(id_score[t]),
+                    }
+                )
+            for j in range(n_ood):
+                noise = np.zeros(n_steps)
+                innovations = rng.normal(0, 0.03, n_steps)
+                for t in range(n_steps):
+                    noise[t] = (phi * noise[t - 1] if t else 0.0) + innovations[t]
+                value = 0.3 + (0.2 + 0.1 * j) * id_score + (shared if j < 2 else 0) + noise
+                for t in range(n_steps):
+                    rows.append(
+                        {
+                            "model": model,
+                            "run": f"seed={run}",
+                            "seed": run,
+                            "step": int(steps[t]),
+                            "testset": f"ood{j}",
+                            "metric": "acc",
+                            "value": float(value[t]),
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def numpy_partial(x: np.ndarray, y: np.ndarray, covar: np.ndarray) -> tuple[float, float, float, int]:
+    """Partial correlation from its definition: residuals of lstsq on [1, covar], corrcoef, t on n-2-k df."""
+    design = np.column_stack([np.ones(len(x)), covar])
+    rx = x - design @ np.linalg.lstsq(design, x, rcond=None)[0]
+    ry = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
+    r = float(np.corrcoef(rx, ry)[0, 1])
+    df = len(x) - 2 - (design.shape[1] - 1)
+    t = r * np.sqrt(df / (1 - r * r))
+    return r, float(t), float(2 * scipy.stats.t.sf(abs(t), df)), df
+
+
+def rows_of(pairs: pd.DataFrame, model: str, run: str) -> pd.DataFrame:
+    return pairs[(pairs["model"] == model) & (pairs["run"] == run)].reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------- table = gengen.stats
+def test_pairs_equal_gengen_stats_on_the_same_inputs() -> None:
+    df = synthetic()
+    result = analyse(df, id_testset="id", n_perm=199, n_boot=199, seed=3)
+    table = rows_of(result.pairs, "m1", "seed=1")
+    wide = df[(df["run"] == "seed=1")].pivot(index="step", columns="testset", values="value").sort_index()
+    names = [f"ood{j}" for j in range(5)]
+    x = wide[names].to_numpy()
+    covar = wide[["id"]].to_numpy()
+    pcm = stats.partial_corr_matrix(x, covar)
+    perm = stats.permutation_test(
+        x, covar, n_perm=199, scheme="block", block_length=stats.default_block_length(30), seed=3
+    )
+    boot = stats.bootstrap_ci(x, covar, n_boot=199, scheme="block", block_length=stats.default_block_length(30), seed=3)
+    i, j = np.triu_indices(5, 1)
+    assert list(table["testset_a"]) == [names[a] for a in i]
+    assert list(table["testset_b"]) == [names[b] for b in j]
+    assert_allclose(table["r_partial"], np.asarray(pcm.r)[i, j], rtol=1e-12)
+    assert_allclose(table["statistic"], np.asarray(pcm.statistic)[i, j], rtol=1e-12)
+    assert_allclose(table["p_value"], np.asarray(pcm.p_value)[i, j], rtol=1e-12)
+    assert_allclose(table["p_perm"], np.asarray(perm.p_value)[i, j], rtol=1e-12)
+    assert_allclose(table["ci_low"], np.asarray(boot.ci_low)[i, j], rtol=1e-12)
+    assert_allclose(table["ci_high"], np.asarray(boot.ci_high)[i, j], rtol=1e-12)
+    assert_allclose(table["p_adjusted"], stats.p_adjust(np.asarray(perm.p_value)[i, j], method="holm"))
+    raw = [stats.partial_corr(x[:, a], x[:, b]).r for a, b in zip(i, j, strict=True)]
+    assert_allclose(table["r_raw"], raw, rtol=1e-12)
+    assert (table["p_adjusted_from"] == "p_perm").all()
+    assert table["ci_method"].str.startswith("bootstrap (block").all()
+    assert table["p_perm_method"].str.startswith("permutation (block").all()
+    assert (table[["n", "k"]].to_numpy() == [30, 1]).all()
+    assert len(result.pairs) == 2 * 10
+
+
+def test_max_t_adjustment_is_the_family_wise_permutation_p() -> None:
+    df = synthetic(n_runs=1)
+    result = analyse(df, id_testset="id", inference="permutation", adjust="maxT", n_perm=199, scheme="circular")
+    wide = df.pivot(index="step", columns="testset", values="value").sort_index()
+    x = wide[[f"ood{j}" for j in range(5)]].to_numpy()
+    perm = stats.permutation_test(
+        x,
+        wide[["id"]].to_numpy(),
+        n_perm=199,
+        scheme="circular",
+        block_length=stats.default_block_length(30),
+        family_wise=True,
+        seed=0,
+    )
+    i, j = np.triu_indices(5, 1)
+    assert_allclose(result.pairs["p_adjusted"], np.asarray(perm.p_fwer)[i, j])
+    assert_allclose(result.pairs["p_perm"], np.asarray(perm.p_value)[i, j])
+    assert result.pairs["p_adjusted_from"].str.contains("maxT").all()
+    with pytest.raises(GengenError, match="needs inference 'permutation'"):
+        analyse(df, id_testset="id", inference="t-test", adjust="maxT")
+
+
+def test_pairs_equal_pingouin_on_a_sample(pythia: pd.DataFrame) -> None:
+    result = analyse(pythia, id_testset="lambada_openai", inference="t-test", pooling=None)
+    sample = result.pairs.sample(12, random_state=0)
+    for row in sample.itertuples(index=False):
+        data = pythia[(pythia["model"] == row.model) & (pythia["metric"] == "acc")].pivot(
+            index="step", columns="testset", values="value"
+        )
+        expected = pingouin.partial_corr(data=data, x=row.testset_a, y=row.testset_b, covar="lambada_openai")
+        assert_allclose(row.r_partial, expected["r"].iloc[0], rtol=1e-9, atol=1e-12)
+        assert_allclose(
+            row.p_value,
+            expected["p_val"].iloc[0] if "p_val" in expected else expected["p-val"].iloc[0],
+            rtol=1e-6,
+            atol=1e-12,
+        )
+        assert row.n == expected["n"].iloc[0]
+
+
+def test_rank_methods_match_pingouin_and_gengen_stats() -> None:
+    df = synthetic(n_runs=1)
+    wide = df.pivot(index="step", columns="testset", values="value")
+    spearman = analyse(df, id_testset="id", method="spearman", n_perm=49, n_boot=49)
+    kendall = analyse(df, id_testset="id", method="kendall", inference="t-test")
+    for row in spearman.pairs.itertuples(index=False):
+        expected = pingouin.partial_corr(data=wide, x=row.testset_a, y=row.testset_b, covar="id", method="spearman")
+        assert_allclose(row.r_partial, expected["r"].iloc[0], rtol=1e-9)
+    for row in kendall.pairs.itertuples(index=False):
+        expected = stats.partial_corr(wide[row.testset_a], wide[row.testset_b], wide[["id"]], method="kendall")
+        assert_allclose([row.r_partial, row.p_value], [expected.r, expected.p_value], rtol=1e-12)
+    assert (spearman.pairs["method"] == "spearman").all() and spearman.pairs["p_perm"].notna().all()
+
+
+# --------------------------------------------------------------------------- Pythia, end to end
+def test_pythia_end_to_end_against_numpy(pythia: pd.DataFrame, tmp_path: Path) -> None:
+    result = analyse(pythia, id_testset="lambada_openai", metric="acc", **FAST)
+    pairs = result.pairs
+    models = sorted(pythia["model"].unique())
+    ood = sorted(set(pythia.loc[pythia["metric"] == "acc", "testset"]) - {"lambada_openai"})
+    assert len(ood) == 64
+    assert set(pairs["model"]) == set(models)
+    assert len(pairs) == len(models) * 64 * 63 // 2
+    assert (pairs["n"] == 27).all() and (pairs["k"] == 1).all() and (pairs["df"] == 24).all()
+    for model in models:
+        wide = (
+            pythia[(pythia["model"] == model) & (pythia["metric"] == "acc")]
+            .pivot(index="step", columns="testset", values="value")
+            .sort_index()
+        )
+        table = rows_of(pairs, model, "main")
+        expected = np.array(
+            [
+                numpy_partial(wide[a].to_numpy(), wide[b].to_numpy(), wide["lambada_openai"].to_numpy())[:3]
+                for a, b in zip(table["testset_a"], table["testset_b"], strict=True)
+            ]
+        )
+        assert_allclose(table["r_partial"], expected[:, 0], rtol=1e-8, atol=1e-10)
+        assert_allclose(table["statistic"], expected[:, 1], rtol=1e-7, atol=1e-9)
+        assert_allclose(table["p_value"], expected[:, 2], rtol=1e-6, atol=1e-12)
+        raw = [np.corrcoef(wide[a], wide[b])[0, 1] for a, b in zip(table["testset_a"], table["testset_b"], strict=True)]
+        assert_allclose(table["r_raw"], raw, rtol=1e-8, atol=1e-10)
+    written = result.to_dir(tmp_path / "out")
+    for name in ("pairs.csv", "pairs.parquet", "summary.json", "scores.parquet"):
+        assert written[name].is_file()
+    csv = pd.read_csv(tmp_path / "out" / "pairs.csv")
+    required = [
+        "model",
+        "run",
+        "testset_a",
+        "testset_b",
+        "metric",
+        "n",
+        "r_raw",
+        "r_partial",
+        "p_value",
+        "p_adjusted",
+        "ci_low",
+        "ci_high",
+        "fit",
+        "method",
+        "inference",
+    ]
+    assert set(required) <= set(csv.columns)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["settings"]["id_testset"] == "lambada_openai"
+    assert len(summary["groups"]) == 2
+    again = Analysis.from_dir(tmp_path / "out")
+    assert_allclose(again.pairs["r_partial"], pairs["r_partial"])
+
+
+# --------------------------------------------------------------------------------- sign convention
+def test_lower_is_better_metric_is_negated_and_recorded() -> None:
+    df = synthetic(n_runs=1)
+    loss = df.assign(metric="loss", value=-df["value"])
+    as_acc = analyse(df, id_testset="id", inference="t-test")
+    as_loss = analyse(loss, id_testset="id", metric="loss", inference="t-test")
+    assert_allclose(as_loss.pairs["r_partial"], as_acc.pairs["r_partial"], rtol=1e-12)
+    assert (as_loss.pairs["sign"] == -1).all() and (as_acc.pairs["sign"] == 1).all()
+    assert_allclose(as_loss.scores["value"].to_numpy(), as_acc.scores["value"].to_numpy())
+    assert as_loss.summary()["sign_convention"]["negated_in_this_analysis"] == ["loss"]
+    # a metric the user declares lower-is-better is negated too
+    custom = analyse(
+        df.assign(metric="wrongness"),
+        id_testset="id",
+        metric="wrongness",
+        inference="t-test",
+        lower_is_better=["wrongness"],
+        progress=True,
+    )
+    assert (custom.pairs["sign"] == -1).all()
+
+
+# ------------------------------------------------------------------------------------ autocorrelation
+def test_autocorrelation_warning_only_when_residuals_are_autocorrelated() -> None:
+    smooth = analyse(synthetic(n_runs=1, phi=0.97, n_steps=60), id_testset="id", inference="t-test")
+    assert any("autocorrelated" in warning and "t-test" in warning for warning in smooth.warnings)
+    assert smooth.pairs["autocorr_high"].any()
+    white = analyse(synthetic(n_runs=1, phi=0.0, n_steps=60, seed=5), id_testset="id", inference="t-test")
+    assert not any("autocorrelated" in warning for warning in white.warnings)
+    # block schemes do not assume independence: no warning when the t-test is not asked for
+    block = analyse(
+        synthetic(n_runs=1, phi=0.97, n_steps=60),
+        id_testset="id",
+        inference="permutation",
+        scheme="block",
+        n_perm=49,
+    )
+    assert not any("autocorrelated" in warning for warning in block.warnings)
+
+
+# -------------------------------------------------------------------------------------- across runs
+def test_across_runs_mode_correlates_final_scores_across_runs() -> None:
+    df = synthetic(n_runs=25, n_steps=6, seed=7)
+    final = df[df["step"] == df["step"].max()]
+    result = analyse(final, id_testset="id", **FAST)
+    assert result.settings["mode_resolved"] == "across_runs"
+    assert set(result.pairs["level"]) == {"across_runs"}
+    assert (result.pairs["n"] == 25).all()
+    assert result.pairs["p_perm_method"].str.startswith("permutation (free").all()
+    wide = final.pivot(index="run", columns="testset", values="value")
+    for row in result.pairs.itertuples(index=False):
+        r, t, p, _ = numpy_partial(
+            wide[row.testset_a].to_numpy(), wide[row.testset_b].to_numpy(), wide["id"].to_numpy()
+        )
+        assert_allclose([row.r_partial, row.statistic, row.p_value], [r, t, p], rtol=1e-7)
+    forced = analyse(df, id_testset="id", mode="across_runs", inference="t-test")
+    assert_allclose(forced.pairs["r_partial"], result.pairs["r_partial"], rtol=1e-12)
+
+
+# ------------------------------------------------------------------------------------ meta-analysis
+def test_fisher_meta_matches_hand_computation() -> None:
+    r = np.array([0.20, 0.55, 0.62])
+    n = np.array([20, 30, 25])
+    k = np.array([1, 1, 1])
+    z = [0.5 * np.log((1 + value) / (1 - value)) for value in r]
+    v = [1 / (count - 3 - 1) for count in n]
+    w = [1 / item for item in v]
+    z_fixed = sum(wi * zi for wi, zi in zip(w, z, strict=True)) / sum(w)
+    q = sum(wi * (zi - z_fixed) ** 2 for wi, zi in zip(w, z, strict=True))
+    tau2 = max(0.0, (q - 2) / (sum(w) - sum(wi**2 for wi in w) / sum(w)))
+    w_star = [1 / (vi + tau2) for vi in v]
+    z_random = sum(wi * zi for wi, zi in zip(w_star, z, strict=True)) / sum(w_star)
+    se_random = 1 / np.sqrt(sum(w_star))
+    result = fisher_meta(r, n, k)
+    assert result.n_runs == 3 and result.q_df == 2
+    assert_allclose(result.r_fixed, np.tanh(z_fixed), rtol=1e-12)
+    assert_allclose(result.se_fixed, 1 / np.sqrt(sum(w)), rtol=1e-12)
+    assert_allclose(result.q, q, rtol=1e-12)
+    assert_allclose(result.i2, max(0.0, (q - 2) / q), rtol=1e-12)
+    assert_allclose(result.tau2, tau2, rtol=1e-12)
+    assert_allclose(result.r_random, np.tanh(z_random), rtol=1e-12)
+    assert_allclose(result.ci_low_random, np.tanh(z_random - 1.959963984540054 * se_random), rtol=1e-10)
+    assert_allclose(result.p_random, 2 * scipy.stats.norm.sf(abs(z_random / se_random)), rtol=1e-10)
+    assert_allclose(result.p_q, scipy.stats.chi2.sf(q, 2), rtol=1e-10)
+    # and against statsmodels' DerSimonian–Laird implementation
+    from statsmodels.stats.meta_analysis import combine_effects
+
+    reference = combine_effects(np.array(z), np.array(v), method_re="dl")
+    assert_allclose(np.arctanh(result.r_random), reference.mean_effect_re, rtol=1e-10)
+    assert_allclose(np.arctanh(result.r_fixed), reference.mean_effect_fe, rtol=1e-10)
+    assert_allclose(result.tau2, reference.tau2, rtol=1e-10)
+
+
+def test_pooled_table_meta_analyses_the_run_rows() -> None:
+    df = synthetic(n_runs=3)
+    result = analyse(df, id_testset="id", inference="t-test")
+    assert len(result.pooled) == 10
+    row = result.pooled.iloc[0]
+    runs = result.pairs[
+        (result.pairs["testset_a"] == row["testset_a"]) & (result.pairs["testset_b"] == row["testset_b"])
+    ]
+    expected = fisher_meta(runs["r_partial"].to_numpy(), runs["n"].to_numpy(), runs["k"].to_numpy())
+    assert_allclose(row["r_random"], expected.r_random, rtol=1e-12)
+    assert row["n_runs"] == 3 and row["n_total"] == 90
+    assert_allclose(result.pooled["p_random_adjusted"], stats.p_adjust(result.pooled["p_random"].to_numpy()))
+
+
+def test_pooled_residuals_against_numpy() -> None:
+    df = synthetic(n_runs=3, n_steps=20)
+    result = analyse(df, id_testset="id", inference="t-test", pooling="residuals")
+    pooled = result.pooled_residuals
+    assert len(pooled) == 10 and (pooled["level"] == "pooled_residuals").all()
+    assert (pooled["n"] == 60).all() and (pooled["df"] == 60 - 2 * 3 - 1).all()
+    residuals = {}
+    for _, rows in df.groupby("run"):
+        wide = rows.pivot(index="step", columns="testset", values="value").sort_index()
+        design = np.column_stack([np.ones(len(wide)), wide["id"]])
+        for name in wide.columns:
+            y = wide[name].to_numpy()
+            residuals.setdefault(name, []).append(y - design @ np.linalg.lstsq(design, y, rcond=None)[0])
+    for row in pooled.itertuples(index=False):
+        a = np.concatenate(residuals[row.testset_a])
+        b = np.concatenate(residuals[row.testset_b])
+        r = np.corrcoef(a, b)[0, 1]
+        t = r * np.sqrt(53 / (1 - r * r))
+        assert_allclose([row.r_partial, row.p_value], [r, 2 * scipy.stats.t.sf(abs(t), 53)], rtol=1e-7)
+
+
+# --------------------------------------------------------------------------------------- bad options
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"id_testset": "nope"}, "unknown test set 'nope'"),
+        ({"id_testset": "id", "ood": "ood1,nope"}, "unknown test set 'nope'"),
+        ({"id_testset": "id", "ood": "id,ood1"}, "is the in-domain test set"),
+        ({"id_testset": "id", "ood": "ood1"}, "at least two OOD test sets"),
+        ({"id_testset": "id", "fit": "cubic"}, "option fit"),
+        ({"id_testset": "id", "scheme": "shuffle"}, "option scheme"),
+        ({"id_testset": "id", "inference": "bayes"}, "option inference"),
+        ({"id_testset": "id", "adjust": "magic"}, "option adjust"),
+        ({"id_testset": "id", "method": "kendall"}, "kendall comes with the t-test only"),
+        ({"id_testset": "id", "by": "colour"}, "option by"),
+        ({"id_testset": "id", "metric": "f1", "id_metric": "acc"}, "fewer than two OOD test sets"),
+        ({"id_testset": "id", "metric": "f1"}, "has no metric 'f1'"),
+    ],
+)
+def test_bad_options_raise_one_clear_error(options: dict, message: str) -> None:
+    with pytest.raises(GengenError, match=re.escape(message)) as info:
+        analyse(synthetic(n_runs=1), **options)
+    assert "\n" not in str(info.value)
+
+
+def test_too_few_checkpoints_for_the_df() -> None:
+    df = synthetic(n_runs=1, n_steps=4)
+    with pytest.raises(GengenError, match=r"4 checkpoints .* need at least 5 checkpoints"):
+        analyse(df, id_testset="id")
+    with pytest.raises(GengenError, match="missing column"):
+        analyse(df.drop(columns="step"), id_testset="id")
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+def cli_app():
+    import typer
+
+    from gengen.cli import analyse as analyse_cli
+
+    app = typer.Typer()
+    analyse_cli.register(app)
+
+    @app.command("noop")
+    def _noop() -> None:
+        """Keep typer in multi-command mode."""
+
+    return app
+
+
+def test_cli_analyse_writes_the_tables(tmp_path: Path) -> None:
+    source = tmp_path / "scores.csv"
+    synthetic(n_runs=2).to_csv(source, index=False)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli_app(),
+        ["analyse", str(source), "--id", "id", "--n-perm", "99", "--n-boot", "99", "--out", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    assert (out / "pairs.csv").is_file() and (out / "summary.json").is_file() and (out / "pooled.csv").is_file()
+    assert "significant" in result.output
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--id", "nope"], "unknown test set 'nope'"),
+        (["--id", "id", "--ood", "id,ood1"], "is the in-domain test set"),
+        (["--id", "id", "--fit", "cubic"], "option fit"),
+    ],
+)
+def test_cli_analyse_bad_options_exit_2_with_one_line(tmp_path: Path, arguments: list[str], message: str) -> None:
+    source = tmp_path / "scores.csv"
+    synthetic(n_runs=1).to_csv(source, index=False)
+    result = CliRunner().invoke(cli_app(), ["analyse", str(source), *arguments, "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0] and lines[0].startswith("error:")
+
+
+def test_cli_analyse_too_few_checkpoints_and_missing_store(tmp_path: Path) -> None:
+    source = tmp_path / "scores.csv"
+    synthetic(n_runs=1, n_steps=3).to_csv(source, index=False)
+    result = CliRunner().invoke(cli_app(), ["analyse", str(source), "--id", "id", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "too few" in result.output
+    result = CliRunner().invoke(cli_app(), ["analyse", str(tmp_path / "missing.csv"), "--id", "id"])
+    assert result.exit_code == 2 and "no such file" in result.output
+
+
+def test_contract_table_pools_seeds_per_model_size_shots() -> None:
+    df = synthetic(n_runs=4, n_steps=15)
+    df["study"] = "s"
+    df["family"] = "toy"
+    df["size"] = "tiny"
+    df["seed"] = pd.array(df["seed"], dtype="Int64")
+    # two shot counts; runs 0, 1 at full data (<NA>), runs 2, 3 with 64 examples
+    df["shots"] = pd.array([pd.NA if run in ("seed=0", "seed=1") else 64 for run in df["run"]], dtype="Int64")
+    result = analyse(df, id_testset="id", inference="t-test")
+    assert result.settings["by"] == ["model", "size", "shots"]
+    assert len(result.pooled) == 2 * 10
+    assert (result.pooled["n_runs"] == 2).all()
+    assert set(result.pooled["shots"].dropna()) == {64} and result.pooled["shots"].isna().sum() == 10
+    assert {"study", "family", "size", "seed", "shots"} <= set(result.pairs.columns)

@@ -1,0 +1,207 @@
+"""gengen.report: a self-contained HTML file that a browser renders without console errors.
+
+The browser check needs Debian's chromium (``apt-get install -y --no-install-recommends chromium``); it is
+skipped, saying so, where no chromium is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+from PIL import Image
+from typer.testing import CliRunner
+
+from gengen.analyse import Analysis, analyse
+from gengen.compare import compare
+from gengen.report import report
+
+
+def load_pythia(root: Path) -> pd.DataFrame:
+    """The Pythia lm-eval JSON files as a score table (acc only; parsed here, not by gengen.ingest)."""
+    rows = []
+    for file in sorted(root.glob("*/*.json")):
+        step = int(re.search(r"step(\d+)", file.name).group(1))
+        for task, metrics in json.loads(file.read_text())["results"].items():
+            if "acc" in metrics:
+                rows.append(
+                    {
+                        "model": file.parent.name,
+                        "run": "main",
+                        "step": step,
+                        "testset": task,
+                        "metric": "acc",
+                        "value": float(metrics["acc"]),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+OOD = ["arc_easy", "arc_challenge", "piqa", "sciq", "winogrande", "logiqa"]
+EVIL = 'pythia-160m<script>alert("x")</script>&'
+
+
+@pytest.fixture(scope="module")
+def analysis(shared_dir: Path) -> Analysis:
+    scores = load_pythia(shared_dir / "data/pythia-lm-eval-v0.3")
+    scores.loc[scores["model"] == "pythia-160m", "model"] = EVIL
+    return analyse(scores, id_testset="lambada_openai", ood=OOD, n_perm=199, n_boot=199)
+
+
+@pytest.fixture(scope="module")
+def written(analysis: Analysis, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("report")
+    analysis.to_dir(folder)
+    return report(analysis, compare(analysis, n_perm=99), folder)
+
+
+def test_report_is_self_contained_and_escaped(written: Path) -> None:
+    html = written.read_text(encoding="utf-8")
+    assert "<script" not in html.lower()
+    assert "&lt;script&gt;alert(" in html
+    sources = re.findall(r'src="([^"]*)"', html)
+    assert sources and all(source.startswith("data:image/png;base64,") for source in sources)
+    assert not re.search(r'href="(?!#)', html)
+    for section in (
+        "Partial correlations per group",
+        "Across groups",
+        "Settings",
+        "Package versions",
+        "Strongest pairs",
+        "numpy",
+    ):
+        assert section in html
+    figures = written.parent / "figures"
+    stems = {path.stem for path in figures.iterdir()}
+    assert {"heatmaps_partial", "agreement"} <= stems
+    for stem in stems:
+        assert (figures / f"{stem}.png").stat().st_size > 1000
+        assert (figures / f"{stem}.svg").read_text(encoding="utf-8").lstrip().startswith("<?xml")
+    assert sum(stem.startswith("trajectories_") for stem in stems) == 2
+    assert sum(stem.startswith("residuals_") for stem in stems) == 2
+
+
+def test_figure_methods_return_figures(analysis: Analysis) -> None:
+    assert isinstance(analysis.plot_heatmaps(), Figure)
+    assert isinstance(analysis.plot_raw_vs_partial("pythia-410m"), Figure)
+    assert isinstance(analysis.plot_residuals("pythia-410m", pairs=[("arc_easy", "sciq")]), Figure)
+    assert isinstance(analysis.plot_trajectories("pythia-410m", "main"), Figure)
+    assert isinstance(compare(analysis, n_perm=9).plot(), Figure)
+
+
+def chromium_run(page: Path, screenshot: Path) -> list[str]:
+    """Render ``page`` in headless chromium; return the console messages it logged."""
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        pytest.skip("chromium not installed (Debian: apt-get install -y --no-install-recommends chromium)")
+    completed = subprocess.run(
+        [
+            binary,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--hide-scrollbars",
+            "--window-size=1280,1800",
+            f"--screenshot={screenshot}",
+            page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert screenshot.is_file(), completed.stderr[-2000:]
+    return [line for line in completed.stderr.splitlines() if ":CONSOLE" in line]
+
+
+def test_report_renders_in_chromium_without_console_errors(written: Path, tmp_path: Path) -> None:
+    screenshot = tmp_path / "report.png"
+    console = chromium_run(written, screenshot)
+    assert console == []
+    pixels = np.asarray(Image.open(screenshot).convert("L"), dtype=float)
+    assert pixels.std() > 20.0
+    assert np.mean(pixels < 200) > 0.02
+
+
+def test_chromium_check_catches_a_console_error(tmp_path: Path) -> None:
+    page = tmp_path / "broken.html"
+    page.write_text('<html><body><p>x</p><script>console.error("boom"); missing();</script></body></html>')
+    console = chromium_run(page, tmp_path / "broken.png")
+    assert any("boom" in line for line in console)
+    assert any("Uncaught ReferenceError" in line for line in console)
+
+
+def test_cli_report(analysis: Analysis, tmp_path: Path) -> None:
+    import typer
+
+    from gengen.cli import report as report_cli
+
+    analysis.to_dir(tmp_path / "a")
+    app = typer.Typer()
+    report_cli.register(app)
+    app.command("noop")(lambda: None)
+    result = CliRunner().invoke(
+        app,
+        [
+            "report",
+            str(tmp_path / "a"),
+            "--pair",
+            "arc_easy,sciq",
+            "--out",
+            str(tmp_path / "r"),
+            "--title",
+            "Pythia <check>",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    html = (tmp_path / "r" / "report.html").read_text(encoding="utf-8")
+    assert "Pythia &lt;check&gt;" in html
+    bad = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--pair", "arc_easy,nope"])
+    assert bad.exit_code == 2 and "not an OOD test set" in bad.output
+    empty = CliRunner().invoke(app, ["report", str(tmp_path / "nothing")])
+    assert empty.exit_code == 2 and "missing" in empty.output
+
+
+def test_run_study_analysis_from_a_table(analysis: Analysis, tmp_path: Path) -> None:
+    from gengen.analyse import run_study_analysis
+
+    table = tmp_path / "scores.parquet"
+    pd.DataFrame(analysis.scores.drop(columns=["sign", "role"])).to_parquet(table)
+    path = run_study_analysis(table, tmp_path / "study", "lambada_openai", ood=OOD[:3], n_perm=49, n_boot=49)
+    assert path == tmp_path / "study" / "report.html" and path.is_file()
+    for name in ("pairs.csv", "summary.json", "compare_agreement.csv"):
+        assert (tmp_path / "study" / name).is_file()
+
+
+def test_report_of_an_across_run_analysis(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    rows = []
+    for model in ("m1", "m2"):
+        for run in range(12):
+            id_score = rng.uniform(0.3, 0.9)
+            for name in ("id", "a", "b", "c"):
+                value = id_score if name == "id" else 0.5 * id_score + rng.normal(0, 0.05)
+                rows.append(
+                    {
+                        "model": model,
+                        "run": f"seed={run}",
+                        "step": 100,
+                        "testset": name,
+                        "metric": "acc",
+                        "value": value,
+                    }
+                )
+    result = analyse(pd.DataFrame(rows), id_testset="id", n_perm=49, n_boot=49)
+    assert result.settings["mode_resolved"] == "across_runs"
+    path = report(result, None, tmp_path)
+    html = path.read_text(encoding="utf-8")
+    assert "across 12 runs" in html and (tmp_path / "figures" / "heatmaps_partial.svg").is_file()
