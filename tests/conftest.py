@@ -108,9 +108,7 @@ def _schur(cross: list[list[int]], keep: list[int], given: list[int]) -> list[li
     return out
 
 
-def exact_partial_corr(
-    x: np.ndarray, y: np.ndarray, covar: np.ndarray | None = None, semi: str | None = None
-) -> float:
+def exact_partial_corr(x: np.ndarray, y: np.ndarray, covar: np.ndarray | None = None, semi: str | None = None) -> float:
     """Partial (or semi-partial) Pearson correlation of the float64 inputs, exact to the last bit.
 
     Centred cross products are exact integers; the Schur complement ``S_ab - S_aZ S_ZZ^-1 S_Zb`` (the residual
@@ -120,9 +118,7 @@ def exact_partial_corr(
     """
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    covar_2d = (
-        np.empty((len(x), 0)) if covar is None else np.asarray(covar, dtype=np.float64).reshape(len(x), -1)
-    )
+    covar_2d = np.empty((len(x), 0)) if covar is None else np.asarray(covar, dtype=np.float64).reshape(len(x), -1)
     columns = [x, y, *covar_2d.T]
     cross = _centred_cross_products(columns)
     given = list(range(2, len(columns)))

@@ -93,9 +93,25 @@ def test_percentile_ci_recomputed_from_indices(scheme: str, block_length, level:
     assert_allclose(_upper(got.ci_low, m), want[0], rtol=0, atol=1e-10, err_msg=where)
     assert_allclose(_upper(got.ci_high, m), want[1], rtol=0, atol=1e-10, err_msg=where)
     assert_allclose(_upper(got.r, m), _upper(ref.partial_corr_matrix(scores, covar), m), rtol=1e-10)
-    assert (
-        got.n_boot == n_boot and got.scheme == scheme and got.ci_method == "percentile" and got.seed == seed
-    )
+    assert np.all(_upper(got.n_valid, m) == n_boot)  # no degenerate replicate in these data
+    assert_allclose(_upper(got.ci_low, m), _upper(np.asarray(got.ci_low).T, m), rtol=0, atol=0)  # symmetric
+    assert got.n_boot == n_boot and got.scheme == scheme and got.ci_method == "percentile" and got.seed == seed
+
+
+def test_spearman_percentile_reranks_each_resample(ref) -> None:
+    """Spearman: each replicate ranks its resampled rows afresh; repeated rows are ties (average ranks)."""
+    scores, covar = _run(12, n=30, k=1)
+    n, m = scores.shape
+    rows = np.asarray(stats.bootstrap_indices(n, 499, scheme="iid", seed=6))
+    replicates = []
+    for idx in rows:
+        ranks = ref.rank_columns(np.column_stack([scores[idx], covar[idx]]))
+        r = ref.partial_corr_matrix(ranks[:, :m], ranks[:, m:])
+        replicates.append([r[i, j] for i, j in _pairs(m)])
+    want = np.quantile(np.array(replicates), [0.025, 0.975], axis=0)
+    got = stats.bootstrap_ci(scores, covar, n_boot=499, method="spearman", seed=6)
+    assert_allclose(_upper(got.ci_low, m), want[0], rtol=0, atol=1e-10)
+    assert_allclose(_upper(got.ci_high, m), want[1], rtol=0, atol=1e-10)
 
 
 @pytest.mark.parametrize("seed", [3, 4])

@@ -193,6 +193,7 @@ def test_permutation_test_rejects() -> None:
         ({"scheme": "block", "block_length": n + 1}, "block_length"),
         ({"scheme": "block", "block_length": -2}, "block_length"),
         ({"method": "kendal"}, "method"),
+        ({"method": "kendall"}, "method"),  # Freedman–Lane needs residuals: Pearson or Spearman only
         ({"fit": "quadratic"}, "fit"),
     ]
     for change, name in bad:
@@ -200,6 +201,9 @@ def test_permutation_test_rejects() -> None:
             stats.permutation_test(scores, z, **{"n_perm": 9, **change})
     with pytest.raises(GengenError, match=_names("scores")):
         stats.permutation_test(_with(scores, (0, 0), np.nan), z, n_perm=9)
+    for columns in (1, 0):  # no pair to test, as partial_corr_matrix and bootstrap_ci already refuse
+        with pytest.raises(GengenError, match=_names("scores")):
+            stats.permutation_test(scores[:, :columns], z, n_perm=9)
     with pytest.raises(GengenError, match=_names("covar")):
         stats.permutation_test(scores, np.column_stack([z, z]), n_perm=9)
 
@@ -216,6 +220,7 @@ def test_bootstrap_ci_rejects() -> None:
         ({"ci_level": -0.1}, "ci_level"),
         ({"ci_method": "basic"}, "ci_method"),
         ({"method": "pearsonr"}, "method"),
+        ({"method": "kendall"}, "method"),
     ]
     for change, name in bad:
         with pytest.raises(GengenError, match=_names(name)):
@@ -267,3 +272,10 @@ def test_x_nearly_in_the_covariate_span_still_works(ref) -> None:
     y = rng.standard_normal(n) + covar[:, 0]
     res = stats.partial_corr(x, y, covar)
     assert_allclose(res.r, ref.exact_partial_corr(x, y, covar), rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.1, np.inf])
+def test_p_adjust_rejects_values_outside_the_unit_interval(bad: float) -> None:
+    """Not an error in R's p.adjust, which would return min(1, ...) of the nonsense; gengen refuses it."""
+    with pytest.raises(GengenError, match=_names("p")):
+        stats.p_adjust(np.array([0.1, bad, 0.3]))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats
 from numpy.testing import assert_allclose
 
 stats = pytest.importorskip("gengen.stats")
@@ -54,9 +55,7 @@ def test_golden_ppcor_case(index: int, ppcor_golden: dict) -> None:
         assert res.df == n - 2 - k, where
         assert res.method == case["method"], where
         # ppcor: statistic <- pcor*sqrt((n-2-gp)/(1-pcor^2)) on its own estimate
-        assert_allclose(
-            res.statistic, res.r * np.sqrt((n - 2 - k) / (1 - res.r**2)), rtol=1e-12, err_msg=where
-        )
+        assert_allclose(res.statistic, res.r * np.sqrt((n - 2 - k) / (1 - res.r**2)), rtol=1e-12, err_msg=where)
 
 
 def test_golden_swapped_case_is_semi_x(ppcor_golden: dict) -> None:
@@ -143,12 +142,8 @@ def test_matrices_contain_the_golden_cases(ppcor_golden: dict) -> None:
     assert_allclose(np.asarray(sp.p_value)[0, 1], cases[6]["p_value"], rtol=1e-6)
     assert_allclose(np.asarray(sp.estimate)[1, 0], cases[7]["estimate"], atol=1e-7, rtol=0)
     assert_allclose(np.asarray(sp.p_value)[1, 0], cases[7]["p_value"], rtol=1e-6)
-    assert_allclose(
-        np.asarray(stats.pcor(data, method="spearman").estimate)[0, 1], cases[3]["estimate"], atol=1e-7
-    )
-    assert_allclose(
-        np.asarray(stats.spcor(data, method="spearman").estimate)[0, 1], cases[8]["estimate"], atol=1e-7
-    )
+    assert_allclose(np.asarray(stats.pcor(data, method="spearman").estimate)[0, 1], cases[3]["estimate"], atol=1e-7)
+    assert_allclose(np.asarray(stats.spcor(data, method="spearman").estimate)[0, 1], cases[8]["estimate"], atol=1e-7)
 
 
 def test_matrix_dataframe_in_dataframe_out(ppcor_golden: dict, ref) -> None:
@@ -158,9 +153,7 @@ def test_matrix_dataframe_in_dataframe_out(ppcor_golden: dict, ref) -> None:
         value = getattr(got, name)
         assert isinstance(value, pd.DataFrame), name
         assert list(value.index) == list(frame.columns) == list(value.columns), name
-    assert_allclose(
-        got.estimate.to_numpy(), ref.ppcor_pcor(frame.to_numpy())["estimate"], rtol=1e-10, atol=1e-13
-    )
+    assert_allclose(got.estimate.to_numpy(), ref.ppcor_pcor(frame.to_numpy())["estimate"], rtol=1e-10, atol=1e-13)
 
 
 def _random_matrix(seed: int) -> np.ndarray:
@@ -181,3 +174,20 @@ def test_pcor_spcor_random_matrices(seed: int, method: str, ref) -> None:
     where = f"seed={seed} shape={data.shape} {method}"
     _check_matrices(stats.pcor(data, method=method), ref.ppcor_pcor(data, method), method, "pcor " + where)
     _check_matrices(stats.spcor(data, method=method), ref.ppcor_spcor(data, method), method, "spcor " + where)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_two_columns_is_the_plain_correlation(method: str) -> None:
+    """gp = 0: pcor of two columns is cor(x, y, method) with ppcor's test (Kendall: tau_b, normal approx)."""
+    rng = np.random.default_rng(31)
+    data = np.round(rng.standard_normal((40, 2)) @ [[1.0, 0.5], [0.0, 1.0]], 1)
+    want = {
+        "pearson": scipy.stats.pearsonr,
+        "spearman": scipy.stats.spearmanr,
+        "kendall": scipy.stats.kendalltau,
+    }[method](data[:, 0], data[:, 1]).statistic
+    for function in (stats.pcor, stats.spcor):
+        got = function(data, method=method)
+        assert got.k == 0
+        assert_allclose(np.asarray(got.estimate)[0, 1], want, rtol=1e-12)
+        assert_allclose(np.asarray(got.estimate)[1, 0], want, rtol=1e-12)

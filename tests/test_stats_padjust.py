@@ -142,9 +142,7 @@ def test_default_is_holm_not_holm_sidak() -> None:
 def test_none_is_identity_and_fdr_is_bh(index: int) -> None:
     p = P_VECTORS[index]
     assert_array_equal(np.asarray(stats.p_adjust(p, method="none")), p)
-    assert_array_equal(
-        np.asarray(stats.p_adjust(p, method="fdr")), np.asarray(stats.p_adjust(p, method="BH"))
-    )
+    assert_array_equal(np.asarray(stats.p_adjust(p, method="fdr")), np.asarray(stats.p_adjust(p, method="BH")))
 
 
 @pytest.mark.parametrize("method", [*STATSMODELS_NAME, "none"])

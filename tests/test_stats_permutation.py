@@ -27,9 +27,7 @@ stats = pytest.importorskip("gengen.stats")
 TIE_SLACK = 1e-10
 
 
-def _run(
-    seed: int, n: int = 24, m: int = 3, k: int = 1, signal: float = 0.3
-) -> tuple[np.ndarray, np.ndarray]:
+def _run(seed: int, n: int = 24, m: int = 3, k: int = 1, signal: float = 0.3) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     covar = rng.standard_normal((n, k)) * 5 + 10
     scores = rng.standard_normal((n, m)) + covar @ rng.normal(size=(k, m)) * 0.2
@@ -37,9 +35,7 @@ def _run(
     return scores, covar
 
 
-def _freedman_lane(
-    scores: np.ndarray, covar: np.ndarray, perms: np.ndarray, ref
-) -> tuple[np.ndarray, np.ndarray]:
+def _freedman_lane(scores: np.ndarray, covar: np.ndarray, perms: np.ndarray, ref) -> tuple[np.ndarray, np.ndarray]:
     """Pairwise and max-|r| family-wise p-values, (m, m) with zero diagonal, from explicit permutations."""
     m = scores.shape[1]
     e = ref.residualise(scores, covar)
@@ -71,9 +67,7 @@ SCHEMES = [
 
 @pytest.mark.parametrize(("scheme", "block_length", "mirror"), SCHEMES)
 @pytest.mark.parametrize("seed", [1, 2])
-def test_freedman_lane_recomputed_from_indices(
-    seed: int, scheme: str, block_length, mirror: bool, ref
-) -> None:
+def test_freedman_lane_recomputed_from_indices(seed: int, scheme: str, block_length, mirror: bool, ref) -> None:
     scores, covar = _run(seed, n=24, m=4, k=2)
     n_perm = 199
     kwargs = {"scheme": scheme, "block_length": block_length, "mirror": mirror, "seed": 100 + seed}
@@ -85,12 +79,20 @@ def test_freedman_lane_recomputed_from_indices(
     where = f"seed={seed} scheme={scheme} L={block_length} mirror={mirror}"
     assert_array_equal(np.asarray(got.p_value)[off], want_p[off], err_msg=where)
     assert_array_equal(np.asarray(got.p_fwer)[off], want_fwer[off], err_msg=where)
-    assert_allclose(
-        np.asarray(got.r)[off], ref.partial_corr_matrix(scores, covar)[off], rtol=1e-10, atol=1e-14
-    )
+    assert_allclose(np.asarray(got.r)[off], ref.partial_corr_matrix(scores, covar)[off], rtol=1e-10, atol=1e-14)
     assert got.n_perm == n_perm and got.scheme == scheme and got.seed == 100 + seed
     if scheme == "block":
         assert got.block_length == block_length
+
+
+def test_no_covariates_is_a_plain_permutation_test(ref) -> None:
+    """covar=None: the reduced model is the mean alone, so r* = corr(x, P y)."""
+    scores, _ = _run(6, n=18, m=3, k=1)
+    perms = np.asarray(stats.permutation_indices(18, 199, scheme="block", block_length=3, seed=4))
+    want_p, _ = _freedman_lane(scores, None, perms, ref)
+    got = stats.permutation_test(scores, None, n_perm=199, scheme="block", block_length=3, seed=4)
+    off = ~np.eye(3, dtype=bool)
+    assert_array_equal(np.asarray(got.p_value)[off], want_p[off])
 
 
 def test_freedman_lane_spearman_ranks_everything_first(ref) -> None:
@@ -127,16 +129,10 @@ def test_same_seed_same_result_whatever_the_threads(scheme: str, block_length, m
     two = stats.permutation_test(scores, covar, n_perm=500, n_threads=2, **kwargs)
     assert_array_equal(np.asarray(one.p_value), np.asarray(two.p_value))
     assert_array_equal(np.asarray(one.p_fwer), np.asarray(two.p_fwer))
-    again = stats.permutation_indices(
-        24, 50, scheme=scheme, block_length=block_length, mirror=mirror, seed=42
-    )
+    again = stats.permutation_indices(24, 50, scheme=scheme, block_length=block_length, mirror=mirror, seed=42)
     assert_array_equal(
         np.asarray(again),
-        np.asarray(
-            stats.permutation_indices(
-                24, 50, scheme=scheme, block_length=block_length, mirror=mirror, seed=42
-            )
-        ),
+        np.asarray(stats.permutation_indices(24, 50, scheme=scheme, block_length=block_length, mirror=mirror, seed=42)),
     )
 
 

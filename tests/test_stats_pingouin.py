@@ -1,7 +1,8 @@
-"""gengen.stats.partial_corr on 120 seeded random data sets against exact, pingouin and scipy references.
+"""gengen.stats.partial_corr on 124 seeded random data sets against exact, pingouin and scipy references.
 
-Data (``conftest.random_case``): n from 5 to 500 (log-uniform), k from 1 to 3 covariates, per-column scales
-10**U(-3, 6) and offsets 0, +/-10**U(0, 8) or exactly 1e8, ties (data rounded to one decimal) in a third.
+Data (``conftest.random_case``): n from 5 to 500 (log-uniform; both ends pinned in ``EDGES``), k from 1 to 3
+covariates, per-column scales 10**U(-3, 6) and offsets 0, +/-10**U(0, 8) or exactly 1e8, ties (data rounded to
+one decimal) in a third.
 
 What r is compared to, and why:
 
@@ -38,6 +39,16 @@ stats = pytest.importorskip("gengen.stats")
 
 N_CASES = 120
 SEEDS = range(1000, 1000 + N_CASES)
+# The ends of the ranges, pinned: n = 5 with k = 1 (df = 2), n = 6 with k = 2, n = 500 with k = 1 and k = 3.
+EDGES = {1: ((5, 5), (1, 1)), 2: ((6, 6), (2, 2)), 3: ((500, 500), (1, 1)), 4: ((500, 500), (3, 3))}
+CASES = [*SEEDS, *EDGES]
+
+
+def _case(seed: int, ref) -> dict:
+    n_range, k_range = EDGES.get(seed, ((5, 500), (1, 3)))
+    return ref.random_case(seed, n_range=n_range, k_range=k_range)
+
+
 METHODS = ["pearson", "spearman"]
 SEMIS = [None, "y", "x"]
 
@@ -52,9 +63,9 @@ def _reference_r(case: dict, method: str, semi: str | None, ref) -> float:
 
 @pytest.mark.parametrize("semi", SEMIS, ids=lambda s: f"semi={s}")
 @pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", CASES)
 def test_partial_corr_matches_exact(seed: int, method: str, semi: str | None, ref) -> None:
-    case = ref.random_case(seed)
+    case = _case(seed, ref)
     where = ref.describe(case) + f" method={method} semi={semi}"
     n, k = case["n"], case["k"]
     res = stats.partial_corr(case["x"], case["y"], case["covar"], method=method, semi=semi)
@@ -72,9 +83,9 @@ def test_partial_corr_matches_exact(seed: int, method: str, semi: str | None, re
 
 @pytest.mark.parametrize("semi", SEMIS, ids=lambda s: f"semi={s}")
 @pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", CASES)
 def test_partial_corr_matches_pingouin(seed: int, method: str, semi: str | None, ref) -> None:
-    case = ref.random_case(seed)
+    case = _case(seed, ref)
     names = [f"z{i}" for i in range(case["k"])]
     frame = pd.DataFrame(np.column_stack([case["x"], case["y"], case["covar"]]), columns=["x", "y", *names])
     option = {None: "covar", "y": "y_covar", "x": "x_covar"}[semi]
@@ -93,6 +104,28 @@ def test_partial_corr_matches_pingouin(seed: int, method: str, semi: str | None,
 
 
 @pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("seed", range(12))
+def test_worst_case_offsets_match_exact(seed: int, method: str, ref) -> None:
+    """Every column (covariates too) at offset +/-1e8 with a spread of 1e-3 or 1e6: the float64 inputs keep only
+    ~5 significant digits of the 1e-3 columns' variation, and r must still be that of those inputs to 1e-10."""
+    rng = np.random.default_rng(5000 + seed)
+    n = (8, 30, 500)[seed % 3]
+    k = 3
+    z = rng.standard_normal((n, k))
+    x = z @ rng.normal(size=k) + rng.standard_normal(n)
+    y = 0.5 * x + z @ rng.normal(size=k) + rng.standard_normal(n)
+    raw = np.column_stack([x, y, z])
+    if seed % 2:
+        raw = np.round(raw, 1)
+    data = rng.choice([-1e8, 1e8], k + 2) + 10.0 ** rng.choice([-3, 6], k + 2) * raw
+    values = ref.rank_columns(data) if method == "spearman" else data
+    for semi in SEMIS:
+        want = ref.exact_partial_corr(values[:, 0], values[:, 1], values[:, 2:], semi)
+        got = stats.partial_corr(data[:, 0], data[:, 1], data[:, 2:], method=method, semi=semi)
+        assert_allclose(got.r, want, rtol=1e-10, err_msg=f"seed={seed} n={n} semi={semi}")
+
+
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("seed", range(2000, 2020))
 def test_no_covariates_matches_scipy(seed: int, method: str, ref) -> None:
     case = ref.random_case(seed)
@@ -104,9 +137,7 @@ def test_no_covariates_matches_scipy(seed: int, method: str, ref) -> None:
         assert (res.k, res.df, res.n) == (0, n - 2, n), where
         assert_allclose(res.r, want.statistic, rtol=1e-10, err_msg=where)
         assert_allclose(res.p_value, want.pvalue, rtol=1e-7, atol=1e-300, err_msg=where)
-        assert_allclose(
-            res.r, _reference_r({**case, "covar": np.empty((n, 0))}, method, None, ref), rtol=1e-10
-        )
+        assert_allclose(res.r, _reference_r({**case, "covar": np.empty((n, 0))}, method, None, ref), rtol=1e-10)
 
 
 @pytest.mark.parametrize("level", [0.5, 0.8, 0.9, 0.99])
@@ -231,3 +262,14 @@ def test_partial_corr_matrix_batch_equals_single_runs() -> None:
         assert got.n == len(scores)
         assert_allclose(np.asarray(got.r), np.asarray(want.r), rtol=1e-13, atol=1e-15)
         assert_allclose(np.asarray(got.p_value), np.asarray(want.p_value), rtol=1e-12, atol=1e-300)
+
+
+def test_partial_corr_matrix_batch_accepts_a_3d_array() -> None:
+    rng = np.random.default_rng(21)
+    scores = rng.standard_normal((4, 25, 3))
+    covar = rng.standard_normal((4, 25, 2))
+    batch = stats.partial_corr_matrix_batch(scores, covar, method="spearman")
+    assert len(batch) == 4
+    for run, got in enumerate(batch):
+        want = stats.partial_corr_matrix(scores[run], covar[run], method="spearman")
+        assert_allclose(np.asarray(got.r), np.asarray(want.r), rtol=1e-13, atol=1e-15)

@@ -14,9 +14,7 @@ from numpy.testing import assert_allclose
 
 stats = pytest.importorskip("gengen.stats")
 
-SETTINGS = settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 METHODS = st.sampled_from(["pearson", "spearman", "kendall"])
 SEMIS = st.sampled_from([None, "x", "y"])
@@ -28,12 +26,14 @@ OFFSETS = st.floats(min_value=-1e3, max_value=1e3)
 def _data(seed: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     z = rng.standard_normal((n, k))
-    x = z @ rng.normal(size=k) + rng.standard_normal(n)
+    x = 0.5 * z @ rng.normal(size=k) + rng.standard_normal(n)
     y = rng.uniform(-0.8, 0.8) * x + z @ rng.normal(size=k) + rng.standard_normal(n)
     return x, y, z
 
 
-SHAPES = st.tuples(st.integers(0, 2**32 - 1), st.integers(8, 80), st.integers(1, 3))
+# n >= 12: at n = 8 the ranks of x can coincide with those of a covariate (x is then a linear function of covar
+# for Spearman, which gengen rightly refuses)
+SHAPES = st.tuples(st.integers(0, 2**32 - 1), st.integers(12, 80), st.integers(1, 3))
 
 
 @SETTINGS
@@ -137,7 +137,7 @@ def test_matrix_is_symmetric_with_r_in_range(shape, m, method) -> None:
     seed, n, k = shape
     rng = np.random.default_rng(seed)
     z = rng.standard_normal((n, k))
-    scores = rng.standard_normal((n, m)) + z @ rng.normal(size=(k, m))
+    scores = rng.standard_normal((n, m)) + 0.5 * z @ rng.normal(size=(k, m))
     res = stats.partial_corr_matrix(scores, z, method=method)
     r, p = np.asarray(res.r), np.asarray(res.p_value)
     off = ~np.eye(m, dtype=bool)
