@@ -7,6 +7,7 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, Criterion};
 
 use _core::bootstrap::{replicates_batch, BootstrapRun};
+use _core::control::Control;
 use _core::matrix::Mat;
 use _core::pcor::{partial_corr_matrix, Method};
 use _core::permutation::{count_exceedances_batch, PreparedRun};
@@ -84,6 +85,7 @@ fn bootstraps(c: &mut Criterion) {
                     scores,
                     covar,
                     scheme,
+                    control: Control::Linear,
                 }
             })
             .collect();

@@ -17,11 +17,12 @@ def partial_corr(
     covar: _Float2D,
     method: str,
     semi: str | None = None,
+    fit: tuple[int, str, str] | None = None,
 ) -> tuple[float, float, float, float, int, int]:
     """(r, statistic, p_value, df, n, k) of ppcor's pcor.test / spcor.test."""
 
-def fisher_ci(r: float, n: int, k: int, level: float) -> tuple[float, float]:
-    """Fisher-z interval of a partial correlation from n observations and k covariates."""
+def fisher_ci(r: float, df: float, level: float) -> tuple[float, float]:
+    """Fisher-z interval of a partial correlation whose t-test has df degrees of freedom."""
 
 def ppcor_matrices(data: _Float2D, method: str, semi: bool) -> tuple[_Float2D, _Float2D, _Float2D, int, int]:
     """(estimate, statistic, p_value, n, k) of ppcor's pcor (semi=False) or spcor (semi=True)."""
@@ -33,9 +34,10 @@ def partial_corr_matrix_batch(
     scores: list[_Float2D],
     covars: list[_Float2D],
     method: str,
+    fit: tuple[int, str, str] | None = None,
     n_threads: int | None = None,
-) -> list[tuple[_Float2D, _Float2D, _Float2D, float, int, int]]:
-    """Per run: (r, statistic, p_value, df, n, k)."""
+) -> list[tuple[_Float2D, _Float2D, _Float2D, _Float2D, NDArray[np.float64], int, int]]:
+    """Per run: (r, statistic, p_value, df per pair, df spent on the control per column, n, k)."""
 
 def permutation_test_batch(
     scores: list[_Float2D],
@@ -46,6 +48,7 @@ def permutation_test_batch(
     block_length: int | None = None,
     mirror: bool = False,
     seed: int = 0,
+    fit: tuple[int, str, str] | None = None,
     n_threads: int | None = None,
 ) -> list[tuple[_Float2D, _Float2D, _Float2D, int | None]]:
     """Per run: (r, p_value, p_fwer, block_length used)."""
@@ -60,12 +63,10 @@ def bootstrap_ci_batch(
     ci_level: float = 0.95,
     ci_method: str = "percentile",
     seed: int = 0,
+    fit: tuple[int, str, str] | None = None,
     n_threads: int | None = None,
 ) -> list[tuple[_Float2D, _Float2D, _Float2D, _Float2D, int | None]]:
     """Per run: (r, ci_low, ci_high, n_valid, block_length used)."""
-
-def pair_correlations_py(scores: _Float2D, covar: _Float2D, method: str) -> NDArray[np.float64] | None:
-    """Upper-triangle partial correlations (row-major a < b), None for degenerate data."""
 
 def permutation_indices(
     n: int, n_perm: int, scheme: str, block_length: int | None = None, mirror: bool = False, seed: int = 0
@@ -83,3 +84,13 @@ def normal_quantile(p: float) -> float:
 
 def chi_squared_sf(x: float, df: float) -> float:
     """Upper tail of a chi-squared distribution with df degrees of freedom."""
+def gam_fit(
+    y: _Float2D,
+    covar: _Float2D,
+    k: int = 10,
+    method: str = "gcv",
+    basis: str = "cr",
+    lam: list[float] | None = None,
+    n_threads: int | None = None,
+) -> tuple[_Float2D, _Float2D, NDArray[np.float64], _Float2D, NDArray[np.float64], list[int]]:
+    """(fitted (n, m), residuals (n, m), edf (m,), lam (m, q), score (m,), k used per control)."""

@@ -7,6 +7,18 @@ GIL released. Bad input raises :class:`gengen.errors.InvalidArgumentError` or
 
 The numbers follow R's ppcor (Kim, 2015) for estimates and t-tests, R's ``p.adjust`` for adjustments, the
 Freedman–Lane scheme for permutation tests, and percentile/BCa bootstrap intervals.
+
+The control
+-----------
+Every function that regresses covariates out takes ``fit``: ``"linear"`` (least squares on [1, covar]) or
+``"gam"`` (an additive model: intercept plus one penalised cubic regression spline per covariate, as mgcv's
+``gam(y ~ s(z, k = 10, bs = "cr"))``, the smoothing parameter chosen per column by GCV or REML; see
+:func:`gam_fit`). With ``fit="gam"`` these keyword options apply: ``k`` (basis dimension per covariate,
+default 10), ``gam_method`` (``"gcv"``, default, or ``"reml"``) and ``gam_basis`` (``"cr"``, default, or
+``"tp"``). Under the GAM control the t-test of a pair uses df = n − 2 − max(ν_a, ν_b), ν the effective degrees
+of freedom of a column's smooth terms (intercept excluded), which reduces to ppcor's n − 2 − k for a linear
+term; the permutation test, which reuses each column's smoother at its chosen smoothing parameter, is the
+recommended inference there.
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ from gengen.errors import InvalidArgumentError
 __all__ = [
     "BootstrapCI",
     "CorrMatrices",
+    "GamFit",
     "PartialCorr",
     "PartialCorrMatrix",
     "PermutationTest",
@@ -33,6 +46,7 @@ __all__ = [
     "bootstrap_ci_batch",
     "bootstrap_indices",
     "default_block_length",
+    "gam_fit",
     "p_adjust",
     "partial_corr",
     "partial_corr_matrix",
@@ -46,14 +60,17 @@ __all__ = [
 ]
 
 Method = Literal["pearson", "spearman", "kendall"]
-Fit = Literal["linear"]
+Fit = Literal["linear", "gam"]
+GamMethod = Literal["gcv", "reml"]
+GamBasis = Literal["cr", "tp"]
 PermutationScheme = Literal["free", "block", "circular"]
 BootstrapScheme = Literal["iid", "block", "circular"]
 IntervalMethod = Literal["percentile", "bca"]
 Adjustment = Literal["holm", "hochberg", "hommel", "bonferroni", "BH", "fdr", "BY", "none"]
 
 _METHODS = ("pearson", "spearman", "kendall")
-_FITS = ("linear",)
+_FITS = ("linear", "gam")
+_GAM_OPTIONS = ("k", "gam_method", "gam_basis")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -87,6 +104,8 @@ class PartialCorr:
         "pearson", "spearman" or "kendall".
     semi : str or None
         None (partial), "x" or "y" (the variable the covariates were removed from).
+    fit : str
+        "linear" or "gam".
     """
 
     r: float
@@ -99,6 +118,7 @@ class PartialCorr:
     ci_level: float
     method: str
     semi: str | None
+    fit: str = "linear"
 
 
 @dataclass(frozen=True)
@@ -125,25 +145,29 @@ class PartialCorrMatrix:
     ----------
     r, statistic, p_value : ndarray of shape (m, m)
         Symmetric; diagonals 1, 0 and 0.
-    df : float
-        n − 2 − k.
+    df : float or ndarray of shape (m, m)
+        n − 2 − k (linear control); under the GAM control, each pair's n − 2 − max(ν_a, ν_b).
     n, k : int
         Observations and covariates.
     method, fit : str
         Correlation and control used.
     labels : list of str or None
         Column names when ``scores`` was a DataFrame.
+    edf : ndarray of shape (m,) or None
+        Under the GAM control, the effective degrees of freedom ν of each column's smooth terms (intercept
+        excluded): about 1 per covariate is a straight line, larger values a curve.
     """
 
     r: NDArray[np.float64]
     statistic: NDArray[np.float64]
     p_value: NDArray[np.float64]
-    df: float
+    df: Any
     n: int
     k: int
     method: str
     fit: str
     labels: list[str] | None
+    edf: NDArray[np.float64] | None = None
 
     def pairs(self) -> pd.DataFrame:
         """One row per pair (a < b): ``a, b, r, statistic, p_value, df, n, k``."""
@@ -153,7 +177,9 @@ class PartialCorrMatrix:
             for a, b in zip(*np.triu_indices(self.r.shape[0], 1), strict=True)
         ]
         frame = pd.DataFrame(rows, columns=["a", "b", "r", "statistic", "p_value"])
-        return frame.assign(df=self.df, n=self.n, k=self.k)
+        rows_a, rows_b = np.triu_indices(self.r.shape[0], 1)
+        df = np.asarray(self.df, dtype=float)
+        return frame.assign(df=df[rows_a, rows_b] if df.ndim == 2 else float(df), n=self.n, k=self.k)
 
 
 @dataclass(frozen=True)
@@ -222,6 +248,36 @@ class BootstrapCI:
     labels: list[str] | None
 
 
+@dataclass(frozen=True)
+class GamFit:
+    """Penalised regression spline (GAM) fit of each column of ``y`` on smooth functions of ``covar``.
+
+    Attributes
+    ----------
+    fitted, residuals : ndarray
+        Shaped like ``y``; ``fitted + residuals == y``.
+    edf : float or ndarray of shape (m,)
+        Effective degrees of freedom ``tr A_λ`` per column, intercept included (mgcv's ``sum(edf)``): from
+        1 + q (every smooth a straight line) to the number of coefficients.
+    lam : ndarray of shape (q,) or (m, q)
+        Smoothing parameter per control (mgcv's ``sp`` for the ``"cr"`` basis).
+    score : float or ndarray of shape (m,)
+        GCV score, or REML's negative log restricted likelihood, at ``lam`` (mgcv's ``gcv.ubre``).
+    k : tuple of int
+        Basis dimension used per control (lower than asked when a control has fewer distinct values).
+    gam_method, gam_basis : str
+    """
+
+    fitted: NDArray[np.float64]
+    residuals: NDArray[np.float64]
+    edf: Any
+    lam: NDArray[np.float64]
+    score: Any
+    k: tuple[int, ...]
+    gam_method: str
+    gam_basis: str
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Input validation
 # ----------------------------------------------------------------------------------------------------------
@@ -281,6 +337,25 @@ def _check_fit(fit: str) -> None:
     _check_choice("fit", fit, _FITS)
 
 
+def _fit_argument(fit: str, gam_options: dict[str, Any]) -> tuple[int, str, str] | None:
+    """The core's ``fit`` argument: None for the linear control, (k, method, basis) for the GAM control."""
+    _check_fit(fit)
+    unknown = sorted(set(gam_options) - set(_GAM_OPTIONS))
+    if unknown:
+        raise InvalidArgumentError(f"{unknown[0]}: unknown option; the GAM options are {', '.join(_GAM_OPTIONS)}")
+    if fit == "linear":
+        if gam_options:
+            name = sorted(gam_options)[0]
+            raise InvalidArgumentError(f'{name}: is a GAM option and needs fit="gam"')
+        return None
+    k = _check_count("k", gam_options.get("k", 10), 3)
+    gam_method = gam_options.get("gam_method", "gcv")
+    gam_basis = gam_options.get("gam_basis", "cr")
+    _check_choice("gam_method", gam_method, ("gcv", "reml"))
+    _check_choice("gam_basis", gam_basis, ("cr", "tp"))
+    return (k, gam_method, gam_basis)
+
+
 def _check_seed(seed: int) -> int:
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= int(seed) < 2**64:
         raise InvalidArgumentError(f"seed: must be an integer in [0, 2**64), got {seed!r}")
@@ -334,65 +409,72 @@ def partial_corr(
     method: Method = "pearson",
     semi: Literal["x", "y"] | None = None,
     ci_level: float = 0.95,
+    fit: Fit = "linear",
+    **gam_options: Any,
 ) -> PartialCorr:
     r"""Partial (or semi-partial) correlation of ``x`` and ``y`` given ``covar``, with ppcor's test.
 
-    Parameters
-    ----------
-    x, y : array_like of shape (n,)
-        The two variables, e.g. two OOD test sets' scores across checkpoints.
-    covar : array_like of shape (n,) or (n, k), optional
-        Covariates to control for, e.g. the in-domain score. None gives the plain correlation (k = 0).
-    method : {"pearson", "spearman", "kendall"}
-        Pearson on the values, Spearman on average ranks (of every variable, covariates included), or
-        Kendall's τ_b.
-    semi : {None, "x", "y"}
-        None: remove the covariates from both variables (partial correlation). "y": from ``y`` only
-        (ppcor's ``spcor.test(x, y, z)``); "x": from ``x`` only.
-    ci_level : float
-        Coverage of the Fisher-z confidence interval.
+        Parameters
+        ----------
+        x, y : array_like of shape (n,)
+            The two variables, e.g. two OOD test sets' scores across checkpoints.
+        covar : array_like of shape (n,) or (n, k), optional
+            Covariates to control for, e.g. the in-domain score. None gives the plain correlation (k = 0).
+        method : {"pearson", "spearman", "kendall"}
+            Pearson on the values, Spearman on average ranks (of every variable, covariates included), or
+            Kendall's τ_b.
+        semi : {None, "x", "y"}
+            None: remove the covariates from both variables (partial correlation). "y": from ``y`` only
+            (ppcor's ``spcor.test(x, y, z)``); "x": from ``x`` only.
+        ci_level : float
+            Coverage of the Fisher-z confidence interval.
+        fit : {"linear", "gam"}
+            The control; with ``"gam"``, the options ``k``, ``gam_method``, ``gam_basis`` apply (see the module
+            documentation). Kendall's τ has no residual form and needs ``"linear"``.
 
-    Returns
-    -------
-    PartialCorr
-        ``r``, ``statistic``, ``p_value``, ``df``, ``n``, ``k``, ``ci``, ``ci_level``, ``method``, ``semi``.
+        Returns
+        -------
+        PartialCorr
+            ``r``, ``statistic``, ``p_value``, ``df``, ``n``, ``k``, ``ci``, ``ci_level``, ``method``, ``semi``,
+            ``fit``.
 
-    Notes
-    -----
-    For Pearson, with :math:`e_x, e_y` the residuals of least squares on :math:`[1, Z]`,
+        Notes
+        -----
+        For Pearson, with :math:`e_x, e_y` the residuals of least squares on :math:`[1, Z]`,
 
-    .. math:: r = \frac{e_x^\top e_y}{\lVert e_x\rVert \, \lVert e_y\rVert}, \qquad
-              t = r \sqrt{\frac{n - 2 - k}{1 - r^2}} \sim t_{n-2-k}.
+        .. math:: r = \frac{e_x^\top e_y}{\lVert e_x\rVert \, \lVert e_y\rVert}, \qquad
+                  t = r \sqrt{\frac{n - 2 - k}{1 - r^2}} \sim t_{n-2-k}.
 
-    The semi-partial correlation with ``semi="y"`` correlates the centred :math:`x` with :math:`e_y`.
-    Kendall's partial τ follows ppcor: with :math:`P` the inverse of the τ_b matrix of
-    :math:`(x, y, Z)`, :math:`r = -P_{xy}/\sqrt{P_{xx}P_{yy}}`; semi-partial
-    :math:`-P_{xy} / (\sqrt{P_{xx}P_{yy}} \sqrt{|P_{xx} - P_{xy}^2/P_{yy}|})`; its test is ppcor's normal
-    approximation :math:`z = r / \sqrt{2(2(n-k)+5) / (9(n-k)(n-1-k))}`.
-    The interval is :math:`\tanh(\operatorname{atanh} r \pm z_{1-\alpha/2}/\sqrt{n-3-k})`.
+        The semi-partial correlation with ``semi="y"`` correlates the centred :math:`x` with :math:`e_y`.
+        Kendall's partial τ follows ppcor: with :math:`P` the inverse of the τ_b matrix of
+        :math:`(x, y, Z)`, :math:`r = -P_{xy}/\sqrt{P_{xx}P_{yy}}`; semi-partial
+        :math:`-P_{xy} / (\sqrt{P_{xx}P_{yy}} \sqrt{|P_{xx} - P_{xy}^2/P_{yy}|})`; its test is ppcor's normal
+        approximation :math:`z = r / \sqrt{2(2(n-k)+5) / (9(n-k)(n-1-k))}`.
+    The interval is :math:`\tanh(\operatorname{atanh} r \pm z_{1-\alpha/2}/\sqrt{df-1})`, i.e.
+        :math:`\sqrt{n-3-k}` under the linear control.
 
-    Residuals come from a QR-type orthonormalisation of the centred covariates, never from normal equations,
-    and singular covariates are detected by the condition number of the centred, unit-scaled covariate
-    matrix (limit 1e12), which does not depend on the units of the data.
+        Residuals come from a QR-type orthonormalisation of the centred covariates, never from normal equations,
+        and singular covariates are detected by the condition number of the centred, unit-scaled covariate
+        matrix (limit 1e12), which does not depend on the units of the data.
 
-    References
-    ----------
-    Kim, S. (2015). ppcor: An R package for a fast calculation to semi-partial correlation coefficients.
-    *Communications for Statistical Applications and Methods*, 22(6), 665–674.
+        References
+        ----------
+        Kim, S. (2015). ppcor: An R package for a fast calculation to semi-partial correlation coefficients.
+        *Communications for Statistical Applications and Methods*, 22(6), 665–674.
 
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from gengen import stats
-    >>> rng = np.random.default_rng(0)
-    >>> id_score = np.linspace(0.5, 0.9, 30)
-    >>> a = id_score + rng.normal(0, 0.02, 30)
-    >>> b = id_score + rng.normal(0, 0.02, 30)
-    >>> round(stats.partial_corr(a, b).r, 3)  # raw correlation: both follow ID
-    0.972
-    >>> result = stats.partial_corr(a, b, id_score)
-    >>> round(result.r, 3), result.df
-    (-0.333, 27.0)
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from gengen import stats
+        >>> rng = np.random.default_rng(0)
+        >>> id_score = np.linspace(0.5, 0.9, 30)
+        >>> a = id_score + rng.normal(0, 0.02, 30)
+        >>> b = id_score + rng.normal(0, 0.02, 30)
+        >>> round(stats.partial_corr(a, b).r, 3)  # raw correlation: both follow ID
+        0.972
+        >>> result = stats.partial_corr(a, b, id_score)
+        >>> round(result.r, 3), result.df
+        (-0.333, 27.0)
     """
     _check_choice("method", method, _METHODS)
     _check_choice("semi", semi, (None, "x", "y"))
@@ -401,9 +483,10 @@ def partial_corr(
     if y_values.shape[0] != x_values.shape[0]:
         raise InvalidArgumentError(f"y: has {y_values.shape[0]} values but x has {x_values.shape[0]}")
     covariates = _as_covar(covar, x_values.shape[0])
-    r, statistic, p_value, df, n, k = _core.partial_corr(x_values, y_values, covariates, method, semi)
-    ci = _core.fisher_ci(r, n, k, float(ci_level))
-    return PartialCorr(r, statistic, p_value, df, n, k, ci, float(ci_level), method, semi)
+    fit_argument = _fit_argument(fit, gam_options)
+    r, statistic, p_value, df, n, k = _core.partial_corr(x_values, y_values, covariates, method, semi, fit_argument)
+    ci = _core.fisher_ci(r, df, float(ci_level))
+    return PartialCorr(r, statistic, p_value, df, n, k, ci, float(ci_level), method, semi, fit)
 
 
 def _ppcor(data: ArrayLike, method: Method, semi: bool) -> CorrMatrices:
@@ -495,15 +578,18 @@ def spcor(data: ArrayLike, method: Method = "pearson") -> CorrMatrices:
     return _ppcor(data, method, semi=True)
 
 
-def residualise(y: ArrayLike, covar: ArrayLike | None, *, fit: Fit = "linear") -> NDArray[np.float64]:
+def residualise(
+    y: ArrayLike, covar: ArrayLike | None, *, fit: Fit = "linear", **gam_options: Any
+) -> NDArray[np.float64]:
     r"""Residuals of each column of ``y`` after least squares on :math:`[1, \text{covar}]`.
 
     Parameters
     ----------
     y : array_like of shape (n,) or (n, m)
     covar : array_like of shape (n,) or (n, k), or None (centring only)
-    fit : {"linear"}
-        The control: a linear fit.
+    fit : {"linear", "gam"}
+        The control; with ``"gam"`` the residuals are :func:`gam_fit`'s (options ``k``, ``gam_method``,
+        ``gam_basis``, and ``lam`` to fix the smoothing parameters).
 
     Returns
     -------
@@ -524,12 +610,100 @@ def residualise(y: ArrayLike, covar: ArrayLike | None, *, fit: Fit = "linear") -
     array([ 0.1, -0.1, -0.1,  0.1])
     """
     _check_fit(fit)
+    if fit == "gam":
+        return gam_fit(y, covar, **gam_options).residuals  # type: ignore[arg-type]
+    _fit_argument(fit, gam_options)
     array = _as_float_array("y", y)
     if array.ndim not in (1, 2):
         raise InvalidArgumentError(f"y: must be one- or two-dimensional, got shape {array.shape}")
     table = array[:, None] if array.ndim == 1 else array
     residuals = _core.residualise(table, _as_covar(covar, table.shape[0]))
     return residuals[:, 0] if array.ndim == 1 else residuals
+
+
+def gam_fit(
+    y: ArrayLike,
+    covar: ArrayLike,
+    *,
+    k: int = 10,
+    gam_method: GamMethod = "gcv",
+    gam_basis: GamBasis = "cr",
+    lam: ArrayLike | None = None,
+    n_threads: int | None = None,
+) -> GamFit:
+    r"""GAM control: each column of ``y`` on an intercept plus one penalised regression spline per control.
+
+    Parameters
+    ----------
+    y : array_like of shape (n,) or (n, m)
+    covar : array_like of shape (n,) or (n, q)
+        The controls (e.g. the in-domain score).
+    k : int, default 10
+        Basis dimension per control (mgcv's ``k``); lowered, with a warning, when a control has fewer
+        distinct values (or, with one control, when ``k >= n``).
+    gam_method : {"gcv", "reml"}
+        Smoothing parameter selection: mgcv's ``method = "GCV.Cp"`` or ``method = "REML"``.
+    gam_basis : {"cr", "tp"}
+        mgcv's cubic regression spline (``bs = "cr"``) or thin plate regression spline (``bs = "tp"``).
+    lam : array_like of shape (q,), optional
+        Fixed smoothing parameters instead of selecting them.
+    n_threads : int, optional
+
+    Returns
+    -------
+    GamFit
+
+    Notes
+    -----
+    The model is mgcv's ``gam(y ~ s(z_1, k = k, bs = "cr") + … + s(z_q, …))``: coefficients minimise
+    :math:`\lVert y - X\beta\rVert^2 + \sum_j \lambda_j \beta^\top S_j \beta` with the sum-to-zero constrained
+    basis and penalty of ``smoothCon``. GCV minimises :math:`n\,\mathrm{RSS}/(n - \operatorname{tr} A_\lambda)^2`;
+    REML minimises the restricted likelihood with the scale profiled out. The search over
+    :math:`\log\lambda` is global (grid + Brent), so where the criterion has several local minima (short
+    trajectories with tied control values) the optimum can be better than the one mgcv's Newton iteration
+    stops at.
+
+    References
+    ----------
+    Wood, S. N. (2017). *Generalized Additive Models: An Introduction with R* (2nd ed.). CRC Press.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gengen import stats
+    >>> z = np.linspace(0, 1, 50)
+    >>> fit = stats.gam_fit(np.sin(4 * z) + 0.1 * np.cos(40 * z), z)
+    >>> fit.k, bool(2 < fit.edf < 10)
+    ((10,), True)
+    """
+    _check_choice("gam_method", gam_method, ("gcv", "reml"))
+    _check_choice("gam_basis", gam_basis, ("cr", "tp"))
+    k = _check_count("k", k, 3)
+    array = _as_float_array("y", y)
+    if array.ndim not in (1, 2):
+        raise InvalidArgumentError(f"y: must be one- or two-dimensional, got shape {array.shape}")
+    table = array[:, None] if array.ndim == 1 else array
+    controls = _as_covar(covar, table.shape[0])
+    if controls.shape[1] == 0:
+        raise InvalidArgumentError('covar: fit="gam" needs at least one control column')
+    fixed = None if lam is None else [float(v) for v in np.atleast_1d(_as_float_array("lam", lam))]
+    fitted, residuals, edf, lam_out, score, k_used = _core.gam_fit(
+        table, controls, k, gam_method, gam_basis, fixed, _check_threads(n_threads)
+    )
+    if any(used < k for used in k_used):
+        warnings.warn(f"k: lowered from {k} to {tuple(k_used)} (too few distinct control values)", stacklevel=2)
+    if array.ndim == 1:
+        return GamFit(
+            fitted[:, 0],
+            residuals[:, 0],
+            float(edf[0]),
+            lam_out[0],
+            float(score[0]),
+            tuple(k_used),
+            gam_method,
+            gam_basis,
+        )
+    return GamFit(fitted, residuals, edf, lam_out, score, tuple(k_used), gam_method, gam_basis)
 
 
 def partial_corr_matrix(
@@ -539,6 +713,7 @@ def partial_corr_matrix(
     method: Method = "pearson",
     fit: Fit = "linear",
     n_threads: int | None = None,
+    **gam_options: Any,
 ) -> PartialCorrMatrix:
     r"""Partial correlation of every pair of columns of ``scores`` given ``covar``, in one call.
 
@@ -549,7 +724,8 @@ def partial_corr_matrix(
     covar : array_like of shape (n,) or (n, k), optional
         The control (e.g. the in-domain score); None gives raw correlations.
     method : {"pearson", "spearman", "kendall"}
-    fit : {"linear"}
+    fit : {"linear", "gam"}
+        The control; GAM options ``k``, ``gam_method``, ``gam_basis`` (see the module documentation).
     n_threads : int, optional
         Threads to use (default: all cores).
 
@@ -576,7 +752,7 @@ def partial_corr_matrix(
     ((3, 3), 27.0)
     """
     return partial_corr_matrix_batch(
-        [scores], None if covar is None else [covar], method=method, fit=fit, n_threads=n_threads
+        [scores], None if covar is None else [covar], method=method, fit=fit, n_threads=n_threads, **gam_options
     )[0]
 
 
@@ -587,6 +763,7 @@ def partial_corr_matrix_batch(
     method: Method = "pearson",
     fit: Fit = "linear",
     n_threads: int | None = None,
+    **gam_options: Any,
 ) -> list[PartialCorrMatrix]:
     """:func:`partial_corr_matrix` for many runs at once, computed in parallel.
 
@@ -613,12 +790,23 @@ def partial_corr_matrix_batch(
     [20, 35]
     """
     _check_choice("method", method, _METHODS)
-    _check_fit(fit)
+    fit_argument = _fit_argument(fit, gam_options)
     tables, covars, labels = _runs(scores, covar)
-    results = _core.partial_corr_matrix_batch(tables, covars, method, _check_threads(n_threads))
+    results = _core.partial_corr_matrix_batch(tables, covars, method, fit_argument, _check_threads(n_threads))
     return [
-        PartialCorrMatrix(r, statistic, p_value, df, n, k, method, fit, names)
-        for (r, statistic, p_value, df, n, k), names in zip(results, labels, strict=True)
+        PartialCorrMatrix(
+            r,
+            statistic,
+            p_value,
+            float(n - 2 - k) if fit == "linear" else pair_df,
+            n,
+            k,
+            method,
+            fit,
+            names,
+            None if fit == "linear" else control_df,
+        )
+        for (r, statistic, p_value, pair_df, control_df, n, k), names in zip(results, labels, strict=True)
     ]
 
 
@@ -640,6 +828,7 @@ def permutation_test(
     family_wise: bool = False,
     seed: int = 0,
     n_threads: int | None = None,
+    **gam_options: Any,
 ) -> PermutationTest:
     r"""Freedman–Lane permutation test of the partial correlation of every pair of columns.
 
@@ -662,7 +851,10 @@ def permutation_test(
         With "circular", also use reversed shifts.
     method : {"pearson", "spearman"}
         Kendall's partial τ has no residual form, so it has no Freedman–Lane test.
-    fit : {"linear"}
+    fit : {"linear", "gam"}
+        The control; GAM options ``k``, ``gam_method``, ``gam_basis``. Under the GAM control each column's
+        smoother is fixed at the smoothing parameter chosen on the observed data and reapplied to every
+        permuted copy (:math:`M_b(\hat y_b + P e_b)`), as the projection is in the linear scheme.
     family_wise : bool
         Also return max-|r| family-wise p-values across the pairs of the run.
     seed : int
@@ -713,6 +905,7 @@ def permutation_test(
         family_wise=family_wise,
         seed=seed,
         n_threads=n_threads,
+        **gam_options,
     )[0]
 
 
@@ -729,6 +922,7 @@ def permutation_test_batch(
     family_wise: bool = False,
     seed: int = 0,
     n_threads: int | None = None,
+    **gam_options: Any,
 ) -> list[PermutationTest]:
     """:func:`permutation_test` for many runs at once, in parallel over runs and permutations.
 
@@ -746,7 +940,7 @@ def permutation_test_batch(
     """
     _check_choice("method", method, ("pearson", "spearman"))
     _check_choice("scheme", scheme, ("free", "block", "circular"))
-    _check_fit(fit)
+    fit_argument = _fit_argument(fit, gam_options)
     tables, covars, labels = _runs(scores, covar)
     n_perm = _check_count("n_perm", n_perm, 1)
     seed = _check_seed(seed)
@@ -759,12 +953,11 @@ def permutation_test_batch(
         _check_block_length(block_length),
         bool(mirror),
         seed,
+        fit_argument,
         _check_threads(n_threads),
     )
     return [
-        PermutationTest(
-            r, p, p_fwer if family_wise else None, n_perm, scheme, length, bool(mirror), seed, names
-        )
+        PermutationTest(r, p, p_fwer if family_wise else None, n_perm, scheme, length, bool(mirror), seed, names)
         for (r, p, p_fwer, length), names in zip(results, labels, strict=True)
     ]
 
@@ -782,6 +975,7 @@ def bootstrap_ci(
     fit: Fit = "linear",
     seed: int = 0,
     n_threads: int | None = None,
+    **gam_options: Any,
 ) -> BootstrapCI:
     r"""Bootstrap confidence intervals of the partial correlation of every pair of columns.
 
@@ -801,7 +995,9 @@ def bootstrap_ci(
     ci_level : float
     ci_method : {"percentile", "bca"}
     method : {"pearson", "spearman"}
-    fit : {"linear"}
+    fit : {"linear", "gam"}
+        The control, refitted on every replicate (under GAM, smoothing parameters chosen again); GAM options
+        ``k``, ``gam_method``, ``gam_basis``.
     seed : int
         Replicate i is drawn from its own stream derived from (seed, i).
     n_threads : int, optional
@@ -852,6 +1048,7 @@ def bootstrap_ci(
         fit=fit,
         seed=seed,
         n_threads=n_threads,
+        **gam_options,
     )[0]
 
 
@@ -868,6 +1065,7 @@ def bootstrap_ci_batch(
     fit: Fit = "linear",
     seed: int = 0,
     n_threads: int | None = None,
+    **gam_options: Any,
 ) -> list[BootstrapCI]:
     """:func:`bootstrap_ci` for many runs at once, in parallel.
 
@@ -876,7 +1074,7 @@ def bootstrap_ci_batch(
     _check_choice("method", method, ("pearson", "spearman"))
     _check_choice("scheme", scheme, ("iid", "block", "circular"))
     _check_choice("ci_method", ci_method, ("percentile", "bca"))
-    _check_fit(fit)
+    fit_argument = _fit_argument(fit, gam_options)
     tables, covars, labels = _runs(scores, covar)
     n_boot = _check_count("n_boot", n_boot, 2)
     seed = _check_seed(seed)
@@ -890,6 +1088,7 @@ def bootstrap_ci_batch(
         float(ci_level),
         ci_method,
         seed,
+        fit_argument,
         _check_threads(n_threads),
     )
     out = []
@@ -910,11 +1109,7 @@ def bootstrap_ci_batch(
                 RuntimeWarning,
                 stacklevel=2,
             )
-        out.append(
-            BootstrapCI(
-                r, low, high, n_valid, n_boot, scheme, length, float(ci_level), ci_method, seed, names
-            )
-        )
+        out.append(BootstrapCI(r, low, high, n_valid, n_boot, scheme, length, float(ci_level), ci_method, seed, names))
     return out
 
 

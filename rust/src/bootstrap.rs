@@ -11,10 +11,11 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
+use crate::control::{residualise_run, Control};
 use crate::dist::{normal_cdf, normal_quantile};
 use crate::error::{Result, StatsError};
 use crate::matrix::{dot, Mat};
-use crate::pcor::{unit_residuals, Method};
+use crate::pcor::Method;
 use crate::rng::{bootstrap_into, BootstrapScheme};
 
 const CHUNK: u64 = 32;
@@ -44,12 +45,16 @@ pub struct BootstrapRun {
     pub scores: Mat,
     pub covar: Mat,
     pub scheme: BootstrapScheme,
+    /// The control refitted on every replicate (under GAM, smoothing parameters are chosen again).
+    pub control: Control,
 }
 
 /// The partial correlations of the upper-triangle pairs (a < b, in row-major order), or `None` when the
 /// data are degenerate.
-pub fn pair_correlations(scores: &Mat, covar: &Mat, method: Method) -> Option<Vec<f64>> {
-    let (residuals, _) = unit_residuals(scores, covar, method).ok()?;
+pub fn pair_correlations(scores: &Mat, covar: &Mat, method: Method, control: &Control) -> Option<Vec<f64>> {
+    let residuals = residualise_run(scores, covar, method, control)
+        .ok()?
+        .unit_residuals;
     let m = residuals.ncols();
     let mut out = Vec::with_capacity(m * (m - 1) / 2);
     for a in 0..m {
@@ -71,7 +76,7 @@ pub fn replicates(run: &BootstrapRun, method: Method, seed: u64, range: Range<u6
             bootstrap_into(n, run.scheme, seed, index, &mut rows);
             let scores = run.scores.gather_rows(&rows);
             let covar = run.covar.gather_rows(&rows);
-            pair_correlations(&scores, &covar, method).unwrap_or_else(|| vec![f64::NAN; pairs])
+            pair_correlations(&scores, &covar, method, &run.control).unwrap_or_else(|| vec![f64::NAN; pairs])
         })
         .collect()
 }
@@ -104,15 +109,20 @@ pub fn replicates_batch(
 }
 
 /// Leave-one-out partial correlations (for the BCa acceleration): one row per deleted checkpoint.
-pub fn jackknife(scores: &Mat, covar: &Mat, method: Method) -> Vec<Vec<f64>> {
+pub fn jackknife(scores: &Mat, covar: &Mat, method: Method, control: &Control) -> Vec<Vec<f64>> {
     let n = scores.nrows();
     (0..n)
         .into_par_iter()
         .map(|left_out| {
             let rows: Vec<usize> = (0..n).filter(|&i| i != left_out).collect();
             let m = scores.ncols();
-            pair_correlations(&scores.gather_rows(&rows), &covar.gather_rows(&rows), method)
-                .unwrap_or_else(|| vec![f64::NAN; m * (m - 1) / 2])
+            pair_correlations(
+                &scores.gather_rows(&rows),
+                &covar.gather_rows(&rows),
+                method,
+                control,
+            )
+            .unwrap_or_else(|| vec![f64::NAN; m * (m - 1) / 2])
         })
         .collect()
 }
@@ -226,6 +236,7 @@ mod tests {
             scores,
             covar,
             scheme: BootstrapScheme::CircularBlock { length: 4 },
+            control: Control::Linear,
         };
         let single = replicates(&run, Method::Pearson, 7, 0..100);
         let batch = replicates_batch(std::slice::from_ref(&run), Method::Pearson, 7, 0..100);

@@ -8,6 +8,7 @@
 
 pub mod adjust;
 pub mod bootstrap;
+pub mod control;
 pub mod dist;
 pub mod error;
 pub mod gam;

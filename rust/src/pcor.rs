@@ -13,6 +13,7 @@
 //! Reference: Kim, S. (2015). ppcor: an R package for a fast calculation to semi-partial correlation
 //! coefficients. Communications for Statistical Applications and Methods, 22(6), 665–674.
 
+use crate::control::{pair_df, residualise_run, Control};
 use crate::dist::{normal_quantile, normal_two_sided, t_two_sided};
 use crate::error::{Result, StatsError};
 use crate::matrix::{check_finite, dot, norm, Mat};
@@ -94,7 +95,33 @@ pub struct CorrMatrices {
     pub p_value: Mat,
     pub n: usize,
     pub k: usize,
+    /// n − 2 − k, ppcor's degrees of freedom (linear control).
     pub df: f64,
+    /// Degrees of freedom of each pair's t-test (m × m, zero diagonal): `df` everywhere under the linear
+    /// control, n − 2 − max(ν_a, ν_b) under the GAM control (see `control`).
+    pub pair_df: Mat,
+    /// Degrees of freedom each column spent on the control: k (linear) or its smooths' EDF (GAM).
+    pub control_df: Vec<f64>,
+}
+
+/// A matrix filled with `value` off the diagonal and zero on it.
+fn off_diagonal(m: usize, value: f64) -> Mat {
+    let mut out = Mat::filled(m, m, value);
+    for i in 0..m {
+        out.set(i, i, 0.0);
+    }
+    out
+}
+
+/// Student t test of a correlation on `df` degrees of freedom: t = r √(df / (1 − r²)).
+pub fn t_test(r: f64, df: f64) -> (f64, f64) {
+    let denominator = 1.0 - r * r;
+    let statistic = if denominator <= 0.0 {
+        r.signum() * f64::INFINITY
+    } else {
+        r * (df / denominator).sqrt()
+    };
+    (statistic, t_two_sided(statistic, df))
 }
 
 /// Checks that n observations leave at least one degree of freedom with k covariates.
@@ -133,25 +160,114 @@ pub fn test_statistic(r: f64, n: usize, k: usize, method: Method) -> (f64, f64) 
     }
 }
 
-/// Fisher-z confidence interval tanh(atanh(r) ± z_{1−α/2} / √(n − 3 − k)); (−1, 1) when n − 3 − k = 0.
-pub fn fisher_ci(r: f64, n: usize, k: usize, level: f64) -> Result<(f64, f64)> {
+/// Fisher-z confidence interval tanh(atanh(r) ± z_{1−α/2} / √(df − 1)), df the t-test's degrees of freedom
+/// (so √(n − 3 − k) under the linear control); (−1, 1) when df ≤ 1.
+pub fn fisher_ci(r: f64, df: f64, level: f64) -> Result<(f64, f64)> {
     if !(level > 0.0 && level < 1.0) {
         return Err(StatsError::invalid(
             "ci_level",
             format!("must lie strictly between 0 and 1, got {level}"),
         ));
     }
-    let dof = n as f64 - 3.0 - k as f64;
-    if dof <= 0.0 {
+    if df <= 1.0 {
         return Ok((-1.0, 1.0));
     }
     let z = r.clamp(-1.0, 1.0).atanh();
-    let half_width = normal_quantile(0.5 + level / 2.0) / dof.sqrt();
+    let half_width = normal_quantile(0.5 + level / 2.0) / (df - 1.0).sqrt();
     Ok(((z - half_width).tanh(), (z + half_width).tanh()))
 }
 
 /// The partial (or semi-partial) correlation of `x` and `y` given the columns of `covar`, with ppcor's test.
 pub fn partial_corr(x: &[f64], y: &[f64], covar: &Mat, method: Method, semi: Semi) -> Result<PairStats> {
+    partial_corr_with(x, y, covar, method, semi, &Control::Linear)
+}
+
+/// [`partial_corr`] under a GAM control: the residual correlation, tested on n − 2 − max(ν_x, ν_y) degrees
+/// of freedom (for a semi-partial correlation, the ν of the residualised variable alone).
+fn partial_corr_gam(
+    x: &[f64],
+    y: &[f64],
+    covar: &Mat,
+    method: Method,
+    semi: Semi,
+    control: &Control,
+) -> Result<PairStats> {
+    let n = x.len();
+    if method == Method::Kendall {
+        return Err(gam_needs_residuals());
+    }
+    let centred = |values: &[f64], name: &str| -> Result<(Vec<f64>, f64)> {
+        let values = if method == Method::Spearman {
+            average_ranks(values)
+        } else {
+            values.to_vec()
+        };
+        let mut out = vec![0.0; n];
+        crate::matrix::centre_into(&values, &mut out);
+        let length = norm(&out);
+        if length == 0.0 {
+            return Err(StatsError::degenerate(
+                name,
+                "is constant, so its correlation is undefined",
+            ));
+        }
+        Ok((out.iter().map(|v| v / length).collect(), 0.0))
+    };
+    let smoothed = |values: &[f64], name: &str| -> Result<(Vec<f64>, f64)> {
+        let run = residualise_run(&Mat::from_columns(n, &[values])?, covar, method, control)
+            .map_err(|error| rename_scores(error, name))?;
+        Ok((run.unit_residuals.col(0).to_vec(), run.control_df[0]))
+    };
+    let ((ex, nu_x), (ey, nu_y)) = match semi {
+        Semi::Both => {
+            let run = residualise_run(&Mat::from_columns(n, &[x, y])?, covar, method, control)?;
+            (
+                (run.unit_residuals.col(0).to_vec(), run.control_df[0]),
+                (run.unit_residuals.col(1).to_vec(), run.control_df[1]),
+            )
+        }
+        Semi::Y => (centred(x, "x")?, smoothed(y, "y")?),
+        Semi::X => (smoothed(x, "x")?, centred(y, "y")?),
+    };
+    let r = defined(dot(&ex, &ey).clamp(-1.0, 1.0), "covar")?;
+    let df = n as f64 - 2.0 - nu_x.max(nu_y);
+    if df <= 0.0 {
+        return Err(StatsError::invalid(
+            "n",
+            format!("{n} observations leave df = {df:.2} after the GAM control; use a smaller k or more checkpoints"),
+        ));
+    }
+    let (statistic, p_value) = t_test(r, df);
+    Ok(PairStats {
+        r,
+        statistic,
+        p_value,
+        df,
+        n,
+        k: covar.ncols(),
+    })
+}
+
+/// Errors about "scores" from a one-column run, renamed to the variable they concern.
+fn rename_scores(error: StatsError, name: &str) -> StatsError {
+    match error {
+        StatsError::InvalidArgument { name: n, problem } if n == "scores" => {
+            StatsError::invalid(name, problem)
+        }
+        StatsError::Degenerate { name: n, problem } if n == "scores" => StatsError::degenerate(name, problem),
+        other => other,
+    }
+}
+
+/// [`partial_corr`] under `control`.
+pub fn partial_corr_with(
+    x: &[f64],
+    y: &[f64],
+    covar: &Mat,
+    method: Method,
+    semi: Semi,
+    control: &Control,
+) -> Result<PairStats> {
     let n = x.len();
     if y.len() != n {
         return Err(StatsError::invalid(
@@ -176,6 +292,9 @@ pub fn partial_corr(x: &[f64], y: &[f64], covar: &Mat, method: Method, semi: Sem
                 "is constant, so its correlation is undefined",
             ));
         }
+    }
+    if matches!(control, Control::Gam(_)) {
+        return partial_corr_gam(x, y, covar, method, semi, control);
     }
     let r = match method {
         Method::Kendall => {
@@ -224,6 +343,13 @@ pub fn partial_corr(x: &[f64], y: &[f64], covar: &Mat, method: Method, semi: Sem
         n,
         k,
     })
+}
+
+fn gam_needs_residuals() -> StatsError {
+    StatsError::invalid(
+        "method",
+        "\"kendall\" has no residual form, so it cannot be combined with fit=\"gam\"; use \"pearson\" or \"spearman\"",
+    )
 }
 
 /// Correlation of two already centred vectors, clamped to [−1, 1] against rounding.
@@ -356,6 +482,8 @@ pub fn ppcor_matrices(data: &Mat, method: Method, semi: bool) -> Result<CorrMatr
         n,
         k,
         df,
+        pair_df: off_diagonal(m, df),
+        control_df: vec![k as f64; m],
     })
 }
 
@@ -400,8 +528,19 @@ fn check_all_finite(m: &Mat, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Partial correlation of every pair of columns of `scores` (n × m) given `covar` (n × k), with tests.
+/// Partial correlation of every pair of columns of `scores` (n × m) given `covar` (n × k), with tests, under
+/// the linear control.
 pub fn partial_corr_matrix(scores: &Mat, covar: &Mat, method: Method) -> Result<CorrMatrices> {
+    partial_corr_matrix_with(scores, covar, method, &Control::Linear)
+}
+
+/// Partial correlation of every pair of columns of `scores` given `covar` under `control`, with tests.
+pub fn partial_corr_matrix_with(
+    scores: &Mat,
+    covar: &Mat,
+    method: Method,
+    control: &Control,
+) -> Result<CorrMatrices> {
     let n = scores.nrows();
     let m = scores.ncols();
     let k = covar.ncols();
@@ -413,8 +552,13 @@ pub fn partial_corr_matrix(scores: &Mat, covar: &Mat, method: Method) -> Result<
     }
     let df = check_degrees_of_freedom(n, k)?;
     let mut estimate = Mat::filled(m, m, 1.0);
+    let mut pair_dfs = off_diagonal(m, df);
+    let mut control_df = vec![k as f64; m];
     match method {
         Method::Kendall => {
+            if matches!(control, Control::Gam(_)) {
+                return Err(gam_needs_residuals());
+            }
             if covar.nrows() != n {
                 return Err(StatsError::invalid(
                     "covar",
@@ -455,12 +599,26 @@ pub fn partial_corr_matrix(scores: &Mat, covar: &Mat, method: Method) -> Result<
             }
         }
         Method::Pearson | Method::Spearman => {
-            let (residuals, _) = unit_residuals(scores, covar, method)?;
+            let run = residualise_run(scores, covar, method, control)?;
+            control_df.clone_from(&run.control_df);
             for a in 0..m {
                 for b in (a + 1)..m {
-                    let r = dot(residuals.col(a), residuals.col(b)).clamp(-1.0, 1.0);
+                    let r = dot(run.unit_residuals.col(a), run.unit_residuals.col(b)).clamp(-1.0, 1.0);
                     estimate.set(a, b, r);
                     estimate.set(b, a, r);
+                    let pair = pair_df(n, &run.control_df, a, b);
+                    if pair <= 0.0 {
+                        return Err(StatsError::invalid(
+                            "n",
+                            format!(
+                                "{n} observations leave df = {pair:.2} for the pair ({a}, {b}) after the GAM control \
+                                 spent {:.2} degrees of freedom; use fewer basis functions (k) or more checkpoints",
+                                run.control_df[a].max(run.control_df[b])
+                            ),
+                        ));
+                    }
+                    pair_dfs.set(a, b, pair);
+                    pair_dfs.set(b, a, pair);
                 }
             }
         }
@@ -470,7 +628,10 @@ pub fn partial_corr_matrix(scores: &Mat, covar: &Mat, method: Method) -> Result<
     for a in 0..m {
         for b in 0..m {
             if a != b {
-                let (t, p) = test_statistic(estimate.get(a, b), n, k, method);
+                let (t, p) = match method {
+                    Method::Kendall => test_statistic(estimate.get(a, b), n, k, method),
+                    _ => t_test(estimate.get(a, b), pair_dfs.get(a, b)),
+                };
                 statistic.set(a, b, t);
                 p_value.set(a, b, p);
             }
@@ -483,6 +644,8 @@ pub fn partial_corr_matrix(scores: &Mat, covar: &Mat, method: Method) -> Result<
         n,
         k,
         df,
+        pair_df: pair_dfs,
+        control_df,
     })
 }
 

@@ -7,6 +7,12 @@
 //! Winkler et al., 2014). One permutation serves every pair of the run, which is what makes the max-|r|
 //! family-wise p-values (Westfall & Young, 1993) possible: p_fwer(a, b) = (#{max_pairs |r*| ≥ |r_ab|} + 1)/(m + 1).
 //!
+//! Under a GAM control the residual-maker M_b of column b (its smoother fixed at the smoothing parameters
+//! chosen on the observed data) is not a projection, so the permuted copy is residualised in full:
+//! M_b(ŷ_b + P e_b) = M_b ŷ_b + M_b P e_b. Reusing the fixed smoother keeps the residual-maker fixed exactly as
+//! in the linear scheme and costs O(n·p) per column and permutation; re-selecting λ on every permuted copy
+//! would also propagate the selection step, at several times the cost, and is not done.
+//!
 //! "Reaches" allows a relative slack of [`TIE_TOLERANCE`] so that the identity permutation, whose r* equals
 //! r up to rounding, always counts.
 
@@ -14,9 +20,10 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
+use crate::control::{residualise_run, ColumnMaker, Control, RunResiduals};
 use crate::error::Result;
 use crate::matrix::{dot, norm, Mat};
-use crate::pcor::{unit_residuals, Method};
+use crate::pcor::Method;
 use crate::residualise::LinearResidualiser;
 use crate::rng::{permutation_into, PermutationScheme};
 
@@ -27,26 +34,7 @@ pub const TIE_TOLERANCE: f64 = 1e-10;
 /// the allocation of the scratch buffers.
 const CHUNK: u64 = 64;
 
-/// Applies a residual-maker (the linear projection, or a fixed smoother) to a vector in place.
-pub trait ResidualMaker: Send + Sync {
-    fn apply_in_place(&self, v: &mut [f64]);
-}
-
-impl ResidualMaker for LinearResidualiser {
-    fn apply_in_place(&self, v: &mut [f64]) {
-        LinearResidualiser::apply_in_place(self, v)
-    }
-}
-
-/// The control a run's residuals came from.
-pub enum Control {
-    /// Least squares on [1, covar]: M is a projection, which allows the shortcut below.
-    Linear(LinearResidualiser),
-    /// Any other residual-maker (a fixed smoother), applied in full to every permuted column.
-    General(Box<dyn ResidualMaker>),
-}
-
-/// One run made ready for permutation: unit-length residuals of every column and the residual-maker.
+/// One run made ready for permutation: unit-length residuals of every column and the residual-makers.
 pub struct PreparedRun {
     pub n: usize,
     pub m: usize,
@@ -54,29 +42,43 @@ pub struct PreparedRun {
     pub unit_residuals: Mat,
     /// Observed partial correlations (m × m, unit diagonal).
     pub r: Mat,
-    pub control: Control,
+    /// The linear projection when the control is linear (shortcut below), else None.
+    pub linear: Option<LinearResidualiser>,
+    /// One Freedman–Lane residual-maker per column when the control is not a projection (GAM).
+    pub columns: Vec<ColumnMaker>,
     pub scheme: PermutationScheme,
 }
 
 impl PreparedRun {
     /// Prepares a run with the linear control (Spearman: everything ranked first).
     pub fn linear(scores: &Mat, covar: &Mat, method: Method, scheme: PermutationScheme) -> Result<Self> {
+        Self::new(scores, covar, method, &Control::Linear, scheme)
+    }
+
+    /// Prepares a run under `control`; under a GAM control each column's smoother is fixed at the smoothing
+    /// parameters chosen on the observed data.
+    pub fn new(
+        scores: &Mat,
+        covar: &Mat,
+        method: Method,
+        control: &Control,
+        scheme: PermutationScheme,
+    ) -> Result<Self> {
         if scores.ncols() < 2 {
             return Err(crate::error::StatsError::invalid(
                 "scores",
                 format!("needs at least 2 columns, got {}", scores.ncols()),
             ));
         }
-        let (unit_residuals, residualiser) = unit_residuals(scores, covar, method)?;
         Ok(Self::from_residuals(
-            unit_residuals,
-            Control::Linear(residualiser),
+            residualise_run(scores, covar, method, control)?,
             scheme,
         ))
     }
 
-    /// Prepares a run from unit-length residuals and the control that produced them.
-    pub fn from_residuals(unit_residuals: Mat, control: Control, scheme: PermutationScheme) -> Self {
+    /// Prepares a run from its residuals.
+    pub fn from_residuals(run: RunResiduals, scheme: PermutationScheme) -> Self {
+        let unit_residuals = run.unit_residuals;
         let n = unit_residuals.nrows();
         let m = unit_residuals.ncols();
         let mut r = Mat::filled(m, m, 1.0);
@@ -92,7 +94,8 @@ impl PreparedRun {
             m,
             unit_residuals,
             r,
-            control,
+            linear: run.linear,
+            columns: run.columns,
             scheme,
         }
     }
@@ -151,16 +154,20 @@ pub fn count_exceedances(run: &PreparedRun, seed: u64, range: Range<u64>) -> Exc
             for (p, &i) in permuted.iter_mut().zip(&order) {
                 *p = residual[i];
             }
-            let length = match &run.control {
-                Control::Linear(residualiser) => {
+            let length = match &run.linear {
+                Some(residualiser) => {
                     let basis = residualiser.basis();
                     let explained: f64 = (0..basis.ncols())
                         .map(|j| dot(basis.col(j), &permuted).powi(2))
                         .sum();
                     (1.0 - explained).max(0.0).sqrt()
                 }
-                Control::General(maker) => {
-                    maker.apply_in_place(&mut permuted);
+                None => {
+                    let column = &run.columns[b];
+                    column.maker.apply_in_place(&mut permuted);
+                    for (p, o) in permuted.iter_mut().zip(&column.offset) {
+                        *p += o;
+                    }
                     norm(&permuted)
                 }
             };
@@ -310,8 +317,17 @@ mod tests {
         // The counting kernel's shortcut gives the same r*: the general path (full re-residualisation)
         // and the linear path must count identically.
         let general = PreparedRun::from_residuals(
-            run.unit_residuals.clone(),
-            Control::General(Box::new(residualiser.clone())),
+            RunResiduals {
+                unit_residuals: run.unit_residuals.clone(),
+                control_df: vec![2.0; 2],
+                linear: None,
+                columns: (0..2)
+                    .map(|_| ColumnMaker {
+                        maker: Box::new(residualiser.clone()),
+                        offset: vec![0.0; n],
+                    })
+                    .collect(),
+            },
             PermutationScheme::Free,
         );
         assert_eq!(

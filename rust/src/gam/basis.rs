@@ -1,8 +1,8 @@
 //! mgcv's cubic regression spline basis (`s(z, bs = "cr")`), built the way mgcv builds it.
 //!
 //! With knots `x_1 < … < x_k` and spacings `h_j = x_{j+1} − x_j`, the spline is parameterised by its values
-//! `β` at the knots. Its second derivatives at the knots are `δ = F β`, where `F` has zero first and last rows
-//! (a natural spline) and middle rows `B⁻¹D`: `D` is (k−2) × k with `D[i,i] = 1/h_i`,
+//! `β` at the knots. Its second derivatives at the knots are `δ = F β`, where `F` has zero first and last
+//! rows (a natural spline) and middle rows `B⁻¹D`: `D` is (k−2) × k with `D[i,i] = 1/h_i`,
 //! `D[i,i+1] = −1/h_i − 1/h_{i+1}`, `D[i,i+2] = 1/h_{i+1}`, and `B` is the symmetric tridiagonal
 //! (k−2) × (k−2) matrix with diagonal `(h_i + h_{i+1})/3` and off-diagonal `h_{i+1}/6`. On `[x_j, x_{j+1}]`
 //!
@@ -27,8 +27,8 @@
 //! `η(r) = r³/12` (order m = 2 in one dimension), truncated to the k eigenvectors `U_k` of largest
 //! |eigenvalue| `D_k`, the constraint `Tᵀ U_k δ = 0` (`T = [1, u]`) absorbed by an orthonormal null-space
 //! basis `Z`, giving columns `[U_k D_k Z, T]` and penalty `Zᵀ D_k Z` on the first k − 2. The function space
-//! and penalty are mgcv's, so fitted values and EDF at a given optimum agree with mgcv; the numerical scale of
-//! λ need not (it depends on the internal parameterisation). Cost is one eigen-decomposition of the
+//! and penalty are mgcv's, so fitted values and EDF at a given optimum agree with mgcv; the numerical scale
+//! of λ need not (it depends on the internal parameterisation). Cost is one eigen-decomposition of the
 //! (distinct values)² matrix `E`, so this basis accepts at most [`MAX_THIN_PLATE_KNOTS`] distinct values
 //! (mgcv subsamples beyond 2000 with its own random seed).
 
@@ -73,7 +73,11 @@ pub(crate) fn quantile_knots(sorted: &[f64], k: usize) -> Vec<f64> {
     let m = sorted.len();
     (0..k)
         .map(|i| {
-            let prob = if i + 1 == k { 1.0 } else { i as f64 / (k - 1) as f64 };
+            let prob = if i + 1 == k {
+                1.0
+            } else {
+                i as f64 / (k - 1) as f64
+            };
             let index = (m - 1) as f64 * prob;
             let lo = index.floor();
             let lo_i = lo as usize;
@@ -161,7 +165,12 @@ pub(crate) fn cr_term(x: &[f64], distinct: &[f64], k: usize) -> Result<SmoothTer
     let design = cr_design(x, &knots, &f);
     let s = scale_penalty(&design, &s);
     let (x_con, s_con) = absorb_sum_to_zero(&design, &s)?;
-    Ok(SmoothTerm { x: x_con, s: s_con, k, knots })
+    Ok(SmoothTerm {
+        x: x_con,
+        s: s_con,
+        k,
+        knots,
+    })
 }
 
 /// Builds the constrained, scaled thin plate regression spline of `x` with basis dimension `k`
@@ -169,13 +178,11 @@ pub(crate) fn cr_term(x: &[f64], distinct: &[f64], k: usize) -> Result<SmoothTer
 pub(crate) fn tp_term(x: &[f64], distinct: &[f64], k: usize) -> Result<SmoothTerm> {
     let nu = distinct.len();
     if nu > MAX_THIN_PLATE_KNOTS {
-        return Err(StatsError::invalid(
-            "basis",
-            format!(
-                "the thin plate basis supports at most {MAX_THIN_PLATE_KNOTS} distinct control values, got {nu}; \
-                 use the cubic regression basis"
-            ),
-        ));
+        let problem = format!(
+            "the thin plate basis takes at most {MAX_THIN_PLATE_KNOTS} distinct control values, got {nu}; \
+             use the cubic regression basis"
+        );
+        return Err(StatsError::invalid("gam_basis", problem));
     }
     if k < 3 || k > nu {
         return Err(StatsError::invalid(
@@ -211,7 +218,8 @@ pub(crate) fn tp_term(x: &[f64], distinct: &[f64], k: usize) -> Result<SmoothTer
     }
     let penalty = z.transpose() * scaled_z;
     let mut s = DMatrix::<f64>::zeros(k, k);
-    s.view_mut((0, 0), (k - 2, k - 2)).copy_from(&((&penalty + penalty.transpose()) * 0.5));
+    s.view_mut((0, 0), (k - 2, k - 2))
+        .copy_from(&((&penalty + penalty.transpose()) * 0.5));
     let mut design = DMatrix::<f64>::zeros(x.len(), k);
     for (row, xi) in x.iter().enumerate() {
         let index = distinct.partition_point(|v| v < xi).min(nu - 1);
@@ -223,13 +231,24 @@ pub(crate) fn tp_term(x: &[f64], distinct: &[f64], k: usize) -> Result<SmoothTer
     }
     let s = scale_penalty(&design, &s);
     let (x_con, s_con) = absorb_sum_to_zero(&design, &s)?;
-    Ok(SmoothTerm { x: x_con, s: s_con, k, knots: distinct.to_vec() })
+    Ok(SmoothTerm {
+        x: x_con,
+        s: s_con,
+        k,
+        knots: distinct.to_vec(),
+    })
 }
 
 /// mgcv `smoothCon(scale.penalty = TRUE)`: `S · ‖X‖∞² / ‖S‖₁`, so the penalty is on the scale of `XᵀX`.
 fn scale_penalty(x: &DMatrix<f64>, s: &DMatrix<f64>) -> DMatrix<f64> {
-    let max_row_sum = x.row_iter().map(|r| r.iter().map(|v| v.abs()).sum::<f64>()).fold(0.0, f64::max);
-    let max_col_sum = s.column_iter().map(|c| c.iter().map(|v| v.abs()).sum::<f64>()).fold(0.0, f64::max);
+    let max_row_sum = x
+        .row_iter()
+        .map(|r| r.iter().map(|v| v.abs()).sum::<f64>())
+        .fold(0.0, f64::max);
+    let max_col_sum = s
+        .column_iter()
+        .map(|c| c.iter().map(|v| v.abs()).sum::<f64>())
+        .fold(0.0, f64::max);
     if max_col_sum > 0.0 {
         s * (max_row_sum * max_row_sum / max_col_sum)
     } else {
@@ -244,7 +263,10 @@ fn absorb_sum_to_zero(x: &DMatrix<f64>, s: &DMatrix<f64>) -> Result<(DMatrix<f64
     let c: Vec<f64> = (0..k).map(|j| x.column(j).sum() / n as f64).collect();
     let mut norm = c.iter().map(|v| v * v).sum::<f64>().sqrt();
     if norm == 0.0 {
-        return Err(StatsError::degenerate("control", "gives a basis whose columns all have mean zero"));
+        return Err(StatsError::degenerate(
+            "control",
+            "gives a basis whose columns all have mean zero",
+        ));
     }
     if c[0] < 0.0 {
         norm = -norm;
@@ -271,7 +293,9 @@ mod tests {
 
     /// The data of the mgcv reference values below: `i <- 1:40; x <- i/40 + 0.3*sin(i)`.
     pub(crate) fn reference_x() -> Vec<f64> {
-        (1..=40).map(|i| i as f64 / 40.0 + 0.3 * (i as f64).sin()).collect()
+        (1..=40)
+            .map(|i| i as f64 / 40.0 + 0.3 * (i as f64).sin())
+            .collect()
     }
 
     fn assert_close(got: &[f64], want: &[f64], tol: f64) {
@@ -462,7 +486,10 @@ mod tests {
         }
         let mut values: Vec<f64> = term.s.symmetric_eigenvalues().iter().copied().collect();
         values.sort_by(|a, b| a.total_cmp(b));
-        assert!(values[0].abs() < 1e-9 * values[8], "one unpenalised direction (the line) after centring");
+        assert!(
+            values[0].abs() < 1e-9 * values[8],
+            "one unpenalised direction (the line) after centring"
+        );
         assert!(values[1] > 1e-9 * values[8], "{values:?}");
         // The straight line x − mean(x) lies in the span of the constrained columns.
         let (q, _) = term.x.clone().qr().unpack();
@@ -473,10 +500,17 @@ mod tests {
     }
 
     #[test]
-    fn thin_plate_rejects_bad_k() {
+    fn thin_plate_rejects_bad_k_and_too_many_knots() {
         let x = reference_x();
         assert!(tp_term(&x, &distinct_sorted(&x), 2).is_err());
         assert!(tp_term(&x, &distinct_sorted(&x), 41).is_err());
+        let many: Vec<f64> = (0..=MAX_THIN_PLATE_KNOTS).map(|i| i as f64).collect();
+        let err = tp_term(&many, &many, 10).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("gam_basis: the thin plate basis takes at most 2000"),
+            "{err}"
+        );
     }
 
     #[test]

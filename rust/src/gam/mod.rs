@@ -2,8 +2,8 @@
 //!
 //! The model for one column `y` given controls `z_1 … z_q` is mgcv's Gaussian additive model
 //! `y ~ s(z_1, k, bs = "cr") + … + s(z_q, k, bs = "cr")` (or `bs = "tp"`): an intercept plus one penalised
-//! regression spline per control (see `gam/basis.rs` for the constructions, identical to mgcv's), coefficients
-//! minimising `‖y − Xβ‖² + Σ_j λ_j βᵀ S_j β`, smoothing parameters chosen per column by
+//! regression spline per control (see `gam/basis.rs` for the constructions, identical to mgcv's),
+//! coefficients minimising `‖y − Xβ‖² + Σ_j λ_j βᵀ S_j β`, smoothing parameters chosen per column by
 //!
 //! - GCV (mgcv `method = "GCV.Cp"`, scale unknown, γ = 1): `V_g(λ) = n ‖y − A_λ y‖² / (n − tr A_λ)²`, or
 //! - REML (mgcv `method = "REML"`): the negative restricted log likelihood with the scale profiled out,
@@ -55,6 +55,7 @@ use rayon::prelude::*;
 
 use crate::error::{Result, StatsError};
 use crate::matrix::{check_finite, dot, Mat};
+use crate::residualise::column_name;
 
 /// mgcv's default basis dimension for `s(z, bs = "cr")`.
 pub const DEFAULT_K: usize = 10;
@@ -149,7 +150,11 @@ pub struct GamOptions {
 
 impl Default for GamOptions {
     fn default() -> Self {
-        GamOptions { k: DEFAULT_K, method: SmoothMethod::Gcv, basis: Basis::CubicRegression }
+        GamOptions {
+            k: DEFAULT_K,
+            method: SmoothMethod::Gcv,
+            basis: Basis::CubicRegression,
+        }
     }
 }
 
@@ -233,7 +238,10 @@ impl GamSmoother {
         let n = control.nrows();
         let q = control.ncols();
         if q == 0 {
-            return Err(StatsError::invalid(name, "needs at least one control column for fit=\"gam\""));
+            return Err(StatsError::invalid(
+                name,
+                "needs at least one control column for fit=\"gam\"",
+            ));
         }
         if options.k < 3 {
             return Err(StatsError::invalid(
@@ -242,7 +250,10 @@ impl GamSmoother {
             ));
         }
         if n < 4 {
-            return Err(StatsError::invalid(name, format!("has {n} rows; a GAM fit needs at least 4")));
+            return Err(StatsError::invalid(
+                name,
+                format!("has {n} rows; a GAM fit needs at least 4"),
+            ));
         }
         let mut terms = Vec::with_capacity(q);
         for j in 0..q {
@@ -323,9 +334,14 @@ impl GamSmoother {
         let svd = SVD::try_new(&r * &t, true, true, f64::EPSILON, 10_000)
             .ok_or_else(|| StatsError::degenerate(name, "SVD of the GAM system did not converge"))?;
         let (Some(w), Some(v_t)) = (svd.u, svd.v_t) else {
-            return Err(StatsError::degenerate(name, "SVD of the GAM system returned no vectors"));
+            return Err(StatsError::degenerate(
+                name,
+                "SVD of the GAM system returned no vectors",
+            ));
         };
-        let keep: Vec<usize> = (0..p).filter(|&i| svd.singular_values[i] > MIN_SINGULAR_VALUE).collect();
+        let keep: Vec<usize> = (0..p)
+            .filter(|&i| svd.singular_values[i] > MIN_SINGULAR_VALUE)
+            .collect();
         let sigma: Vec<f64> = keep.iter().map(|&i| svd.singular_values[i].min(1.0)).collect();
         let rank = keep.len();
         let basis = &q_x * w.select_columns(&keep);
@@ -342,7 +358,11 @@ impl GamSmoother {
             .map(|(term, &rank)| {
                 let mut values: Vec<f64> = term.s.symmetric_eigenvalues().iter().copied().collect();
                 values.sort_by(|a, b| b.total_cmp(a));
-                values.iter().take(rank).map(|v| v.max(f64::MIN_POSITIVE).ln()).sum()
+                values
+                    .iter()
+                    .take(rank)
+                    .map(|v| v.max(f64::MIN_POSITIVE).ln())
+                    .sum()
             })
             .collect();
 
@@ -524,11 +544,20 @@ impl GamSmoother {
                 let eig = SymmetricEigen::try_new(inverse, f64::EPSILON, 10_000).ok_or_else(|| {
                     StatsError::degenerate("lambda", "eigen-decomposition of the smoother did not converge")
                 })?;
-                (&self.basis * eig.eigenvectors, eig.eigenvalues.iter().copied().collect())
+                (
+                    &self.basis * eig.eigenvectors,
+                    eig.eigenvalues.iter().copied().collect(),
+                )
             }
         };
         let edf = weights.iter().sum();
-        Ok(FixedSmoother { n: self.n, basis, weights, edf, lambda: lambda.to_vec() })
+        Ok(FixedSmoother {
+            n: self.n,
+            basis,
+            weights,
+            edf,
+            lambda: lambda.to_vec(),
+        })
     }
 
     fn check_column(&self, y: &[f64], name: &str) -> Result<()> {
@@ -545,11 +574,18 @@ impl GamSmoother {
         if lambda.len() != self.q() {
             return Err(StatsError::invalid(
                 "lambda",
-                format!("has {} values, expected one per control ({})", lambda.len(), self.q()),
+                format!(
+                    "has {} values, expected one per control ({})",
+                    lambda.len(),
+                    self.q()
+                ),
             ));
         }
         if let Some(bad) = lambda.iter().find(|l| !(l.is_finite() && **l > 0.0)) {
-            return Err(StatsError::invalid("lambda", format!("must be finite and positive, got {bad}")));
+            return Err(StatsError::invalid(
+                "lambda",
+                format!("must be finite and positive, got {bad}"),
+            ));
         }
         Ok(lambda.iter().map(|l| l.ln()).collect())
     }
@@ -615,7 +651,12 @@ impl GamSmoother {
                     edf += 1.0 / (1.0 + a);
                     log_det += a.ln_1p();
                 }
-                Evaluation { rss, edf, penalised_rss: penalised, log_det }
+                Evaluation {
+                    rss,
+                    edf,
+                    penalised_rss: penalised,
+                    log_det,
+                }
             }
             Penalty::Dense(_) => {
                 let Some(chol) = self.system(rho).cholesky() else {
@@ -632,7 +673,12 @@ impl GamSmoother {
                 let edf = chol.inverse().trace();
                 let rss = rss0 + (&e - &gamma).norm_squared();
                 let penalised = rss0 + e.dot(&e) - e.dot(&gamma);
-                Evaluation { rss, edf, penalised_rss: penalised, log_det }
+                Evaluation {
+                    rss,
+                    edf,
+                    penalised_rss: penalised,
+                    log_det,
+                }
             }
         }
     }
@@ -675,7 +721,10 @@ impl GamSmoother {
                 let chol = self.system(rho).cholesky().ok_or_else(|| {
                     StatsError::degenerate("lambda", "gives a penalised system that is not positive definite")
                 })?;
-                chol.solve(&DVector::from_column_slice(e)).iter().copied().collect()
+                chol.solve(&DVector::from_column_slice(e))
+                    .iter()
+                    .copied()
+                    .collect()
             }
         };
         let mut fitted = vec![0.0; self.n];
@@ -745,7 +794,10 @@ impl FixedSmoother {
     /// The residuals `(I − A_λ) y`, checking `y`.
     pub fn residualise(&self, y: &[f64]) -> Result<Vec<f64>> {
         if y.len() != self.n {
-            return Err(StatsError::invalid("y", format!("has {} values, expected {}", y.len(), self.n)));
+            return Err(StatsError::invalid(
+                "y",
+                format!("has {} values, expected {}", y.len(), self.n),
+            ));
         }
         check_finite("y", y)?;
         let mut out = vec![0.0; self.n];
@@ -782,8 +834,13 @@ fn penalised_system(matrices: &[DMatrix<f64>], rho: &[f64], r: usize) -> DMatrix
 /// and the step per control.
 fn shared_grid(matrices: &[DMatrix<f64>], bounds: &[(f64, f64)], r: usize) -> (Vec<GridPoint>, Vec<f64>) {
     let q = bounds.len();
-    let budget = MAX_GRID_POINTS.min(MAX_GRID_VALUES / (r * r).max(1)).max(2usize.pow(q as u32));
-    let volume: f64 = bounds.iter().map(|(lo, hi)| (hi - lo).max(MIN_GRID_STEP)).product();
+    let budget = MAX_GRID_POINTS
+        .min(MAX_GRID_VALUES / (r * r).max(1))
+        .max(2usize.pow(q as u32));
+    let volume: f64 = bounds
+        .iter()
+        .map(|(lo, hi)| (hi - lo).max(MIN_GRID_STEP))
+        .product();
     let step = (volume / budget as f64).powf(1.0 / q as f64).max(MIN_GRID_STEP);
     let axes: Vec<Vec<f64>> = bounds
         .iter()
@@ -793,7 +850,10 @@ fn shared_grid(matrices: &[DMatrix<f64>], bounds: &[(f64, f64)], r: usize) -> (V
             (0..=count).map(|i| lo + spacing * i as f64).collect()
         })
         .collect();
-    let steps = axes.iter().map(|axis| if axis.len() > 1 { axis[1] - axis[0] } else { step }).collect();
+    let steps = axes
+        .iter()
+        .map(|axis| if axis.len() > 1 { axis[1] - axis[0] } else { step })
+        .collect();
     let total: usize = axes.iter().map(Vec::len).product();
     let points = (0..total)
         .into_par_iter()
@@ -811,7 +871,12 @@ fn shared_grid(matrices: &[DMatrix<f64>], bounds: &[(f64, f64)], r: usize) -> (V
             let log_det = 2.0 * chol.l_dirty().diagonal().iter().map(|v| v.ln()).sum::<f64>();
             let inverse = chol.inverse();
             let edf = inverse.trace();
-            Some(GridPoint { rho, inverse, edf, log_det })
+            Some(GridPoint {
+                rho,
+                inverse,
+                edf,
+                log_det,
+            })
         })
         .collect();
     (points, steps)
@@ -822,16 +887,15 @@ fn search_bounds(values: &[f64], rank: usize) -> (f64, f64) {
     let mut sorted: Vec<f64> = values.iter().copied().filter(|v| *v > 0.0).collect();
     sorted.sort_by(|a, b| b.total_cmp(a));
     let largest = sorted.first().copied().unwrap_or(1.0);
-    let smallest = sorted.get(rank.max(1) - 1).copied().unwrap_or(largest).max(largest * 1e-300);
-    (SEARCH_BELOW.ln() - largest.ln(), SEARCH_ABOVE.ln() - smallest.ln())
-}
-
-fn column_name(name: &str, j: usize, ncols: usize) -> String {
-    if ncols == 1 {
-        name.to_string()
-    } else {
-        format!("{name} column {j}")
-    }
+    let smallest = sorted
+        .get(rank.max(1) - 1)
+        .copied()
+        .unwrap_or(largest)
+        .max(largest * 1e-300);
+    (
+        SEARCH_BELOW.ln() - largest.ln(),
+        SEARCH_ABOVE.ln() - smallest.ln(),
+    )
 }
 
 #[cfg(test)]
@@ -841,7 +905,9 @@ mod tests {
 
     /// `i <- 1:40; x <- i/40 + 0.3*sin(i); y <- cos(3*x) + 0.2*sin(7*i)`
     fn reference_data() -> (Vec<f64>, Vec<f64>) {
-        let x: Vec<f64> = (1..=40).map(|i| i as f64 / 40.0 + 0.3 * (i as f64).sin()).collect();
+        let x: Vec<f64> = (1..=40)
+            .map(|i| i as f64 / 40.0 + 0.3 * (i as f64).sin())
+            .collect();
         let y = x
             .iter()
             .enumerate()
@@ -852,7 +918,16 @@ mod tests {
 
     fn smoother(controls: &[&[f64]], k: usize, method: SmoothMethod) -> GamSmoother {
         let control = Mat::from_columns(controls[0].len(), controls).unwrap();
-        GamSmoother::new(&control, &GamOptions { k, method, basis: Basis::CubicRegression }, "covar").unwrap()
+        GamSmoother::new(
+            &control,
+            &GamOptions {
+                k,
+                method,
+                basis: Basis::CubicRegression,
+            },
+            "covar",
+        )
+        .unwrap()
     }
 
     fn relative(got: f64, want: f64) -> f64 {
@@ -864,7 +939,10 @@ mod tests {
         let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
         let sxy: f64 = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum();
         let sxx: f64 = x.iter().map(|a| (a - mx) * (a - mx)).sum();
-        x.iter().zip(y).map(|(a, b)| b - my - sxy / sxx * (a - mx)).collect()
+        x.iter()
+            .zip(y)
+            .map(|(a, b)| b - my - sxy / sxx * (a - mx))
+            .collect()
     }
 
     #[test]
@@ -873,7 +951,11 @@ mod tests {
         //    b$sp; sum(b$edf); b$gcv.ubre; fitted(b)[1:5]
         let (x, y) = reference_data();
         let fit = smoother(&[&x], 10, SmoothMethod::Gcv).fit_column(&y).unwrap();
-        assert!(relative(fit.lambda[0], 10.856587293414579) < 1e-3, "{:?}", fit.lambda);
+        assert!(
+            relative(fit.lambda[0], 10.856587293414579) < 1e-3,
+            "{:?}",
+            fit.lambda
+        );
         assert!((fit.edf - 6.8260555106687733).abs() < 1e-4, "{}", fit.edf);
         assert!(relative(fit.score, 0.025245791321840263) < 1e-8, "{}", fit.score);
         let want = [
@@ -893,7 +975,11 @@ mod tests {
         // R: b <- gam(y ~ s(x, k=10, bs="cr"), data=data.frame(x, y), method="REML")
         let (x, y) = reference_data();
         let fit = smoother(&[&x], 10, SmoothMethod::Reml).fit_column(&y).unwrap();
-        assert!(relative(fit.lambda[0], 14.521200826320195) < 1e-3, "{:?}", fit.lambda);
+        assert!(
+            relative(fit.lambda[0], 14.521200826320195) < 1e-3,
+            "{:?}",
+            fit.lambda
+        );
         assert!((fit.edf - 6.5506615886690129).abs() < 1e-4, "{}", fit.edf);
         assert!((fit.score - -10.398158056850228).abs() < 1e-6, "{}", fit.score);
         let want = [
@@ -911,7 +997,9 @@ mod tests {
     /// `z1 <- x; z2 <- cos(1.7*i) + i/80; y2 <- sin(4*z1) + 0.5*z2^2 + 0.1*cos(11*i)`
     fn additive_data() -> (Vec<f64>, Vec<f64>, Vec<f64>) {
         let (z1, _) = reference_data();
-        let z2: Vec<f64> = (1..=40).map(|i| (1.7 * i as f64).cos() + i as f64 / 80.0).collect();
+        let z2: Vec<f64> = (1..=40)
+            .map(|i| (1.7 * i as f64).cos() + i as f64 / 80.0)
+            .collect();
         let y = (0..40)
             .map(|i| (4.0 * z1[i]).sin() + 0.5 * z2[i] * z2[i] + 0.1 * (11.0 * (i + 1) as f64).cos())
             .collect();
@@ -958,7 +1046,11 @@ mod tests {
                 fit.lambda
             );
             assert!((fit.edf - edf).abs() < 1e-3, "{method:?} edf {}", fit.edf);
-            assert!(relative(fit.score, score) < 1e-6, "{method:?} score {}", fit.score);
+            assert!(
+                relative(fit.score, score) < 1e-6,
+                "{method:?} score {}",
+                fit.score
+            );
             for (g, w) in fit.fitted.iter().zip(&fitted) {
                 assert!((g - w).abs() < 1e-4, "{method:?} {g} vs {w}");
             }
@@ -980,11 +1072,20 @@ mod tests {
     #[test]
     fn tiny_lambda_gives_unpenalised_regression_spline() {
         // As λ → 0 the fit is least squares on the full basis: it interpolates when k equals n.
-        let x: Vec<f64> = (0..12).map(|i| (i as f64 * 0.37).sin() + i as f64 * 0.2).collect();
+        let x: Vec<f64> = (0..12)
+            .map(|i| (i as f64 * 0.37).sin() + i as f64 * 0.2)
+            .collect();
         let y: Vec<f64> = x.iter().map(|v| (2.0 * v).cos()).collect();
         let control = Mat::from_columns(12, &[&x]).unwrap();
-        let gam =
-            GamSmoother::new(&control, &GamOptions { k: 11, ..GamOptions::default() }, "covar").unwrap();
+        let gam = GamSmoother::new(
+            &control,
+            &GamOptions {
+                k: 11,
+                ..GamOptions::default()
+            },
+            "covar",
+        )
+        .unwrap();
         let fit = gam.fit_column_with_lambda(&y, &[1e-12]).unwrap();
         assert!((fit.edf - 11.0).abs() < 1e-6);
         // Unpenalised residuals are orthogonal to the model space.
@@ -1008,7 +1109,10 @@ mod tests {
     #[test]
     fn fixed_smoother_agrees_with_the_fit() {
         let (z1, z2, y) = additive_data();
-        for gam in [smoother(&[&z1], 10, SmoothMethod::Gcv), smoother(&[&z1, &z2], 6, SmoothMethod::Reml)] {
+        for gam in [
+            smoother(&[&z1], 10, SmoothMethod::Gcv),
+            smoother(&[&z1, &z2], 6, SmoothMethod::Reml),
+        ] {
             let fit = gam.fit_column(&y).unwrap();
             let fixed = gam.fixed(&fit.lambda).unwrap();
             let residuals = fixed.residualise(&y).unwrap();
@@ -1021,7 +1125,10 @@ mod tests {
             assert!((trace - fit.edf).abs() < 1e-10);
             assert!((hat.get(3, 7) - hat.get(7, 3)).abs() < 1e-14);
             let row: f64 = (0..hat.nrows()).map(|j| hat.get(5, j)).sum();
-            assert!((row - 1.0).abs() < 1e-10, "the intercept is unpenalised, so A 1 = 1");
+            assert!(
+                (row - 1.0).abs() < 1e-10,
+                "the intercept is unpenalised, so A 1 = 1"
+            );
         }
     }
 
@@ -1047,7 +1154,12 @@ mod tests {
         assert!(gam.k_reduced());
         let short: Vec<f64> = (0..6).map(|i| i as f64).collect();
         let control = Mat::from_columns(6, &[&short]).unwrap();
-        assert_eq!(GamSmoother::new(&control, &GamOptions::default(), "covar").unwrap().k_used(), &[5]);
+        assert_eq!(
+            GamSmoother::new(&control, &GamOptions::default(), "covar")
+                .unwrap()
+                .k_used(),
+            &[5]
+        );
     }
 
     #[test]
@@ -1124,8 +1236,15 @@ mod tests {
         let (x, y) = reference_data();
         let control = Mat::from_columns(40, &[&x]).unwrap();
         for (method, edf, score, fitted) in cases {
-            let options = GamOptions { k: 10, method, basis: Basis::ThinPlate };
-            let fit = GamSmoother::new(&control, &options, "covar").unwrap().fit_column(&y).unwrap();
+            let options = GamOptions {
+                k: 10,
+                method,
+                basis: Basis::ThinPlate,
+            };
+            let fit = GamSmoother::new(&control, &options, "covar")
+                .unwrap()
+                .fit_column(&y)
+                .unwrap();
             assert!((fit.edf - edf).abs() < 1e-4, "{method:?} edf {}", fit.edf);
             if let Some(score) = score {
                 assert!(relative(fit.score, score) < 1e-8, "{}", fit.score);
@@ -1151,6 +1270,16 @@ mod tests {
         }
         let err = SmoothMethod::parse("GCV.Cp", "gam_method").unwrap_err();
         assert!(err.to_string().starts_with("gam_method: unknown"), "{err}");
+    }
+
+    #[test]
+    fn constant_y_has_zero_residuals() {
+        let (x, _) = reference_data();
+        for method in [SmoothMethod::Gcv, SmoothMethod::Reml] {
+            let fit = smoother(&[&x], 10, method).fit_column(&[0.25; 40]).unwrap();
+            assert!(fit.residuals.iter().all(|r| r.abs() < 1e-12));
+            assert!(fit.edf >= 2.0 - 1e-9 && fit.score.is_finite());
+        }
     }
 
     #[test]

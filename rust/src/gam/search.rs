@@ -217,7 +217,10 @@ mod tests {
         let f = |r: &[f64]| (r[0] - 1.0).powi(2) + (r[1] + 2.0).powi(2) + 0.5 * (r[0] - 1.0) * (r[1] + 2.0);
         let mut rho = vec![0.0, 0.0];
         let value = coordinate_descent(f, &mut rho, &[(-5.0, 5.0), (-5.0, 5.0)], &[1.0, 1.0]);
-        assert!((rho[0] - 1.0).abs() < 1e-5 && (rho[1] + 2.0).abs() < 1e-5, "{rho:?}");
+        assert!(
+            (rho[0] - 1.0).abs() < 1e-5 && (rho[1] + 2.0).abs() < 1e-5,
+            "{rho:?}"
+        );
         assert!(value.abs() < 1e-9);
     }
 }

@@ -11,10 +11,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyType;
 
 use crate::adjust::{p_adjust as adjust, Adjustment};
-use crate::bootstrap::{
-    interval, jackknife, pair_correlations, replicates_batch, BootstrapRun, IntervalMethod,
-};
+use crate::bootstrap::{interval, jackknife, replicates_batch, BootstrapRun, IntervalMethod};
+use crate::control::Control;
 use crate::error::StatsError;
+use crate::gam::{Basis, GamFit, GamOptions, GamSmoother, SmoothMethod};
 use crate::matrix::Mat;
 use crate::pcor::{self, Method, Semi};
 use crate::permutation::{count_exceedances_batch, p_values, ExceedanceCounts, PreparedRun};
@@ -47,6 +47,25 @@ impl From<StatsError> for PyErr {
 }
 
 type CoreResult<T> = PyResult<T>;
+
+/// The control from the binding's `fit` argument: None for the linear fit, or (k, method, basis) for GAM.
+type FitArgument = Option<(usize, String, String)>;
+
+fn control_from(fit: &FitArgument) -> Result<Control, StatsError> {
+    match fit {
+        None => Ok(Control::Linear),
+        Some((k, method, basis)) => {
+            if *k < 3 {
+                return Err(StatsError::invalid("k", format!("must be at least 3, got {k}")));
+            }
+            Ok(Control::Gam(GamOptions {
+                k: *k,
+                method: SmoothMethod::parse(method, "gam_method")?,
+                basis: Basis::parse(basis, "gam_basis")?,
+            }))
+        }
+    }
+}
 
 fn to_mat(array: &ArrayView2<'_, f64>) -> Mat {
     let (nrows, ncols) = array.dim();
@@ -118,26 +137,28 @@ fn in_run(error: StatsError, run: usize, runs: usize) -> StatsError {
 }
 
 #[pyfunction]
-#[pyo3(signature = (x, y, covar, method, semi=None))]
+#[pyo3(signature = (x, y, covar, method, semi=None, fit=None))]
 fn partial_corr(
     x: PyReadonlyArray1<'_, f64>,
     y: PyReadonlyArray1<'_, f64>,
     covar: PyReadonlyArray2<'_, f64>,
     method: &str,
     semi: Option<&str>,
+    fit: FitArgument,
 ) -> CoreResult<(f64, f64, f64, f64, usize, usize)> {
     let method = Method::parse(method)?;
     let semi = Semi::parse(semi)?;
+    let control = control_from(&fit)?;
     let x = x.as_array().to_vec();
     let y = y.as_array().to_vec();
     let covar = to_mat(&covar.as_array());
-    let s = pcor::partial_corr(&x, &y, &covar, method, semi)?;
+    let s = pcor::partial_corr_with(&x, &y, &covar, method, semi, &control)?;
     Ok((s.r, s.statistic, s.p_value, s.df, s.n, s.k))
 }
 
 #[pyfunction]
-fn fisher_ci(r: f64, n: usize, k: usize, level: f64) -> CoreResult<(f64, f64)> {
-    Ok(pcor::fisher_ci(r, n, k, level)?)
+fn fisher_ci(r: f64, df: f64, level: f64) -> CoreResult<(f64, f64)> {
+    Ok(pcor::fisher_ci(r, df, level)?)
 }
 
 #[allow(clippy::type_complexity)]
@@ -190,33 +211,39 @@ fn residualise<'py>(
     Ok(to_numpy(py, &out))
 }
 
+/// (r, statistic, p_value, df per pair, degrees of freedom spent on the control per column, n, k).
 type MatrixResult<'py> = (
     Bound<'py, PyArray2<f64>>,
     Bound<'py, PyArray2<f64>>,
     Bound<'py, PyArray2<f64>>,
-    f64,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray1<f64>>,
     usize,
     usize,
 );
 
 #[pyfunction]
-#[pyo3(signature = (scores, covars, method, n_threads=None))]
+#[pyo3(signature = (scores, covars, method, fit=None, n_threads=None))]
 fn partial_corr_matrix_batch<'py>(
     py: Python<'py>,
     scores: Vec<PyReadonlyArray2<'py, f64>>,
     covars: Vec<PyReadonlyArray2<'py, f64>>,
     method: &str,
+    fit: FitArgument,
     n_threads: Option<usize>,
 ) -> CoreResult<Vec<MatrixResult<'py>>> {
     use rayon::prelude::*;
     let method = Method::parse(method)?;
+    let control = control_from(&fit)?;
     let runs = runs_from(&scores, &covars)?;
     let count = runs.len();
     let results: Vec<Result<pcor::CorrMatrices, StatsError>> = py.allow_threads(|| {
         with_threads(n_threads, || {
             runs.par_iter()
                 .enumerate()
-                .map(|(i, (s, c))| pcor::partial_corr_matrix(s, c, method).map_err(|e| in_run(e, i, count)))
+                .map(|(i, (s, c))| {
+                    pcor::partial_corr_matrix_with(s, c, method, &control).map_err(|e| in_run(e, i, count))
+                })
                 .collect()
         })
     })?;
@@ -227,7 +254,8 @@ fn partial_corr_matrix_batch<'py>(
             to_numpy(py, &m.estimate),
             to_numpy(py, &m.statistic),
             to_numpy(py, &m.p_value),
-            m.df,
+            to_numpy(py, &m.pair_df),
+            Array1::from(m.control_df.clone()).into_pyarray(py),
             m.n,
             m.k,
         ));
@@ -244,7 +272,7 @@ type PermutationResult<'py> = (
 
 #[allow(clippy::too_many_arguments)]
 #[pyfunction]
-#[pyo3(signature = (scores, covars, method, n_perm, scheme, block_length=None, mirror=false, seed=0, n_threads=None))]
+#[pyo3(signature = (scores, covars, method, n_perm, scheme, block_length=None, mirror=false, seed=0, fit=None, n_threads=None))]
 fn permutation_test_batch<'py>(
     py: Python<'py>,
     scores: Vec<PyReadonlyArray2<'py, f64>>,
@@ -255,9 +283,11 @@ fn permutation_test_batch<'py>(
     block_length: Option<usize>,
     mirror: bool,
     seed: u64,
+    fit: FitArgument,
     n_threads: Option<usize>,
 ) -> CoreResult<Vec<PermutationResult<'py>>> {
     let method = Method::parse(method)?;
+    let control = control_from(&fit)?;
     if n_perm == 0 {
         return Err(StatsError::invalid("n_perm", "must be at least 1").into());
     }
@@ -269,7 +299,7 @@ fn permutation_test_batch<'py>(
         let plan =
             PermutationScheme::parse(scheme, block_length, mirror, n).map_err(|e| in_run(e, i, count))?;
         pcor::check_degrees_of_freedom(n, c.ncols()).map_err(|e| in_run(e, i, count))?;
-        prepared.push(PreparedRun::linear(s, c, method, plan).map_err(|e| in_run(e, i, count))?);
+        prepared.push(PreparedRun::new(s, c, method, &control, plan).map_err(|e| in_run(e, i, count))?);
     }
     let mut totals: Vec<ExceedanceCounts> = Vec::new();
     let mut start = 0;
@@ -313,7 +343,7 @@ type BootstrapResult<'py> = (
 
 #[allow(clippy::too_many_arguments)]
 #[pyfunction]
-#[pyo3(signature = (scores, covars, method, n_boot, scheme, block_length=None, ci_level=0.95, ci_method="percentile", seed=0, n_threads=None))]
+#[pyo3(signature = (scores, covars, method, n_boot, scheme, block_length=None, ci_level=0.95, ci_method="percentile", seed=0, fit=None, n_threads=None))]
 fn bootstrap_ci_batch<'py>(
     py: Python<'py>,
     scores: Vec<PyReadonlyArray2<'py, f64>>,
@@ -325,9 +355,11 @@ fn bootstrap_ci_batch<'py>(
     ci_level: f64,
     ci_method: &str,
     seed: u64,
+    fit: FitArgument,
     n_threads: Option<usize>,
 ) -> CoreResult<Vec<BootstrapResult<'py>>> {
     let method = Method::parse(method)?;
+    let control = control_from(&fit)?;
     let interval_method = IntervalMethod::parse(ci_method)?;
     if n_boot < 2 {
         return Err(StatsError::invalid("n_boot", "must be at least 2").into());
@@ -348,12 +380,14 @@ fn bootstrap_ci_batch<'py>(
         pcor::check_degrees_of_freedom(n, c.ncols()).map_err(|e| in_run(e, i, count))?;
         let plan = BootstrapScheme::parse(scheme, block_length, n).map_err(|e| in_run(e, i, count))?;
         // The observed estimates, with the full error checking of the point estimate.
-        let estimate = pcor::partial_corr_matrix(&s, &c, method).map_err(|e| in_run(e, i, count))?;
+        let estimate =
+            pcor::partial_corr_matrix_with(&s, &c, method, &control).map_err(|e| in_run(e, i, count))?;
         observed.push(estimate.estimate);
         prepared.push(BootstrapRun {
             scores: s,
             covar: c,
             scheme: plan,
+            control,
         });
     }
     let mut collected: Vec<Vec<Vec<f64>>> = prepared.iter().map(|_| Vec::new()).collect();
@@ -377,7 +411,7 @@ fn bootstrap_ci_batch<'py>(
                 .iter()
                 .map(|run| {
                     (interval_method == IntervalMethod::Bca)
-                        .then(|| jackknife(&run.scores, &run.covar, method))
+                        .then(|| jackknife(&run.scores, &run.covar, method, &run.control))
                 })
                 .collect()
         })
@@ -425,19 +459,83 @@ fn bootstrap_ci_batch<'py>(
     Ok(out)
 }
 
-/// Partial correlations of the upper-triangle pairs of one data set (used by the tests' BCa reference).
+type GamResult<'py> = (
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray1<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray1<f64>>,
+    Vec<usize>,
+);
+
+/// GAM control, mgcv's `y ~ s(z_1, k, bs = basis) + … + s(z_q, k, bs = basis)` per column of `y`, with λ
+/// chosen per column by GCV or REML (or fixed at `lam`, one value per control).
+#[allow(clippy::too_many_arguments)]
 #[pyfunction]
-fn pair_correlations_py<'py>(
+#[pyo3(signature = (y, covar, k=10, method="gcv", basis="cr", lam=None, n_threads=None))]
+fn gam_fit<'py>(
     py: Python<'py>,
-    scores: PyReadonlyArray2<'py, f64>,
+    y: PyReadonlyArray2<'py, f64>,
     covar: PyReadonlyArray2<'py, f64>,
+    k: usize,
     method: &str,
-) -> CoreResult<Option<Bound<'py, PyArray1<f64>>>> {
-    let method = Method::parse(method)?;
-    Ok(
-        pair_correlations(&to_mat(&scores.as_array()), &to_mat(&covar.as_array()), method)
-            .map(|v| Array1::from(v).into_pyarray(py)),
-    )
+    basis: &str,
+    lam: Option<Vec<f64>>,
+    n_threads: Option<usize>,
+) -> CoreResult<GamResult<'py>> {
+    use rayon::prelude::*;
+    let y = to_mat(&y.as_array());
+    let covar = to_mat(&covar.as_array());
+    if covar.nrows() != y.nrows() {
+        return Err(StatsError::invalid(
+            "covar",
+            format!("has {} rows but y has {}", covar.nrows(), y.nrows()),
+        )
+        .into());
+    }
+    let options = GamOptions {
+        k,
+        method: SmoothMethod::parse(method, "gam_method")?,
+        basis: Basis::parse(basis, "gam_basis")?,
+    };
+    let smoother = GamSmoother::new(&covar, &options, "covar")?;
+    let fits: Result<Vec<GamFit>, StatsError> = py.allow_threads(|| {
+        with_threads(n_threads, || match &lam {
+            None => smoother.residualise_columns(&y, "y"),
+            Some(lam) => (0..y.ncols())
+                .into_par_iter()
+                .map(|j| {
+                    crate::matrix::check_finite(
+                        &crate::residualise::column_name("y", j, y.ncols()),
+                        y.col(j),
+                    )?;
+                    smoother.fit_column_with_lambda(y.col(j), lam)
+                })
+                .collect(),
+        })
+    })?;
+    let fits = fits?;
+    let (n, m, q) = (y.nrows(), y.ncols(), smoother.q());
+    let mut fitted = Mat::zeros(n, m);
+    let mut residuals = Mat::zeros(n, m);
+    let mut lambda = Mat::zeros(m, q);
+    for (j, fit) in fits.iter().enumerate() {
+        fitted.col_mut(j).copy_from_slice(&fit.fitted);
+        residuals.col_mut(j).copy_from_slice(&fit.residuals);
+        for (c, value) in fit.lambda.iter().enumerate() {
+            lambda.set(j, c, *value);
+        }
+    }
+    let edf: Vec<f64> = fits.iter().map(|f| f.edf).collect();
+    let score: Vec<f64> = fits.iter().map(|f| f.score).collect();
+    Ok((
+        to_numpy(py, &fitted),
+        to_numpy(py, &residuals),
+        Array1::from(edf).into_pyarray(py),
+        to_numpy(py, &lambda),
+        Array1::from(score).into_pyarray(py),
+        smoother.k_used().to_vec(),
+    ))
 }
 
 fn index_array<'py>(
@@ -538,11 +636,11 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(partial_corr_matrix_batch, module)?)?;
     module.add_function(wrap_pyfunction!(permutation_test_batch, module)?)?;
     module.add_function(wrap_pyfunction!(bootstrap_ci_batch, module)?)?;
-    module.add_function(wrap_pyfunction!(pair_correlations_py, module)?)?;
     module.add_function(wrap_pyfunction!(permutation_indices, module)?)?;
     module.add_function(wrap_pyfunction!(bootstrap_indices, module)?)?;
     module.add_function(wrap_pyfunction!(p_adjust, module)?)?;
     module.add_function(wrap_pyfunction!(default_block_length, module)?)?;
+    module.add_function(wrap_pyfunction!(gam_fit, module)?)?;
     module.add_function(wrap_pyfunction!(normal_two_sided, module)?)?;
     module.add_function(wrap_pyfunction!(normal_quantile, module)?)?;
     module.add_function(wrap_pyfunction!(chi_squared_sf, module)?)?;
