@@ -195,5 +195,6 @@ gam_pair <- function(a, b, control) {
                                data = data.frame(v = v, control = control))
   fa <- fit(a)
   fb <- fit(b)
-  list(r = cor(residuals(fa), residuals(fb)), edf_a = sum(fa$edf) - 1, edf_b = sum(fb$edf) - 1)
+  list(r = cor(residuals(fa), residuals(fb)), edf_a = sum(fa$edf) - 1, edf_b = sum(fb$edf) - 1,
+       gcv_a = fa$gcv.ubre, gcv_b = fb$gcv.ubre)
 }
