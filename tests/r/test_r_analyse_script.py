@@ -243,7 +243,7 @@ def test_script_gam_matches_mgcv(
             better_optimum += 1
     assert same_optimum >= len(sample) // 2
     record_comparison(
-        f"R/gengen_analyse.R --fit gam rows vs gengen GAM control ({better_optimum} with a lower GCV optimum than mgcv)",
+        f"R/gengen_analyse.R --fit gam rows vs gengen GAM control ({better_optimum} with a lower GCV than mgcv)",
         same_optimum,
     )
 
