@@ -1,0 +1,58 @@
+"""``gengen train``: fine-tune every run of a study and score its checkpoints into the study's store."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gengen.cli._common import user_errors_exit
+
+
+@user_errors_exit
+def train_command(
+    config: Annotated[Path, typer.Argument(help="The study's TOML file.")],
+    model: Annotated[list[str] | None, typer.Option("--model", help="Only this model's runs (repeatable).")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Check the config and print the plan; train nothing.")
+    ] = False,
+    jobs: Annotated[int, typer.Option(help="Runs trained at once, one process each (for small models).")] = 1,
+    threads: Annotated[int | None, typer.Option(help="CPU threads for torch per process (default: torch's).")] = None,
+) -> None:
+    """Fine-tune and score every run of a study; re-running resumes where it stopped.
+
+    Each evaluation's scores are committed to <output>/gengen.sqlite as soon as they are computed, and a
+    checkpoint is saved at evaluation steps, so a killed run resumes from its last checkpoint.
+    """
+    from gengen.config import load_config
+
+    study = load_config(config)
+    runs = [r for r in study.runs() if not model or r.model.name in model]
+    if dry_run:
+        typer.echo(f"study {study.name}: {len(runs)} runs, {len(study.testsets)} test sets, output {study.output}")
+        for run in runs:
+            typer.echo(f"  {run.model.name} ({run.model.path}) {run.key}")
+        return
+    import torch
+
+    from gengen.train import run_study
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    outcomes = run_study(
+        study,
+        models=model or None,
+        progress=sys.stderr.isatty(),
+        log=typer.echo,
+        jobs=jobs,
+        threads_per_job=threads or 1,
+    )
+    written = sum(o.rows_written for o in outcomes)
+    typer.echo(f"{len(outcomes)} runs done, {written} scores written to {study.output}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gengen train`` to the CLI."""
+    app.command("train")(train_command)

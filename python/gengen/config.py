@@ -1,0 +1,645 @@
+"""The study configuration: one TOML file describes models, task, test sets, training, data regime and evaluation.
+
+:func:`load_config` reads and validates the whole file before any work starts; every problem is raised as
+:class:`gengen.errors.ConfigError` with one line naming the file, the key and what is wrong, e.g.
+``study.toml: training.learning_rate: expected a positive number, got -1``.
+
+A minimal study::
+
+    [study]
+    name = "nli"
+    output = "runs/nli"              # relative paths are relative to the TOML file's folder
+    id_testset = "mnli"
+
+    [[models]]
+    name = "opt-125m"
+    path = "facebook/opt-125m"       # a Hugging Face id or a local folder
+    family = "opt"
+    size = "125m"
+
+    [task]
+    prompt = "{premise} Question: {hypothesis} Yes or No?"
+    answers = [" Yes", " No"]
+    train = { source = "mnli", split = "train" }
+
+    [[testsets]]
+    name = "mnli"
+    source = "mnli"                  # a registered data set (see gengen.data.REGISTRY) ...
+
+    [[testsets]]
+    name = "mine"
+    path = "data/mine.jsonl"         # ... or a file with a column mapping
+    columns = { premise = "context", hypothesis = "claim", label = "gold" }
+    labels = { entailed = "Yes", refuted = "No", unknown = "drop" }
+
+    [training]
+    learning_rate = 1e-5
+    epochs = 1
+    batch_size = 16
+    seeds = [1, 2, 3]
+
+    [evaluation]
+    every = 200
+    max_examples = 2000
+
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from gengen.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+__all__ = [
+    "DataRegime",
+    "DataSpec",
+    "EvaluationConfig",
+    "LoraConfig",
+    "ModelSpec",
+    "RunSpec",
+    "StudyConfig",
+    "TaskConfig",
+    "TrainingConfig",
+    "load_config",
+    "parse_config",
+]
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+METHODS = ("full", "lora")
+LOSSES = ("full_vocab", "answers")
+DEVICES = ("auto", "cpu", "cuda")
+KEEP = ("all", "last", "none")
+METRICS = ("acc", "logprob")
+LABEL_TARGETS = ("Yes", "No", "drop")
+DEFAULT_PROMPT = "{premise} Question: {hypothesis} Yes or No?"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model to fine-tune or score.
+
+    Attributes
+    ----------
+    name : str
+        The label stored in the score table's ``model`` column (unique within the study).
+    path : str
+        A Hugging Face hub id or a local folder.
+    family, size : str
+        Labels stored with every score (e.g. ``"opt"``, ``"125m"``).
+    revision : str or None
+        A hub revision (branch, tag or commit) of ``path``.
+    tokenizer : str or None
+        Where to load the tokenizer from, when not from ``path``.
+    """
+
+    name: str
+    path: str
+    family: str
+    size: str
+    revision: str | None = None
+    tokenizer: str | None = None
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Where a data set comes from and how its rows map to (premise, hypothesis, Yes/No).
+
+    Attributes
+    ----------
+    name : str
+        The test set's name in the score table (for the training set: ``"train"``).
+    source : str or None
+        A key of :data:`gengen.data.REGISTRY` (its hub id, split and label mapping apply).
+    path : str or None
+        A local file (``.jsonl``, ``.json``, ``.csv``, ``.parquet``) or folder (``datasets.save_to_disk``
+        output, or one holding ``<split>.jsonl``). With ``source`` it replaces the hub download and must have
+        the hub's columns; without it the ``columns`` and ``labels`` mappings apply.
+    split : str or None
+        Split to read (default: the registry's test split; ``"train"`` for the training set).
+    columns : dict
+        ``{"premise": ..., "hypothesis": ..., "label": ...}``: the file's column for each role.
+    labels : dict or None
+        ``{raw label (as text): "Yes" | "No" | "drop"}`` for a file; default accepts 1/0, true/false, yes/no,
+        entailment/not_entailment (and contradiction/neutral as No).
+    max_examples : int or None
+        Cap on the examples used (a fixed random subset; overrides ``evaluation.max_examples``).
+    """
+
+    name: str
+    source: str | None = None
+    path: str | None = None
+    split: str | None = None
+    columns: Mapping[str, str] = field(
+        default_factory=lambda: {"premise": "premise", "hypothesis": "hypothesis", "label": "label"}
+    )
+    labels: Mapping[str, str] | None = None
+    max_examples: int | None = None
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """The pattern-based task: prompt, answer words, loss and training data."""
+
+    train: DataSpec
+    prompt: str = DEFAULT_PROMPT
+    answers: tuple[str, str] = (" Yes", " No")
+    loss: str = "full_vocab"
+
+
+@dataclass(frozen=True)
+class LoraConfig:
+    """LoRA settings (peft) used when ``training.method = "lora"``."""
+
+    r: int = 8
+    alpha: int = 16
+    dropout: float = 0.05
+    target_modules: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """Optimisation settings shared by every run of the study.
+
+    A checkpoint (weights, optimizer, scheduler and RNG states) is saved at every evaluation step, or, with
+    ``checkpoint_every = N``, at the evaluation steps that are multiples of N and at the last step; a killed
+    run resumes from the last one. ``keep_checkpoints`` says which survive the run: all, the last, none.
+    """
+
+    method: str = "full"
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    learning_rate: float = 1e-5
+    epochs: float | None = 1.0
+    max_steps: int | None = None
+    batch_size: int = 8
+    grad_accum: int = 1
+    warmup_steps: int = 0
+    warmup_ratio: float = 0.0
+    weight_decay: float = 0.0
+    max_grad_norm: float | None = 1.0
+    max_length: int = 256
+    precision: str = "auto"
+    device: str = "auto"
+    seeds: tuple[int, ...] = (0,)
+    keep_checkpoints: str = "last"
+    checkpoint_every: int | None = None
+
+
+@dataclass(frozen=True)
+class DataRegime:
+    """Full data (``shots`` empty) or few-shot: one run per shot count and data seed."""
+
+    shots: tuple[int, ...] = ()
+    data_seeds: tuple[int, ...] = (0,)
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """When checkpoints are scored, and how.
+
+    Step 0 (before training) and the last step are always scored; ``steps`` adds explicit steps, ``every``
+    every N optimiser steps and ``log_points`` that many log-spaced steps between 1 and the last step.
+    """
+
+    steps: tuple[int, ...] = ()
+    every: int | None = None
+    log_points: int | None = None
+    max_examples: int | None = None
+    batch_size: int = 32
+    metrics: tuple[str, ...] = METRICS
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One fine-tuning run: a model, a training seed and (for few-shot) a shot count and data seed."""
+
+    model: ModelSpec
+    seed: int
+    shots: int | None = None
+    data_seed: int | None = None
+
+    @property
+    def key(self) -> str:
+        """The store's ``run`` key, e.g. ``"seed=1"`` or ``"seed=1,shots=64,data_seed=0"``."""
+        key = f"seed={self.seed}"
+        if self.shots is not None:
+            key += f",shots={self.shots},data_seed={self.data_seed}"
+        return key
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """A whole study, as read from its TOML file (see the module docstring)."""
+
+    name: str
+    output: Path
+    id_testset: str
+    models: tuple[ModelSpec, ...]
+    task: TaskConfig
+    testsets: tuple[DataSpec, ...]
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    data: DataRegime = field(default_factory=DataRegime)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    source: Path | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    def runs(self) -> list[RunSpec]:
+        """Every run of the study: model × seed (× shots × data seed), in a fixed order."""
+        out: list[RunSpec] = []
+        for model in self.models:
+            for seed in self.training.seeds:
+                if not self.data.shots:
+                    out.append(RunSpec(model, seed))
+                    continue
+                for shots in self.data.shots:
+                    for data_seed in self.data.data_seeds:
+                        out.append(RunSpec(model, seed, shots, data_seed))
+        return out
+
+    def run_dir(self, run: RunSpec) -> Path:
+        """The folder of a run's checkpoints and records: ``output/runs/<model>/<run key>``."""
+        return self.output / "runs" / run.model.name / run.key.replace(",", "_").replace("=", "-")
+
+
+# ---------------------------------------------------------------------------------------------- validation
+
+_MISSING = object()
+
+
+class _Section:
+    """A TOML table being read: typed getters that name the key on error, and a check for unknown keys."""
+
+    def __init__(self, data: Any, where: str, origin: str):
+        self.where = where
+        self.origin = origin
+        if not isinstance(data, Mapping):
+            raise self.error(None, f"expected a table, got {_show(data)}")
+        self.data = dict(data)
+        self.seen: set[str] = set()
+
+    def key(self, name: str | None) -> str:
+        if name is None:
+            return self.where or "(top level)"
+        return f"{self.where}.{name}" if self.where else name
+
+    def error(self, name: str | None, problem: str) -> ConfigError:
+        return ConfigError(f"{self.origin}: {self.key(name)}: {problem}")
+
+    def has(self, name: str) -> bool:
+        return name in self.data
+
+    def raw(self, name: str, default: Any = _MISSING) -> Any:
+        self.seen.add(name)
+        if name not in self.data:
+            if default is _MISSING:
+                raise self.error(name, "missing (required)")
+            return default
+        return self.data[name]
+
+    def string(self, name: str, default: Any = _MISSING, *, choices: Sequence[str] | None = None) -> Any:
+        if name not in self.data:
+            return self.raw(name, default)
+        value = self.raw(name)
+        if not isinstance(value, str) or not value:
+            raise self.error(name, f"expected a non-empty string, got {_show(value)}")
+        if choices is not None and value not in choices:
+            raise self.error(name, f"expected one of {', '.join(map(repr, choices))}, got {value!r}")
+        return value
+
+    def number(
+        self,
+        name: str,
+        default: Any = _MISSING,
+        *,
+        integer: bool = False,
+        minimum: float | None = None,
+        positive: bool = False,
+    ) -> Any:
+        if name not in self.data:
+            return self.raw(name, default)
+        value = self.raw(name)
+        kind = "an integer" if integer else "a number"
+        ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok_type or (isinstance(value, float) and not math.isfinite(value)):
+            raise self.error(name, f"expected {kind}, got {_show(value)}")
+        if positive and value <= 0:
+            raise self.error(name, f"expected a positive {'integer' if integer else 'number'}, got {value}")
+        if minimum is not None and value < minimum:
+            raise self.error(name, f"expected {kind} >= {minimum:g}, got {value}")
+        return int(value) if integer else float(value)
+
+    def boolean(self, name: str, default: Any = _MISSING) -> Any:
+        value = self.raw(name, default)
+        if name in self.data and not isinstance(value, bool):
+            raise self.error(name, f"expected true or false, got {_show(value)}")
+        return value
+
+    def list_of(self, name: str, check: Callable[[str, Any], Any], default: Any = _MISSING) -> Any:
+        if name not in self.data:
+            return self.raw(name, default)
+        value = self.raw(name)
+        if not isinstance(value, list):
+            raise self.error(name, f"expected a list, got {_show(value)}")
+        return tuple(check(f"{name}[{i}]", item) for i, item in enumerate(value))
+
+    def int_item(self, label: str, value: Any, *, minimum: int = 0) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.error(label, f"expected an integer >= {minimum}, got {_show(value)}")
+        return value
+
+    def str_item(self, label: str, value: Any) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.error(label, f"expected a non-empty string, got {_show(value)}")
+        return value
+
+    def table(self, name: str, *, required: bool = True) -> _Section:
+        value = self.raw(name) if required else self.raw(name, {})
+        return _Section(value, self.key(name), self.origin)
+
+    def tables(self, name: str) -> list[_Section]:
+        value = self.raw(name)
+        if not isinstance(value, list) or not value:
+            raise self.error(name, f"expected a non-empty array of tables ([[{name}]]), got {_show(value)}")
+        return [_Section(item, f"{self.key(name)}[{i}]", self.origin) for i, item in enumerate(value)]
+
+    def finish(self) -> None:
+        unknown = sorted(set(self.data) - self.seen)
+        if unknown:
+            name = unknown[0]
+            close = difflib.get_close_matches(name, sorted(self.seen), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(self.seen))})"
+            raise self.error(name, f"unknown key{hint}")
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _resolve(path: str, base: Path, *, local: bool = False) -> str:
+    """A path resolved against the config's folder.
+
+    Data paths (``local``) always are; a model path only when it exists there or starts with ``./`` or
+    ``../`` (otherwise it may be a hub id such as ``facebook/opt-125m`` and is kept as written).
+    """
+    candidate = Path(path).expanduser()
+    if candidate.is_absolute():
+        return str(candidate)
+    if local or (base / candidate).exists() or path.startswith(("./", "../")):
+        return str((base / candidate).resolve())
+    return path
+
+
+def _data_spec(section: _Section, name: str, base: Path, *, default_split: str | None) -> DataSpec:
+    from gengen.data.registry import REGISTRY
+
+    source = section.string("source", None)
+    path = section.string("path", None)
+    if source is None and path is None:
+        raise section.error(None, "needs 'source' (a registered data set) or 'path' (a local file or folder)")
+    if source is not None and source not in REGISTRY:
+        close = difflib.get_close_matches(source, sorted(REGISTRY), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(sorted(REGISTRY))}"
+        raise section.error("source", f"unknown data set {source!r} ({hint})")
+    split = section.string("split", default_split)
+    if source is not None and split is not None and split not in REGISTRY[source].splits and path is None:
+        if split != "train":
+            raise section.error(
+                "split", f"{source} has no split {split!r} (known: {', '.join(REGISTRY[source].splits)})"
+            )
+    columns = {"premise": "premise", "hypothesis": "hypothesis", "label": "label"}
+    if section.has("columns"):
+        cols = section.table("columns")
+        for role in columns:
+            columns[role] = cols.string(role, columns[role])
+        cols.finish()
+    labels = None
+    if section.has("labels"):
+        table = section.table("labels")
+        labels = {}
+        for raw in list(table.data):
+            labels[raw] = table.string(raw, choices=LABEL_TARGETS)
+        table.finish()
+        if not any(v == "Yes" for v in labels.values()) or not any(v == "No" for v in labels.values()):
+            raise section.error("labels", "must map at least one label to 'Yes' and one to 'No'")
+    max_examples = section.number("max_examples", None, integer=True, positive=True)
+    section.finish()
+    if path is not None:
+        path = _resolve(path, base, local=True)
+        if not Path(path).exists():
+            raise section.error("path", f"no such file or folder: {path}")
+    return DataSpec(
+        name=name,
+        source=source,
+        path=path,
+        split=split,
+        columns=columns,
+        labels=labels,
+        max_examples=max_examples,
+    )
+
+
+def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path | None = None) -> StudyConfig:
+    """Validate a parsed TOML document into a :class:`StudyConfig`.
+
+    Parameters
+    ----------
+    data : mapping
+        The document (as :func:`tomllib.loads` returns it).
+    origin : str
+        The name used in error messages (usually the file name).
+    base : Path, optional
+        Folder against which relative paths are resolved (default: the current folder).
+
+    Raises
+    ------
+    ConfigError
+        The first problem found, naming the key.
+    """
+    base = Path.cwd() if base is None else Path(base)
+    top = _Section(data, "", origin)
+
+    study = top.table("study")
+    name = study.string("name")
+    output = Path(study.string("output", f"gengen-{name}")).expanduser()
+    output = output if output.is_absolute() else (base / output).resolve()
+    id_testset = study.string("id_testset")
+    study.finish()
+
+    models = []
+    for section in top.tables("models"):
+        spec = ModelSpec(
+            name=section.string("name"),
+            path=_resolve(section.string("path"), base),
+            family=section.string("family"),
+            size=section.string("size"),
+            revision=section.string("revision", None),
+            tokenizer=(lambda t: None if t is None else _resolve(t, base))(section.string("tokenizer", None)),
+        )
+        section.finish()
+        models.append(spec)
+    names = [m.name for m in models]
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise top.error("models", f"model name {duplicated[0]!r} appears more than once")
+
+    task_section = top.table("task")
+    prompt = task_section.string("prompt", DEFAULT_PROMPT)
+    for placeholder in ("{premise}", "{hypothesis}"):
+        if placeholder not in prompt:
+            raise task_section.error("prompt", f"must contain {placeholder}")
+    try:
+        prompt.format(premise="", hypothesis="")
+    except (KeyError, IndexError, ValueError) as error:
+        raise task_section.error(
+            "prompt", f"invalid template ({error!r}); only {{premise}} and {{hypothesis}}"
+        ) from None
+    answers = task_section.list_of("answers", task_section.str_item, (" Yes", " No"))
+    if len(answers) != 2 or answers[0] == answers[1]:
+        raise task_section.error("answers", f"expected two different strings [yes, no], got {list(answers)!r}")
+    loss = task_section.string("loss", "full_vocab", choices=LOSSES)
+    train = _data_spec(task_section.table("train"), "train", base, default_split="train")
+    task_section.finish()
+    task = TaskConfig(train=train, prompt=prompt, answers=(answers[0], answers[1]), loss=loss)
+
+    testsets = []
+    for section in top.tables("testsets"):
+        testset_name = section.string("name")
+        testsets.append(_data_spec(section, testset_name, base, default_split=None))
+    testset_names = [t.name for t in testsets]
+    duplicated = sorted({n for n in testset_names if testset_names.count(n) > 1})
+    if duplicated:
+        raise top.error("testsets", f"test set name {duplicated[0]!r} appears more than once")
+    if id_testset not in testset_names:
+        raise study.error("id_testset", f"{id_testset!r} is not one of the test sets ({', '.join(testset_names)})")
+
+    training = _training(top.table("training", required=False))
+    regime = top.table("data", required=False)
+    shots = regime.list_of("shots", lambda label, v: regime.int_item(label, v, minimum=2), ())
+    data_seeds = regime.list_of("data_seeds", regime.int_item, (0,))
+    if not data_seeds:
+        raise regime.error("data_seeds", "must not be empty")
+    regime.finish()
+
+    evaluation = _evaluation(top.table("evaluation", required=False))
+    top.finish()
+    return StudyConfig(
+        name=name,
+        output=output,
+        id_testset=id_testset,
+        models=tuple(models),
+        task=task,
+        testsets=tuple(testsets),
+        training=training,
+        data=DataRegime(shots=tuple(shots), data_seeds=tuple(data_seeds)),
+        evaluation=evaluation,
+        raw=dict(data),
+    )
+
+
+def _training(section: _Section) -> TrainingConfig:
+    method = section.string("method", "full", choices=METHODS)
+    lora = LoraConfig()
+    if section.has("lora"):
+        table = section.table("lora")
+        lora = LoraConfig(
+            r=table.number("r", 8, integer=True, positive=True),
+            alpha=table.number("alpha", 16, integer=True, positive=True),
+            dropout=table.number("dropout", 0.05, minimum=0.0),
+            target_modules=table.list_of("target_modules", table.str_item, None),
+        )
+        table.finish()
+        if lora.dropout >= 1:
+            raise table.error("dropout", f"expected a number in [0, 1), got {lora.dropout}")
+    epochs = section.number("epochs", None, positive=True)
+    max_steps = section.number("max_steps", None, integer=True, positive=True)
+    if epochs is None and max_steps is None:
+        epochs = 1.0
+    if epochs is not None and max_steps is not None:
+        raise section.error("max_steps", "give either 'epochs' or 'max_steps', not both")
+    warmup_ratio = section.number("warmup_ratio", 0.0, minimum=0.0)
+    if warmup_ratio >= 1:
+        raise section.error("warmup_ratio", f"expected a number in [0, 1), got {warmup_ratio}")
+    seeds = section.list_of("seeds", section.int_item, (0,))
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise section.error("seeds", f"expected a non-empty list of distinct integers, got {list(seeds)!r}")
+    max_grad_norm = section.number("max_grad_norm", 1.0, minimum=0.0)
+    config = TrainingConfig(
+        method=method,
+        lora=lora,
+        learning_rate=section.number("learning_rate", 1e-5, positive=True),
+        epochs=epochs,
+        max_steps=max_steps,
+        batch_size=section.number("batch_size", 8, integer=True, positive=True),
+        grad_accum=section.number("grad_accum", 1, integer=True, positive=True),
+        warmup_steps=section.number("warmup_steps", 0, integer=True, minimum=0),
+        warmup_ratio=warmup_ratio,
+        weight_decay=section.number("weight_decay", 0.0, minimum=0.0),
+        max_grad_norm=max_grad_norm if max_grad_norm > 0 else None,
+        max_length=section.number("max_length", 256, integer=True, positive=True),
+        precision=section.string("precision", "auto", choices=PRECISIONS),
+        device=section.string("device", "auto", choices=DEVICES),
+        seeds=seeds,
+        keep_checkpoints=section.string("keep_checkpoints", "last", choices=KEEP),
+        checkpoint_every=section.number("checkpoint_every", None, integer=True, positive=True),
+    )
+    section.finish()
+    return config
+
+
+def _evaluation(section: _Section) -> EvaluationConfig:
+    metrics = section.list_of("metrics", section.str_item, METRICS)
+    for i, metric in enumerate(metrics):
+        if metric not in METRICS:
+            raise section.error(f"metrics[{i}]", f"expected one of {', '.join(map(repr, METRICS))}, got {metric!r}")
+    if not metrics:
+        raise section.error("metrics", "must not be empty")
+    config = EvaluationConfig(
+        steps=section.list_of("steps", section.int_item, ()),
+        every=section.number("every", None, integer=True, positive=True),
+        log_points=section.number("log_points", None, integer=True, positive=True),
+        max_examples=section.number("max_examples", None, integer=True, positive=True),
+        batch_size=section.number("batch_size", 32, integer=True, positive=True),
+        metrics=metrics,
+    )
+    section.finish()
+    return config
+
+
+def load_config(path: str | Path) -> StudyConfig:
+    """Read and validate a study TOML file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file. Relative paths inside it are resolved against its folder.
+
+    Returns
+    -------
+    StudyConfig
+
+    Raises
+    ------
+    ConfigError
+        The file cannot be read or parsed, or a key is missing, unknown or invalid.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    config = parse_config(data, origin=path.name, base=path.resolve().parent)
+    return replace(config, source=path.resolve())

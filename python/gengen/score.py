@@ -1,0 +1,350 @@
+"""Scoring a checkpoint on test sets: accuracy from the two answer logits and the gold answer's log-probability.
+
+For each example the prompt is fed to the model and the logits at its last token are read:
+
+* ``acc``: the share of examples whose gold answer has the larger of the two answer logits
+  (the prediction is " Yes" when ``logit(Yes) > logit(No)``, " No" otherwise, ties included);
+* ``logprob``: the mean over examples of ``log softmax(logits)[gold answer]`` over the full vocabulary.
+
+Examples are scored in batches, without gradients, sorted by length (longest first) so that a batch holds
+prompts of similar lengths, right-padded; the logits of each row are read at its own last real token.
+
+:func:`score_checkpoints` scores an existing series of checkpoints (local folders or hub revisions) without
+training and commits each checkpoint's scores to the store as soon as they are computed.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from gengen.config import METRICS, StudyConfig
+from gengen.errors import ConfigError, InputError
+from gengen.models import (
+    answer_token_ids,
+    encode_prompts,
+    last_token_logits,
+    load_model,
+    load_tokenizer,
+    pad_batch,
+    select_device,
+    select_dtype,
+)
+
+__all__ = [
+    "Checkpoint",
+    "ScoreResult",
+    "find_checkpoints",
+    "score_checkpoints",
+    "score_encoded",
+    "score_rows",
+]
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    """The scores of one checkpoint on one test set.
+
+    Attributes
+    ----------
+    acc : float
+        Accuracy from the two answer logits.
+    logprob : float
+        Mean log-probability of the gold answer (natural log, full vocabulary).
+    n_examples : int
+        Examples scored.
+    seconds : float
+        Wall time of the scoring.
+    """
+
+    acc: float
+    logprob: float
+    n_examples: int
+    seconds: float
+
+    def metric(self, name: str) -> float:
+        """The value of metric ``name`` (``"acc"`` or ``"logprob"``)."""
+        return {"acc": self.acc, "logprob": self.logprob}[name]
+
+
+def score_encoded(
+    model: Any,
+    encoded: Sequence[Sequence[int]],
+    labels: np.ndarray,
+    answer_ids: tuple[int, int],
+    *,
+    pad_id: int,
+    batch_size: int = 32,
+    device: torch.device | None = None,
+) -> ScoreResult:
+    """Score tokenised prompts.
+
+    Parameters
+    ----------
+    model : transformers causal LM
+        In eval mode or not (it is put in eval mode and restored).
+    encoded : sequence of token-id lists
+        One prompt per example.
+    labels : array of int
+        1 where the gold answer is Yes, 0 where it is No.
+    answer_ids : (int, int)
+        Token ids of the Yes and No answers.
+    pad_id : int
+        Token id used for padding (masked out).
+    batch_size : int
+        Examples per forward pass.
+    device : torch.device, optional
+        Where to run (default: the model's device).
+
+    Returns
+    -------
+    ScoreResult
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    if len(encoded) != len(labels) or len(labels) == 0:
+        raise InputError(f"scoring: {len(encoded)} prompts and {len(labels)} labels (need as many, at least one)")
+    device = device or next(model.parameters()).device
+    start = time.perf_counter()
+    order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
+    yes, no = answer_ids
+    correct = 0
+    total_logprob = 0.0
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for begin in range(0, len(order), batch_size):
+                rows = order[begin : begin + batch_size]
+                ids, mask, lengths = pad_batch([encoded[i] for i in rows], pad_id, device)
+                logits = last_token_logits(model, ids, mask, lengths)
+                gold_yes = torch.from_numpy(labels[rows] == 1).to(device)
+                predicted_yes = logits[:, yes] > logits[:, no]
+                correct += int((predicted_yes == gold_yes).sum())
+                logprobs = torch.log_softmax(logits, dim=-1)
+                gold = torch.where(gold_yes, yes, no)
+                total_logprob += float(logprobs.gather(1, gold[:, None]).sum(dtype=torch.float64))
+    finally:
+        model.train(was_training)
+    n = len(labels)
+    return ScoreResult(correct / n, total_logprob / n, n, time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class EncodedTestset:
+    """A test set ready for scoring: prompts as token ids and labels."""
+
+    name: str
+    encoded: list[list[int]]
+    labels: np.ndarray
+
+
+def encode_testsets(config: StudyConfig, tokenizer: Any) -> list[EncodedTestset]:
+    """Load and tokenise every test set of a study (capped by ``evaluation.max_examples``)."""
+    from gengen.data import load_examples
+
+    out = []
+    for spec in config.testsets:
+        frame = load_examples(spec, cap=config.evaluation.max_examples)
+        encoded = encode_prompts(tokenizer, frame, config.task.prompt, config.training.max_length)
+        out.append(EncodedTestset(spec.name, encoded, frame["label"].to_numpy()))
+    return out
+
+
+def score_rows(
+    model: Any,
+    testsets: Sequence[EncodedTestset],
+    answer_ids: tuple[int, int],
+    *,
+    pad_id: int,
+    batch_size: int,
+    metrics: Sequence[str],
+    base: Mapping[str, Any],
+    skip: set[tuple[int, str, str]] | None = None,
+    log: Any = None,
+) -> list[dict[str, Any]]:
+    """Score a model on test sets and return score-table rows (``base`` supplies model, run, step, ...).
+
+    Test sets whose every metric at ``base["step"]`` is in ``skip`` are not scored again.
+    """
+    rows: list[dict[str, Any]] = []
+    step = int(base["step"])
+    for testset in testsets:
+        if skip is not None and all((step, testset.name, m) in skip for m in metrics):
+            continue
+        result = score_encoded(model, testset.encoded, testset.labels, answer_ids, pad_id=pad_id, batch_size=batch_size)
+        if log is not None:
+            log(
+                f"  step {step:>6} {testset.name:<24} acc {result.acc:.3f}  logprob {result.logprob:8.4f}  "
+                f"({result.n_examples / max(result.seconds, 1e-9):,.0f} examples/s)"
+            )
+        for metric in metrics:
+            rows.append(
+                {
+                    **base,
+                    "testset": testset.name,
+                    "metric": metric,
+                    "value": result.metric(metric),
+                    "n_examples": result.n_examples,
+                }
+            )
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------- series
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One checkpoint of a series: where to load it from and the training step it stands for."""
+
+    path: str
+    step: int
+    revision: str | None = None
+
+
+_STEP = re.compile(r"(\d+)(?!.*\d)")
+
+
+def _step_of(label: str) -> int:
+    found = _STEP.search(label)
+    if found is None:
+        raise InputError(f"checkpoint {label!r}: no step number in its name (expected e.g. 'checkpoint-1000')")
+    return int(found.group(1))
+
+
+def _is_checkpoint(path: Path) -> bool:
+    """A model folder: full weights (``config.json``) or a peft adapter (``adapter_config.json``)."""
+    return (path / "config.json").is_file() or (path / "adapter_config.json").is_file()
+
+
+def find_checkpoints(
+    paths: Sequence[str | Path] = (), *, model: str | None = None, revisions: Sequence[str] = ()
+) -> list[Checkpoint]:
+    """The checkpoints to score, sorted by step.
+
+    Parameters
+    ----------
+    paths : sequence of path
+        Checkpoint folders (holding a ``config.json``, or a LoRA adapter's ``adapter_config.json``), or
+        folders whose subfolders are checkpoints (``checkpoint-500``, ``step1000``, ...). The step is the last
+        number in the folder's name.
+    model : str, optional
+        A hub id (or local folder) whose ``revisions`` are the checkpoints.
+    revisions : sequence of str
+        Revisions of ``model`` such as ``step1000``; the step is the last number in each.
+    """
+    found: list[Checkpoint] = []
+    for raw in paths:
+        path = Path(raw)
+        if _is_checkpoint(path):
+            found.append(Checkpoint(str(path), _step_of(path.name)))
+        elif path.is_dir():
+            subs = [p for p in sorted(path.iterdir()) if _is_checkpoint(p)]
+            if not subs:
+                raise InputError(f"{path}: no checkpoint folder (with a config.json or adapter_config.json) in it")
+            found.extend(Checkpoint(str(p), _step_of(p.name)) for p in subs)
+        else:
+            raise InputError(f"{path}: no such checkpoint folder")
+    if revisions and model is None:
+        raise ConfigError("--revisions needs --model (the hub id the revisions belong to)")
+    for revision in revisions:
+        found.append(Checkpoint(str(model), _step_of(revision), revision))
+    if model is not None and not revisions:
+        found.append(Checkpoint(str(model), 0))
+    steps = [c.step for c in found]
+    if len(set(steps)) != len(steps):
+        raise InputError(f"checkpoints: step {sorted(s for s in steps if steps.count(s) > 1)[0]} appears twice")
+    return sorted(found, key=lambda c: c.step)
+
+
+def score_checkpoints(
+    config: StudyConfig,
+    checkpoints: Sequence[Checkpoint],
+    *,
+    model_name: str,
+    family: str = "",
+    size: str = "",
+    run: str = "main",
+    store: Any = None,
+    tokenizer_path: str | None = None,
+    log: Any = print,
+) -> pd.DataFrame:
+    """Score a series of existing checkpoints on the study's test sets, committing each checkpoint's rows.
+
+    Parameters
+    ----------
+    config : StudyConfig
+        Supplies the task (prompt, answers), test sets and evaluation settings; models and training are unused.
+    checkpoints : sequence of Checkpoint
+        From :func:`find_checkpoints`.
+    model_name, family, size, run : str
+        The labels of the scores in the store.
+    store : gengen.store.Store, optional
+        Default: the store in ``config.output``.
+    tokenizer_path : str, optional
+        Default: the first checkpoint.
+    log : callable
+        Progress messages.
+
+    Returns
+    -------
+    DataFrame
+        The rows written by this call (checkpoints already in the store are skipped).
+    """
+    from gengen.store import Store
+
+    if not checkpoints:
+        raise InputError("no checkpoints to score")
+    store = store if store is not None else Store(config.output, study=config.name)
+    metrics = list(config.evaluation.metrics)
+    done = store.completed(model_name, run)
+    wanted = {(c.step, t.name, m) for c in checkpoints for t in config.testsets for m in metrics}
+    if wanted <= done:
+        log(f"{model_name} {run}: all {len(checkpoints)} checkpoints already scored")
+        return pd.DataFrame()
+    device = select_device(config.training.device)
+    dtype = select_dtype(config.training.precision, device)
+    first = checkpoints[0]
+    tokenizer = load_tokenizer(tokenizer_path or first.path, None if tokenizer_path else first.revision)
+    answer_ids = answer_token_ids(tokenizer, config.task.answers)
+    testsets = encode_testsets(config, tokenizer)
+    written = []
+    for checkpoint in checkpoints:
+        if all((checkpoint.step, t.name, m) in done for t in testsets for m in metrics):
+            continue
+        model = load_model(checkpoint.path, revision=checkpoint.revision, dtype=dtype, device=device)
+        base = {
+            "study": config.name,
+            "model": model_name,
+            "family": family,
+            "size": size,
+            "run": run,
+            "step": checkpoint.step,
+        }
+        rows = score_rows(
+            model,
+            testsets,
+            answer_ids,
+            pad_id=tokenizer.pad_token_id,
+            batch_size=config.evaluation.batch_size,
+            metrics=metrics,
+            base=base,
+            skip=done,
+            log=log,
+        )
+        if rows:
+            store.write_scores(pd.DataFrame(rows))
+            written.extend(rows)
+        del model
+    return pd.DataFrame(written)
+
+
+__all__ += ["METRICS", "EncodedTestset", "encode_testsets"]

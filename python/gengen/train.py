@@ -1,0 +1,595 @@
+"""Pattern-based fine-tuning with evaluation at scheduled steps, resumable at any moment.
+
+A run (model × seed × data regime, see :meth:`gengen.config.StudyConfig.runs`) goes:
+
+1. score the model before training (step 0) on every test set;
+2. train with AdamW and a linear warmup/decay schedule; the loss is the cross-entropy of the answer token
+   (" Yes" / " No") at the prompt's last position, over the full vocabulary or over the two answers only;
+3. at each evaluation step, score every test set, commit the scores to the store at once, then save a
+   checkpoint (weights, optimizer, scheduler, RNG states, step, tokens seen) atomically.
+
+Killing the process at any moment and running the same command again resumes each unfinished run from its
+last checkpoint: evaluations already in the store are skipped and no row is written twice. The order of the
+training examples is a pure function of (seed, step), so a resumed run sees exactly the batches an
+uninterrupted one would have seen.
+
+Imports torch; ``import gengen`` does not import this module.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from gengen.config import EvaluationConfig, RunSpec, StudyConfig, TrainingConfig
+from gengen.errors import ConfigError
+from gengen.models import (
+    answer_token_ids,
+    encode_prompts,
+    last_token_logits,
+    load_model,
+    load_tokenizer,
+    pad_batch,
+    select_device,
+    select_dtype,
+)
+from gengen.score import EncodedTestset, encode_testsets, score_rows
+
+__all__ = ["RunOutcome", "evaluation_steps", "planned_steps", "run_study", "train_run", "update_indices"]
+
+Log = Callable[[str], None]
+CHECKPOINT_PREFIX = "checkpoint-"
+STATE_FILE = "trainer_state.pt"
+PACKAGES = (
+    "gengen",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "datasets",
+    "peft",
+    "accelerate",
+    "numpy",
+    "pandas",
+)
+
+
+# ---------------------------------------------------------------------------------------------- schedule
+
+
+def planned_steps(training: TrainingConfig, n_train: int) -> int:
+    """Optimiser steps of a run: ``max_steps``, or ``epochs`` × ceil(n_train / (batch_size × grad_accum))."""
+    if training.max_steps is not None:
+        return training.max_steps
+    per_step = training.batch_size * training.grad_accum
+    assert training.epochs is not None
+    return max(1, math.ceil(training.epochs * n_train / per_step))
+
+
+def evaluation_steps(evaluation: EvaluationConfig, total: int) -> list[int]:
+    """The steps at which a run is scored: 0, the last step, and those the evaluation settings ask for.
+
+    ``every`` adds multiples of N; ``log_points`` adds that many steps spaced evenly in log(step) between 1
+    and ``total`` (rounded, duplicates removed); explicit ``steps`` beyond ``total`` are ignored.
+    """
+    steps = {0, total}
+    steps.update(s for s in evaluation.steps if s <= total)
+    if evaluation.every is not None:
+        steps.update(range(evaluation.every, total + 1, evaluation.every))
+    if evaluation.log_points is not None and total > 1:
+        points = np.geomspace(1, total, evaluation.log_points)
+        steps.update(round(float(p)) for p in points)
+    return sorted(steps)
+
+
+def update_indices(step: int, n_train: int, per_step: int, seed: int) -> np.ndarray:
+    """Indices of the training examples used by optimiser step ``step`` (1-based).
+
+    The examples are read in epochs, each a permutation of ``range(n_train)`` drawn from ``(seed, epoch)``;
+    step ``s`` takes positions ``(s-1)·per_step … s·per_step - 1`` of that endless sequence. Being a function
+    of the step alone, the order survives a restart.
+    """
+    positions = np.arange((step - 1) * per_step, step * per_step)
+    epochs = positions // n_train
+    out = np.empty_like(positions)
+    for epoch in np.unique(epochs):
+        permutation = np.random.default_rng([seed, int(epoch)]).permutation(n_train)
+        chosen = epochs == epoch
+        out[chosen] = permutation[positions[chosen] % n_train]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- checkpoints
+
+
+def _checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    found = []
+    if run_dir.is_dir():
+        for path in run_dir.iterdir():
+            suffix = path.name[len(CHECKPOINT_PREFIX) :]
+            if path.name.startswith(CHECKPOINT_PREFIX) and suffix.isdigit() and (path / STATE_FILE).is_file():
+                found.append((int(suffix), path))
+    return sorted(found)
+
+
+def _rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _save_checkpoint(
+    run_dir: Path,
+    step: int,
+    model: Any,
+    tokenizer: Any,
+    optimizer: Any,
+    scheduler: Any,
+    scaler: Any,
+    tokens: int,
+    keep: str,
+) -> None:
+    """Write ``checkpoint-<step>`` atomically (a temporary folder renamed), then prune older ones.
+
+    The folder is a loadable model with its tokenizer (so ``gengen score`` can read it alone) plus
+    ``trainer_state.pt``: optimizer, scheduler, grad scaler and RNG states, the step and the tokens seen.
+    """
+    final = run_dir / f"{CHECKPOINT_PREFIX}{step}"
+    tmp = run_dir / f".{CHECKPOINT_PREFIX}{step}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    state = {
+        "step": step,
+        "tokens": tokens,
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict(),
+        "rng": _rng_state(),
+    }
+    torch.save(state, tmp / STATE_FILE)
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    if keep != "all":
+        for old_step, path in _checkpoints(run_dir):
+            if old_step < step:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+# ---------------------------------------------------------------------------------------------- one run
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What :func:`train_run` did.
+
+    Attributes
+    ----------
+    model, run : str
+        The run's identity in the store.
+    total_steps : int
+        Optimiser steps of the full run.
+    resumed_from : int or None
+        The checkpoint step training restarted from (None: from the start, or nothing to do).
+    rows_written : int
+        Score rows committed by this call.
+    skipped : bool
+        The run was already complete.
+    seconds : float
+        Wall time.
+    """
+
+    model: str
+    run: str
+    total_steps: int
+    resumed_from: int | None
+    rows_written: int
+    skipped: bool
+    seconds: float
+
+
+class _Context:
+    """What every run of a study shares: tokenizer-dependent encodings, cached by tokenizer."""
+
+    def __init__(self, config: StudyConfig):
+        self.config = config
+        self.cache: dict[str, tuple[Any, tuple[int, int], pd.DataFrame, list[EncodedTestset]]] = {}
+
+    def for_model(self, run: RunSpec) -> tuple[Any, tuple[int, int], pd.DataFrame, list[EncodedTestset]]:
+        from gengen.data import load_examples
+
+        source = run.model.tokenizer or run.model.path
+        key = f"{source}@{run.model.revision}"
+        if key not in self.cache:
+            tokenizer = load_tokenizer(source, None if run.model.tokenizer else run.model.revision)
+            answers = answer_token_ids(tokenizer, self.config.task.answers)
+            train = load_examples(self.config.task.train)
+            testsets = encode_testsets(self.config, tokenizer)
+            self.cache[key] = (tokenizer, answers, train, testsets)
+        return self.cache[key]
+
+
+def _training_data(config: StudyConfig, run: RunSpec, train: pd.DataFrame) -> pd.DataFrame:
+    from gengen.data import balanced_sample
+
+    if run.shots is None:
+        return train
+    assert run.data_seed is not None
+    return balanced_sample(train, run.shots, run.data_seed)
+
+
+def _build_model(config: StudyConfig, run: RunSpec, device: torch.device, checkpoint: Path | None) -> Any:
+    """The model to train: from the last checkpoint when resuming, else from the model's path."""
+    training = config.training
+    if training.method == "full":
+        source = str(checkpoint) if checkpoint is not None else run.model.path
+        revision = None if checkpoint is not None else run.model.revision
+        return load_model(source, revision=revision, dtype=torch.float32, device=device)
+    import peft
+
+    base = load_model(run.model.path, revision=run.model.revision, dtype=torch.float32, device=device)
+    if checkpoint is not None:
+        return peft.PeftModel.from_pretrained(base, str(checkpoint), is_trainable=True).to(device)
+    lora = training.lora
+    settings = peft.LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules) if lora.target_modules else None,
+        task_type="CAUSAL_LM",
+    )
+    try:
+        return peft.get_peft_model(base, settings)
+    except ValueError as error:
+        raise ConfigError(f"training.lora.target_modules: {error}") from None
+
+
+def _schedule(total: int, training: TrainingConfig) -> Callable[[int], float]:
+    warmup = max(training.warmup_steps, round(training.warmup_ratio * total))
+
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    return factor
+
+
+def _answer_loss(logits: torch.Tensor, gold: torch.Tensor, answers: tuple[int, int], loss: str) -> torch.Tensor:
+    """Cross-entropy of the gold answer token: over the vocabulary, or over the two answers only."""
+    if loss == "answers":
+        pair = logits[:, list(answers)]
+        return torch.nn.functional.cross_entropy(pair, (gold == answers[1]).long(), reduction="sum")
+    return torch.nn.functional.cross_entropy(logits, gold, reduction="sum")
+
+
+def _write_run_record(
+    run_dir: Path, config: StudyConfig, run: RunSpec, total: int, steps: list[int], n_train: int
+) -> dict[str, Any]:
+    record = {
+        "study": config.name,
+        "model": asdict(run.model),
+        "run": run.key,
+        "seed": run.seed,
+        "shots": run.shots,
+        "data_seed": run.data_seed,
+        "total_steps": total,
+        "evaluation_steps": steps,
+        "n_train": n_train,
+        "config_file": str(config.source) if config.source else None,
+        "config": config.raw,
+        "packages": _package_versions(),
+        "argv": sys.argv,
+    }
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "run.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
+    return record
+
+
+def train_run(
+    config: StudyConfig,
+    run: RunSpec,
+    *,
+    store: Any,
+    context: _Context | None = None,
+    log: Log = print,
+    progress: bool = True,
+) -> RunOutcome:
+    """Fine-tune and score one run, resuming from its last checkpoint and skipping stored evaluations.
+
+    Parameters
+    ----------
+    config : StudyConfig
+    run : RunSpec
+        One of ``config.runs()``.
+    store : gengen.store.Store
+        Where scores and the run's manifest go.
+    context : optional
+        Shared tokenizer/test-set cache (built when absent).
+    log : callable
+        Receives progress lines.
+    progress : bool
+        Show a progress bar when the output is a terminal.
+
+    Returns
+    -------
+    RunOutcome
+    """
+    start = time.perf_counter()
+    context = context or _Context(config)
+    training = config.training
+    tokenizer, answers, train_all, testsets = context.for_model(run)
+    train = _training_data(config, run, train_all)
+    total = planned_steps(training, len(train))
+    steps = evaluation_steps(config.evaluation, total)
+    metrics = list(config.evaluation.metrics)
+    wanted = {(s, t.name, m) for s in steps for t in testsets for m in metrics}
+    done = store.completed(run.model.name, run.key)
+    run_dir = config.run_dir(run)
+    manifest = store.manifest(run.model.name, run.key) or {}
+    if wanted <= done and manifest.get("status") == "complete":
+        return RunOutcome(run.model.name, run.key, total, None, 0, True, time.perf_counter() - start)
+
+    record = _write_run_record(run_dir, config, run, total, steps, len(train))
+    store.write_manifest(run.model.name, run.key, {**record, "status": "running", "run_dir": str(run_dir)})
+
+    device = select_device(training.device)
+    compute_dtype = select_dtype(training.precision, device)
+    autocast = compute_dtype != torch.float32
+    checkpoints = _checkpoints(run_dir)
+    resume_step, resume_path = checkpoints[-1] if checkpoints else (0, None)
+
+    torch.manual_seed(run.seed)
+    random.seed(run.seed)
+    model = _build_model(config, run, device, resume_path)
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": training.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=training.learning_rate,
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(total, training))
+    scaler = torch.amp.GradScaler(device.type, enabled=compute_dtype == torch.float16)
+    tokens = 0
+    if resume_path is not None:
+        state = torch.load(resume_path / STATE_FILE, map_location=device, weights_only=False)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        scaler.load_state_dict(state["scaler"])
+        tokens = int(state["tokens"])
+        _set_rng_state(state["rng"])
+        log(f"{run.model.name} {run.key}: resuming from step {resume_step}")
+
+    tokens_at_start = tokens
+    encoded_train = encode_prompts(tokenizer, train, config.task.prompt, training.max_length)
+    gold_train = np.where(train["label"].to_numpy() == 1, answers[0], answers[1])
+    per_step = training.batch_size * training.grad_accum
+    base = {
+        "study": config.name,
+        "model": run.model.name,
+        "family": run.model.family,
+        "size": run.model.size,
+        "run": run.key,
+        "seed": run.seed,
+        "shots": run.shots,
+    }
+    written = 0
+
+    scoring = {"examples": 0, "seconds": 0.0}
+
+    def evaluate(model: Any, step: int) -> None:
+        nonlocal written, done
+        if all((step, t.name, m) in done for t in testsets for m in metrics):
+            return
+        began = time.perf_counter()
+        with torch.autocast(device.type, dtype=compute_dtype, enabled=autocast):
+            rows = score_rows(
+                model,
+                testsets,
+                answers,
+                pad_id=tokenizer.pad_token_id,
+                batch_size=config.evaluation.batch_size,
+                metrics=metrics,
+                base={**base, "step": step, "tokens": tokens, "epoch": step * per_step / len(train)},
+                skip=done,
+                log=None,
+            )
+        scoring["seconds"] += time.perf_counter() - began
+        scoring["examples"] += sum(int(r["n_examples"]) for r in rows if r["metric"] == metrics[0])
+        if rows:
+            written += store.write_scores(pd.DataFrame(rows))
+            done = done | {(step, r["testset"], r["metric"]) for r in rows}
+
+    if resume_step == 0:
+        evaluate(model, 0)
+    bar = _progress_bar(progress)
+    task = bar.add_task(f"{run.model.name} {run.key}", total=total, completed=resume_step)
+    model.train()
+    pad_id = tokenizer.pad_token_id
+    window_tokens, window_start = 0, time.perf_counter()
+    with bar:
+        for step in range(resume_step + 1, total + 1):
+            indices = update_indices(step, len(train), per_step, run.seed)
+            optimizer.zero_grad(set_to_none=True)
+            for micro in np.array_split(indices, training.grad_accum):
+                ids, mask, lengths = pad_batch([encoded_train[i] for i in micro], pad_id, device)
+                gold = torch.from_numpy(gold_train[micro]).to(device)
+                with torch.autocast(device.type, dtype=compute_dtype, enabled=autocast):
+                    logits = last_token_logits(model, ids, mask, lengths)
+                loss = _answer_loss(logits, gold, answers, config.task.loss) / len(indices)
+                scaler.scale(loss).backward()
+                used = int(lengths.sum()) + len(micro)
+                tokens += used
+                window_tokens += used
+            if training.max_grad_norm is not None:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(params, training.max_grad_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            bar.update(task, advance=1)
+            if step in steps:
+                elapsed = time.perf_counter() - window_start
+                evaluate(model, step)
+                every = training.checkpoint_every
+                if every is None or step % every == 0 or step == total:
+                    _save_checkpoint(
+                        run_dir,
+                        step,
+                        model,
+                        tokenizer,
+                        optimizer,
+                        scheduler,
+                        scaler,
+                        tokens,
+                        training.keep_checkpoints,
+                    )
+                bar.update(
+                    task,
+                    description=f"{run.model.name} {run.key} ({window_tokens / max(elapsed, 1e-9):,.0f} tokens/s)",
+                )
+                window_tokens, window_start = 0, time.perf_counter()
+    if training.keep_checkpoints == "none":
+        for _, path in _checkpoints(run_dir):
+            shutil.rmtree(path, ignore_errors=True)
+    store.write_manifest(
+        run.model.name, run.key, {**record, "status": "complete", "run_dir": str(run_dir), "tokens": tokens}
+    )
+    seconds = time.perf_counter() - start
+    train_seconds = max(seconds - scoring["seconds"], 1e-9)
+    log(
+        f"{run.model.name} {run.key}: {total} steps, {written} scores written in {seconds:.1f} s "
+        f"(training {(tokens - tokens_at_start) / train_seconds:,.0f} tokens/s, "
+        f"scoring {scoring['examples'] / max(scoring['seconds'], 1e-9):,.0f} examples/s)"
+    )
+    del model, optimizer
+    return RunOutcome(run.model.name, run.key, total, resume_step or None, written, False, seconds)
+
+
+def _progress_bar(enabled: bool) -> Any:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not (enabled and console.is_terminal),
+    )
+
+
+# ---------------------------------------------------------------------------------------------- a study
+
+
+def _run_in_worker(config: StudyConfig, run: RunSpec, threads: int) -> RunOutcome:
+    """Run one run in a worker process (its own store connection, torch threads and caches)."""
+    from gengen.store import Store
+
+    torch.set_num_threads(threads)
+    outcome = train_run(config, run, store=Store(config.output, study=config.name), log=print, progress=False)
+    if outcome.skipped:
+        print(f"{run.model.name} {run.key}: complete, skipped", flush=True)
+    return outcome
+
+
+def run_study(
+    config: StudyConfig,
+    *,
+    store: Any = None,
+    models: Sequence[str] | None = None,
+    log: Log = print,
+    progress: bool = True,
+    jobs: int = 1,
+    threads_per_job: int = 1,
+) -> list[RunOutcome]:
+    """Run every (unfinished) run of a study, one after the other or ``jobs`` at a time.
+
+    Parameters
+    ----------
+    config : StudyConfig
+    store : gengen.store.Store, optional
+        Default: the store in ``config.output`` (``gengen.sqlite``). With ``jobs > 1`` each worker opens
+        that default store (the store is safe for several processes).
+    models : sequence of str, optional
+        Only the runs of these models.
+    log : callable
+        Receives progress lines (workers print theirs).
+    progress : bool
+        Show progress bars on a terminal (one process only).
+    jobs : int
+        Runs trained at once, each in its own process (for small models on a multi-core CPU).
+    threads_per_job : int
+        torch CPU threads of each worker process when ``jobs > 1``.
+
+    Returns
+    -------
+    list of RunOutcome
+        In the order of ``config.runs()``.
+    """
+    from gengen.store import Store
+
+    if jobs < 1:
+        raise ConfigError(f"--jobs: expected a positive integer, got {jobs}")
+    runs = config.runs()
+    if models is not None:
+        unknown = sorted(set(models) - {m.name for m in config.models})
+        if unknown:
+            raise ConfigError(
+                f"--model {unknown[0]!r}: not a model of the study ({', '.join(m.name for m in config.models)})"
+            )
+        runs = [r for r in runs if r.model.name in models]
+    if jobs > 1 and len(runs) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        Store(config.output, study=config.name)  # create the database once, before the workers race to
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(runs)), mp_context=context) as pool:
+            futures = [pool.submit(_run_in_worker, config, run, threads_per_job) for run in runs]
+            return [future.result() for future in futures]
+    store = store if store is not None else Store(config.output, study=config.name)
+    shared = _Context(config)
+    outcomes = []
+    for run in runs:
+        outcome = train_run(config, run, store=store, context=shared, log=log, progress=progress)
+        if outcome.skipped:
+            log(f"{run.model.name} {run.key}: complete, skipped")
+        outcomes.append(outcome)
+    return outcomes

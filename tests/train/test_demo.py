@@ -1,0 +1,116 @@
+"""The demo: its generated task and shifts, its bundled study, and a shrunken end-to-end run."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from gengen.demo import finish, run_demo, study_template, summarise
+from gengen.demo.tasks import NOUNS, OOD_SHIFTS, UNSEEN_NOUNS, generate_id, generate_ood
+
+pytestmark = pytest.mark.train
+
+
+def words(frame: pd.DataFrame, column: str) -> set[str]:
+    return {w for text in frame[column] for w in text.split()}
+
+
+def test_generated_sets_are_balanced_and_reproducible() -> None:
+    for frame in [generate_id(200, 0), *(generate_ood(name, 200, 1) for name in OOD_SHIFTS)]:
+        assert frame["label"].sum() == 100
+    assert generate_id(50, 7).equals(generate_id(50, 7))
+    assert not generate_id(50, 7).equals(generate_id(50, 8))
+
+
+def test_each_shift_is_what_it_says() -> None:
+    train = generate_id(2000, 0)
+    vocabulary = words(train, "premise") | words(train, "hypothesis")
+    overlap = generate_ood("hans_overlap", 100, 1)
+    assert all(set(h.split()) <= set(p.split()) for p, h in zip(overlap["premise"], overlap["hypothesis"], strict=True))
+    subsequence = generate_ood("hans_subsequence", 100, 1)
+    assert all(
+        h.split()[-3:] == p.split()[-3:] for p, h in zip(subsequence["premise"], subsequence["hypothesis"], strict=True)
+    )
+    negation = generate_ood("negation", 100, 1)
+    assert all(" not " in p for p in negation["premise"])
+    assert not any(" not " in p for p in train["premise"])
+    length = generate_ood("length", 100, 1)
+    assert length["premise"].str.split().str.len().min() > train["premise"].str.split().str.len().max()
+    unseen = generate_ood("unseen_vocab", 100, 1)
+    assert words(unseen, "premise") & set(UNSEEN_NOUNS) and not words(unseen, "premise") & set(NOUNS)
+    assert not vocabulary & set(UNSEEN_NOUNS)
+    noise = generate_ood("spelling_noise", 100, 1)
+    misspelled = [
+        (words(noise.iloc[[i]], "premise") | words(noise.iloc[[i]], "hypothesis")) - vocabulary
+        for i in range(len(noise))
+    ]
+    assert all(1 <= len(m) <= 2 for m in misspelled)
+
+
+def test_bundled_study_is_valid(tmp_path: Path) -> None:
+    from gengen.config import load_config
+    from gengen.demo.tasks import write_demo_data
+
+    write_demo_data(tmp_path / "data", n_train=10, n_test=10)
+    (tmp_path / "study.toml").write_text(study_template())
+    config = load_config(tmp_path / "study.toml")
+    assert {m.family for m in config.models} == {"opt", "olmo2"}
+    assert len({m.size for m in config.models}) == 2
+    assert len(config.training.seeds) == 2
+    assert len(config.testsets) - 1 >= 5 and config.id_testset == "id"
+
+
+def test_finish_calls_the_analysis_hook_when_present(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from gengen.store import Store
+
+    rows = [
+        {"model": m, "run": "seed=1", "step": s, "testset": t, "metric": "acc", "value": v}
+        for m in ("a-1", "b-2")
+        for s, v in ((0, 0.5), (10, 0.8))
+        for t in ("id", "ood")
+    ]
+    Store(tmp_path / "study").write_scores(rows)
+    calls = []
+    fake = types.ModuleType("gengen.analyse")
+    fake.run_study_analysis = lambda store, out, id_testset: calls.append((store, out, id_testset)) or out
+    monkeypatch.setitem(sys.modules, "gengen.analyse", fake)
+    lines: list[str] = []
+    assert finish(tmp_path / "study", tmp_path / "report", "id", log=lines.append) == tmp_path / "report"
+    assert calls == [(tmp_path / "study", tmp_path / "report", "id")]
+    assert "final accuracy" in lines[0] and "0.800 (0.500)" in lines[0]
+    monkeypatch.setitem(sys.modules, "gengen.analyse", types.ModuleType("gengen.analyse"))
+    assert finish(tmp_path / "study", tmp_path / "report", "id", log=lines.append) is None
+
+
+def test_shrunken_demo_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's own code path on a smaller study: 2 models, 1 seed, 16 steps, small data."""
+    import gengen.demo as demo
+
+    text = study_template()
+    for model in ("opt-m", "olmo2-m"):
+        start = text.index(f'name = "{model}"') - len("[[models]]\n")
+        text = text[:start] + text[text.index("\n\n", start) + 2 :]
+    text = text.replace("max_steps = 160", "max_steps = 16").replace("every = 16", "every = 8")
+    text = text.replace("seeds = [1, 2]", "seeds = [1]").replace("checkpoint_every = 80", "checkpoint_every = 8")
+    monkeypatch.setattr(demo, "study_template", lambda: text)
+    monkeypatch.setattr(demo, "N_TRAIN", 200)
+    monkeypatch.setattr(demo, "N_TEST", 30)
+    monkeypatch.setattr(
+        demo,
+        "finish",
+        lambda store, out, id_testset, log: log(
+            summarise(__import__("gengen.store").store.Store(store).load(), id_testset)
+        ),
+    )
+    lines: list[Any] = []
+    out = run_demo(tmp_path / "demo", jobs=1, log=lines.append, progress=False)
+    assert (out / "models" / "opt-s" / "config.json").is_file()
+    summary = lines[-1]
+    assert "olmo2-s" in summary and "opt-s" in summary and "spelling_noise" in summary
+    assert "2 models x 1 runs x 3 checkpoints x 7 test sets x 2 metrics" in summary
