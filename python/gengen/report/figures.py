@@ -31,6 +31,9 @@ MAX_SCATTER_PAIRS = 4
 MAX_LEGEND = 12
 
 
+HEATMAPS_PER_ROW = 4
+
+
 def _tick_size(m: int) -> float:
     """Font size of test-set labels for an m × m heatmap."""
     return float(np.clip(260.0 / max(m, 1), 3.0, 9.0))
@@ -66,15 +69,21 @@ def heatmaps(analysis: Analysis, value: str = "r_partial") -> Figure:
     single = len({model for model, _ in keys}) == len(keys)
     m = max((len(analysis.matrix(model, run, value, level)) for model, run in keys), default=1)
     panel = float(np.clip(0.11 * m + 2.5, 4.0, 9.0))
-    figure = Figure(figsize=(panel * len(keys) + 1.0, panel + 0.8), layout="constrained")
-    axes = figure.subplots(1, max(len(keys), 1), squeeze=False)[0]
+    # Wrap into rows so that many groups stay readable side by side instead of shrinking to stamps.
+    columns = min(max(len(keys), 1), HEATMAPS_PER_ROW)
+    rows = -(-max(len(keys), 1) // columns)
+    figure = Figure(figsize=(panel * columns + 1.0, (panel + 0.4) * rows + 0.4), layout="constrained")
+    grid = figure.subplots(rows, columns, squeeze=False)
+    axes = list(grid.ravel())
+    for unused in axes[len(keys) :]:
+        unused.set_axis_off()
     mesh = None
     for ax, (model, run) in zip(axes, keys, strict=False):
         matrix = analysis.matrix(model, run, value, level)
         marks = analysis.matrix(model, run, "significant", level).fillna(0).astype(bool)
         mesh = draw_heatmap(ax, matrix, marks, _group_label(model, run, single))
     if mesh is not None:
-        figure.colorbar(mesh, ax=list(axes), shrink=0.6, label=value.replace("_", " "))
+        figure.colorbar(mesh, ax=axes, shrink=0.6, label=value.replace("_", " "))
     figure.suptitle(f"{value.replace('_', ' ')} (• adjusted p < {analysis.settings['alpha']})", fontsize=11)
     return figure
 
