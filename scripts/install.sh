@@ -3,7 +3,8 @@
 #   - R and the R packages the cross-validation tests use (Debian packages; needs root, skipped otherwise),
 #     and Chromium for the report's browser test;
 #   - a virtual environment with gengen built from source (Rust extension in release mode through maturin)
-#     and its extras: test, dev, r (rpy2<3.6) and train (torch through scripts/install-torch.sh).
+#     and its extras: test, dev, r (rpy2<3.6), cluster (ray, submitit) and train (torch through
+#     scripts/install-torch.sh).
 # Re-running it is cheap: present packages are kept and the extension is rebuilt incrementally.
 #
 #   bash scripts/install.sh            # everything
@@ -48,6 +49,6 @@ if [[ -z "${GENGEN_NO_TRAIN:-}" ]]; then
     bash scripts/install-torch.sh .venv/bin/python
 fi
 
-log "gengen and its test, dev and R extras (building the Rust extension)"
-"${PIP[@]}" -e ".[test,dev,r]"
+log "gengen and its test, dev, R and cluster extras (building the Rust extension)"
+"${PIP[@]}" -e ".[test,dev,r,cluster]"
 log "done: $(.venv/bin/python -c 'import gengen; print("gengen", gengen.__version__)')"

@@ -94,3 +94,28 @@ def gam_fit(
     n_threads: int | None = None,
 ) -> tuple[_Float2D, _Float2D, NDArray[np.float64], _Float2D, NDArray[np.float64], list[int]]:
     """(fitted (n, m), residuals (n, m), edf (m,), lam (m, q), score (m,), k used per control)."""
+
+# --- simulation study and autocorrelation-aware tests (rust/src/py/simulate.rs, issue 9) ---
+def simulate_run(
+    n: int, m: int, noise: str, phi: float, shape: str, shared: float, noise_sd: float, id_noise_sd: float,
+    seed: int, index: int,
+) -> tuple[NDArray[np.float64], _Float2D]:
+    """(id (n,), ood (n, m)) of one simulated run (see gengen.simulate.simulate_trajectories)."""
+
+def calibration_cell(
+    n: int, noise: str, phi: float, shape: str, shared: float, replicates: int, seed: int, cell: int,
+    n_perm: int, n_boot: int, gam: bool, gam_lagged_k: int, noise_sd: float, id_noise_sd: float,
+) -> list[tuple[str, str, int, int, int, int, int, float]]:
+    """Per method: (method, control, evaluated, reject_05, reject_01, ci_evaluated, covered, ci_width_sum)."""
+
+def lagged_partial_corr(
+    scores: _Float2D, covar: _Float2D, method: str, fit: str = "linear", k: int = ...  # default 5
+) -> tuple[_Float2D, _Float2D, _Float2D, _Float2D, _Float2D, NDArray[np.float64], NDArray[np.float64], int, int]:
+    """(estimate, innovation_estimate, statistic, p_value, df, lag1, control_df, n, k) of the lagged test."""
+
+def prewhitened_partial_corr(
+    scores: _Float2D, covar: _Float2D, method: str, bias_correction: bool = True
+) -> tuple[
+    _Float2D, _Float2D, _Float2D, _Float2D, _Float2D, NDArray[np.float64], NDArray[np.float64], int, int, float
+]:
+    """(estimate, whitened_estimate, statistic, p_value, naive_p_value, phi, lag1, n, k, df)."""

@@ -42,6 +42,15 @@ A minimal study::
     every = 200
     max_examples = 2000
 
+    [executor]                       # optional: where the runs go (see docs/executors.md)
+    kind = "ray"                     # local (default) | ray | slurm
+    retries = 1
+
+    [resources]                      # optional: what one run asks for
+    cpus = 4
+    gpus = 1
+    memory_gb = 32
+
 Nothing here imports torch.
 """
 
@@ -66,8 +75,10 @@ __all__ = [
     "DataRegime",
     "DataSpec",
     "EvaluationConfig",
+    "ExecutorConfig",
     "LoraConfig",
     "ModelSpec",
+    "ResourcesConfig",
     "RunSpec",
     "StudyConfig",
     "TaskConfig",
@@ -84,6 +95,8 @@ KEEP = ("all", "last", "none")
 METRICS = ("acc", "logprob")
 LABEL_TARGETS = ("Yes", "No", "drop")
 DEFAULT_PROMPT = "{premise} Question: {hypothesis} Yes or No?"
+EXECUTORS = ("local", "ray", "slurm")
+SUBMITIT_CLUSTERS = ("slurm", "local", "debug")
 
 
 @dataclass(frozen=True)
@@ -221,6 +234,74 @@ class EvaluationConfig:
 
 
 @dataclass(frozen=True)
+class ResourcesConfig:
+    """What one run asks of the executor: a Ray task's ``num_cpus``/``num_gpus``/``memory``, a Slurm job's
+    ``cpus_per_task``/``gpus_per_node``/``mem_gb``.
+
+    Attributes
+    ----------
+    cpus : int
+        CPU cores per run (also the torch threads of a run unless ``executor.threads`` says otherwise).
+    gpus : float
+        GPUs per run; a fraction packs several small runs on one GPU under Ray (Slurm needs a whole number).
+    memory_gb : float or None
+        Memory per run in GiB (None: the executor's default).
+    """
+
+    cpus: int = 1
+    gpus: float = 0.0
+    memory_gb: float | None = None
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """Where and how the runs of a study are executed (``gengen run``; see ``docs/executors.md``).
+
+    Attributes
+    ----------
+    kind : str
+        ``"local"`` (one machine), ``"ray"`` (a Ray task per run) or ``"slurm"`` (a submitit job per run).
+    jobs : int or None
+        Runs in flight at once: local processes (default 1, in the calling process); for Ray and Slurm a cap
+        on submitted runs (default: no cap, the cluster queues them).
+    threads : int or None
+        torch CPU threads of each run (default: ``resources.cpus``).
+    retries : int
+        Times a failed run is submitted again before it is reported as failed.
+    address : str or None
+        Ray: the cluster to join (``"auto"``, ``"ray://host:10001"``...); None starts a local Ray instance
+        (or joins the one already initialised in the process).
+    cluster : str
+        Slurm: submitit's backend, ``"slurm"``, or ``"local"`` / ``"debug"`` to try a study without Slurm.
+    partition, account, qos, constraint : str or None
+        Slurm job options.
+    time_minutes : int
+        Slurm time limit of each job.
+    setup : tuple of str
+        Slurm: shell lines run before the job (``module load ...``, ``source .venv/bin/activate``).
+    folder : str or None
+        Slurm: folder of submitit's job files and logs (default: ``<output>/slurm``).
+    additional : dict
+        Slurm: other ``#SBATCH`` options (``{"mail-type": "FAIL"}``).
+    """
+
+    kind: str = "local"
+    jobs: int | None = None
+    threads: int | None = None
+    retries: int = 0
+    address: str | None = None
+    cluster: str = "slurm"
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    time_minutes: int = 1440
+    setup: tuple[str, ...] = ()
+    folder: str | None = None
+    additional: Mapping[str, str | int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """One fine-tuning run: a model, a training seed and (for few-shot) a shot count and data seed."""
 
@@ -251,6 +332,8 @@ class StudyConfig:
     training: TrainingConfig = field(default_factory=TrainingConfig)
     data: DataRegime = field(default_factory=DataRegime)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
     source: Path | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -533,6 +616,8 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
     regime.finish()
 
     evaluation = _evaluation(top.table("evaluation", required=False))
+    resources = _resources(top.table("resources", required=False))
+    executor = _executor(top.table("executor", required=False), base)
     top.finish()
     return StudyConfig(
         name=name,
@@ -544,6 +629,8 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
         training=training,
         data=DataRegime(shots=tuple(shots), data_seeds=tuple(data_seeds)),
         evaluation=evaluation,
+        executor=executor,
+        resources=resources,
         raw=dict(data),
     )
 
@@ -612,6 +699,52 @@ def _evaluation(section: _Section) -> EvaluationConfig:
         max_examples=section.number("max_examples", None, integer=True, positive=True),
         batch_size=section.number("batch_size", 32, integer=True, positive=True),
         metrics=metrics,
+    )
+    section.finish()
+    return config
+
+
+def _resources(section: _Section) -> ResourcesConfig:
+    config = ResourcesConfig(
+        cpus=section.number("cpus", 1, integer=True, positive=True),
+        gpus=section.number("gpus", 0.0, minimum=0.0),
+        memory_gb=section.number("memory_gb", None, positive=True),
+    )
+    section.finish()
+    return config
+
+
+def _executor(section: _Section, base: Path) -> ExecutorConfig:
+    kind = section.string("kind", "local")
+    if kind not in EXECUTORS:
+        close = difflib.get_close_matches(kind, EXECUTORS, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"expected one of {', '.join(map(repr, EXECUTORS))}"
+        raise section.error("kind", f"unknown executor {kind!r} ({hint})")
+    additional: dict[str, str | int] = {}
+    if section.has("additional"):
+        table = section.table("additional")
+        for key in list(table.data):
+            value = table.raw(key)
+            if isinstance(value, bool) or not isinstance(value, (str, int)):
+                raise table.error(key, f"expected a string or an integer, got {_show(value)}")
+            additional[key] = value
+        table.finish()
+    folder = section.string("folder", None)
+    config = ExecutorConfig(
+        kind=kind,
+        jobs=section.number("jobs", None, integer=True, positive=True),
+        threads=section.number("threads", None, integer=True, positive=True),
+        retries=section.number("retries", 0, integer=True, minimum=0),
+        address=section.string("address", None),
+        cluster=section.string("cluster", "slurm", choices=SUBMITIT_CLUSTERS),
+        partition=section.string("partition", None),
+        account=section.string("account", None),
+        qos=section.string("qos", None),
+        constraint=section.string("constraint", None),
+        time_minutes=section.number("time_minutes", 1440, integer=True, positive=True),
+        setup=section.list_of("setup", section.str_item, ()),
+        folder=None if folder is None else _resolve(folder, base, local=True),
+        additional=additional,
     )
     section.finish()
     return config

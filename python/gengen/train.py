@@ -576,12 +576,10 @@ def run_study(
             )
         runs = [r for r in runs if r.model.name in models]
     if jobs > 1 and len(runs) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+        from gengen.executors.local import process_pool
 
         Store(config.output, study=config.name)  # create the database once, before the workers race to
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(runs)), mp_context=context) as pool:
+        with process_pool(min(jobs, len(runs))) as pool:
             futures = [pool.submit(_run_in_worker, config, run, threads_per_job) for run in runs]
             return [future.result() for future in futures]
     store = store if store is not None else Store(config.output, study=config.name)

@@ -7,6 +7,7 @@
 //! to a Python exception.
 
 pub mod adjust;
+pub mod autocorr;
 pub mod bootstrap;
 pub mod control;
 pub mod dist;
@@ -18,6 +19,7 @@ pub mod permutation;
 pub mod rank;
 pub mod residualise;
 pub mod rng;
+pub mod simulate;
 
 #[cfg(feature = "python")]
 mod py;

@@ -23,9 +23,10 @@ use rayon::prelude::*;
 
 use crate::autocorr::{
     ar1_coefficient, bartlett_effective_n, centred_correlation, effective_n_test, fisher_interval,
-    lagged_design, lagged_residuals, prewhitened_pair, pyper_peterman_effective_n,
+    lagged_gam_residuals, lagged_residuals, prewhitened_pair, pyper_peterman_effective_n,
 };
 use crate::bootstrap::{interval, replicates, BootstrapRun, IntervalMethod};
+use crate::control::Control;
 use crate::error::{Result, StatsError};
 use crate::gam::{GamOptions, GamSmoother};
 use crate::matrix::{dot, Mat};
@@ -359,6 +360,9 @@ pub struct StudyOptions {
     pub n_boot: u64,
     /// Whether the GAM-control methods run.
     pub gam: bool,
+    /// Basis dimension of each of the three smooths of the lagged GAM (the plain GAM uses mgcv's 10);
+    /// [`crate::autocorr::LAGGED_GAM_K`] by default.
+    pub gam_lagged_k: usize,
 }
 
 impl Default for StudyOptions {
@@ -367,6 +371,7 @@ impl Default for StudyOptions {
             n_perm: 499,
             n_boot: 499,
             gam: true,
+            gam_lagged_k: crate::autocorr::LAGGED_GAM_K,
         }
     }
 }
@@ -458,27 +463,6 @@ fn gam_residuals(id: &Mat, ood: &Mat) -> Result<(Vec<f64>, Vec<f64>, f64)> {
     Ok((a.residuals, b.residuals, k))
 }
 
-/// The residuals of the first two OOD columns from `y_t ~ s(y_{t−1}) + s(ID_t) + s(ID_{t−1})`, and the
-/// control degrees of freedom (mean EDF − 1).
-fn gam_lagged_residuals(id: &Mat, ood: &Mat) -> Result<(Vec<f64>, Vec<f64>, f64)> {
-    // Three smooths must fit in n − 1 rows: at most (n − 1)/4 basis functions each.
-    let k_basis = crate::gam::DEFAULT_K.min((id.nrows() - 1) / 4).max(3);
-    let mut fits = Vec::with_capacity(2);
-    for j in 0..2 {
-        let (response, controls) = lagged_design(ood.col(j), id, true)?;
-        let options = GamOptions {
-            k: k_basis,
-            ..GamOptions::default()
-        };
-        let smoother = GamSmoother::new(&controls, &options, "controls")?;
-        fits.push(smoother.fit_column(&response)?);
-    }
-    let k = 0.5 * (fits[0].edf + fits[1].edf) - 1.0;
-    let b = fits.pop().map(|f| f.residuals).unwrap_or_default();
-    let a = fits.pop().map(|f| f.residuals).unwrap_or_default();
-    Ok((a, b, k))
-}
-
 /// Evaluates every method of `methods` on one simulated run.
 fn evaluate(
     run: &Trajectories,
@@ -507,8 +491,10 @@ fn evaluate(
         .iter()
         .map(|&method| {
             if method == Inference::GamLagged {
-                let (a, b, k_gam) = gam_lagged_residuals(&covar, &pair).ok()?;
-                let r = centred_correlation(&a, &b);
+                let (innovations, control_df) =
+                    lagged_gam_residuals(&pair, &covar, Method::Pearson, options.gam_lagged_k).ok()?;
+                let k_gam = 0.5 * (control_df[0] + control_df[1]);
+                let r = centred_correlation(innovations.col(0), innovations.col(1));
                 let n_lagged = (n - 1) as f64;
                 let (_, p, _) = effective_n_test(r, n_lagged, k_gam);
                 return Outcome::from_p(p, Some(fisher_interval(r, n_lagged, k_gam, CI_LEVEL)));
@@ -556,6 +542,7 @@ fn evaluate(
                         scores: pair.clone(),
                         covar: covar.clone(),
                         scheme,
+                        control: Control::Linear,
                     };
                     let values: Vec<f64> =
                         replicates(&boot, Method::Pearson, test_seed ^ 0xB007, 0..options.n_boot)
@@ -596,15 +583,11 @@ fn evaluate(
                     )
                 }
                 Inference::Lagged => {
-                    let (innovations, controls) =
-                        lagged_residuals(&pair, &covar, Method::Pearson).ok()?;
+                    let (innovations, controls) = lagged_residuals(&pair, &covar, Method::Pearson).ok()?;
                     let ri = centred_correlation(innovations.col(0), innovations.col(1));
                     let n_lagged = (n - 1) as f64;
                     let (_, p, _) = effective_n_test(ri, n_lagged, controls as f64);
-                    Outcome::from_p(
-                        p,
-                        Some(fisher_interval(ri, n_lagged, controls as f64, CI_LEVEL)),
-                    )
+                    Outcome::from_p(p, Some(fisher_interval(ri, n_lagged, controls as f64, CI_LEVEL)))
                 }
                 Inference::GamTTest | Inference::GamPrewhitened | Inference::GamLagged => None,
             }
@@ -736,26 +719,43 @@ mod tests {
 
     #[test]
     fn run_cell_is_independent_of_thread_count() {
-        let spec = spec(20, Noise::Ar1 { phi: 0.5 }, 0.0);
+        let spec = spec(24, Noise::Ar1 { phi: 0.5 }, 0.0);
         let options = StudyOptions {
             n_perm: 49,
             n_boot: 49,
-            gam: true,
+            gam: false,
+            gam_lagged_k: 4,
         };
-        let one = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .build()
-            .unwrap()
-            .install(|| run_cell(&spec, &options, 40, 11, 2).unwrap());
-        let two = rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap()
-            .install(|| run_cell(&spec, &options, 40, 11, 2).unwrap());
-        assert_eq!(one, two);
-        assert_eq!(one.len(), Inference::ALL.len());
+        let in_pool = |threads: usize| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| run_cell(&spec, &options, 40, 11, 2).unwrap())
+        };
+        let one = in_pool(1);
+        assert_eq!(one, in_pool(2));
+        assert_eq!(one.len(), Inference::ALL.len() - 3);
         for tally in &one {
-            assert!(tally.evaluated > 0, "{:?}", tally.method);
+            assert_eq!(tally.evaluated, 40, "{:?}", tally.method);
+        }
+    }
+
+    #[test]
+    fn gam_methods_run() {
+        // Two replicates only: the GAM fits are slow in unoptimised test builds.
+        let spec = TrajectorySpec::new(24, 2, Noise::Ar1 { phi: 0.5 }, Shape::NonMonotone, 0.0);
+        let options = StudyOptions {
+            n_perm: 0,
+            n_boot: 0,
+            gam: true,
+            gam_lagged_k: 4,
+        };
+        let tallies = run_cell(&spec, &options, 2, 3, 0).unwrap();
+        let gam: Vec<&MethodTally> = tallies.iter().filter(|t| t.method.control() == "gam").collect();
+        assert_eq!(gam.len(), 3);
+        for tally in gam {
+            assert_eq!(tally.evaluated, 2, "{:?}", tally.method);
         }
     }
 
@@ -766,6 +766,7 @@ mod tests {
             n_perm: 0,
             n_boot: 0,
             gam: false,
+            gam_lagged_k: 5,
         };
         let rate = |noise: Noise, method: Inference| {
             let tallies = run_cell(&spec(50, noise, 0.0), &options, 2000, 1, 0).unwrap();
@@ -776,7 +777,9 @@ mod tests {
         assert!((white - 0.05).abs() < 0.02, "{white}");
         let autocorrelated = rate(Noise::Ar1 { phi: 0.9 }, Inference::TTest);
         assert!(autocorrelated > 0.2, "{autocorrelated}");
-        let prewhitened = rate(Noise::Ar1 { phi: 0.9 }, Inference::Prewhitened);
-        assert!((prewhitened - 0.05).abs() < 0.02, "{prewhitened}");
+        for method in [Inference::Prewhitened, Inference::Lagged] {
+            let corrected = rate(Noise::Ar1 { phi: 0.9 }, method);
+            assert!((corrected - 0.05).abs() < 0.02, "{method:?}: {corrected}");
+        }
     }
 }

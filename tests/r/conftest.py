@@ -44,10 +44,19 @@ def _r_missing() -> str | None:
     rscript = shutil.which("Rscript")
     if rscript is None:
         return "R is not installed (no Rscript on PATH; Debian: apt-get install r-base-core)"
+    # Starting R through rpy2 rewrites LD_LIBRARY_PATH in os.environ (R's own lib folders first). R is loaded by
+    # then, but every later subprocess would inherit it and load system libraries in place of the interpreter's
+    # (the training tests' subprocesses then fail to import ssl): put the variable back as it was.
+    saved = os.environ.get("LD_LIBRARY_PATH")
     try:
         import rpy2.robjects  # noqa: F401
     except Exception as error:  # rpy2 raises several kinds when R's shared library does not load
         return f"rpy2 is not usable ({type(error).__name__}: {error}); pip install 'rpy2>=3.5,<3.6'"
+    finally:
+        if saved is None:
+            os.environ.pop("LD_LIBRARY_PATH", None)
+        else:
+            os.environ["LD_LIBRARY_PATH"] = saved
     check = "cat(Filter(function(p) !requireNamespace(p, quietly = TRUE), commandArgs(TRUE)))"
     result = subprocess.run([rscript, "-e", check, *REQUIRED_R_PACKAGES], capture_output=True, text=True, timeout=60)
     missing = result.stdout.split()

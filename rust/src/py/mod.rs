@@ -10,6 +10,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
+mod simulate;
+
 use crate::adjust::{p_adjust as adjust, Adjustment};
 use crate::bootstrap::{interval, jackknife, replicates_batch, BootstrapRun, IntervalMethod};
 use crate::control::Control;
@@ -641,6 +643,7 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(p_adjust, module)?)?;
     module.add_function(wrap_pyfunction!(default_block_length, module)?)?;
     module.add_function(wrap_pyfunction!(gam_fit, module)?)?;
+    simulate::register(module)?;
     module.add_function(wrap_pyfunction!(normal_two_sided, module)?)?;
     module.add_function(wrap_pyfunction!(normal_quantile, module)?)?;
     module.add_function(wrap_pyfunction!(chi_squared_sf, module)?)?;

@@ -1,0 +1,107 @@
+"""``gengen run`` and ``gengen status``: a whole study through an executor, and where its runs stand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gengen.cli._common import user_errors_exit
+
+RUN_FAILED_EXIT_CODE = 1
+
+
+@user_errors_exit
+def run_command(
+    config: Annotated[Path, typer.Argument(help="The study's TOML file.")],
+    executor: Annotated[
+        str | None, typer.Option(help="local, ray or slurm (default: the study's [executor] kind, else local).")
+    ] = None,
+    jobs: Annotated[
+        int | None, typer.Option(help="Runs at once (local processes; for Ray/Slurm a cap on runs in flight).")
+    ] = None,
+    retries: Annotated[int | None, typer.Option(help="Times a failed run is submitted again.")] = None,
+    threads: Annotated[int | None, typer.Option(help="torch CPU threads per run (default: resources.cpus).")] = None,
+    model: Annotated[list[str] | None, typer.Option("--model", help="Only this model's runs (repeatable).")] = None,
+    analysis: Annotated[
+        bool, typer.Option("--analysis/--no-analysis", help="Analyse, compare and report once every run is done.")
+    ] = True,
+    out: Annotated[Path | None, typer.Option(help="Folder of the analysis (default: <output>/analysis).")] = None,
+) -> None:
+    """Fine-tune and score every run of a study through an executor, then analyse, compare and report.
+
+    Runs already complete are skipped and unfinished ones resume from their last checkpoint, so the same
+    command continues an interrupted study. Failed runs are retried, then listed; the exit status is 1 when
+    any run failed (the analysis then waits for a complete study).
+    """
+    from gengen.config import load_config
+    from gengen.executors import execute_study
+
+    study = load_config(config)
+    execution = execute_study(
+        study, executor=executor, jobs=jobs, retries=retries, threads=threads, models=model or None, log=typer.echo
+    )
+    done = sum(r.ok for r in execution.results.values())
+    typer.echo(
+        f"{done + len(execution.skipped)} of {done + len(execution.skipped) + len(execution.failed)} runs complete "
+        f"({len(execution.skipped)} skipped), {execution.rows_merged} scores merged into {study.output} "
+        f"in {execution.seconds:.0f} s ({execution.executor})"
+    )
+    if execution.failed:
+        for result in execution.failed:
+            typer.echo(f"failed: {result.model} {result.run}: {result.error}", err=True)
+        typer.echo("submit the study again to retry the failed runs; `gengen status` shows them", err=True)
+        raise typer.Exit(code=RUN_FAILED_EXIT_CODE)
+    if not analysis:
+        return
+    from gengen.analyse import run_study_analysis
+
+    target = out if out is not None else study.output / "analysis"
+    report = run_study_analysis(study.output, target, study.id_testset)
+    typer.echo(f"report: {report}")
+
+
+@user_errors_exit
+def status_command(
+    study: Annotated[Path, typer.Argument(help="The study's TOML file (or the folder holding study.toml).")],
+) -> None:
+    """Show each run of a study: pending, running, done or failed (with its error), and its progress.
+
+    Progress is evaluations stored / evaluations planned (known once a run has started).
+    """
+    from gengen.config import load_config
+    from gengen.errors import ConfigError
+    from gengen.executors import study_status
+
+    path = study / "study.toml" if study.is_dir() else study
+    if study.is_dir() and not path.is_file():
+        raise ConfigError(f"{study}: a folder without study.toml; give the study's TOML file")
+    config = load_config(path)
+    rows = study_status(config)
+    width = max([len(f"{r.model} {r.run}") for r in rows] + [3])
+    counts: dict[str, int] = {}
+    typer.echo(f"{'run':<{width}}  {'status':<8}  {'progress':>9}  details")
+    for row in rows:
+        counts[row.status] = counts.get(row.status, 0) + 1
+        details = []
+        if row.attempt > 1:
+            details.append(f"attempt {row.attempt}")
+        if row.job_id and row.status in ("pending", "running"):
+            details.append(f"job {row.job_id}")
+        if row.status == "running" and row.host:
+            details.append(f"on {row.host} since {row.updated_at}")
+        if row.error:
+            details.append(f"error: {row.error}")
+        if row.note:
+            details.append(row.note)
+        label = f"{row.model} {row.run}"
+        typer.echo(f"{label:<{width}}  {row.status:<8}  {row.progress:>9}  {'; '.join(details)}".rstrip())
+    summary = ", ".join(f"{counts[s]} {s}" for s in ("done", "running", "pending", "failed") if s in counts)
+    typer.echo(f"{config.name}: {len(rows)} runs: {summary}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gengen run`` and ``gengen status`` to the CLI."""
+    app.command("run")(run_command)
+    app.command("status")(status_command)

@@ -1,0 +1,245 @@
+//! Bindings of the simulation study ([`crate::simulate`]) and of the autocorrelation-aware tests
+//! ([`crate::autocorr`]).
+
+use numpy::ndarray::{Array1, Array2, ShapeBuilder};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray2};
+use pyo3::prelude::*;
+
+use crate::autocorr::{
+    lagged_partial_corr_matrix_with, prewhitened_partial_corr_matrix, LaggedControl, LAGGED_GAM_K,
+};
+use crate::error::StatsError;
+use crate::matrix::Mat;
+use crate::pcor::Method;
+use crate::simulate::{run_cell, simulate, Noise, Shape, StudyOptions, TrajectorySpec};
+
+fn mat_from(array: &PyReadonlyArray2<'_, f64>) -> PyResult<Mat> {
+    let view = array.as_array();
+    let (nrows, ncols) = view.dim();
+    let mut data = Vec::with_capacity(nrows * ncols);
+    for j in 0..ncols {
+        data.extend(view.column(j).iter().copied());
+    }
+    Ok(Mat::from_col_major(nrows, ncols, data)?)
+}
+
+fn numpy_from<'py>(py: Python<'py>, m: &Mat) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let array = Array2::from_shape_vec((m.nrows(), m.ncols()).f(), m.as_slice().to_vec())
+        .map_err(|e| StatsError::invalid("result", e.to_string()))?;
+    Ok(array.into_pyarray(py))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn spec_from(
+    n: usize,
+    m: usize,
+    noise: &str,
+    phi: f64,
+    shape: &str,
+    shared: f64,
+    noise_sd: f64,
+    id_noise_sd: f64,
+) -> PyResult<TrajectorySpec> {
+    let spec = TrajectorySpec {
+        n,
+        m,
+        noise: Noise::parse(noise, phi)?,
+        shape: Shape::parse(shape)?,
+        shared,
+        noise_sd,
+        id_noise_sd,
+    };
+    spec.validate()?;
+    Ok(spec)
+}
+
+/// (id (n,), ood (n, m)).
+type RunArrays<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>);
+
+/// One simulated run: (id (n,), ood (n, m)).
+#[allow(clippy::too_many_arguments)]
+#[pyfunction]
+#[pyo3(signature = (n, m, noise, phi, shape, shared, noise_sd, id_noise_sd, seed, index))]
+fn simulate_run<'py>(
+    py: Python<'py>,
+    n: usize,
+    m: usize,
+    noise: &str,
+    phi: f64,
+    shape: &str,
+    shared: f64,
+    noise_sd: f64,
+    id_noise_sd: f64,
+    seed: u64,
+    index: u64,
+) -> PyResult<RunArrays<'py>> {
+    let spec = spec_from(n, m, noise, phi, shape, shared, noise_sd, id_noise_sd)?;
+    let run = simulate(&spec, seed, index)?;
+    Ok((
+        Array1::from_vec(run.id).into_pyarray(py),
+        numpy_from(py, &run.ood)?,
+    ))
+}
+
+/// One tallied method: (method, control, evaluated, reject_05, reject_01, ci_evaluated, covered,
+/// ci_width_sum).
+type TallyRow = (String, String, u64, u64, u64, u64, u64, f64);
+
+/// Runs one cell of the calibration study with the GIL released.
+#[allow(clippy::too_many_arguments)]
+#[pyfunction]
+#[pyo3(signature = (n, noise, phi, shape, shared, replicates, seed, cell, n_perm, n_boot, gam, gam_lagged_k,
+                    noise_sd, id_noise_sd))]
+fn calibration_cell(
+    py: Python<'_>,
+    n: usize,
+    noise: &str,
+    phi: f64,
+    shape: &str,
+    shared: f64,
+    replicates: u64,
+    seed: u64,
+    cell: u32,
+    n_perm: u64,
+    n_boot: u64,
+    gam: bool,
+    gam_lagged_k: usize,
+    noise_sd: f64,
+    id_noise_sd: f64,
+) -> PyResult<Vec<TallyRow>> {
+    let spec = spec_from(n, 2, noise, phi, shape, shared, noise_sd, id_noise_sd)?;
+    let options = StudyOptions {
+        n_perm,
+        n_boot,
+        gam,
+        gam_lagged_k,
+    };
+    let tallies = py.allow_threads(|| run_cell(&spec, &options, replicates, seed, cell))?;
+    Ok(tallies
+        .into_iter()
+        .map(|t| {
+            (
+                t.method.name().to_string(),
+                t.method.control().to_string(),
+                t.evaluated,
+                t.reject_05,
+                t.reject_01,
+                t.ci_evaluated,
+                t.covered,
+                t.ci_width_sum,
+            )
+        })
+        .collect())
+}
+
+/// (estimate, innovation_estimate, statistic, p_value, df, lag1, control_df, n, k).
+type LaggedResult<'py> = (
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray1<f64>>,
+    Bound<'py, PyArray1<f64>>,
+    usize,
+    usize,
+);
+
+/// The lagged-regression test of every pair of columns
+/// ([`crate::autocorr::lagged_partial_corr_matrix_with`]); `fit` is "linear" or "gam" (basis dimension `k`
+/// per smooth).
+#[pyfunction]
+#[pyo3(signature = (scores, covar, method, fit="linear", k=LAGGED_GAM_K))]
+fn lagged_partial_corr<'py>(
+    py: Python<'py>,
+    scores: PyReadonlyArray2<'_, f64>,
+    covar: PyReadonlyArray2<'_, f64>,
+    method: &str,
+    fit: &str,
+    k: usize,
+) -> PyResult<LaggedResult<'py>> {
+    let method = Method::parse(method)?;
+    let control = match fit {
+        "linear" => LaggedControl::Linear,
+        "gam" => {
+            if k < 3 {
+                return Err(StatsError::invalid("k", format!("must be at least 3, got {k}")).into());
+            }
+            LaggedControl::Gam { k }
+        }
+        other => {
+            return Err(StatsError::invalid(
+                "fit",
+                format!("unknown control {other:?}; expected \"linear\" or \"gam\""),
+            )
+            .into())
+        }
+    };
+    let scores = mat_from(&scores)?;
+    let covar = mat_from(&covar)?;
+    let out = py.allow_threads(|| lagged_partial_corr_matrix_with(&scores, &covar, method, control))?;
+    Ok((
+        numpy_from(py, &out.estimate)?,
+        numpy_from(py, &out.innovation_estimate)?,
+        numpy_from(py, &out.statistic)?,
+        numpy_from(py, &out.p_value)?,
+        numpy_from(py, &out.df)?,
+        Array1::from_vec(out.lag1).into_pyarray(py),
+        Array1::from_vec(out.control_df).into_pyarray(py),
+        out.n,
+        out.k,
+    ))
+}
+
+/// (estimate, whitened_estimate, statistic, p_value, naive_p_value, phi, lag1, n, k, df).
+type PrewhitenedResult<'py> = (
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray2<f64>>,
+    Bound<'py, PyArray1<f64>>,
+    Bound<'py, PyArray1<f64>>,
+    usize,
+    usize,
+    f64,
+);
+
+/// The AR(1)-prewhitened test of every pair of columns
+/// ([`crate::autocorr::prewhitened_partial_corr_matrix`]).
+#[pyfunction]
+#[pyo3(signature = (scores, covar, method, bias_correction=true))]
+fn prewhitened_partial_corr<'py>(
+    py: Python<'py>,
+    scores: PyReadonlyArray2<'_, f64>,
+    covar: PyReadonlyArray2<'_, f64>,
+    method: &str,
+    bias_correction: bool,
+) -> PyResult<PrewhitenedResult<'py>> {
+    let method = Method::parse(method)?;
+    let scores = mat_from(&scores)?;
+    let covar = mat_from(&covar)?;
+    let out =
+        py.allow_threads(|| prewhitened_partial_corr_matrix(&scores, &covar, method, bias_correction))?;
+    Ok((
+        numpy_from(py, &out.estimate)?,
+        numpy_from(py, &out.whitened_estimate)?,
+        numpy_from(py, &out.statistic)?,
+        numpy_from(py, &out.p_value)?,
+        numpy_from(py, &out.naive_p_value)?,
+        Array1::from_vec(out.phi).into_pyarray(py),
+        Array1::from_vec(out.lag1).into_pyarray(py),
+        out.n,
+        out.k,
+        out.df,
+    ))
+}
+
+/// Adds the simulation and autocorrelation functions to `gengen._core`.
+pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(simulate_run, module)?)?;
+    module.add_function(wrap_pyfunction!(calibration_cell, module)?)?;
+    module.add_function(wrap_pyfunction!(lagged_partial_corr, module)?)?;
+    module.add_function(wrap_pyfunction!(prewhitened_partial_corr, module)?)?;
+    Ok(())
+}
