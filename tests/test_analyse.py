@@ -122,7 +122,9 @@ def rows_of(pairs: pd.DataFrame, model: str, run: str) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- table = gengen.stats
 def test_pairs_equal_gengen_stats_on_the_same_inputs() -> None:
     df = synthetic()
-    result = analyse(df, id_testset="id", n_perm=199, n_boot=199, seed=3)
+    result = analyse(
+        df, id_testset="id", inference=("t-test", "permutation", "bootstrap"), n_perm=199, n_boot=199, seed=3
+    )
     table = rows_of(result.pairs, "m1", "seed=1")
     wide = df[(df["run"] == "seed=1")].pivot(index="step", columns="testset", values="value").sort_index()
     names = [f"ood{j}" for j in range(5)]
@@ -195,7 +197,9 @@ def test_pairs_equal_pingouin_on_a_sample(pythia: pd.DataFrame) -> None:
 def test_rank_methods_match_pingouin_and_gengen_stats() -> None:
     df = synthetic(n_runs=1)
     wide = df.pivot(index="step", columns="testset", values="value")
-    spearman = analyse(df, id_testset="id", method="spearman", n_perm=49, n_boot=49)
+    spearman = analyse(
+        df, id_testset="id", method="spearman", inference=("permutation", "bootstrap"), n_perm=49, n_boot=49
+    )
     kendall = analyse(df, id_testset="id", method="kendall", inference="t-test")
     for row in spearman.pairs.itertuples(index=False):
         expected = pingouin.partial_corr(data=wide, x=row.testset_a, y=row.testset_b, covar="id", method="spearman")
@@ -307,7 +311,7 @@ def test_autocorrelation_warning_only_when_residuals_are_autocorrelated() -> Non
 def test_across_runs_mode_correlates_final_scores_across_runs() -> None:
     df = synthetic(n_runs=25, n_steps=6, seed=7)
     final = df[df["step"] == df["step"].max()]
-    result = analyse(final, id_testset="id", **FAST)
+    result = analyse(final, id_testset="id", inference=("permutation", "bootstrap"), **FAST)
     assert result.settings["mode_resolved"] == "across_runs"
     assert set(result.pairs["level"]) == {"across_runs"}
     assert (result.pairs["n"] == 25).all()
@@ -492,3 +496,32 @@ def test_contract_table_pools_seeds_per_model_size_shots() -> None:
     assert (result.pooled["n_runs"] == 2).all()
     assert set(result.pooled["shots"].dropna()) == {64} and result.pooled["shots"].isna().sum() == 10
     assert {"study", "family", "size", "seed", "shots"} <= set(result.pairs.columns)
+
+
+# ---------------------------------------------------------------------------------- default inference
+def test_default_lagged_inference_matches_a_numpy_lagged_regression() -> None:
+    """The default p-values come from the lagged regression: each OOD score on [1, y(t-1), ID(t), ID(t-1)],
+    the residuals correlated and t-tested on (n - 1) - 2 - 3 degrees of freedom (issue 9's calibrated default)."""
+    df = synthetic(n_runs=1, phi=0.9, n_steps=40, seed=11)
+    result = analyse(df, id_testset="id")
+    assert (result.pairs["p_adjusted_from"] == "p_lagged").all()
+    assert result.pairs["p_lagged_method"].str.startswith("lagged regression").all()
+    wide = df.pivot(index="step", columns="testset", values="value").sort_index()
+    z = wide["id"].to_numpy()
+    residuals = {}
+    for name in [c for c in wide.columns if c != "id"]:
+        y = wide[name].to_numpy()
+        design = np.column_stack([np.ones(len(y) - 1), y[:-1], z[1:], z[:-1]])
+        coefficients, *_ = np.linalg.lstsq(design, y[1:], rcond=None)
+        residuals[name] = y[1:] - design @ coefficients
+    df_lagged = (len(z) - 1) - 2 - 3
+    for row in result.pairs.itertuples(index=False):
+        r = np.corrcoef(residuals[row.testset_a], residuals[row.testset_b])[0, 1]
+        t = r * np.sqrt(df_lagged / (1 - r**2))
+        assert_allclose(row.r_innovation, r, rtol=1e-9)
+        assert row.df_lagged == df_lagged
+        assert_allclose(row.p_lagged, 2 * scipy.stats.t.sf(abs(t), df_lagged), rtol=1e-8)
+    assert_allclose(
+        result.pairs["p_adjusted"], stats.p_adjust(result.pairs["p_lagged"].to_numpy(), method="holm"), rtol=1e-12
+    )
+    assert not any("autocorrelat" in warning for warning in result.warnings)

@@ -73,9 +73,7 @@ def pythia_sets(shared_dir: Path) -> list[DataSet]:
         checkpoints.sort(key=lambda item: item[0])
         results = [result for _, result in checkpoints]
         control = np.array([result[ID_TASK]["acc"] for result in results])
-        tasks = set.intersection(
-            *({task for task, value in result.items() if "acc" in value} for result in results)
-        )
+        tasks = set.intersection(*({task for task, value in result.items() if "acc" in value} for result in results))
         for task in sorted(tasks - {ID_TASK}):
             y = np.array([result[task]["acc"] for result in results])
             if np.ptp(y) > 0:
@@ -211,9 +209,7 @@ def compare_with_mgcv(mgcv: Mgcv, sets: list[DataSet], gam_method: str) -> tuple
             diff = np.max(np.abs(ours.fitted - ref["fitted"]))
             edf = abs(ours.edf - ref["edf"])
             if not (corr >= 0.9999 and diff <= 1e-3 * sd and edf <= 0.1):
-                failures.append(
-                    f"{data.name}: corr {corr:.6f}, max diff {diff / sd:.2e} sd, edf diff {edf:.3f}"
-                )
+                failures.append(f"{data.name}: corr {corr:.6f}, max diff {diff / sd:.2e} sd, edf diff {edf:.3f}")
         else:
             local.append(data.name)
     return matches, local, failures

@@ -84,6 +84,7 @@ def normal_quantile(p: float) -> float:
 
 def chi_squared_sf(x: float, df: float) -> float:
     """Upper tail of a chi-squared distribution with df degrees of freedom."""
+
 def gam_fit(
     y: _Float2D,
     covar: _Float2D,
@@ -97,25 +98,47 @@ def gam_fit(
 
 # --- simulation study and autocorrelation-aware tests (rust/src/py/simulate.rs, issue 9) ---
 def simulate_run(
-    n: int, m: int, noise: str, phi: float, shape: str, shared: float, noise_sd: float, id_noise_sd: float,
-    seed: int, index: int,
+    n: int,
+    m: int,
+    noise: str,
+    phi: float,
+    shape: str,
+    shared: float,
+    noise_sd: float,
+    id_noise_sd: float,
+    seed: int,
+    index: int,
 ) -> tuple[NDArray[np.float64], _Float2D]:
     """(id (n,), ood (n, m)) of one simulated run (see gengen.simulate.simulate_trajectories)."""
 
 def calibration_cell(
-    n: int, noise: str, phi: float, shape: str, shared: float, replicates: int, seed: int, cell: int,
-    n_perm: int, n_boot: int, gam: bool, gam_lagged_k: int, noise_sd: float, id_noise_sd: float,
+    n: int,
+    noise: str,
+    phi: float,
+    shape: str,
+    shared: float,
+    replicates: int,
+    seed: int,
+    cell: int,
+    n_perm: int,
+    n_boot: int,
+    gam: bool,
+    gam_lagged_k: int,
+    noise_sd: float,
+    id_noise_sd: float,
 ) -> list[tuple[str, str, int, int, int, int, int, float]]:
     """Per method: (method, control, evaluated, reject_05, reject_01, ci_evaluated, covered, ci_width_sum)."""
 
 def lagged_partial_corr(
-    scores: _Float2D, covar: _Float2D, method: str, fit: str = "linear", k: int = ...  # default 5
+    scores: _Float2D,
+    covar: _Float2D,
+    method: str,
+    fit: str = "linear",
+    k: int = ...,  # default 5
 ) -> tuple[_Float2D, _Float2D, _Float2D, _Float2D, _Float2D, NDArray[np.float64], NDArray[np.float64], int, int]:
     """(estimate, innovation_estimate, statistic, p_value, df, lag1, control_df, n, k) of the lagged test."""
 
 def prewhitened_partial_corr(
     scores: _Float2D, covar: _Float2D, method: str, bias_correction: bool = True
-) -> tuple[
-    _Float2D, _Float2D, _Float2D, _Float2D, _Float2D, NDArray[np.float64], NDArray[np.float64], int, int, float
-]:
+) -> tuple[_Float2D, _Float2D, _Float2D, _Float2D, _Float2D, NDArray[np.float64], NDArray[np.float64], int, int, float]:
     """(estimate, whitened_estimate, statistic, p_value, naive_p_value, phi, lag1, n, k, df)."""

@@ -17,14 +17,16 @@ from warnings import catch_warnings, simplefilter
 import numpy as np
 import pandas as pd
 
+from gengen import _core as stats_core
 from gengen import stats
 from gengen.analyse.across_runs import across_run_groups, is_single_score_per_run
 from gengen.analyse.autocorr import AUTOCORR_THRESHOLD, autocorrelation_warning, lag1_autocorrelation
 from gengen.analyse.data import RUN_COLUMNS, Group, prepare, run_groups
-from gengen.analyse.options import DEFAULT_BY, Settings, make_settings
+from gengen.analyse.options import DEFAULT_BY, DEFAULT_INFERENCE, Settings, make_settings
 from gengen.analyse.pooled import meta_table, pooled_residual_groups
 from gengen.analyse.result import Analysis
 from gengen.errors import GengenError
+from gengen.inference import LaggedPartialCorrMatrix, lagged_partial_corr_matrix
 
 #: Column order of the pairs table (run-level columns absent from the score table are left out).
 PAIR_COLUMNS = (
@@ -49,6 +51,10 @@ PAIR_COLUMNS = (
     "p_value_method",
     "p_perm",
     "p_perm_method",
+    "r_innovation",
+    "df_lagged",
+    "p_lagged",
+    "p_lagged_method",
     "ci_low",
     "ci_high",
     "ci_level",
@@ -91,6 +97,17 @@ def check_size(group: Group, k: int) -> None:
             f"{group.label}: {n} {what} with every score present, too few for the tests "
             f"(df = n - 2 - k = {n - 2 - k} with k = {k}; need at least {minimum_rows(k)} {what})"
         )
+
+
+def _lagged(x: np.ndarray, covar: np.ndarray, settings: Settings, label: str) -> LaggedPartialCorrMatrix:
+    """The lagged-regression test of every pair of one group, with a clear error when it is too short."""
+    try:
+        return lagged_partial_corr_matrix(x, covar, method=settings.method, fit=settings.fit)  # type: ignore[arg-type]
+    except GengenError as error:
+        raise GengenError(
+            f"{label}: the lagged test cannot run on these data ({error}); "
+            "choose another inference (e.g. --inference t-test)"
+        ) from None
 
 
 def analyse_group(
@@ -183,6 +200,20 @@ def analyse_group(
     else:
         out["p_perm"] = np.nan
         out["p_perm_method"] = ""
+    lagged_ran = "lagged" in settings.inference and not note and not across
+    if lagged_ran:
+        lagged = _lagged(x, covar, settings, group.label)
+        out["r_innovation"] = _pair_values(lagged.r_innovation, rows, cols)
+        out["df_lagged"] = _pair_values(lagged.df, rows, cols)
+        out["p_lagged"] = _pair_values(lagged.p_value, rows, cols)
+        out["p_lagged_method"] = (
+            f"lagged regression (residuals on [1, y(t-1), ID(t), ID(t-1)], {settings.fit} fit, t-test)"
+        )
+    else:
+        out["r_innovation"] = np.nan
+        out["df_lagged"] = np.nan
+        out["p_lagged"] = np.nan
+        out["p_lagged_method"] = ""
     warnings: list[str] = []
     if "bootstrap" in settings.inference and not note:
         with catch_warnings(record=True) as caught:
@@ -202,6 +233,15 @@ def analyse_group(
         out["ci_high"] = _pair_values(boot.ci_high, rows, cols)
         length = f", L={block_length}" if boot_scheme != "iid" else ""
         out["ci_method"] = f"bootstrap ({boot_scheme}{length}, {settings.boot_ci_method}, {settings.n_boot} draws)"
+    elif lagged_ran:
+        # The interval of the quantity the lagged test tests: the innovation correlation, Fisher z on df_lagged.
+        intervals = [
+            stats_core.fisher_ci(float(r), float(df), settings.ci_level)
+            for r, df in zip(out["r_innovation"], out["df_lagged"], strict=True)
+        ]
+        out["ci_low"] = [low for low, _ in intervals]
+        out["ci_high"] = [high for _, high in intervals]
+        out["ci_method"] = "Fisher z of r_innovation (lagged test)"
     elif settings.fit == "linear" and residuals is None:
         intervals = [
             stats.partial_corr(x[:, i], x[:, j], covar, **method, ci_level=settings.ci_level).ci
@@ -220,6 +260,9 @@ def analyse_group(
         )
     table = pd.DataFrame(out)
     primary = settings.primary_p if not note else "p_value"
+    if primary == "p_lagged" and not lagged_ran:
+        # Across runs (no order) and pooled residuals have no lagged test: their rows are independent draws.
+        primary = "p_perm" if "permutation" in settings.inference and not note else "p_value"
     if "p_fwer" in table.columns:
         table["p_adjusted"] = table.pop("p_fwer")
         table["p_adjusted_from"] = "p_perm (max-|r| family-wise permutation, maxT)"
@@ -285,7 +328,7 @@ def analyse(
     id_metric: str | None = None,
     fit: str = "linear",
     method: str = "pearson",
-    inference: str | Iterable[str] = ("t-test", "permutation", "bootstrap"),
+    inference: str | Iterable[str] = DEFAULT_INFERENCE,
     scheme: str = "block",
     block_length: int | None = None,
     n_perm: int = 9999,
@@ -326,8 +369,14 @@ def analyse(
     method : {"pearson", "spearman", "kendall"}
         Correlation.
     inference : str or list of str
-        Any of ``"t-test"``, ``"permutation"``, ``"bootstrap"``. The p-value that is adjusted (and decides
-        ``significant``) is the permutation one when a permutation test is asked for, else the t-test's.
+        Any of ``"lagged"`` (default), ``"t-test"``, ``"permutation"``, ``"bootstrap"``. The p-value that is
+        adjusted (and decides ``significant``) is the lagged test's when it is asked for (checkpoint
+        trajectories only; across runs and for pooled residuals the t-test's), else the permutation one when a
+        permutation test is asked for, else the t-test's. The lagged test regresses each OOD score on its
+        previous value and on the ID score now and one checkpoint before, and t-tests the correlation of the
+        residuals (``r_innovation``); the calibration study (docs/calibration.md) found it keeps its type-I
+        error on autocorrelated trajectories, where the t-test (``p_value``, ppcor's) and block permutations
+        do not. ``r_partial`` stays the reported effect size.
     scheme : {"block", "circular", "free", "iid"}
         Resampling scheme of the permutation test and the bootstrap (``free`` and ``iid`` are the same
         independent scheme). Block schemes respect the autocorrelation of checkpoint trajectories.

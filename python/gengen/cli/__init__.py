@@ -19,7 +19,17 @@ app = typer.Typer(
 
 # Command modules, in the order their commands appear in `gengen --help`.
 COMMAND_MODULES: tuple[str, ...] = (
-    "stats", "ingest", "export", "analyse", "compare", "report", "demo", "train", "score", "run", "simulate"
+    "stats",
+    "ingest",
+    "export",
+    "analyse",
+    "compare",
+    "report",
+    "demo",
+    "train",
+    "score",
+    "run",
+    "simulate",
 )
 
 for _module_name in COMMAND_MODULES:

@@ -21,8 +21,11 @@ def analyse_command(
     fit: Annotated[str, typer.Option(help="How ID is regressed out: linear or gam.")] = "linear",
     method: Annotated[str, typer.Option(help="pearson, spearman or kendall.")] = "pearson",
     inference: Annotated[
-        str, typer.Option(help="Comma-separated: t-test, permutation, bootstrap.")
-    ] = "t-test,permutation,bootstrap",
+        str,
+        typer.Option(
+            help="Comma-separated: lagged (calibrated for autocorrelated checkpoints), t-test, permutation, bootstrap."
+        ),
+    ] = "lagged",
     scheme: Annotated[str, typer.Option(help="Resampling scheme: block, circular, free (= iid).")] = "block",
     block_length: Annotated[int | None, typer.Option(help="Block length (default: from n).")] = None,
     n_perm: Annotated[int, typer.Option(help="Permutations per group.")] = 9999,

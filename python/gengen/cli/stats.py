@@ -41,12 +41,17 @@ def partial_corr_command(
     covariates = [name for name in covar.split(",") if name]
     frame = _read_columns(csv, [x, y, *covariates])
     result = stats.partial_corr(
-        frame[x], frame[y], frame[covariates] if covariates else None, method=method,  # type: ignore[arg-type]
+        frame[x],
+        frame[y],
+        frame[covariates] if covariates else None,
+        method=method,  # type: ignore[arg-type]
         semi=semi or None,  # type: ignore[arg-type]
     )
     typer.echo(f"r = {result.r:.7g}  statistic = {result.statistic:.7g}  p = {result.p_value:.7g}")
-    typer.echo(f"n = {result.n}  k = {result.k}  df = {result.df:g}  method = {result.method}"
-               f"  {result.ci_level:.0%} CI = [{result.ci[0]:.4f}, {result.ci[1]:.4f}]")
+    typer.echo(
+        f"n = {result.n}  k = {result.k}  df = {result.df:g}  method = {result.method}"
+        f"  {result.ci_level:.0%} CI = [{result.ci[0]:.4f}, {result.ci[1]:.4f}]"
+    )
 
 
 def register(app: typer.Typer) -> None:
