@@ -525,3 +525,21 @@ def test_default_lagged_inference_matches_a_numpy_lagged_regression() -> None:
         result.pairs["p_adjusted"], stats.p_adjust(result.pairs["p_lagged"].to_numpy(), method="holm"), rtol=1e-12
     )
     assert not any("autocorrelat" in warning for warning in result.warnings)
+
+
+def test_gam_control_rows_equal_gengen_stats_with_edf() -> None:
+    df = synthetic(n_runs=1, n_steps=40, seed=13)
+    result = analyse(df, id_testset="id", fit="gam", inference="t-test")
+    wide = df.pivot(index="step", columns="testset", values="value").sort_index()
+    names = sorted(c for c in wide.columns if c != "id")
+    expected = stats.partial_corr_matrix(wide[names].to_numpy(), wide[["id"]].to_numpy(), fit="gam")
+    i, j = np.triu_indices(len(names), 1)
+    table = result.pairs.set_index(["testset_a", "testset_b"]).loc[
+        [(names[a], names[b]) for a, b in zip(i, j, strict=True)]
+    ]
+    assert_allclose(table["r_partial"], expected.r[i, j], rtol=1e-12)
+    assert_allclose(table["df"], expected.df[i, j], rtol=1e-12)
+    assert_allclose(table["p_value"], expected.p_value[i, j], rtol=1e-12)
+    assert_allclose(table["edf_a"], expected.edf[i], rtol=1e-12)
+    assert_allclose(table["edf_b"], expected.edf[j], rtol=1e-12)
+    assert (table["fit"] == "gam").all()

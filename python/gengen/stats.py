@@ -371,6 +371,21 @@ def _fit_argument(fit: str, gam_options: dict[str, Any]) -> tuple[int, str, str]
     return (k, gam_method, gam_basis)
 
 
+def _warn_if_k_lowered(controls: NDArray[np.float64], k: int, where: str) -> None:
+    """Warn, as :func:`gam_fit` does, when the GAM control must use fewer basis functions than ``k``.
+
+    The core lowers k to the number of distinct values of a control (and, with one control, to n − 1).
+    """
+    n = controls.shape[0]
+    used = [min(k, len(np.unique(column))) for column in controls.T]
+    if len(used) == 1:
+        used = [min(used[0], n - 1)]
+    if any(value < k for value in used):
+        warnings.warn(
+            f"k: lowered from {k} to {tuple(used)} for {where} (too few distinct control values)", stacklevel=3
+        )
+
+
 def _check_seed(seed: int) -> int:
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= int(seed) < 2**64:
         raise InvalidArgumentError(f"seed: must be an integer in [0, 2**64), got {seed!r}")
@@ -807,6 +822,9 @@ def partial_corr_matrix_batch(
     _check_choice("method", method, _METHODS)
     fit_argument = _fit_argument(fit, gam_options)
     tables, covars, labels = _runs(scores, covar)
+    if fit_argument is not None:
+        for index, controls in enumerate(covars):
+            _warn_if_k_lowered(controls, fit_argument[0], f"scores[{index}]" if len(covars) > 1 else "covar")
     results = _core.partial_corr_matrix_batch(tables, covars, method, fit_argument, _check_threads(n_threads))
     return [
         PartialCorrMatrix(

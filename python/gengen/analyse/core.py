@@ -44,6 +44,8 @@ PAIR_COLUMNS = (
     "n",
     "k",
     "df",
+    "edf_a",
+    "edf_b",
     "r_raw",
     "r_partial",
     "statistic",
@@ -180,6 +182,9 @@ def analyse_group(
         "r_partial": r_partial,
         "statistic": _pair_values(result.statistic, rows, cols),
         "p_value": _pair_values(result.p_value, rows, cols),
+        # Under the GAM control, the effective degrees of freedom of each column's smooth (how curved the fit is).
+        "edf_a": np.nan if result.edf is None else np.asarray(result.edf)[rows],
+        "edf_b": np.nan if result.edf is None else np.asarray(result.edf)[cols],
         "p_value_method": "t-test" + note,
     }
     if "permutation" in settings.inference and not note:
