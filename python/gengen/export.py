@@ -18,25 +18,14 @@ from typing import Literal
 import pandas as pd
 
 from gengen.errors import GengenError
-from gengen.store import Store, load
+from gengen.store import COLUMNS, Store, load
 
 __all__ = ["EXPORT_FORMATS", "WIDE_ID_COLUMNS", "export", "to_wide"]
 
 EXPORT_FORMATS: tuple[str, ...] = ("csv", "parquet")
 """File formats :func:`export` writes."""
 
-WIDE_ID_COLUMNS: tuple[str, ...] = (
-    "study",
-    "model",
-    "family",
-    "size",
-    "run",
-    "seed",
-    "shots",
-    "step",
-    "tokens",
-    "epoch",
-)
+WIDE_ID_COLUMNS: tuple[str, ...] = COLUMNS[: COLUMNS.index("testset")]
 """The leading columns of a wide table."""
 
 _WIDE_KEY = ["study", "model", "run", "step"]
