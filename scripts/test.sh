@@ -16,7 +16,7 @@ step "cargo test"
 cargo test --quiet
 step "ruff"
 .venv/bin/ruff check python tests benches
-.venv/bin/ruff format --check python tests
+.venv/bin/ruff format --check python tests benches
 step "stubtest (python/gengen/_core.pyi against the built extension)"
 .venv/bin/python -m mypy.stubtest gengen._core --ignore-missing-stub
 step "pytest"

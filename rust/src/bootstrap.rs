@@ -152,7 +152,6 @@ pub fn interval(
     method: IntervalMethod,
 ) -> (f64, f64, usize) {
     replicates.retain(|v| v.is_finite());
-    replicates.sort_by(|a, b| a.total_cmp(b));
     let valid = replicates.len();
     let alpha = 1.0 - level;
     let (q_low, q_high) = match method {
@@ -172,10 +171,59 @@ pub fn interval(
         return (f64::NAN, f64::NAN, valid);
     }
     (
-        quantile_sorted(replicates, q_low),
-        quantile_sorted(replicates, q_high),
+        quantile_select(replicates, q_low),
+        quantile_select(replicates, q_high),
         valid,
     )
+}
+
+/// Type-7 quantile by selection (two order statistics) instead of a full sort; reorders `values`.
+pub fn quantile_select(values: &mut [f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let h = (values.len() - 1) as f64 * q.clamp(0.0, 1.0);
+    let low = h.floor() as usize;
+    let (_, pivot, upper) = values.select_nth_unstable_by(low, |a, b| a.total_cmp(b));
+    let below = *pivot;
+    match upper.iter().copied().min_by(|a, b| a.total_cmp(b)) {
+        Some(above) => below + (h - low as f64) * (above - below),
+        None => below,
+    }
+}
+
+/// Intervals of every pair of one run, in parallel over pairs: (low, high, valid replicates) as m × m
+/// symmetric matrices (unit diagonal for the bounds). `replicates` holds one row of pair values per replicate
+/// (upper triangle, row-major), `jackknife` the leave-one-out rows for BCa.
+pub fn run_intervals(
+    replicates: &[Vec<f64>],
+    estimate: &Mat,
+    jackknife: Option<&[Vec<f64>]>,
+    level: f64,
+    method: IntervalMethod,
+) -> (Mat, Mat, Mat) {
+    let m = estimate.ncols();
+    let pairs: Vec<(usize, usize)> = (0..m).flat_map(|a| ((a + 1)..m).map(move |b| (a, b))).collect();
+    let bounds: Vec<(f64, f64, usize)> = pairs
+        .par_iter()
+        .enumerate()
+        .map(|(pair, &(a, b))| {
+            let mut values: Vec<f64> = replicates.iter().map(|row| row[pair]).collect();
+            let jack: Option<Vec<f64>> = jackknife.map(|rows| rows.iter().map(|row| row[pair]).collect());
+            interval(&mut values, estimate.get(a, b), jack.as_deref(), level, method)
+        })
+        .collect();
+    let mut low = Mat::filled(m, m, 1.0);
+    let mut high = Mat::filled(m, m, 1.0);
+    let mut valid = Mat::filled(m, m, replicates.len() as f64);
+    for (&(a, b), &(lo, hi, n_valid)) in pairs.iter().zip(&bounds) {
+        for (x, y) in [(a, b), (b, a)] {
+            low.set(x, y, lo);
+            high.set(x, y, hi);
+            valid.set(x, y, n_valid as f64);
+        }
+    }
+    (low, high, valid)
 }
 
 /// Jackknife acceleration from leave-one-out values (non-finite ones skipped).
@@ -210,6 +258,18 @@ mod tests {
         assert!((quantile_sorted(&sorted, 0.1) - 1.3).abs() < 1e-12);
         assert!((quantile_sorted(&sorted, 0.5) - 3.0).abs() < 1e-12);
         assert!((quantile_sorted(&sorted, 0.9) - 6.8).abs() < 1e-12);
+    }
+
+    #[test]
+    fn selection_quantiles_equal_sorted_quantiles() {
+        let mut rng = Xoshiro256pp::seed_from_u64(9);
+        let values: Vec<f64> = (0..257).map(|_| rng.next_normal()).collect();
+        let mut sorted = values.clone();
+        sorted.sort_by(|a, b| a.total_cmp(b));
+        for q in [0.0, 0.025, 0.3, 0.5, 0.975, 1.0] {
+            let mut scratch = values.clone();
+            assert_eq!(quantile_select(&mut scratch, q), quantile_sorted(&sorted, q));
+        }
     }
 
     #[test]

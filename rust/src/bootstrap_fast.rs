@@ -13,7 +13,12 @@
 //! of its diagonal — are recomputed by the exact path ([`crate::bootstrap::pair_correlations`]), which also
 //! decides whether they are degenerate (NaN). Elsewhere the relative error of P_aa is at most about
 //! 1e5 ε, and r agrees with the exact path to ~1e-12.
-//! Spearman replicates re-rank every resample and keep the exact path.
+//! Spearman replicates re-rank every resample and GAM-controlled ones refit the smoother: both keep the
+//! exact path.
+//!
+//! Wiring it in (`py/mod.rs`, `bootstrap_ci_batch`): when the method is Pearson and every
+//! `FastBootstrapRun::new(&run)` is `Some`, call [`replicates_batch_fast`] per slice instead of
+//! `replicates_batch`; the output has the same shape and order.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -22,9 +27,12 @@ use rayon::prelude::*;
 
 use crate::bootstrap::{pair_correlations, BootstrapRun};
 use crate::pcor::Method;
-use crate::rng::bootstrap_into;
+use crate::rng::{bootstrap_into, BootstrapScheme};
 
 const CHUNK: u64 = 32;
+
+/// One row of pair correlations per replicate.
+type Replicates = Vec<Vec<f64>>;
 const TILE_A: usize = 4;
 const TILE_B: usize = 8;
 /// A replicate whose partial variance falls below this fraction of its variance takes the exact path.
@@ -46,32 +54,189 @@ pub struct FastBootstrapRun {
     rows: Vec<f64>,
     /// Full-sample variance of each column (the scale of the thresholds).
     variance: Vec<f64>,
+    /// Moments of every possible block, for the moving- and circular-block schemes when they are small.
+    blocks: Option<MomentTables>,
 }
 
 impl FastBootstrapRun {
-    pub fn new(run: &BootstrapRun) -> Self {
+    /// The centred row-major layout of a run; `None` unless its control is linear (the moment form is
+    /// least squares on [1, covar]).
+    pub fn new(run: &BootstrapRun) -> Option<Self> {
+        if !matches!(run.control, crate::control::Control::Linear) {
+            return None;
+        }
         let (n, m, k) = (run.scores.nrows(), run.scores.ncols(), run.covar.ncols());
         let width = m + k;
         let stride = width.div_ceil(TILE_B) * TILE_B;
         let mut rows = vec![0.0; n * stride];
         let mut variance = vec![0.0; width];
         for c in 0..width {
-            let column = if c < m { run.scores.col(c) } else { run.covar.col(c - m) };
+            let column = if c < m {
+                run.scores.col(c)
+            } else {
+                run.covar.col(c - m)
+            };
             let centre = crate::matrix::mean(column);
             for (i, v) in column.iter().enumerate() {
                 rows[i * stride + c] = v - centre;
             }
             variance[c] = column.iter().map(|v| (v - centre) * (v - centre)).sum::<f64>() / n as f64;
         }
-        FastBootstrapRun {
+        let mut fast = FastBootstrapRun {
             n,
             m,
             k,
             stride,
             rows,
             variance,
+            blocks: None,
+        };
+        fast.blocks = MomentTables::new(&fast, run.scheme);
+        Some(fast)
+    }
+}
+
+/// Largest block tables used, in f64 values per run (2 MiB).
+const MAX_TABLE_VALUES: usize = 1 << 18;
+/// Table entries summed at once, in registers.
+const SUM_LANES: usize = 32;
+
+/// The first N values of `values` as an array (the callers' strides guarantee there are N); copying them
+/// into registers is what the tiles do anyway, and the conversion cannot fail.
+#[inline(always)]
+fn lanes<const N: usize>(values: &[f64]) -> [f64; N] {
+    let mut out = [0.0; N];
+    out.copy_from_slice(&values[..N]);
+    out
+}
+
+/// A block bootstrap resample is ⌈n/L⌉ blocks of consecutive rows (the last one cut to n mod L rows when
+/// L does not divide n), so its moments are sums of per-block moments. The tables hold, for every possible
+/// block start, the block's upper-triangle cross products and column sums: a replicate then costs ⌈n/L⌉ row
+/// additions instead of n outer products.
+struct MomentTables {
+    /// Possible block starts: n − L + 1 (moving blocks) or n (circular blocks, which wrap around).
+    starts: usize,
+    /// Values per row: the w(w + 1)/2 upper-triangle cross products (row-major, w = m + k), then the w column
+    /// sums, padded to a multiple of [`SUM_LANES`].
+    entries: usize,
+    /// Row `start`: the full block of L rows from `start`; row `starts + start`: the cut last block.
+    values: Vec<f64>,
+}
+
+impl MomentTables {
+    fn new(run: &FastBootstrapRun, scheme: BootstrapScheme) -> Option<Self> {
+        let n = run.n;
+        let (length, circular) = match scheme {
+            BootstrapScheme::MovingBlock { length } => (length, false),
+            BootstrapScheme::CircularBlock { length } => (length, true),
+            BootstrapScheme::Iid => return None,
+        };
+        let width = run.m + run.k;
+        let triangle = width * (width + 1) / 2;
+        let entries = (triangle + width).div_ceil(SUM_LANES) * SUM_LANES;
+        let starts = if circular { n } else { n - length + 1 };
+        if length < 2 || 2 * starts * entries > MAX_TABLE_VALUES {
+            return None;
+        }
+        let mut values = vec![0.0; 2 * starts * entries];
+        for (kind, len) in [(0, length), (1, n % length)] {
+            for start in 0..starts {
+                let out = &mut values[(kind * starts + start) * entries..][..entries];
+                for j in 0..len {
+                    let i = if circular { (start + j) % n } else { start + j };
+                    let row = &run.rows[i * run.stride..][..width];
+                    let mut index = 0;
+                    for a in 0..width {
+                        for b in a..width {
+                            out[index] += row[a] * row[b];
+                            index += 1;
+                        }
+                    }
+                    for (total, v) in out[triangle..triangle + width].iter_mut().zip(row) {
+                        *total += v;
+                    }
+                }
+            }
+        }
+        Some(MomentTables {
+            starts,
+            entries,
+            values,
+        })
+    }
+
+    /// The moments of a resample whose blocks read table rows `table_rows`, in `moments`'s layout.
+    fn moments(&self, run: &FastBootstrapRun, table_rows: &[u32], products: &mut [f64], sums: &mut [f64]) {
+        let mut acc = [0.0; SUM_LANES];
+        let width = run.m + run.k;
+        let triangle = width * (width + 1) / 2;
+        let (mut a, mut b) = (0, 0);
+        for chunk in 0..self.entries / SUM_LANES {
+            acc.iter_mut().for_each(|v| *v = 0.0);
+            add_rows(
+                &self.values,
+                table_rows,
+                self.entries,
+                chunk * SUM_LANES,
+                &mut acc,
+            );
+            for (j, &value) in acc.iter().enumerate() {
+                let index = chunk * SUM_LANES + j;
+                if index < triangle {
+                    products[a * run.stride + b] = value;
+                    b += 1;
+                    if b == width {
+                        a += 1;
+                        b = a;
+                    }
+                } else if index < triangle + width {
+                    sums[index - triangle] = value;
+                }
+            }
         }
     }
+}
+
+/// The table row each block of the block resample `rows` reads: ⌈n/L⌉ blocks starting at positions
+/// 0, L, 2L, …, the last cut to n mod L rows when L does not divide n.
+fn block_rows(n: usize, length: usize, starts: usize, rows: &[usize], out: &mut Vec<u32>) {
+    for position in (0..n).step_by(length) {
+        let cut = usize::from(n - position < length);
+        out.push((cut * starts + rows[position]) as u32);
+    }
+}
+
+/// acc[j] += Σ_r values[r · entries + offset + j] over the table rows `rows`.
+#[inline(always)]
+fn add_rows_generic(values: &[f64], rows: &[u32], entries: usize, offset: usize, acc: &mut [f64; SUM_LANES]) {
+    for &r in rows {
+        let row: [f64; SUM_LANES] = lanes(&values[r as usize * entries + offset..]);
+        for j in 0..SUM_LANES {
+            acc[j] += row[j];
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn add_rows_avx2(
+    values: &[f64],
+    rows: &[u32],
+    entries: usize,
+    offset: usize,
+    acc: &mut [f64; SUM_LANES],
+) {
+    add_rows_generic(values, rows, entries, offset, acc)
+}
+
+fn add_rows(values: &[f64], rows: &[u32], entries: usize, offset: usize, acc: &mut [f64; SUM_LANES]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { add_rows_avx2(values, rows, entries, offset, acc) };
+    }
+    add_rows_generic(values, rows, entries, offset, acc)
 }
 
 /// Σ_i d_{rows[i]}[a0..a0+4] ⊗ d_{rows[i]}[b0..b0+8].
@@ -80,8 +245,8 @@ fn tile(run: &FastBootstrapRun, rows: &[usize], a0: usize, b0: usize) -> [[f64; 
     let mut acc = [[0.0; TILE_B]; TILE_A];
     for &source in rows {
         let row = &run.rows[source * run.stride..][..run.stride];
-        let l: &[f64; TILE_A] = row[a0..][..TILE_A].try_into().unwrap();
-        let g: &[f64; TILE_B] = row[b0..][..TILE_B].try_into().unwrap();
+        let l: [f64; TILE_A] = lanes(&row[a0..]);
+        let g: [f64; TILE_B] = lanes(&row[b0..]);
         for a in 0..TILE_A {
             for b in 0..TILE_B {
                 acc[a][b] += l[a] * g[b];
@@ -106,11 +271,16 @@ fn moments_generic(run: &FastBootstrapRun, rows: &[usize], products: &mut [f64],
             }
         }
     }
-    sums.iter_mut().for_each(|v| *v = 0.0);
-    for &source in rows {
-        for (total, v) in sums.iter_mut().zip(&run.rows[source * s..][..s]) {
-            *total += v;
+    // Column sums, TILE_B columns at a time in registers (summing in memory stalls on store forwarding).
+    for (c, out) in sums.chunks_exact_mut(TILE_B).enumerate() {
+        let mut acc = [0.0; TILE_B];
+        for &source in rows {
+            let row: [f64; TILE_B] = lanes(&run.rows[source * s + c * TILE_B..]);
+            for j in 0..TILE_B {
+                acc[j] += row[j];
+            }
         }
+        out.copy_from_slice(&acc);
     }
 }
 
@@ -129,23 +299,54 @@ fn moments(run: &FastBootstrapRun, rows: &[usize], products: &mut [f64], sums: &
     moments_generic(run, rows, products, sums)
 }
 
+/// Work space of [`from_moments`], allocated once per run and chunk of replicates.
+struct Scratch {
+    /// Covariance matrix, w × w row-major (both triangles).
+    cov: Vec<f64>,
+    /// Cholesky factor of S_zz, k × k row-major.
+    chol: Vec<f64>,
+    /// L⁻¹ S_zx, k × m row-major.
+    w: Vec<f64>,
+    /// √ of the partial variances.
+    scale: Vec<f64>,
+}
+
+impl Scratch {
+    fn new(run: &FastBootstrapRun) -> Self {
+        let width = run.m + run.k;
+        Scratch {
+            cov: vec![0.0; width * width],
+            chol: vec![0.0; run.k * run.k],
+            w: vec![0.0; run.k * run.m],
+            scale: vec![0.0; run.m],
+        }
+    }
+}
+
 /// Pair correlations (a < b, row-major) of one resample from its moments, or `None` when the moment form
 /// cannot be trusted for it (see the module documentation).
-fn from_moments(run: &FastBootstrapRun, products: &[f64], sums: &[f64]) -> Option<Vec<f64>> {
+fn from_moments(
+    run: &FastBootstrapRun,
+    products: &[f64],
+    sums: &[f64],
+    work: &mut Scratch,
+) -> Option<Vec<f64>> {
     let (m, k, s) = (run.m, run.k, run.stride);
     let width = m + k;
     let count = run.n as f64;
-    let cov = |a: usize, b: usize| {
-        let (a, b) = if a <= b { (a, b) } else { (b, a) };
-        products[a * s + b] / count - (sums[a] / count) * (sums[b] / count)
-    };
-    for c in 0..width {
-        if cov(c, c) <= MIN_VARIANCE_FRACTION * run.variance[c] {
+    let Scratch { cov, chol, w, scale } = work;
+    for a in 0..width {
+        for b in a..width {
+            let value = products[a * s + b] / count - (sums[a] / count) * (sums[b] / count);
+            cov[a * width + b] = value;
+            cov[b * width + a] = value;
+        }
+        if cov[a * width + a] <= MIN_VARIANCE_FRACTION * run.variance[a] {
             return None;
         }
     }
-    // Cholesky factor L of S_zz (k × k, row-major), then W = L⁻¹ S_zx (k × m).
-    let mut chol = vec![0.0; k * k];
+    let cov = |a: usize, b: usize| cov[a * width + b];
+    // Cholesky factor L of S_zz, then W = L⁻¹ S_zx.
     for i in 0..k {
         for j in 0..=i {
             let mut value = cov(m + i, m + j);
@@ -162,7 +363,6 @@ fn from_moments(run: &FastBootstrapRun, products: &[f64], sums: &[f64]) -> Optio
             }
         }
     }
-    let mut w = vec![0.0; k * m];
     for a in 0..m {
         for i in 0..k {
             let mut value = cov(m + i, a);
@@ -173,7 +373,6 @@ fn from_moments(run: &FastBootstrapRun, products: &[f64], sums: &[f64]) -> Optio
         }
     }
     let partial = |a: usize, b: usize| cov(a, b) - (0..k).map(|i| w[i * m + a] * w[i * m + b]).sum::<f64>();
-    let mut scale = vec![0.0; m];
     for (a, value) in scale.iter_mut().enumerate() {
         let p = partial(a, a);
         if p <= MIN_PARTIAL_FRACTION * cov(a, a) {
@@ -197,7 +396,7 @@ fn replicate_chunk(
     members: &[usize],
     seed: u64,
     range: Range<u64>,
-) -> Vec<Vec<Vec<f64>>> {
+) -> Vec<Replicates> {
     let first = &runs[members[0]];
     let n = first.scores.nrows();
     let mut resamples = Vec::with_capacity((range.end - range.start) as usize);
@@ -206,6 +405,17 @@ fn replicate_chunk(
         bootstrap_into(n, first.scheme, seed, index, &mut rows);
         resamples.push(rows.clone());
     }
+    // The block-table rows of each resample, shared by the runs of the group that have tables (all of them
+    // share n and the scheme, so the number of starts too).
+    let mut table_rows: Vec<u32> = Vec::new();
+    let blocks = members.iter().find_map(|&r| fast[r].blocks.as_ref());
+    let length = first.scheme.block_length().unwrap_or(n);
+    if let Some(tables) = blocks {
+        for rows in &resamples {
+            block_rows(n, length, tables.starts, rows, &mut table_rows);
+        }
+    }
+    let per_resample = n.div_ceil(length);
     members
         .iter()
         .map(|&r| {
@@ -213,15 +423,26 @@ fn replicate_chunk(
             let m = run.scores.ncols();
             let mut products = vec![0.0; layout.stride * layout.stride];
             let mut sums = vec![0.0; layout.stride];
+            let mut work = Scratch::new(layout);
             resamples
                 .iter()
-                .map(|rows| {
-                    moments(layout, rows, &mut products, &mut sums);
-                    from_moments(layout, &products, &sums).unwrap_or_else(|| {
+                .enumerate()
+                .map(|(i, rows)| {
+                    match &layout.blocks {
+                        Some(tables) => tables.moments(
+                            layout,
+                            &table_rows[i * per_resample..(i + 1) * per_resample],
+                            &mut products,
+                            &mut sums,
+                        ),
+                        None => moments(layout, rows, &mut products, &mut sums),
+                    }
+                    from_moments(layout, &products, &sums, &mut work).unwrap_or_else(|| {
                         pair_correlations(
                             &run.scores.gather_rows(rows),
                             &run.covar.gather_rows(rows),
                             Method::Pearson,
+                            &run.control,
                         )
                         .unwrap_or_else(|| vec![f64::NAN; m * (m - 1) / 2])
                     })
@@ -233,13 +454,13 @@ fn replicate_chunk(
 
 /// Replicates `range` of every run, as [`crate::bootstrap::replicates_batch`] with `Method::Pearson`:
 /// one row of pair correlations per replicate, in replicate order, NaN rows for degenerate resamples.
-/// `fast[i]` is `FastBootstrapRun::new(&runs[i])`.
+/// `fast[i]` is `FastBootstrapRun::new(&runs[i])` (so every run's control is linear).
 pub fn replicates_batch_fast(
     runs: &[BootstrapRun],
     fast: &[FastBootstrapRun],
     seed: u64,
     range: Range<u64>,
-) -> Vec<Vec<Vec<f64>>> {
+) -> Vec<Replicates> {
     let mut groups: BTreeMap<(usize, String), Vec<usize>> = BTreeMap::new();
     for (index, run) in runs.iter().enumerate() {
         groups
@@ -256,11 +477,11 @@ pub fn replicates_batch_fast(
         })
         .collect();
     // `collect` on an indexed parallel iterator keeps task order, so replicates stay in index order.
-    let chunks: Vec<(&Vec<usize>, Vec<Vec<Vec<f64>>>)> = tasks
+    let chunks: Vec<(&Vec<usize>, Vec<Replicates>)> = tasks
         .into_par_iter()
         .map(|(members, chunk)| (members, replicate_chunk(runs, fast, members, seed, chunk)))
         .collect();
-    let mut out: Vec<Vec<Vec<f64>>> = runs.iter().map(|_| Vec::new()).collect();
+    let mut out: Vec<Replicates> = runs.iter().map(|_| Vec::new()).collect();
     for (members, per_run) in chunks {
         for (&r, rows) in members.iter().zip(per_run) {
             out[r].extend(rows);
@@ -274,7 +495,7 @@ mod tests {
     use super::*;
     use crate::bootstrap::replicates_batch;
     use crate::matrix::Mat;
-    use crate::rng::{BootstrapScheme, Xoshiro256pp};
+    use crate::rng::Xoshiro256pp;
 
     fn run(n: usize, m: usize, k: usize, seed: u64, scheme: BootstrapScheme) -> BootstrapRun {
         let mut rng = Xoshiro256pp::seed_from_u64(seed);
@@ -289,11 +510,12 @@ mod tests {
             scores: Mat::from_col_major(n, m, data).unwrap(),
             covar,
             scheme,
+            control: crate::control::Control::Linear,
         }
     }
 
     fn assert_close(runs: &[BootstrapRun], range: Range<u64>, tolerance: f64) {
-        let fast: Vec<FastBootstrapRun> = runs.iter().map(FastBootstrapRun::new).collect();
+        let fast: Vec<FastBootstrapRun> = runs.iter().map(|r| FastBootstrapRun::new(r).unwrap()).collect();
         let expected = replicates_batch(runs, Method::Pearson, 11, range.clone());
         let got = replicates_batch_fast(runs, &fast, 11, range);
         assert_eq!(got.len(), expected.len());
@@ -301,7 +523,10 @@ mod tests {
             assert_eq!(g.len(), e.len());
             for (gr, er) in g.iter().zip(e) {
                 for (a, b) in gr.iter().zip(er) {
-                    assert!(a.is_nan() && b.is_nan() || (a - b).abs() < tolerance, "{a} vs {b}");
+                    assert!(
+                        a.is_nan() && b.is_nan() || (a - b).abs() < tolerance,
+                        "{a} vs {b}"
+                    );
                 }
             }
         }
@@ -314,8 +539,22 @@ mod tests {
             run(100, 7, 1, 2, BootstrapScheme::MovingBlock { length: 5 }),
             run(40, 9, 3, 3, BootstrapScheme::Iid),
             run(30, 2, 2, 4, BootstrapScheme::CircularBlock { length: 4 }),
+            run(37, 4, 1, 7, BootstrapScheme::MovingBlock { length: 5 }),
         ];
+        // Block schemes use the block tables (the last two cut their last block), iid the tiled sums.
+        let tabled: Vec<bool> = runs
+            .iter()
+            .map(|r| FastBootstrapRun::new(r).unwrap().blocks.is_some())
+            .collect();
+        assert_eq!(tabled, [true, true, false, true, true]);
         assert_close(&runs, 0..300, 1e-12);
+    }
+
+    #[test]
+    fn only_the_linear_control_has_a_moment_form() {
+        let mut gam = run(30, 2, 1, 6, BootstrapScheme::Iid);
+        gam.control = crate::control::Control::Gam(crate::gam::GamOptions::default());
+        assert!(FastBootstrapRun::new(&gam).is_none());
     }
 
     #[test]
@@ -323,7 +562,7 @@ mod tests {
         // n = 6 with iid resampling: some resamples repeat one row or leave the covariate constant; others
         // have two or three distinct rows, |r| within 1e-11 of 1, where the two forms agree to ~1e-12.
         let runs = vec![run(6, 3, 1, 5, BootstrapScheme::Iid)];
-        let fast: Vec<FastBootstrapRun> = runs.iter().map(FastBootstrapRun::new).collect();
+        let fast: Vec<FastBootstrapRun> = runs.iter().map(|r| FastBootstrapRun::new(r).unwrap()).collect();
         let got = replicates_batch_fast(&runs, &fast, 1, 0..2000);
         assert!(got[0].iter().any(|row| row[0].is_nan()));
         assert_close(&runs, 0..2000, 1e-10);

@@ -9,6 +9,7 @@
 pub mod adjust;
 pub mod autocorr;
 pub mod bootstrap;
+pub mod bootstrap_fast;
 pub mod control;
 pub mod dist;
 pub mod error;
@@ -16,6 +17,7 @@ pub mod gam;
 pub mod matrix;
 pub mod pcor;
 pub mod permutation;
+pub mod permutation_fast;
 pub mod rank;
 pub mod residualise;
 pub mod rng;

@@ -5,14 +5,24 @@
 //! with L = [Q E] (n × (k + m): the orthonormal covariate basis, then the unit residuals) and G = P E (the
 //! rows of E in permuted order), C = Lᵀ G holds ⟨q_j, P e_b⟩ in its first k rows and ⟨e_a, P e_b⟩ below, so
 //! r*_ab = C[k + a, b] / √(1 − Σ_j C[j, b]²) — the same formula as the scalar kernel's projection shortcut.
-//! C is accumulated one row of G at a time, in 4 × 8 register tiles, reading row π(i) of E straight from a
-//! row-major copy (no gathered copy is written), and tiles below the diagonal that no pair needs are skipped.
-//! Each permutation is drawn once and serves every run of the same length and scheme.
 //!
-//! What differs from the scalar kernel: only the order of the additions in the dot products (one running sum
-//! per entry over i instead of four interleaved ones), so r* agrees to rounding (~1e-16) and the counts are
-//! identical (the comparison allows a relative slack of 1e-10). No fused multiply-add is used, so the results
-//! are the same bit for bit with and without AVX2.
+//! - **Tiled kernel** (any scheme): C is accumulated one row of G at a time in 4 × 8 register tiles, reading
+//!   row π(i) of E straight from a row-major copy (no gathered copy is written), 32 rows per pass so that a
+//!   pass stays in L1 while every tile reads it; tiles below the diagonal that no pair needs are skipped.
+//!   AVX2 is used when the CPU has it (runtime detection; the crate is built for baseline x86-64).
+//! - **Block tables** (block scheme, when they fit in 2 MiB per run): P moves whole blocks, so C is a sum of
+//!   one precomputed row of block cross products per placed block (`BlockTables`): ⌈n/L⌉ vector additions
+//!   instead of n (k + m) m multiply-adds.
+//! - Each permutation is drawn once per chunk and serves every run of the same length and scheme; |r*| is
+//!   compared with precomputed limits, and the family-wise counts come from each permutation's max |r*|.
+//!
+//! What differs from the scalar kernel: only the order of the additions in the dot products, so r* agrees to
+//! rounding (~1e-16) and the counts are identical (the comparison allows a relative slack of 1e-10; the tests
+//! check equality for every scheme). No fused multiply-add is used, so the results are the same bit for bit
+//! with and without AVX2, and do not depend on the number of threads.
+//!
+//! Wiring it in (`py/mod.rs`, `permutation_test_batch`): build `prepare_fast(&prepared)` once, then per slice
+//! call [`count_exceedances_batch_fast`] when it is `Some`, else `count_exceedances_batch` as now.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -20,7 +30,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use crate::matrix::Mat;
-use crate::permutation::{Control, ExceedanceCounts, PreparedRun, TIE_TOLERANCE};
+use crate::permutation::{ExceedanceCounts, PreparedRun, TIE_TOLERANCE};
 use crate::rng::{permutation_into, PermutationScheme};
 
 /// Permutations per task: each task draws them once and applies them to every run of its group.
@@ -42,15 +52,17 @@ pub struct FastRun {
     width: usize,
     /// Row-major n × width: row i holds q_0[i] … q_{k−1}[i], e_0[i] … e_{m−1}[i], zero-padded.
     left: Vec<f64>,
-    /// |r_ab| for a < b (row-major a·m + b), the observed values the permuted ones are compared with.
-    observed: Vec<f64>,
+    /// |r_ab| (1 − [`TIE_TOLERANCE`]) for a < b (row-major a·m + b): what a permuted |r*| must reach.
+    limit: Vec<f64>,
     scheme: PermutationScheme,
+    /// Block cross-product tables, for the block scheme when they are small (see [`BlockTables`]).
+    blocks: Option<BlockTables>,
 }
 
 impl FastRun {
     /// The tiled layout of a prepared run; `None` unless its control is linear (a projection).
     pub fn from_prepared(run: &PreparedRun) -> Option<Self> {
-        let Control::Linear(residualiser) = &run.control else {
+        let Some(residualiser) = &run.linear else {
             return None;
         };
         let basis: &Mat = residualiser.basis();
@@ -69,13 +81,13 @@ impl FastRun {
                 left[i * width + k + b] = value;
             }
         }
-        let mut observed = vec![0.0; m * m];
+        let mut limit = vec![0.0; m * m];
         for a in 0..m {
             for b in (a + 1)..m {
-                observed[a * m + b] = run.r.get(a, b).abs();
+                limit[a * m + b] = run.r.get(a, b).abs() * (1.0 - TIE_TOLERANCE);
             }
         }
-        Some(FastRun {
+        let mut fast = FastRun {
             n,
             m,
             k,
@@ -83,9 +95,14 @@ impl FastRun {
             rows,
             width,
             left,
-            observed,
+            limit,
             scheme: run.scheme,
-        })
+            blocks: None,
+        };
+        if let PermutationScheme::Block { length } = run.scheme {
+            fast.blocks = BlockTables::new(&fast, length);
+        }
+        Some(fast)
     }
 
     /// Whether the tile of L rows `a0..a0 + TILE_A` and G columns `b0..b0 + TILE_B` holds anything needed:
@@ -96,14 +113,175 @@ impl FastRun {
     }
 }
 
-/// Σ_i left[i, a0..a0+4] ⊗ rows[order[i], b0..b0+8]: one register tile of C = Lᵀ P E.
+/// Largest block tables used, in f64 values per run (2 MiB): beyond it the tiled kernel is faster.
+const MAX_TABLE_VALUES: usize = 1 << 18;
+
+/// The block scheme moves whole blocks, so ⟨l, P e_b⟩ is a sum over the placed blocks of cross products of a
+/// block of L rows (where the block lands) with a block of E rows (where it comes from). With L the block
+/// length, n = n_full L + r and blocks placed in the order σ: a full block placed t-th starts at row tL, or at
+/// tL − (L − r) once the short last block (length r > 0) has been placed. Tabulating, for every needed
+/// entry C[row, b], the cross products for every (slot t, source block s) — aligned, shifted, and the short
+/// block at each slot — makes a permutation cost one sum of `blocks` table rows instead of n × (k + m) × m
+/// multiply-adds.
+struct BlockTables {
+    /// Entries per table row: for b = 1 … m − 1, the rows 0 … k + b − 1 of column b, padded to a multiple of
+    /// [`SUM_LANES`].
+    entries: usize,
+    /// Where column b's entries start in a table row.
+    offset: Vec<usize>,
+    /// Table rows of `entries` values: row (t · full + s) is full block s placed at slot t, aligned (starting
+    /// at row tL); row (slots + t) · full + s the same after the short block (starting at tL − (L − r)); row
+    /// 2 · slots · full + t the short block placed at slot t.
+    values: Vec<f64>,
+    /// Blocks per permutation, ⌈n/L⌉.
+    slots: usize,
+}
+
+impl BlockTables {
+    fn new(run: &FastRun, length: usize) -> Option<Self> {
+        let (n, m, k) = (run.n, run.m, run.k);
+        let (full, short) = (n / length, n % length);
+        let slots = full + usize::from(short > 0);
+        let mut offset = vec![0; m];
+        let mut entries = 0;
+        for (b, start) in offset.iter_mut().enumerate().skip(1) {
+            *start = entries;
+            entries += k + b;
+        }
+        let entries = entries.div_ceil(SUM_LANES) * SUM_LANES;
+        let rows = 2 * slots * full + slots;
+        if m < 2 || rows * entries > MAX_TABLE_VALUES {
+            return None;
+        }
+        // Cross products of L rows start.. with E rows source.. over `len` rows, for every entry.
+        let cross = |start: usize, source: usize, len: usize, out: &mut [f64]| {
+            for b in 1..m {
+                for row in 0..k + b {
+                    out[offset[b] + row] = (0..len)
+                        .map(|j| {
+                            run.left[(start + j) * run.width + row] * run.rows[(source + j) * run.stride + b]
+                        })
+                        .sum();
+                }
+            }
+        };
+        let mut values = vec![0.0; rows * entries];
+        for t in 0..slots {
+            for s in 0..full {
+                if (t + 1) * length <= n {
+                    let row = (t * full + s) * entries;
+                    cross(t * length, s * length, length, &mut values[row..row + entries]);
+                }
+                if short > 0 && t > 0 {
+                    let row = ((slots + t) * full + s) * entries;
+                    let start = t * length - (length - short);
+                    cross(start, s * length, length, &mut values[row..row + entries]);
+                }
+            }
+            if short > 0 {
+                let row = (2 * slots * full + t) * entries;
+                cross(t * length, full * length, short, &mut values[row..row + entries]);
+            }
+        }
+        Some(BlockTables {
+            entries,
+            offset,
+            values,
+            slots,
+        })
+    }
+
+    /// C's needed entries for a permutation whose table rows are `rows` (from [`block_rows`]).
+    fn sum_into(&self, rows: &[u32], sums: &mut [f64]) {
+        add_rows(&self.values, rows, self.entries, sums);
+    }
+}
+
+/// The table row each placed block of the block permutation `order` reads (the same for every run of n
+/// checkpoints and block length `length`): full block s at slot t is row t · full + s, or
+/// (slots + t) · full + s after the short block; the short block at slot t is row 2 · slots · full + t.
+fn block_rows(n: usize, length: usize, order: &[u32], rows: &mut Vec<u32>) {
+    let (full, short) = (n / length, n % length);
+    let slots = full + usize::from(short > 0);
+    let (mut position, mut after_short, mut t) = (0, false, 0);
+    while position < n {
+        let source = order[position] as usize / length;
+        let row = if source == full {
+            after_short = true;
+            position += short;
+            2 * slots * full + t
+        } else {
+            position += length;
+            (if after_short { slots + t } else { t }) * full + source
+        };
+        rows.push(row as u32);
+        t += 1;
+    }
+}
+
+/// The first N values of `values` as an array (the callers' strides guarantee there are N); copying them
+/// into registers is what the tiles do anyway, and the conversion cannot fail.
 #[inline(always)]
-fn tile(run: &FastRun, order: &[u32], a0: usize, b0: usize) -> [[f64; TILE_B]; TILE_A] {
-    let mut acc = [[0.0; TILE_B]; TILE_A];
-    for (i, &source) in order.iter().enumerate() {
-        let l: &[f64; TILE_A] = run.left[i * run.width + a0..][..TILE_A].try_into().unwrap();
+fn lanes<const N: usize>(values: &[f64]) -> [f64; N] {
+    let mut out = [0.0; N];
+    out.copy_from_slice(&values[..N]);
+    out
+}
+
+/// Entries summed at once, in registers (8 AVX2 accumulators, enough independent additions to hide their
+/// latency).
+const SUM_LANES: usize = 32;
+
+/// sums[j] = Σ_r values[r · entries + j] over the table rows `rows`, [`SUM_LANES`] entries at a time.
+#[inline(always)]
+fn add_rows_generic(values: &[f64], rows: &[u32], entries: usize, sums: &mut [f64]) {
+    for (c, out) in sums.chunks_exact_mut(SUM_LANES).enumerate() {
+        let mut acc = [0.0; SUM_LANES];
+        for &r in rows {
+            let start = r as usize * entries + c * SUM_LANES;
+            let row: [f64; SUM_LANES] = lanes(&values[start..]);
+            for j in 0..SUM_LANES {
+                acc[j] += row[j];
+            }
+        }
+        out.copy_from_slice(&acc);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn add_rows_avx2(values: &[f64], rows: &[u32], entries: usize, sums: &mut [f64]) {
+    add_rows_generic(values, rows, entries, sums)
+}
+
+fn add_rows(values: &[f64], rows: &[u32], entries: usize, sums: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { add_rows_avx2(values, rows, entries, sums) };
+    }
+    add_rows_generic(values, rows, entries, sums)
+}
+
+/// Rows of L and P E taken per pass over the tiles: a pass's rows (≤ 32 × (width + stride) values) stay in
+/// L1 while every tile reads them, instead of each tile streaming all n rows from L2.
+const ROWS_PER_PASS: usize = 32;
+
+/// acc + Σ_{i in first..first+len} left[i, a0..a0+4] ⊗ rows[order[i], b0..b0+8], `order` holding
+/// order[first..first+len]: one register tile of C = Lᵀ P E over one pass of rows.
+#[inline(always)]
+fn tile(
+    run: &FastRun,
+    order: &[u32],
+    first: usize,
+    a0: usize,
+    b0: usize,
+    mut acc: [[f64; TILE_B]; TILE_A],
+) -> [[f64; TILE_B]; TILE_A] {
+    for (i, &source) in (first..).zip(order) {
+        let l: [f64; TILE_A] = lanes(&run.left[i * run.width + a0..]);
         let start = source as usize * run.stride + b0;
-        let g: &[f64; TILE_B] = run.rows[start..][..TILE_B].try_into().unwrap();
+        let g: [f64; TILE_B] = lanes(&run.rows[start..]);
         for a in 0..TILE_A {
             for b in 0..TILE_B {
                 acc[a][b] += l[a] * g[b];
@@ -113,17 +291,27 @@ fn tile(run: &FastRun, order: &[u32], a0: usize, b0: usize) -> [[f64; TILE_B]; T
     acc
 }
 
-/// C = Lᵀ P E into `product` (width × stride, row-major); tiles no pair needs are left untouched.
+/// C = Lᵀ P E into `product` (width × stride, row-major); tiles no pair needs are left untouched. Each
+/// entry is still one running sum over i in order, whatever the passes.
 #[inline(always)]
 fn products_generic(run: &FastRun, order: &[u32], product: &mut [f64]) {
-    for a0 in (0..run.width).step_by(TILE_A) {
-        for b0 in (0..run.stride).step_by(TILE_B) {
-            if !run.tile_needed(a0, b0) {
-                continue;
-            }
-            let acc = tile(run, order, a0, b0);
-            for (a, row) in acc.iter().enumerate() {
-                product[(a0 + a) * run.stride + b0..][..TILE_B].copy_from_slice(row);
+    for (pass, rows) in order.chunks(ROWS_PER_PASS).enumerate() {
+        let first = pass * ROWS_PER_PASS;
+        for a0 in (0..run.width).step_by(TILE_A) {
+            for b0 in (0..run.stride).step_by(TILE_B) {
+                if !run.tile_needed(a0, b0) {
+                    continue;
+                }
+                let mut acc = [[0.0; TILE_B]; TILE_A];
+                if first > 0 {
+                    for (a, values) in acc.iter_mut().enumerate() {
+                        values.copy_from_slice(&product[(a0 + a) * run.stride + b0..][..TILE_B]);
+                    }
+                }
+                let acc = tile(run, rows, first, a0, b0, acc);
+                for (a, values) in acc.iter().enumerate() {
+                    product[(a0 + a) * run.stride + b0..][..TILE_B].copy_from_slice(values);
+                }
             }
         }
     }
@@ -144,35 +332,38 @@ fn products(run: &FastRun, order: &[u32], product: &mut [f64]) {
     products_generic(run, order, product)
 }
 
-/// Adds one permutation's exceedances, from its product matrix, to `counts`.
-fn count_one(run: &FastRun, product: &[f64], r_star: &mut [f64], counts: &mut ExceedanceCounts) {
-    let (m, k, stride) = (run.m, run.k, run.stride);
+/// Adds one permutation's pairwise exceedances to `counts` and returns its max |r*| over the pairs;
+/// `entry(row, b)` is C[row, b] of C = Lᵀ P E.
+#[inline(always)]
+fn count_one(run: &FastRun, entry: impl Fn(usize, usize) -> f64, counts: &mut ExceedanceCounts) -> f64 {
+    let (m, k) = (run.m, run.k);
     let mut largest: f64 = 0.0;
     for b in 1..m {
-        let explained: f64 = (0..k).map(|j| product[j * stride + b].powi(2)).sum();
+        let explained: f64 = (0..k).map(|j| entry(j, b).powi(2)).sum();
         let length = (1.0 - explained).max(0.0).sqrt();
+        let scale = if length > 0.0 { 1.0 / length } else { 0.0 };
         for a in 0..b {
-            let value = if length > 0.0 {
-                product[(k + a) * stride + b] / length
-            } else {
-                0.0
-            };
-            r_star[a * m + b] = value;
-            largest = largest.max(value.abs());
-        }
-    }
-    for a in 0..m {
-        for b in (a + 1)..m {
-            let limit = run.observed[a * m + b] * (1.0 - TIE_TOLERANCE);
-            if r_star[a * m + b].abs() >= limit {
-                counts.pairwise[a * m + b] += 1;
-            }
-            if largest >= limit {
-                counts.family_wise[a * m + b] += 1;
+            let value = (entry(k + a, b) * scale).abs();
+            counts.pairwise[a * m + b] += u64::from(value >= run.limit[a * m + b]);
+            // Not `f64::max`: value is never NaN, and the plain comparison keeps the chain short.
+            if value > largest {
+                largest = value;
             }
         }
     }
     counts.permutations += 1;
+    largest
+}
+
+/// Adds the family-wise exceedances of permutations whose max |r*| are `largest`.
+fn count_family_wise(run: &FastRun, largest: &[f64], counts: &mut ExceedanceCounts) {
+    let m = run.m;
+    for a in 0..m {
+        for b in (a + 1)..m {
+            let limit = run.limit[a * m + b];
+            counts.family_wise[a * m + b] += largest.iter().map(|&v| u64::from(v >= limit)).sum::<u64>();
+        }
+    }
 }
 
 fn zeros(m: usize) -> ExceedanceCounts {
@@ -193,20 +384,48 @@ fn count_chunk(runs: &[FastRun], members: &[usize], seed: u64, range: Range<u64>
         permutation_into(n, first.scheme, seed, index, &mut order);
         orders.extend(order.iter().map(|&i| i as u32));
     }
+    // The table rows of each permutation, shared by every run of the group that has tables.
+    let mut table_rows: Vec<u32> = Vec::new();
+    if let PermutationScheme::Block { length } = first.scheme {
+        if members.iter().any(|&r| runs[r].blocks.is_some()) {
+            for permuted in orders.chunks_exact(n) {
+                block_rows(n, length, permuted, &mut table_rows);
+            }
+        }
+    }
     members
         .iter()
         .map(|&r| {
             let run = &runs[r];
             let mut counts = zeros(run.m);
-            let mut product = vec![0.0; run.width * run.stride];
-            let mut r_star = vec![0.0; run.m * run.m];
-            for permuted in orders.chunks_exact(n) {
-                products(run, permuted, &mut product);
-                count_one(run, &product, &mut r_star, &mut counts);
+            let mut largest = Vec::with_capacity(orders.len() / n);
+            if let Some(tables) = &run.blocks {
+                let mut sums = vec![0.0; tables.entries];
+                for rows in table_rows.chunks_exact(tables.slots) {
+                    tables.sum_into(rows, &mut sums);
+                    largest.push(count_one(run, |row, b| sums[tables.offset[b] + row], &mut counts));
+                }
+            } else {
+                let mut product = vec![0.0; run.width * run.stride];
+                for permuted in orders.chunks_exact(n) {
+                    products(run, permuted, &mut product);
+                    largest.push(count_one(
+                        run,
+                        |row, b| product[row * run.stride + b],
+                        &mut counts,
+                    ));
+                }
             }
+            count_family_wise(run, &largest, &mut counts);
             counts
         })
         .collect()
+}
+
+/// The tiled layouts of `runs`, or `None` when any run's control is not linear (then the scalar kernel
+/// serves the batch). Build once per call and reuse across the slices of permutations.
+pub fn prepare_fast(runs: &[PreparedRun]) -> Option<Vec<FastRun>> {
+    runs.iter().map(FastRun::from_prepared).collect()
 }
 
 /// Exceedance counts for permutations `range` of every run: the same numbers as
@@ -309,6 +528,28 @@ mod tests {
     }
 
     #[test]
+    fn block_tables_and_tiles_count_alike() {
+        // Short last blocks (37 = 7·5 + 2, 40 = 13·3 + 1) exercise the shifted tables; the tiled kernel is
+        // what runs when the tables would be too large.
+        let scheme = PermutationScheme::Block { length: 5 };
+        let runs = prepared(&[(37, 13, 2), (100, 7, 1)], scheme, Method::Pearson);
+        let runs3 = prepared(
+            &[(40, 4, 1)],
+            PermutationScheme::Block { length: 3 },
+            Method::Pearson,
+        );
+        let expected = count_exceedances_batch(&runs, 5, 0..500);
+        let mut fast: Vec<FastRun> = runs.iter().map(|r| FastRun::from_prepared(r).unwrap()).collect();
+        assert!(fast.iter().all(|f| f.blocks.is_some()));
+        assert_eq!(count_exceedances_batch_fast(&fast, 5, 0..500), expected);
+        fast.iter_mut().for_each(|f| f.blocks = None);
+        assert_eq!(count_exceedances_batch_fast(&fast, 5, 0..500), expected);
+        let fast3: Vec<FastRun> = runs3.iter().map(|r| FastRun::from_prepared(r).unwrap()).collect();
+        assert!(fast3[0].blocks.is_some() && 40 % 3 == 1);
+        assert_same_counts(&runs3, 8, 0..500);
+    }
+
+    #[test]
     fn identical_counts_spearman_and_wide_runs() {
         let runs = prepared(
             &[(60, 21, 1), (25, 2, 1)],
@@ -339,12 +580,21 @@ mod tests {
     fn general_control_is_not_handled() {
         let runs = prepared(&[(20, 3, 1)], PermutationScheme::Free, Method::Pearson);
         let run = &runs[0];
-        let Control::Linear(residualiser) = &run.control else {
+        let Some(residualiser) = &run.linear else {
             unreachable!()
         };
         let general = PreparedRun::from_residuals(
-            run.unit_residuals.clone(),
-            Control::General(Box::new(residualiser.clone())),
+            crate::control::RunResiduals {
+                unit_residuals: run.unit_residuals.clone(),
+                control_df: vec![1.0; run.m],
+                linear: None,
+                columns: (0..run.m)
+                    .map(|_| crate::control::ColumnMaker {
+                        maker: Box::new(residualiser.clone()),
+                        offset: vec![0.0; run.n],
+                    })
+                    .collect(),
+            },
             PermutationScheme::Free,
         );
         assert!(FastRun::from_prepared(&general).is_none());

@@ -13,7 +13,7 @@ use pyo3::types::PyType;
 mod simulate;
 
 use crate::adjust::{p_adjust as adjust, Adjustment};
-use crate::bootstrap::{interval, jackknife, replicates_batch, BootstrapRun, IntervalMethod};
+use crate::bootstrap::{jackknife, replicates_batch, run_intervals, BootstrapRun, IntervalMethod};
 use crate::control::Control;
 use crate::error::StatsError;
 use crate::gam::{Basis, GamFit, GamOptions, GamSmoother, SmoothMethod};
@@ -303,12 +303,16 @@ fn permutation_test_batch<'py>(
         pcor::check_degrees_of_freedom(n, c.ncols()).map_err(|e| in_run(e, i, count))?;
         prepared.push(PreparedRun::new(s, c, method, &control, plan).map_err(|e| in_run(e, i, count))?);
     }
+    let fast = crate::permutation_fast::prepare_fast(&prepared);
     let mut totals: Vec<ExceedanceCounts> = Vec::new();
     let mut start = 0;
     while start < n_perm {
         let end = (start + SLICE).min(n_perm);
         let slice = py.allow_threads(|| {
-            with_threads(n_threads, || count_exceedances_batch(&prepared, seed, start..end))
+            with_threads(n_threads, || match &fast {
+                Some(fast) => crate::permutation_fast::count_exceedances_batch_fast(fast, seed, start..end),
+                None => count_exceedances_batch(&prepared, seed, start..end),
+            })
         })?;
         if totals.is_empty() {
             totals = slice;
@@ -392,13 +396,22 @@ fn bootstrap_ci_batch<'py>(
             control,
         });
     }
+    let fast_boot: Option<Vec<crate::bootstrap_fast::FastBootstrapRun>> = if method == Method::Pearson {
+        prepared
+            .iter()
+            .map(crate::bootstrap_fast::FastBootstrapRun::new)
+            .collect()
+    } else {
+        None
+    };
     let mut collected: Vec<Vec<Vec<f64>>> = prepared.iter().map(|_| Vec::new()).collect();
     let mut start = 0;
     while start < n_boot {
         let end = (start + SLICE).min(n_boot);
         let slice = py.allow_threads(|| {
-            with_threads(n_threads, || {
-                replicates_batch(&prepared, method, seed, start..end)
+            with_threads(n_threads, || match &fast_boot {
+                Some(fast) => crate::bootstrap_fast::replicates_batch_fast(&prepared, fast, seed, start..end),
+                None => replicates_batch(&prepared, method, seed, start..end),
             })
         })?;
         for (all, part) in collected.iter_mut().zip(slice) {
@@ -418,43 +431,24 @@ fn bootstrap_ci_batch<'py>(
                 .collect()
         })
     })?;
+    let intervals: Vec<(Mat, Mat, Mat)> = py.allow_threads(|| {
+        with_threads(n_threads, || {
+            collected
+                .iter()
+                .zip(observed.iter().zip(&jackknives))
+                .map(|(reps, (estimate, jack))| {
+                    run_intervals(reps, estimate, jack.as_deref(), ci_level, interval_method)
+                })
+                .collect()
+        })
+    })?;
     let mut out = Vec::with_capacity(count);
-    for ((run, reps), (estimate, jack)) in prepared
-        .iter()
-        .zip(&collected)
-        .zip(observed.iter().zip(&jackknives))
-    {
-        let m = run.scores.ncols();
-        let mut low = Mat::filled(m, m, 1.0);
-        let mut high = Mat::filled(m, m, 1.0);
-        let mut valid = Mat::filled(m, m, reps.len() as f64);
-        let mut pair = 0;
-        for a in 0..m {
-            for b in (a + 1)..m {
-                let mut values: Vec<f64> = reps.iter().map(|row| row[pair]).collect();
-                let jack_values: Option<Vec<f64>> = jack
-                    .as_ref()
-                    .map(|rows| rows.iter().map(|row| row[pair]).collect());
-                let (lo, hi, n_valid) = interval(
-                    &mut values,
-                    estimate.get(a, b),
-                    jack_values.as_deref(),
-                    ci_level,
-                    interval_method,
-                );
-                for (x, y) in [(a, b), (b, a)] {
-                    low.set(x, y, lo);
-                    high.set(x, y, hi);
-                    valid.set(x, y, n_valid as f64);
-                }
-                pair += 1;
-            }
-        }
+    for ((run, estimate), (low, high, valid)) in prepared.iter().zip(&observed).zip(&intervals) {
         out.push((
             to_numpy(py, estimate),
-            to_numpy(py, &low),
-            to_numpy(py, &high),
-            to_numpy(py, &valid),
+            to_numpy(py, low),
+            to_numpy(py, high),
+            to_numpy(py, valid),
             run.scheme.block_length(),
         ));
     }
