@@ -360,16 +360,7 @@ pub fn lagged_design(y: &[f64], covar: &Mat, with_lagged_covar: bool) -> Result<
 /// When `covar_{t−1}` is collinear with `[1, covar_t]` (a covariate that is a linear trend in t, say), it
 /// adds nothing and is left out. Spearman ranks every column first.
 pub fn lagged_residuals(scores: &Mat, covar: &Mat, method: Method) -> Result<(Mat, usize)> {
-    let (scores, covar) = match method {
-        Method::Pearson => (scores.clone(), covar.clone()),
-        Method::Spearman => (rank_columns(scores), rank_columns(covar)),
-        Method::Kendall => {
-            return Err(StatsError::invalid(
-                "method",
-                "\"kendall\" has no residual form; use \"pearson\" or \"spearman\" here",
-            ))
-        }
-    };
+    let (scores, covar) = crate::control::residual_inputs(scores, covar, method)?;
     let n = scores.nrows();
     let m = scores.ncols();
     let k = covar.ncols();

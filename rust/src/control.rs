@@ -90,20 +90,24 @@ fn check_columns(scores: &Mat, covar: &Mat) -> Result<()> {
     Ok(())
 }
 
+/// The data a residual-based method works on: the values (Pearson) or every column's average ranks
+/// (Spearman). Kendall has no residual form and is refused.
+pub fn residual_inputs(scores: &Mat, covar: &Mat, method: Method) -> Result<(Mat, Mat)> {
+    match method {
+        Method::Pearson => Ok((scores.clone(), covar.clone())),
+        Method::Spearman => Ok((rank_columns(scores), rank_columns(covar))),
+        Method::Kendall => Err(StatsError::invalid(
+            "method",
+            "\"kendall\" has no residual form; use \"pearson\" or \"spearman\" here",
+        )),
+    }
+}
+
 /// Residualises every column of `scores` on `covar` (both ranked first for Spearman) and scales the
 /// residuals to unit length. Kendall has no residual form and is refused.
 pub fn residualise_run(scores: &Mat, covar: &Mat, method: Method, control: &Control) -> Result<RunResiduals> {
     check_columns(scores, covar)?;
-    let (scores, covar) = match method {
-        Method::Pearson => (scores.clone(), covar.clone()),
-        Method::Spearman => (rank_columns(scores), rank_columns(covar)),
-        Method::Kendall => {
-            return Err(StatsError::invalid(
-                "method",
-                "\"kendall\" has no residual form; use \"pearson\" or \"spearman\" here",
-            ))
-        }
-    };
+    let (scores, covar) = residual_inputs(scores, covar, method)?;
     match control {
         Control::Linear => {
             let residualiser = LinearResidualiser::new(&covar, "covar")?;

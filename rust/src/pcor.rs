@@ -490,35 +490,14 @@ pub fn ppcor_matrices(data: &Mat, method: Method, semi: bool) -> Result<CorrMatr
 /// Residuals of every column of `scores` given `covar`, normalised to unit length, ready for correlating
 /// (ranked first for Spearman). Kendall has no residual form and is refused.
 pub fn unit_residuals(scores: &Mat, covar: &Mat, method: Method) -> Result<(Mat, LinearResidualiser)> {
-    if covar.nrows() != scores.nrows() {
-        return Err(StatsError::invalid(
-            "covar",
-            format!("has {} rows but scores has {}", covar.nrows(), scores.nrows()),
-        ));
+    let run = residualise_run(scores, covar, method, &Control::Linear)?;
+    match run.linear {
+        Some(residualiser) => Ok((run.unit_residuals, residualiser)),
+        None => Err(StatsError::invalid(
+            "fit",
+            "the linear control has no linear residual-maker",
+        )),
     }
-    let (scores, covar) = match method {
-        Method::Pearson => (scores.clone(), covar.clone()),
-        Method::Spearman => {
-            check_all_finite(scores, "scores")?;
-            check_all_finite(covar, "covar")?;
-            (rank_columns(scores), rank_columns(covar))
-        }
-        Method::Kendall => {
-            return Err(StatsError::invalid(
-                "method",
-                "\"kendall\" has no residual form; use \"pearson\" or \"spearman\" here",
-            ))
-        }
-    };
-    let residualiser = LinearResidualiser::new(&covar, "covar")?;
-    let mut residuals = residualiser.residualise_checked(&scores, "scores")?;
-    for j in 0..residuals.ncols() {
-        let length = norm(residuals.col(j));
-        for v in residuals.col_mut(j) {
-            *v /= length;
-        }
-    }
-    Ok((residuals, residualiser))
 }
 
 fn check_all_finite(m: &Mat, name: &str) -> Result<()> {
