@@ -543,3 +543,25 @@ def test_gam_control_rows_equal_gengen_stats_with_edf() -> None:
     assert_allclose(table["edf_a"], expected.edf[i], rtol=1e-12)
     assert_allclose(table["edf_b"], expected.edf[j], rtol=1e-12)
     assert (table["fit"] == "gam").all()
+
+
+def test_lagged_test_leaves_out_only_the_pairs_it_cannot_test() -> None:
+    """A test set stuck at one value after the first checkpoint is a linear function of its own past: the pairs
+    with it get no lagged p-value (NaN, a warning, not significant); the other pairs are tested as usual."""
+    df = synthetic(n_runs=1, n_steps=30, seed=17)
+    stuck = (df["testset"] == "ood0") & (df["step"] > df["step"].min())
+    df.loc[stuck, "value"] = 0.5
+    result = analyse(df, id_testset="id")
+    pairs = result.pairs
+    involved = (pairs["testset_a"] == "ood0") | (pairs["testset_b"] == "ood0")
+    assert pairs.loc[involved, "p_lagged"].isna().all()
+    assert pairs.loc[involved, "p_lagged_method"].str.startswith("not computed").all()
+    assert not pairs.loc[involved, "significant"].any()
+    assert pairs.loc[~involved, "p_lagged"].notna().all()
+    assert any("have no lagged test" in warning for warning in result.warnings)
+    wide = df.pivot(index="step", columns="testset", values="value").sort_index()
+    for row in pairs[~involved].itertuples(index=False):
+        pair = stats.lagged_partial_corr_matrix(wide[[row.testset_a, row.testset_b]].to_numpy(), wide["id"].to_numpy())
+        assert_allclose(row.p_lagged, np.asarray(pair.p_value)[0, 1], rtol=1e-12)
+    valid = pairs.loc[~involved, "p_lagged"].to_numpy()
+    assert_allclose(pairs.loc[~involved, "p_adjusted"], stats.p_adjust(valid, method="holm"), rtol=1e-12)

@@ -26,7 +26,7 @@ from gengen.analyse.options import DEFAULT_BY, DEFAULT_INFERENCE, Settings, make
 from gengen.analyse.pooled import meta_table, pooled_residual_groups
 from gengen.analyse.result import Analysis
 from gengen.errors import GengenError
-from gengen.inference import LaggedPartialCorrMatrix, lagged_partial_corr_matrix
+from gengen.inference import lagged_partial_corr_matrix
 
 #: Column order of the pairs table (run-level columns absent from the score table are left out).
 PAIR_COLUMNS = (
@@ -101,15 +101,55 @@ def check_size(group: Group, k: int) -> None:
         )
 
 
-def _lagged(x: np.ndarray, covar: np.ndarray, settings: Settings, label: str) -> LaggedPartialCorrMatrix:
-    """The lagged-regression test of every pair of one group, with a clear error when it is too short."""
+LAGGED_METHOD = "lagged regression (residuals on [1, y(t-1), ID(t), ID(t-1)], {fit} fit, t-test)"
+
+
+def _lagged_pairs(
+    x: np.ndarray, covar: np.ndarray, settings: Settings, rows: np.ndarray, cols: np.ndarray
+) -> tuple[dict[str, Any], list[str]]:
+    """The lagged test of every pair (upper triangle), as columns of the pairs table, and the problems met.
+
+    When the test cannot run on the whole group (a test set whose scores are, say, constant after the first
+    checkpoint is a linear function of its own past), each pair is tested on its own, and the pairs that
+    still cannot be tested get NaN (not counted by the adjustment) with the reason in ``p_lagged_method``.
+    """
+    method: Any = settings.method
+    fit: Any = settings.fit
+    label = LAGGED_METHOD.format(fit=settings.fit)
     try:
-        return lagged_partial_corr_matrix(x, covar, method=settings.method, fit=settings.fit)  # type: ignore[arg-type]
-    except GengenError as error:
-        raise GengenError(
-            f"{label}: the lagged test cannot run on these data ({error}); "
-            "choose another inference (e.g. --inference t-test)"
-        ) from None
+        result = lagged_partial_corr_matrix(x, covar, method=method, fit=fit)
+    except GengenError:
+        pass
+    else:
+        return {
+            "r_innovation": _pair_values(result.r_innovation, rows, cols),
+            "df_lagged": _pair_values(result.df, rows, cols),
+            "p_lagged": _pair_values(result.p_value, rows, cols),
+            "p_lagged_method": label,
+        }, []
+    values: dict[str, list[Any]] = {"r_innovation": [], "df_lagged": [], "p_lagged": [], "p_lagged_method": []}
+    failures = []
+    for a, b in zip(rows, cols, strict=True):
+        try:
+            pair = lagged_partial_corr_matrix(x[:, [a, b]], covar, method=method, fit=fit)
+        except GengenError as error:
+            reason = str(error).replace("scores column 0", f"column {a}").replace("scores column 1", f"column {b}")
+            for key, value in (("r_innovation", np.nan), ("df_lagged", np.nan), ("p_lagged", np.nan)):
+                values[key].append(value)
+            values["p_lagged_method"].append(f"not computed: {reason}")
+            failures.append(reason)
+            continue
+        values["r_innovation"].append(float(np.asarray(pair.r_innovation)[0, 1]))
+        values["df_lagged"].append(float(np.asarray(pair.df)[0, 1]))
+        values["p_lagged"].append(float(np.asarray(pair.p_value)[0, 1]))
+        values["p_lagged_method"].append(label)
+    problems = []
+    if failures:
+        problems.append(
+            f"{len(failures)} of {len(rows)} pairs have no lagged test (p_lagged is NaN, not counted by the "
+            f"adjustment, not significant); first reason: {failures[0]}"
+        )
+    return values, problems
 
 
 def analyse_group(
@@ -206,20 +246,16 @@ def analyse_group(
         out["p_perm"] = np.nan
         out["p_perm_method"] = ""
     lagged_ran = "lagged" in settings.inference and not note and not across
+    lagged_problems: list[str] = []
     if lagged_ran:
-        lagged = _lagged(x, covar, settings, group.label)
-        out["r_innovation"] = _pair_values(lagged.r_innovation, rows, cols)
-        out["df_lagged"] = _pair_values(lagged.df, rows, cols)
-        out["p_lagged"] = _pair_values(lagged.p_value, rows, cols)
-        out["p_lagged_method"] = (
-            f"lagged regression (residuals on [1, y(t-1), ID(t), ID(t-1)], {settings.fit} fit, t-test)"
-        )
+        lagged_columns, lagged_problems = _lagged_pairs(x, covar, settings, rows, cols)
+        out.update(lagged_columns)
     else:
         out["r_innovation"] = np.nan
         out["df_lagged"] = np.nan
         out["p_lagged"] = np.nan
         out["p_lagged_method"] = ""
-    warnings: list[str] = []
+    warnings: list[str] = [f"{group.label}: {problem}" for problem in lagged_problems]
     if "bootstrap" in settings.inference and not note:
         with catch_warnings(record=True) as caught:
             simplefilter("always")
