@@ -1,7 +1,7 @@
 //! Bindings of the simulation study ([`crate::simulate`]) and of the autocorrelation-aware tests
 //! ([`crate::autocorr`]).
 
-use numpy::ndarray::{Array1, Array2, ShapeBuilder};
+use numpy::ndarray::Array1;
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 
@@ -9,25 +9,10 @@ use crate::autocorr::{
     lagged_partial_corr_matrix_with, prewhitened_partial_corr_matrix, LaggedControl, LAGGED_GAM_K,
 };
 use crate::error::StatsError;
-use crate::matrix::Mat;
 use crate::pcor::Method;
 use crate::simulate::{run_cell, simulate, Noise, Shape, StudyOptions, TrajectorySpec};
 
-fn mat_from(array: &PyReadonlyArray2<'_, f64>) -> PyResult<Mat> {
-    let view = array.as_array();
-    let (nrows, ncols) = view.dim();
-    let mut data = Vec::with_capacity(nrows * ncols);
-    for j in 0..ncols {
-        data.extend(view.column(j).iter().copied());
-    }
-    Ok(Mat::from_col_major(nrows, ncols, data)?)
-}
-
-fn numpy_from<'py>(py: Python<'py>, m: &Mat) -> PyResult<Bound<'py, PyArray2<f64>>> {
-    let array = Array2::from_shape_vec((m.nrows(), m.ncols()).f(), m.as_slice().to_vec())
-        .map_err(|e| StatsError::invalid("result", e.to_string()))?;
-    Ok(array.into_pyarray(py))
-}
+use super::{to_mat, to_numpy};
 
 #[allow(clippy::too_many_arguments)]
 fn spec_from(
@@ -75,10 +60,7 @@ fn simulate_run<'py>(
 ) -> PyResult<RunArrays<'py>> {
     let spec = spec_from(n, m, noise, phi, shape, shared, noise_sd, id_noise_sd)?;
     let run = simulate(&spec, seed, index)?;
-    Ok((
-        Array1::from_vec(run.id).into_pyarray(py),
-        numpy_from(py, &run.ood)?,
-    ))
+    Ok((Array1::from_vec(run.id).into_pyarray(py), to_numpy(py, &run.ood)))
 }
 
 /// One tallied method: (method, control, evaluated, reject_05, reject_01, ci_evaluated, covered,
@@ -175,15 +157,15 @@ fn lagged_partial_corr<'py>(
             .into())
         }
     };
-    let scores = mat_from(&scores)?;
-    let covar = mat_from(&covar)?;
+    let scores = to_mat(&scores.as_array());
+    let covar = to_mat(&covar.as_array());
     let out = py.allow_threads(|| lagged_partial_corr_matrix_with(&scores, &covar, method, control))?;
     Ok((
-        numpy_from(py, &out.estimate)?,
-        numpy_from(py, &out.innovation_estimate)?,
-        numpy_from(py, &out.statistic)?,
-        numpy_from(py, &out.p_value)?,
-        numpy_from(py, &out.df)?,
+        to_numpy(py, &out.estimate),
+        to_numpy(py, &out.innovation_estimate),
+        to_numpy(py, &out.statistic),
+        to_numpy(py, &out.p_value),
+        to_numpy(py, &out.df),
         Array1::from_vec(out.lag1).into_pyarray(py),
         Array1::from_vec(out.control_df).into_pyarray(py),
         out.n,
@@ -217,16 +199,16 @@ fn prewhitened_partial_corr<'py>(
     bias_correction: bool,
 ) -> PyResult<PrewhitenedResult<'py>> {
     let method = Method::parse(method)?;
-    let scores = mat_from(&scores)?;
-    let covar = mat_from(&covar)?;
+    let scores = to_mat(&scores.as_array());
+    let covar = to_mat(&covar.as_array());
     let out =
         py.allow_threads(|| prewhitened_partial_corr_matrix(&scores, &covar, method, bias_correction))?;
     Ok((
-        numpy_from(py, &out.estimate)?,
-        numpy_from(py, &out.whitened_estimate)?,
-        numpy_from(py, &out.statistic)?,
-        numpy_from(py, &out.p_value)?,
-        numpy_from(py, &out.naive_p_value)?,
+        to_numpy(py, &out.estimate),
+        to_numpy(py, &out.whitened_estimate),
+        to_numpy(py, &out.statistic),
+        to_numpy(py, &out.p_value),
+        to_numpy(py, &out.naive_p_value),
         Array1::from_vec(out.phi).into_pyarray(py),
         Array1::from_vec(out.lag1).into_pyarray(py),
         out.n,
