@@ -1,39 +1,123 @@
 """The ``gengen`` command line: a thin layer over the library functions.
 
-Each command lives in its own module exposing ``register(app)``; this file only assembles them.
+Each command lives in its own module exposing ``register(app)``; this file only assembles them. The modules
+are imported lazily: ``gengen --help`` lists every command from the static table below, and a command's module
+(with pandas, matplotlib or torch behind it) is imported only when that command runs or shows its own help, so
+start-up stays at the cost of typer itself.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
+from typer.core import TyperCommand, TyperGroup
+
+if TYPE_CHECKING:
+    # typer vendors click (typer._click); its types are only needed for the annotations.
+    from typer._click import Command, Context
+
+
+class CommandEntry(NamedTuple):
+    """Where a command is defined and the one-line help ``gengen --help`` shows for it."""
+
+    module: str
+    help: str
+
+
+# Every command, in the order of `gengen --help`. The help line must equal the first paragraph of the
+# command's docstring (tests/test_cli_startup.py checks it against the real commands).
+COMMANDS: dict[str, CommandEntry] = {
+    "partial-corr": CommandEntry(
+        "stats", "Partial correlation of two columns given others, with ppcor's test (as R's pcor.test/spcor.test)."
+    ),
+    "ingest": CommandEntry("ingest", "Import score files into a store, all or nothing."),
+    "export": CommandEntry(
+        "export",
+        "Export a store's score table to CSV or Parquet (long: one score per row; --wide: one row per step).",
+    ),
+    "analyse": CommandEntry(
+        "analyse", "Correlate every pair of OOD test sets across checkpoints after regressing out the ID score."
+    ),
+    "compare": CommandEntry(
+        "compare", "Sign agreement, Mantel correlation of partial-correlation matrices, and conflicting pairs."
+    ),
+    "report": CommandEntry(
+        "report", "Write report.html: heatmaps, agreement across models, residuals, trajectories, tables, settings."
+    ),
+    "demo": CommandEntry(
+        "demo", "Fine-tune tiny OPT and OLMo2 models on a templated NLI task and score six OOD shifts, offline."
+    ),
+    "train": CommandEntry("train", "Fine-tune and score every run of a study; re-running resumes where it stopped."),
+    "score": CommandEntry(
+        "score", "Score checkpoints on the study's test sets; the step of each is the last number in its name."
+    ),
+    "run": CommandEntry(
+        "run",
+        "Fine-tune and score every run of a study through an executor, then analyse, compare and report.",
+    ),
+    "status": CommandEntry(
+        "run", "Show each run of a study: pending, running, done or failed (with its error), and its progress."
+    ),
+    "simulate": CommandEntry(
+        "simulate",
+        "Type-I error, power and interval coverage of every inference method on autocorrelated trajectories.",
+    ),
+}
+
+# The modules, in the order their commands appear (kept for callers that iterate over them).
+COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(entry.module for entry in COMMANDS.values()))
+
+
+def load_commands(module_name: str) -> dict[str, Command]:
+    """Import ``gengen.cli.<module_name>`` and return the click commands its ``register(app)`` adds."""
+    module_app = typer.Typer()
+    importlib.import_module(f"gengen.cli.{module_name}").register(module_app)
+    # A no-op callback keeps typer building a group even for a module with a single command.
+    module_app.callback()(lambda: None)
+    return dict(typer.main.get_group(module_app).commands)
+
+
+class _CommandStub(TyperCommand):
+    """Stands in for a command in the listing of ``gengen --help`` until the command is invoked."""
+
+
+class LazyCommandGroup(TyperGroup):
+    """The top-level group: stubs for listing, real commands imported when one is resolved for running."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, entry in COMMANDS.items():
+            self.commands.setdefault(name, _CommandStub(name=name, help=entry.help))
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        """Commands in the table's order."""
+        return list(self.commands)
+
+    def resolve_command(self, ctx: Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
+        """Resolve as click does, then swap a stub for the real command (importing its module once)."""
+        name, command, rest = super().resolve_command(ctx, args)
+        if name is not None and isinstance(command, _CommandStub):
+            for loaded_name, loaded in load_commands(COMMANDS[name].module).items():
+                self.commands[loaded_name] = loaded
+            command = self.commands[name]
+        return name, command, rest
+
 
 app = typer.Typer(
     name="gengen",
+    cls=LazyCommandGroup,
     help="Do your out-of-distribution results generalise? Fine-tune, score, analyse and report.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-# Command modules, in the order their commands appear in `gengen --help`.
-COMMAND_MODULES: tuple[str, ...] = (
-    "stats",
-    "ingest",
-    "export",
-    "analyse",
-    "compare",
-    "report",
-    "demo",
-    "train",
-    "score",
-    "run",
-    "simulate",
-)
 
-for _module_name in COMMAND_MODULES:
-    importlib.import_module(f"gengen.cli.{_module_name}").register(app)
+@app.callback()
+def _gengen() -> None:
+    """Top-level options only; every command is resolved by :class:`LazyCommandGroup`."""
 
 
 def main() -> None:
