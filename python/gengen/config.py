@@ -57,8 +57,12 @@ Nothing here imports torch.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import math
+import re
+import string
 import sys
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -88,6 +92,7 @@ __all__ = [
 ]
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+QUANTIZATIONS = ("none", "8bit", "4bit")
 METHODS = ("full", "lora")
 LOSSES = ("full_vocab", "answers")
 DEVICES = ("auto", "cpu", "cuda")
@@ -96,6 +101,25 @@ METRICS = ("acc", "logprob")
 LABEL_TARGETS = ("Yes", "No", "drop")
 DEFAULT_PROMPT = "{premise} Question: {hypothesis} Yes or No?"
 EXECUTORS = ("local", "ray", "slurm")
+NEUTRAL = ("drop", "No")
+
+# LoRA: the linear layers of each family's blocks (what `target_modules` may name) and the default targets
+# (the query and value projections, as in the LoRA paper and peft's OPT/Llama defaults). Llama-style families
+# (Llama, Qwen, Mistral, SmolLM3, OLMo2, Gemma) share one set of module names.
+_LLAMA_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+LORA_MODULES: Mapping[str, tuple[str, ...]] = {
+    "opt": ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"),
+    **{
+        family: _LLAMA_LINEAR
+        for family in (
+            *("olmo", "olmo2", "olmo3", "smollm", "smollm2", "smollm3"),
+            *("llama", "qwen", "qwen2", "qwen3", "mistral", "mixtral", "gemma", "gemma2"),
+        )
+    },
+}
+LORA_DEFAULT_TARGETS: tuple[str, ...] = ("q_proj", "v_proj")
+# peft keywords that are not module names.
+LORA_SPECIAL_TARGETS = ("all-linear",)
 SUBMITIT_CLUSTERS = ("slurm", "local", "debug")
 
 
@@ -144,8 +168,12 @@ class DataSpec:
     columns : dict
         ``{"premise": ..., "hypothesis": ..., "label": ...}``: the file's column for each role.
     labels : dict or None
-        ``{raw label (as text): "Yes" | "No" | "drop"}`` for a file; default accepts 1/0, true/false, yes/no,
-        entailment/not_entailment (and contradiction/neutral as No).
+        ``{raw label (as text): "Yes" | "No" | "drop"}``. For a file, the default accepts 1/0, true/false,
+        yes/no, entailment/not_entailment (and contradiction/neutral as No); with ``source`` it replaces the
+        registry's mapping.
+    neutral : str or None
+        For a registered three-way set: ``"drop"`` (the registry's default) or ``"No"`` (neutral counts as not
+        entailed). Refused for two-way sets and together with ``labels``.
     max_examples : int or None
         Cap on the examples used (a fixed random subset; overrides ``evaluation.max_examples``).
     """
@@ -159,6 +187,7 @@ class DataSpec:
     )
     labels: Mapping[str, str] | None = None
     max_examples: int | None = None
+    neutral: str | None = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +217,10 @@ class TrainingConfig:
     A checkpoint (weights, optimizer, scheduler and RNG states) is saved at every evaluation step, or, with
     ``checkpoint_every = N``, at the evaluation steps that are multiples of N and at the last step; a killed
     run resumes from the last one. ``keep_checkpoints`` says which survive the run: all, the last, none.
+
+    Memory: with LoRA the frozen base is loaded in the compute dtype (bf16 where the GPU has it, else fp16;
+    fp32 on the CPU unless asked), or in 8/4 bits with ``quantization`` (bitsandbytes, CUDA);
+    ``gradient_checkpointing`` recomputes activations in the backward pass instead of keeping them.
     """
 
     method: str = "full"
@@ -207,6 +240,8 @@ class TrainingConfig:
     seeds: tuple[int, ...] = (0,)
     keep_checkpoints: str = "last"
     checkpoint_every: int | None = None
+    gradient_checkpointing: bool = False
+    quantization: str = "none"
 
 
 @dataclass(frozen=True)
@@ -223,6 +258,7 @@ class EvaluationConfig:
 
     Step 0 (before training) and the last step are always scored; ``steps`` adds explicit steps, ``every``
     every N optimiser steps and ``log_points`` that many log-spaced steps between 1 and the last step.
+    ``max_tokens`` caps the padded tokens of a scoring batch (``batch_size`` caps its rows).
     """
 
     steps: tuple[int, ...] = ()
@@ -231,6 +267,7 @@ class EvaluationConfig:
     max_examples: int | None = None
     batch_size: int = 32
     metrics: tuple[str, ...] = METRICS
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -350,9 +387,100 @@ class StudyConfig:
                         out.append(RunSpec(model, seed, shots, data_seed))
         return out
 
+    def select_runs(self, models: Sequence[str] | None = None) -> list[RunSpec]:
+        """The runs of the models named in ``models`` (all runs when None or empty).
+
+        Raises
+        ------
+        ConfigError
+            A name is not a model of the study (the message lists the models that exist).
+        """
+        if not models:
+            return self.runs()
+        known = [m.name for m in self.models]
+        unknown = [name for name in models if name not in known]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"--model {unknown[0]!r}: not a model of the study ({hint}models: {', '.join(known)})")
+        return [r for r in self.runs() if r.model.name in models]
+
     def run_dir(self, run: RunSpec) -> Path:
-        """The folder of a run's checkpoints and records: ``output/runs/<model>/<run key>``."""
-        return self.output / "runs" / run.model.name / run.key.replace(",", "_").replace("=", "-")
+        """The folder of a run's checkpoints and records: ``output/runs/<model folder>/<run key>``.
+
+        The model's folder is :func:`safe_folder_name` of its name, so no name can lead outside ``output``.
+        """
+        runs = self.output / "runs"
+        folder = runs / safe_folder_name(run.model.name) / safe_folder_name(run.key.replace(",", "_").replace("=", "-"))
+        if not folder.resolve().is_relative_to(runs.resolve()):  # belt and braces: never outside the study output
+            raise ConfigError(f"model {run.model.name!r}: its run folder {folder} is outside {runs}")
+        return folder
+
+    def lora_targets(self, model: ModelSpec) -> tuple[str, ...]:
+        """The LoRA target modules of ``model``: ``training.lora.target_modules``, else its family's default."""
+        if self.training.lora.target_modules:
+            return self.training.lora.target_modules
+        return LORA_DEFAULT_TARGETS
+
+
+def safe_folder_name(name: str) -> str:
+    """A folder name for ``name`` that stays one level below its parent, whatever ``name`` holds.
+
+    Letters, digits, ``.``, ``_``, ``-`` and ``+`` are kept; anything else (``/``, ``\\``, spaces, control
+    characters) becomes ``_``, leading dots are replaced (no ``..`` or hidden folders), and when anything
+    changed a short hash of the real name is appended so that two names never share a folder.
+    """
+    safe = re.sub(r"[^A-Za-z0-9._+-]", "_", name)
+    safe = re.sub(r"^\.+", lambda m: "_" * len(m.group(0)), safe)[:100]
+    if safe == name:
+        return name
+    return f"{safe}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}"
+
+
+def check_name(value: str, where: str) -> str:
+    """``value`` if it is printable text (no control, format or NUL characters), else a ConfigError."""
+    bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")), None)
+    if bad is not None:
+        raise ConfigError(f"{where}: {value!r} holds the control character {bad!r}; use printable text")
+    if value != value.strip():
+        raise ConfigError(f"{where}: {value!r} starts or ends with white space")
+    return value
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+def check_model_sources(config: StudyConfig, models: Sequence[ModelSpec] | None = None) -> None:
+    """Check, without loading anything, that every model (and tokenizer) path can be what it claims to be.
+
+    A local path (absolute after resolution against the study file's folder) must be a folder holding a
+    ``config.json`` (or a peft ``adapter_config.json``); anything else must look like a hub id
+    (``owner/name``); whether the hub has it is only known when it is downloaded.
+
+    Raises
+    ------
+    ConfigError
+        Naming the model and the path.
+    """
+    for model in models if models is not None else config.models:
+        for role, path in (("path", model.path), ("tokenizer", model.tokenizer)):
+            if path is None:
+                continue
+            where = f"model {model.name!r}: {role} {path!r}"
+            if Path(path).is_absolute():
+                folder = Path(path)
+                if not folder.exists():
+                    raise ConfigError(f"{where}: no such folder")
+                if not folder.is_dir():
+                    raise ConfigError(f"{where}: not a folder (a model is a folder with a config.json)")
+                wanted = ("tokenizer_config.json", "tokenizer.json", "config.json") if role == "tokenizer" else ()
+                if not any((folder / name).is_file() for name in (*wanted, "config.json", "adapter_config.json")):
+                    raise ConfigError(f"{where}: the folder has no config.json; is it a saved model?")
+            elif not _HUB_ID.match(path):
+                raise ConfigError(
+                    f"{where}: neither an existing local folder nor a hub id like 'owner/name' "
+                    "(relative paths are read against the study file's folder)"
+                )
 
 
 # ---------------------------------------------------------------------------------------------- validation
@@ -502,6 +630,9 @@ def _data_spec(section: _Section, name: str, base: Path, *, default_split: str |
                 "split", f"{source} has no split {split!r} (known: {', '.join(REGISTRY[source].splits)})"
             )
     columns = {"premise": "premise", "hypothesis": "hypothesis", "label": "label"}
+    if section.has("columns") and source is not None:
+        # A registered set is read in the hub's schema; a silently ignored mapping would be worse than none.
+        raise section.error("columns", f"not used with source = {source!r} (the registry's columns apply); drop it")
     if section.has("columns"):
         cols = section.table("columns")
         for role in columns:
@@ -516,6 +647,14 @@ def _data_spec(section: _Section, name: str, base: Path, *, default_split: str |
         table.finish()
         if not any(v == "Yes" for v in labels.values()) or not any(v == "No" for v in labels.values()):
             raise section.error("labels", "must map at least one label to 'Yes' and one to 'No'")
+    neutral = section.string("neutral", None, choices=NEUTRAL)
+    if neutral is not None:
+        if source is None:
+            raise section.error("neutral", "only for a registered source; map a file's labels with 'labels'")
+        if REGISTRY[source].neutral is None:
+            raise section.error("neutral", f"{source} is a two-way data set (it has no neutral class)")
+        if labels is not None:
+            raise section.error("neutral", "give either 'labels' or 'neutral', not both")
     max_examples = section.number("max_examples", None, integer=True, positive=True)
     section.finish()
     if path is not None:
@@ -530,6 +669,7 @@ def _data_spec(section: _Section, name: str, base: Path, *, default_split: str |
         columns=columns,
         labels=labels,
         max_examples=max_examples,
+        neutral=neutral,
     )
 
 
@@ -554,8 +694,8 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
     top = _Section(data, "", origin)
 
     study = top.table("study")
-    name = study.string("name")
-    output = Path(study.string("output", f"gengen-{name}")).expanduser()
+    name = check_name(study.string("name"), f"{origin}: study.name")
+    output = Path(study.string("output", f"gengen-{safe_folder_name(name)}")).expanduser()
     output = output if output.is_absolute() else (base / output).resolve()
     id_testset = study.string("id_testset")
     study.finish()
@@ -563,7 +703,7 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
     models = []
     for section in top.tables("models"):
         spec = ModelSpec(
-            name=section.string("name"),
+            name=check_name(section.string("name"), f"{origin}: {section.key('name')}"),
             path=_resolve(section.string("path"), base),
             family=section.string("family"),
             size=section.string("size"),
@@ -583,11 +723,16 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
         if placeholder not in prompt:
             raise task_section.error("prompt", f"must contain {placeholder}")
     try:
+        fields = [f for _, f, spec, conv in string.Formatter().parse(prompt) if f is not None]
         prompt.format(premise="", hypothesis="")
     except (KeyError, IndexError, ValueError) as error:
         raise task_section.error(
             "prompt", f"invalid template ({error!r}); only {{premise}} and {{hypothesis}}"
         ) from None
+    # Attribute or index access ({premise.__class__}, {premise[0]}) would read Python internals into prompts.
+    bad_field = next((f for f in fields if f not in ("premise", "hypothesis")), None)
+    if bad_field is not None:
+        raise task_section.error("prompt", f"field {{{bad_field}}} not allowed; only {{premise}} and {{hypothesis}}")
     answers = task_section.list_of("answers", task_section.str_item, (" Yes", " No"))
     if len(answers) != 2 or answers[0] == answers[1]:
         raise task_section.error("answers", f"expected two different strings [yes, no], got {list(answers)!r}")
@@ -598,7 +743,7 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
 
     testsets = []
     for section in top.tables("testsets"):
-        testset_name = section.string("name")
+        testset_name = check_name(section.string("name"), f"{origin}: {section.key('name')}")
         testsets.append(_data_spec(section, testset_name, base, default_split=None))
     testset_names = [t.name for t in testsets]
     duplicated = sorted({n for n in testset_names if testset_names.count(n) > 1})
@@ -607,7 +752,10 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
     if id_testset not in testset_names:
         raise study.error("id_testset", f"{id_testset!r} is not one of the test sets ({', '.join(testset_names)})")
 
-    training = _training(top.table("training", required=False))
+    training_section = top.table("training", required=False)
+    training = _training(training_section)
+    if training.method == "lora":
+        _check_lora_targets(training, models, training_section)
     regime = top.table("data", required=False)
     shots = regime.list_of("shots", lambda label, v: regime.int_item(label, v, minimum=2), ())
     data_seeds = regime.list_of("data_seeds", regime.int_item, (0,))
@@ -680,9 +828,36 @@ def _training(section: _Section) -> TrainingConfig:
         seeds=seeds,
         keep_checkpoints=section.string("keep_checkpoints", "last", choices=KEEP),
         checkpoint_every=section.number("checkpoint_every", None, integer=True, positive=True),
+        gradient_checkpointing=section.boolean("gradient_checkpointing", False),
+        quantization=section.string("quantization", "none", choices=QUANTIZATIONS),
     )
+    if config.quantization != "none" and config.method != "lora":
+        raise section.error("quantization", "a quantised base can only be trained with method = 'lora'")
     section.finish()
     return config
+
+
+def _check_lora_targets(training: TrainingConfig, models: Sequence[ModelSpec], section: _Section) -> None:
+    """LoRA targets must exist in every model's family (checked before any model loads)."""
+    targets = training.lora.target_modules
+    for model in models:
+        family = model.family.lower()
+        modules = LORA_MODULES.get(family)
+        if modules is None:
+            if not targets:
+                raise section.error(
+                    "lora.target_modules",
+                    f"model {model.name!r}: family {model.family!r} has no default LoRA targets "
+                    f"(known families: {', '.join(sorted(LORA_MODULES))}); list the target modules",
+                )
+            continue  # an unknown family: peft checks the names when the model loads
+        for target in targets or LORA_DEFAULT_TARGETS:
+            if target not in modules and target not in LORA_SPECIAL_TARGETS:
+                raise section.error(
+                    "lora.target_modules",
+                    f"{target!r} is not a linear layer of {model.family} model {model.name!r} "
+                    f"(its layers: {', '.join(modules)})",
+                )
 
 
 def _evaluation(section: _Section) -> EvaluationConfig:
@@ -699,6 +874,7 @@ def _evaluation(section: _Section) -> EvaluationConfig:
         max_examples=section.number("max_examples", None, integer=True, positive=True),
         batch_size=section.number("batch_size", 32, integer=True, positive=True),
         metrics=metrics,
+        max_tokens=section.number("max_tokens", None, integer=True, positive=True),
     )
     section.finish()
     return config

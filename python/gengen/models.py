@@ -5,7 +5,9 @@ Imported only by the training and scoring code: it imports torch and transformer
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,11 +21,13 @@ from gengen.errors import ConfigError
 transformers.utils.logging.disable_progress_bar()
 
 __all__ = [
+    "Precision",
     "answer_token_ids",
     "encode_prompts",
     "last_token_logits",
     "load_model",
     "load_tokenizer",
+    "precision_for",
     "select_device",
     "select_dtype",
 ]
@@ -39,14 +43,55 @@ def select_device(preference: str = "auto") -> torch.device:
 
 
 def select_dtype(precision: str, device: torch.device) -> torch.dtype:
-    """The parameter dtype for a precision setting: ``"auto"`` is bf16 on a CUDA device that has it, else fp32."""
+    """The compute dtype for a precision setting.
+
+    ``"auto"`` is bf16 on a CUDA device that has it, fp16 on an older CUDA device, fp32 on the CPU. ``"bf16"``
+    also runs on the CPU (slowly; useful to check a bf16 setup without a GPU); ``"fp16"`` needs CUDA.
+    """
     if precision == "auto":
-        if device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
-    if precision in ("bf16", "fp16") and device.type == "cpu":
-        raise ConfigError(f"training.precision: {precision!r} needs a CUDA device; use 'fp32' or 'auto' on the CPU")
+    if precision == "fp16" and device.type == "cpu":
+        raise ConfigError("training.precision: 'fp16' needs a CUDA device; use 'fp32', 'bf16' or 'auto' on the CPU")
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How a model's weights are held and its forward pass computed, for training and for scoring.
+
+    Attributes
+    ----------
+    weights : torch.dtype
+        dtype the model is loaded in: the compute dtype for a LoRA base (it is frozen) and for scoring it;
+        fp32 for full fine-tuning (the optimiser needs fp32 master weights) and for scoring its checkpoints.
+    compute : torch.dtype
+        autocast dtype of the forward pass (fp32: no autocast).
+    """
+
+    weights: torch.dtype
+    compute: torch.dtype
+
+    @property
+    def autocast(self) -> bool:
+        """Whether the forward pass runs under ``torch.autocast``."""
+        return self.compute != torch.float32
+
+    def context(self, device: torch.device) -> Any:
+        """The autocast context of a forward pass on ``device`` (a no-op for fp32)."""
+        return torch.autocast(device.type, dtype=self.compute, enabled=self.autocast)
+
+
+def precision_for(precision: str, method: str, device: torch.device) -> Precision:
+    """The one place that decides the dtypes of training, in-training evaluation and ``gengen score``.
+
+    Both paths call this with the study's ``training.precision`` and ``training.method``, so a checkpoint
+    scored during training and the same checkpoint scored later by ``gengen score`` see the same weights in the
+    same dtype under the same autocast, and get the same numbers.
+    """
+    compute = select_dtype(precision, device)
+    return Precision(weights=torch.float32 if method == "full" else compute, compute=compute)
 
 
 def load_tokenizer(path: str, revision: str | None = None) -> Any:
@@ -57,7 +102,10 @@ def load_tokenizer(path: str, revision: str | None = None) -> Any:
     """
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
+    except (OSError, ValueError, KeyError) as error:
+        raise ConfigError(f"tokenizer {path!r}: cannot load it ({_first_line(error)})") from None
     tokenizer.padding_side = "right"
     if tokenizer.pad_token_id is None:
         fallback = tokenizer.eos_token or tokenizer.unk_token or tokenizer.bos_token
@@ -67,18 +115,66 @@ def load_tokenizer(path: str, revision: str | None = None) -> Any:
     return tokenizer
 
 
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
 def load_model(
     path: str,
     *,
     revision: str | None = None,
     dtype: torch.dtype = torch.float32,
     device: torch.device | None = None,
+    quantization: str = "none",
+    label: str | None = None,
 ) -> Any:
-    """A causal LM from a hub id or a local folder, in ``dtype`` on ``device``."""
+    """A causal LM from a hub id or a local folder, in ``dtype`` on ``device``, with the KV cache off.
+
+    Parameters
+    ----------
+    path, revision : str
+        Hub id (and revision) or local folder.
+    dtype : torch.dtype
+        dtype of the weights (of the non-quantised ones with ``quantization``).
+    device : torch.device
+        Default: the CPU.
+    quantization : {"none", "8bit", "4bit"}
+        Load the weights in 8 or 4 bits (bitsandbytes, CUDA only): a QLoRA base.
+    label : str, optional
+        The model's name in the study, for error messages.
+
+    Raises
+    ------
+    ConfigError
+        The model cannot be loaded (missing folder, unknown hub id, no network, bad files), in one line.
+    """
     from transformers import AutoModelForCausalLM
 
-    model: Any = AutoModelForCausalLM.from_pretrained(path, revision=revision, dtype=dtype)
-    return model.to(device or torch.device("cpu"))
+    device = device or torch.device("cpu")
+    where = f"model {label!r} ({path})" if label else f"model {path!r}"
+    options: dict[str, Any] = {"revision": revision, "dtype": dtype}
+    if quantization != "none":
+        if device.type != "cuda":
+            raise ConfigError(f"training.quantization: {quantization!r} needs a CUDA device (bitsandbytes)")
+        if importlib.util.find_spec("bitsandbytes") is None:
+            raise ConfigError(f"training.quantization: {quantization!r} needs bitsandbytes (pip install bitsandbytes)")
+        from transformers import BitsAndBytesConfig
+
+        options["quantization_config"] = BitsAndBytesConfig(
+            load_in_8bit=quantization == "8bit",
+            load_in_4bit=quantization == "4bit",
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_compute_dtype=dtype,
+        )
+        options["device_map"] = {"": device.index or 0}
+    try:
+        model: Any = AutoModelForCausalLM.from_pretrained(path, **options)
+    except (OSError, ValueError, KeyError) as error:
+        raise ConfigError(f"{where}: cannot load it ({_first_line(error)})") from None
+    # Scoring and training read one position per prompt: a KV cache would only cost memory.
+    model.config.use_cache = False
+    return model if quantization != "none" else model.to(device)
 
 
 def answer_token_ids(tokenizer: Any, answers: Sequence[str]) -> tuple[int, int]:
@@ -104,15 +200,37 @@ def answer_token_ids(tokenizer: Any, answers: Sequence[str]) -> tuple[int, int]:
     return ids[0], ids[1]
 
 
+def special_prefix_length(tokenizer: Any) -> int:
+    """How many special tokens (a BOS) the tokenizer puts before a text's own tokens."""
+    probe = "Yes"
+    with_special = list(tokenizer(probe, add_special_tokens=True)["input_ids"])
+    plain = list(tokenizer(probe, add_special_tokens=False)["input_ids"])
+    for start in range(len(with_special) - len(plain) + 1):
+        if with_special[start : start + len(plain)] == plain:
+            return start
+    return 0
+
+
+def truncate_left(ids: Sequence[int], max_length: int, keep_prefix: int) -> list[int]:
+    """The last tokens of ``ids`` that fit in ``max_length``, after its first ``keep_prefix`` (its BOS)."""
+    ids = list(ids)
+    if len(ids) <= max_length:
+        return ids
+    keep_prefix = min(keep_prefix, max_length - 1)
+    return ids[:keep_prefix] + ids[len(ids) - (max_length - keep_prefix) :]
+
+
 def encode_prompts(tokenizer: Any, frame: pd.DataFrame, prompt: str, max_length: int) -> list[list[int]]:
     """Token ids of each example's prompt (special tokens as the tokenizer adds them).
 
-    A prompt longer than ``max_length`` loses tokens from its start, so that the question and the place
-    where the answer goes are always kept.
+    A prompt longer than ``max_length`` loses tokens from the start of its text, so that the question and the
+    place where the answer goes are always kept; the BOS token the tokenizer puts first is kept too (models
+    trained with one behave badly without it).
     """
     texts = [prompt.format(premise=p, hypothesis=h) for p, h in zip(frame["premise"], frame["hypothesis"], strict=True)]
     encoded = tokenizer(texts, add_special_tokens=True)["input_ids"]
-    return [list(ids[-max_length:]) for ids in encoded]
+    prefix = special_prefix_length(tokenizer)
+    return [truncate_left(ids, max_length, prefix) for ids in encoded]
 
 
 def pad_batch(
@@ -143,9 +261,11 @@ def last_token_logits(
     last = lengths - 1
     positions, index = torch.unique(last, return_inverse=True)
     try:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=positions).logits
+        logits = model(
+            input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=positions, use_cache=False
+        ).logits
     except TypeError:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
         index = last
     rows = torch.arange(input_ids.shape[0], device=input_ids.device)
     return logits[rows, index].float()

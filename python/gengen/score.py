@@ -29,20 +29,23 @@ import torch
 from gengen.config import METRICS, StudyConfig
 from gengen.errors import ConfigError, InputError
 from gengen.models import (
+    Precision,
     answer_token_ids,
     encode_prompts,
     last_token_logits,
     load_model,
     load_tokenizer,
     pad_batch,
+    precision_for,
     select_device,
-    select_dtype,
 )
 
 __all__ = [
     "Checkpoint",
     "ScoreResult",
+    "SeriesLoader",
     "find_checkpoints",
+    "length_batches",
     "score_checkpoints",
     "score_encoded",
     "score_rows",
@@ -75,6 +78,29 @@ class ScoreResult:
         return {"acc": self.acc, "logprob": self.logprob}[name]
 
 
+def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int | None = None) -> list[list[int]]:
+    """Batches of example indices, longest prompts first, each at most ``batch_size`` rows and, with
+    ``max_tokens``, at most that many padded tokens (rows × longest prompt; a longer prompt goes alone).
+
+    Sorting by length keeps padding small; the token budget keeps the memory of a batch of long prompts
+    as small as that of a batch of short ones.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in order:
+        longest = lengths[current[0]] if current else lengths[index]
+        too_many = len(current) >= batch_size
+        too_long = max_tokens is not None and current and (len(current) + 1) * longest > max_tokens
+        if current and (too_many or too_long):
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
+
+
 def score_encoded(
     model: Any,
     encoded: Sequence[Sequence[int]],
@@ -84,6 +110,7 @@ def score_encoded(
     pad_id: int,
     batch_size: int = 32,
     device: torch.device | None = None,
+    max_tokens: int | None = None,
 ) -> ScoreResult:
     """Score tokenised prompts.
 
@@ -103,6 +130,8 @@ def score_encoded(
         Examples per forward pass.
     device : torch.device, optional
         Where to run (default: the model's device).
+    max_tokens : int, optional
+        Cap on the padded tokens of a batch (see :func:`length_batches`).
 
     Returns
     -------
@@ -113,7 +142,7 @@ def score_encoded(
         raise InputError(f"scoring: {len(encoded)} prompts and {len(labels)} labels (need as many, at least one)")
     device = device or next(model.parameters()).device
     start = time.perf_counter()
-    order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
+    batches = length_batches([len(e) for e in encoded], batch_size, max_tokens)
     yes, no = answer_ids
     correct = 0
     total_logprob = 0.0
@@ -121,16 +150,17 @@ def score_encoded(
     model.eval()
     try:
         with torch.inference_mode():
-            for begin in range(0, len(order), batch_size):
-                rows = order[begin : begin + batch_size]
+            for rows in batches:
                 ids, mask, lengths = pad_batch([encoded[i] for i in rows], pad_id, device)
                 logits = last_token_logits(model, ids, mask, lengths)
+                # Keep only what the scores need: the two answer logits and the log-normaliser.
+                pair = logits[:, [yes, no]]
+                normaliser = torch.logsumexp(logits, dim=-1)
+                del logits
                 gold_yes = torch.from_numpy(labels[rows] == 1).to(device)
-                predicted_yes = logits[:, yes] > logits[:, no]
-                correct += int((predicted_yes == gold_yes).sum())
-                logprobs = torch.log_softmax(logits, dim=-1)
-                gold = torch.where(gold_yes, yes, no)
-                total_logprob += float(logprobs.gather(1, gold[:, None]).sum(dtype=torch.float64))
+                correct += int(((pair[:, 0] > pair[:, 1]) == gold_yes).sum())
+                gold_logit = torch.where(gold_yes, pair[:, 0], pair[:, 1])
+                total_logprob += float((gold_logit - normaliser).sum(dtype=torch.float64))
     finally:
         model.train(was_training)
     n = len(labels)
@@ -169,6 +199,7 @@ def score_rows(
     base: Mapping[str, Any],
     skip: set[tuple[int, str, str]] | None = None,
     log: Any = None,
+    max_tokens: int | None = None,
 ) -> list[dict[str, Any]]:
     """Score a model on test sets and return score-table rows (``base`` supplies model, run, step, ...).
 
@@ -179,7 +210,15 @@ def score_rows(
     for testset in testsets:
         if skip is not None and all((step, testset.name, m) in skip for m in metrics):
             continue
-        result = score_encoded(model, testset.encoded, testset.labels, answer_ids, pad_id=pad_id, batch_size=batch_size)
+        result = score_encoded(
+            model,
+            testset.encoded,
+            testset.labels,
+            answer_ids,
+            pad_id=pad_id,
+            batch_size=batch_size,
+            max_tokens=max_tokens,
+        )
         if log is not None:
             log(
                 f"  step {step:>6} {testset.name:<24} acc {result.acc:.3f}  logprob {result.logprob:8.4f}  "
@@ -265,6 +304,71 @@ def find_checkpoints(
     return sorted(found, key=lambda c: c.step)
 
 
+class SeriesLoader:
+    """Loads the checkpoints of a series one after the other, loading a LoRA base only once.
+
+    A checkpoint folder with ``adapter_config.json`` is a peft adapter over the base model named in it: the
+    first such checkpoint loads the base (in ``precision.weights``) and its adapter; the next ones load their
+    adapter next to it, switch to it and drop the previous one, so a series of N adapters costs one base
+    load instead of N. Any other checkpoint is loaded whole.
+
+    Parameters
+    ----------
+    precision : Precision
+        From :func:`gengen.models.precision_for`, the same as training's.
+    device : torch.device
+    swap_adapters : bool
+        False reloads the base for every adapter (the slow path, kept to check the fast one against).
+    """
+
+    def __init__(self, precision: Precision, device: torch.device, *, swap_adapters: bool = True):
+        self.precision = precision
+        self.device = device
+        self.swap_adapters = swap_adapters
+        self.model: Any = None
+        self.base_path: str | None = None
+        self.adapter: str | None = None
+        self.base_loads = 0
+
+    def load(self, checkpoint: Checkpoint) -> Any:
+        """The model of ``checkpoint``, ready to score."""
+        folder = Path(checkpoint.path)
+        if checkpoint.revision is None and (folder / "adapter_config.json").is_file():
+            return self._adapter(folder, checkpoint.step)
+        self.model = None  # free the previous model before loading the next one
+        self.base_path = self.adapter = None
+        self.base_loads += 1
+        self.model = load_model(
+            checkpoint.path, revision=checkpoint.revision, dtype=self.precision.weights, device=self.device
+        )
+        return self.model
+
+    def _adapter(self, folder: Path, step: int) -> Any:
+        import json
+
+        import peft
+
+        try:
+            base_path = str(json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise InputError(f"{folder}/adapter_config.json: no base model named in it ({error})") from None
+        name = f"step{step}"
+        if self.swap_adapters and self.base_path == base_path and self.model is not None:
+            previous = self.adapter
+            self.model.load_adapter(str(folder), adapter_name=name)
+            self.model.set_adapter(name)
+            if previous is not None and previous != name:
+                self.model.delete_adapter(previous)
+        else:
+            self.model = None
+            self.base_loads += 1
+            base = load_model(base_path, dtype=self.precision.weights, device=self.device)
+            self.model = peft.PeftModel.from_pretrained(base, str(folder), adapter_name=name).to(self.device)
+            self.base_path = base_path
+        self.adapter = name
+        return self.model
+
+
 def score_checkpoints(
     config: StudyConfig,
     checkpoints: Sequence[Checkpoint],
@@ -276,6 +380,7 @@ def score_checkpoints(
     store: Any = None,
     tokenizer_path: str | None = None,
     log: Any = print,
+    swap_adapters: bool = True,
 ) -> pd.DataFrame:
     """Score a series of existing checkpoints on the study's test sets, committing each checkpoint's rows.
 
@@ -293,6 +398,8 @@ def score_checkpoints(
         Default: the first checkpoint.
     log : callable
         Progress messages.
+    swap_adapters : bool
+        Load a LoRA base once for the whole series and swap adapters (see :class:`SeriesLoader`).
 
     Returns
     -------
@@ -311,7 +418,9 @@ def score_checkpoints(
         log(f"{model_name} {run}: all {len(checkpoints)} checkpoints already scored")
         return pd.DataFrame()
     device = select_device(config.training.device)
-    dtype = select_dtype(config.training.precision, device)
+    # The same dtypes as the evaluations during training (one function decides both).
+    precision = precision_for(config.training.precision, config.training.method, device)
+    loader = SeriesLoader(precision, device, swap_adapters=swap_adapters)
     first = checkpoints[0]
     tokenizer = load_tokenizer(tokenizer_path or first.path, None if tokenizer_path else first.revision)
     answer_ids = answer_token_ids(tokenizer, config.task.answers)
@@ -320,7 +429,8 @@ def score_checkpoints(
     for checkpoint in checkpoints:
         if all((checkpoint.step, t.name, m) in done for t in testsets for m in metrics):
             continue
-        model = load_model(checkpoint.path, revision=checkpoint.revision, dtype=dtype, device=device)
+        began = time.perf_counter()
+        model = loader.load(checkpoint)
         base = {
             "study": config.name,
             "model": model_name,
@@ -329,21 +439,30 @@ def score_checkpoints(
             "run": run,
             "step": checkpoint.step,
         }
-        rows = score_rows(
-            model,
-            testsets,
-            answer_ids,
-            pad_id=tokenizer.pad_token_id,
-            batch_size=config.evaluation.batch_size,
-            metrics=metrics,
-            base=base,
-            skip=done,
-            log=log,
-        )
+        with precision.context(device):
+            rows = score_rows(
+                model,
+                testsets,
+                answer_ids,
+                pad_id=tokenizer.pad_token_id,
+                batch_size=config.evaluation.batch_size,
+                metrics=metrics,
+                base=base,
+                skip=done,
+                log=log,
+                max_tokens=config.evaluation.max_tokens,
+            )
         if rows:
             store.write_scores(pd.DataFrame(rows))
             written.extend(rows)
+        scored = sum(int(r["n_examples"]) for r in rows if r["metric"] == metrics[0])
+        seconds = time.perf_counter() - began
+        log(
+            f"{model_name} {run} step {checkpoint.step}: {scored} examples in {seconds:.1f} s "
+            f"({scored / max(seconds, 1e-9):,.0f} examples/s, load included)"
+        )
         del model
+    log(f"{model_name} {run}: {len(checkpoints)} checkpoints, {loader.base_loads} model loads")
     return pd.DataFrame(written)
 
 

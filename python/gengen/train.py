@@ -37,20 +37,31 @@ import pandas as pd
 import torch
 
 from gengen.config import EvaluationConfig, RunSpec, StudyConfig, TrainingConfig
-from gengen.errors import ConfigError
+from gengen.errors import ConfigError, InputError
 from gengen.models import (
+    Precision,
     answer_token_ids,
     encode_prompts,
     last_token_logits,
     load_model,
     load_tokenizer,
     pad_batch,
+    precision_for,
     select_device,
-    select_dtype,
 )
 from gengen.score import EncodedTestset, encode_testsets, score_rows
 
-__all__ = ["RunOutcome", "evaluation_steps", "planned_steps", "run_study", "train_run", "update_indices"]
+__all__ = [
+    "RunOutcome",
+    "evaluation_steps",
+    "load_trainer_state",
+    "planned_steps",
+    "run_study",
+    "steps_per_epoch",
+    "train_run",
+    "update_batches",
+    "update_indices",
+]
 
 Log = Callable[[str], None]
 CHECKPOINT_PREFIX = "checkpoint-"
@@ -71,13 +82,23 @@ PACKAGES = (
 # ---------------------------------------------------------------------------------------------- schedule
 
 
+def steps_per_epoch(training: TrainingConfig, n_train: int) -> int:
+    """Optimiser steps of one pass over the training data, as in Hugging Face's Trainer.
+
+    An epoch is ceil(n_train / batch_size) micro-batches (the last one smaller), and an optimiser step takes
+    ``grad_accum`` of them (the epoch's last step takes what is left), so a batch never spans two epochs:
+    16 shots with batch 32 give one step of 16 examples per epoch, never one example twice in a batch.
+    """
+    micro_batches = math.ceil(n_train / training.batch_size)
+    return max(1, math.ceil(micro_batches / training.grad_accum))
+
+
 def planned_steps(training: TrainingConfig, n_train: int) -> int:
-    """Optimiser steps of a run: ``max_steps``, or ``epochs`` × ceil(n_train / (batch_size × grad_accum))."""
+    """Optimiser steps of a run: ``max_steps``, or ceil(``epochs`` × :func:`steps_per_epoch`)."""
     if training.max_steps is not None:
         return training.max_steps
-    per_step = training.batch_size * training.grad_accum
     assert training.epochs is not None
-    return max(1, math.ceil(training.epochs * n_train / per_step))
+    return max(1, math.ceil(training.epochs * steps_per_epoch(training, n_train)))
 
 
 def evaluation_steps(evaluation: EvaluationConfig, total: int) -> list[int]:
@@ -96,21 +117,27 @@ def evaluation_steps(evaluation: EvaluationConfig, total: int) -> list[int]:
     return sorted(steps)
 
 
-def update_indices(step: int, n_train: int, per_step: int, seed: int) -> np.ndarray:
-    """Indices of the training examples used by optimiser step ``step`` (1-based).
+def update_batches(step: int, n_train: int, batch_size: int, seed: int, grad_accum: int = 1) -> list[np.ndarray]:
+    """The micro-batches (training-example indices) of optimiser step ``step`` (1-based).
 
-    The examples are read in epochs, each a permutation of ``range(n_train)`` drawn from ``(seed, epoch)``;
-    step ``s`` takes positions ``(s-1)·per_step … s·per_step - 1`` of that endless sequence. Being a function
-    of the step alone, the order survives a restart.
+    Epoch ``e`` reads a permutation of ``range(n_train)`` drawn from ``(seed, e)`` in consecutive micro-batches
+    of ``batch_size`` (the last one smaller); step ``s`` takes ``grad_accum`` of them, the epoch's last step
+    what is left (see :func:`steps_per_epoch`). Being a function of the step alone, the order survives a
+    restart.
     """
-    positions = np.arange((step - 1) * per_step, step * per_step)
-    epochs = positions // n_train
-    out = np.empty_like(positions)
-    for epoch in np.unique(epochs):
-        permutation = np.random.default_rng([seed, int(epoch)]).permutation(n_train)
-        chosen = epochs == epoch
-        out[chosen] = permutation[positions[chosen] % n_train]
-    return out
+    micro_batches = math.ceil(n_train / batch_size)
+    per_epoch = max(1, math.ceil(micro_batches / grad_accum))
+    epoch, within = divmod(step - 1, per_epoch)
+    permutation = np.random.default_rng([seed, int(epoch)]).permutation(n_train)
+    first = within * grad_accum
+    return [
+        permutation[b * batch_size : (b + 1) * batch_size] for b in range(first, min(first + grad_accum, micro_batches))
+    ]
+
+
+def update_indices(step: int, n_train: int, batch_size: int, seed: int, grad_accum: int = 1) -> np.ndarray:
+    """All training-example indices of optimiser step ``step``: :func:`update_batches` concatenated."""
+    return np.concatenate(update_batches(step, n_train, batch_size, seed, grad_accum))
 
 
 # ---------------------------------------------------------------------------------------------- checkpoints
@@ -127,14 +154,16 @@ def _checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
 
 
 def _rng_state() -> dict[str, Any]:
-    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    version, internal, gauss = random.getstate()
+    state: dict[str, Any] = {"python": [version, list(internal), gauss], "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
 
 def _set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -154,7 +183,8 @@ def _save_checkpoint(
     """Write ``checkpoint-<step>`` atomically (a temporary folder renamed), then prune older ones.
 
     The folder is a loadable model with its tokenizer (so ``gengen score`` can read it alone) plus
-    ``trainer_state.pt``: optimizer, scheduler, grad scaler and RNG states, the step and the tokens seen.
+    ``trainer_state.pt``: optimizer, scheduler, grad scaler and RNG states, the step and the tokens seen, as
+    tensors and plain containers only, so that :func:`load_trainer_state` reads it without running code.
     """
     final = run_dir / f"{CHECKPOINT_PREFIX}{step}"
     tmp = run_dir / f".{CHECKPOINT_PREFIX}{step}.tmp"
@@ -176,6 +206,36 @@ def _save_checkpoint(
         for old_step, path in _checkpoints(run_dir):
             if old_step < step:
                 shutil.rmtree(path, ignore_errors=True)
+
+
+STATE_KEYS = ("step", "tokens", "optimizer", "scheduler", "scaler", "rng")
+
+
+def load_trainer_state(path: Path) -> dict[str, Any]:
+    """Read a checkpoint's ``trainer_state.pt`` without ever running code from it.
+
+    The file is unpickled by torch's ``weights_only`` loader, which builds tensors and plain containers and
+    refuses anything else, so a planted file (anyone who can write the output folder can plant one) cannot
+    run code as the user.
+
+    Raises
+    ------
+    InputError
+        The file holds something else than a trainer state (objects, code, a truncated file), in one line.
+    """
+    refuse = f"{path}: refused as resume state"
+    advice = "delete this checkpoint folder to resume from an earlier one"
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # whatever the unpickler says, the file is not ours
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise InputError(f"{refuse} (not plain tensors and containers: {reason[:200]}); {advice}") from None
+    if not isinstance(state, dict) or any(key not in state for key in STATE_KEYS):
+        raise InputError(f"{refuse} (expected a table with {', '.join(STATE_KEYS)}); {advice}")
+    for key in ("step", "tokens"):
+        if isinstance(state[key], bool) or not isinstance(state[key], int) or state[key] < 0:
+            raise InputError(f"{refuse} ({key!r} is {state[key]!r}, not a count); {advice}")
+    return state
 
 
 def _package_versions() -> dict[str, str]:
@@ -233,7 +293,10 @@ class _Context:
         source = run.model.tokenizer or run.model.path
         key = f"{source}@{run.model.revision}"
         if key not in self.cache:
-            tokenizer = load_tokenizer(source, None if run.model.tokenizer else run.model.revision)
+            try:
+                tokenizer = load_tokenizer(source, None if run.model.tokenizer else run.model.revision)
+            except ConfigError as error:
+                raise ConfigError(f"model {run.model.name!r}: {error}") from None
             answers = answer_token_ids(tokenizer, self.config.task.answers)
             train = load_examples(self.config.task.train)
             testsets = encode_testsets(self.config, tokenizer)
@@ -250,16 +313,41 @@ def _training_data(config: StudyConfig, run: RunSpec, train: pd.DataFrame) -> pd
     return balanced_sample(train, run.shots, run.data_seed)
 
 
-def _build_model(config: StudyConfig, run: RunSpec, device: torch.device, checkpoint: Path | None) -> Any:
-    """The model to train: from the last checkpoint when resuming, else from the model's path."""
+def _build_model(
+    config: StudyConfig, run: RunSpec, device: torch.device, checkpoint: Path | None, precision: Precision
+) -> Any:
+    """The model to train: from the last checkpoint when resuming, else from the model's path.
+
+    Full fine-tuning keeps fp32 master weights; LoRA freezes a base in the compute dtype (or 8/4-bit) and
+    trains fp32 adapters. Gradient checkpointing, when asked for, uses the non-reentrant variant, which needs
+    no gradient on the inputs (the frozen embeddings of a LoRA base have none).
+    """
     training = config.training
     if training.method == "full":
         source = str(checkpoint) if checkpoint is not None else run.model.path
         revision = None if checkpoint is not None else run.model.revision
-        return load_model(source, revision=revision, dtype=torch.float32, device=device)
+        model = load_model(source, revision=revision, dtype=precision.weights, device=device, label=run.model.name)
+        if training.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return model
     import peft
 
-    base = load_model(run.model.path, revision=run.model.revision, dtype=torch.float32, device=device)
+    base = load_model(
+        run.model.path,
+        revision=run.model.revision,
+        dtype=precision.weights,
+        device=device,
+        quantization=training.quantization,
+        label=run.model.name,
+    )
+    if training.quantization != "none":
+        base = peft.prepare_model_for_kbit_training(
+            base,
+            use_gradient_checkpointing=training.gradient_checkpointing,
+            gradient_checkpointing_kwargs={"use_reentrant": False},
+        )
+    elif training.gradient_checkpointing:
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if checkpoint is not None:
         return peft.PeftModel.from_pretrained(base, str(checkpoint), is_trainable=True).to(device)
     lora = training.lora
@@ -267,13 +355,13 @@ def _build_model(config: StudyConfig, run: RunSpec, device: torch.device, checkp
         r=lora.r,
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
-        target_modules=list(lora.target_modules) if lora.target_modules else None,
+        target_modules=list(config.lora_targets(run.model)),
         task_type="CAUSAL_LM",
     )
     try:
         return peft.get_peft_model(base, settings)
     except ValueError as error:
-        raise ConfigError(f"training.lora.target_modules: {error}") from None
+        raise ConfigError(f"training.lora.target_modules: model {run.model.name!r}: {error}") from None
 
 
 def _schedule(total: int, training: TrainingConfig) -> Callable[[int], float]:
@@ -366,14 +454,15 @@ def train_run(
     store.write_manifest(run.model.name, run.key, {**record, "status": "running", "run_dir": str(run_dir)})
 
     device = select_device(training.device)
-    compute_dtype = select_dtype(training.precision, device)
-    autocast = compute_dtype != torch.float32
+    precision = precision_for(training.precision, training.method, device)
+    compute_dtype = precision.compute
     checkpoints = _checkpoints(run_dir)
     resume_step, resume_path = checkpoints[-1] if checkpoints else (0, None)
 
     torch.manual_seed(run.seed)
     random.seed(run.seed)
-    model = _build_model(config, run, device, resume_path)
+    state = load_trainer_state(resume_path / STATE_FILE) if resume_path is not None else None
+    model = _build_model(config, run, device, resume_path, precision)
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.ndim >= 2]
     no_decay = [p for p in params if p.ndim < 2]
@@ -384,8 +473,7 @@ def train_run(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(total, training))
     scaler = torch.amp.GradScaler(device.type, enabled=compute_dtype == torch.float16)
     tokens = 0
-    if resume_path is not None:
-        state = torch.load(resume_path / STATE_FILE, map_location=device, weights_only=False)
+    if state is not None:
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         scaler.load_state_dict(state["scaler"])
@@ -396,7 +484,7 @@ def train_run(
     tokens_at_start = tokens
     encoded_train = encode_prompts(tokenizer, train, config.task.prompt, training.max_length)
     gold_train = np.where(train["label"].to_numpy() == 1, answers[0], answers[1])
-    per_step = training.batch_size * training.grad_accum
+    per_epoch = steps_per_epoch(training, len(train))
     base = {
         "study": config.name,
         "model": run.model.name,
@@ -415,7 +503,7 @@ def train_run(
         if all((step, t.name, m) in done for t in testsets for m in metrics):
             return
         began = time.perf_counter()
-        with torch.autocast(device.type, dtype=compute_dtype, enabled=autocast):
+        with precision.context(device):
             rows = score_rows(
                 model,
                 testsets,
@@ -423,9 +511,10 @@ def train_run(
                 pad_id=tokenizer.pad_token_id,
                 batch_size=config.evaluation.batch_size,
                 metrics=metrics,
-                base={**base, "step": step, "tokens": tokens, "epoch": step * per_step / len(train)},
+                base={**base, "step": step, "tokens": tokens, "epoch": step / per_epoch},
                 skip=done,
                 log=None,
+                max_tokens=config.evaluation.max_tokens,
             )
         scoring["seconds"] += time.perf_counter() - began
         scoring["examples"] += sum(int(r["n_examples"]) for r in rows if r["metric"] == metrics[0])
@@ -442,14 +531,17 @@ def train_run(
     window_tokens, window_start = 0, time.perf_counter()
     with bar:
         for step in range(resume_step + 1, total + 1):
-            indices = update_indices(step, len(train), per_step, run.seed)
+            batches = update_batches(step, len(train), training.batch_size, run.seed, training.grad_accum)
+            # The loss is the mean over the step's examples, whatever the micro-batches: accumulating two
+            # half batches gives the gradient of one full batch.
+            n_step = sum(len(micro) for micro in batches)
             optimizer.zero_grad(set_to_none=True)
-            for micro in np.array_split(indices, training.grad_accum):
+            for micro in batches:
                 ids, mask, lengths = pad_batch([encoded_train[i] for i in micro], pad_id, device)
                 gold = torch.from_numpy(gold_train[micro]).to(device)
-                with torch.autocast(device.type, dtype=compute_dtype, enabled=autocast):
+                with precision.context(device):
                     logits = last_token_logits(model, ids, mask, lengths)
-                loss = _answer_loss(logits, gold, answers, config.task.loss) / len(indices)
+                loss = _answer_loss(logits, gold, answers, config.task.loss) / n_step
                 scaler.scale(loss).backward()
                 used = int(lengths.sum()) + len(micro)
                 tokens += used
@@ -567,14 +659,10 @@ def run_study(
 
     if jobs < 1:
         raise ConfigError(f"--jobs: expected a positive integer, got {jobs}")
-    runs = config.runs()
-    if models is not None:
-        unknown = sorted(set(models) - {m.name for m in config.models})
-        if unknown:
-            raise ConfigError(
-                f"--model {unknown[0]!r}: not a model of the study ({', '.join(m.name for m in config.models)})"
-            )
-        runs = [r for r in runs if r.model.name in models]
+    from gengen.config import check_model_sources
+
+    runs = config.select_runs(models)
+    check_model_sources(config, [m for m in config.models if any(r.model == m for r in runs)])
     if jobs > 1 and len(runs) > 1:
         from gengen.executors.local import process_pool
 

@@ -163,7 +163,7 @@ def test_score_checkpoint_series_matches_training_scores(
 def test_schedule_helpers() -> None:
     from gengen.config import EvaluationConfig, TrainingConfig
 
-    assert planned_steps(TrainingConfig(epochs=2.0, batch_size=8, grad_accum=2), 100) == 13
+    assert planned_steps(TrainingConfig(epochs=2.0, batch_size=8, grad_accum=2), 100) == 14  # 2 x ceil(13 / 2)
     assert planned_steps(TrainingConfig(epochs=None, max_steps=7), 100) == 7
     assert evaluation_steps(EvaluationConfig(every=4), 10) == [0, 4, 8, 10]
     assert evaluation_steps(EvaluationConfig(log_points=4, steps=(3, 50, 2000)), 1000) == [0, 1, 3, 10, 50, 100, 1000]

@@ -26,14 +26,16 @@ def train_command(
     Each evaluation's scores are committed to <output>/gengen.sqlite as soon as they are computed, and a
     checkpoint is saved at evaluation steps, so a killed run resumes from its last checkpoint.
     """
-    from gengen.config import load_config
+    from gengen.config import check_model_sources, load_config
 
     study = load_config(config)
-    runs = [r for r in study.runs() if not model or r.model.name in model]
+    runs = study.select_runs(model)
+    # Before anything loads: a local model folder that is missing fails here, in one line.
+    check_model_sources(study, [m for m in study.models if any(r.model == m for r in runs)])
     if dry_run:
         typer.echo(f"study {study.name}: {len(runs)} runs, {len(study.testsets)} test sets, output {study.output}")
         for run in runs:
-            typer.echo(f"  {run.model.name} ({run.model.path}) {run.key}")
+            typer.echo(f"  {run.model.name} ({run.model.path}) {run.key} -> {study.run_dir(run)}")
         return
     import torch
 

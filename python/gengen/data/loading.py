@@ -187,14 +187,18 @@ def load_examples(spec: DataSpec, *, cap: int | None = None) -> pd.DataFrame:
         entry = REGISTRY[spec.source]
         split = spec.split or entry.test_split
         raw = _read_local(Path(spec.path), split, where) if spec.path else _load_hub(entry, split)
+        labels: Mapping[Any, str] = entry.labels
+        if spec.neutral is not None and entry.neutral is not None:
+            labels = {**entry.labels, entry.neutral: spec.neutral}
         frame = map_labels(
             raw,
             premise=entry.premise,
             hypothesis=entry.hypothesis,
             label=entry.label,
-            labels=entry.labels,
+            # The study's own mapping replaces the registry's; then every label must be mapped.
+            labels=spec.labels if spec.labels is not None else labels,
             where=where,
-            strict=False,
+            strict=spec.labels is not None,
         )
     else:
         if spec.path is None:

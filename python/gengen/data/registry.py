@@ -40,6 +40,9 @@ class RegisteredDataset:
         Hub label value -> ``"Yes"``, ``"No"`` or ``"drop"``; values not listed are dropped.
     note : str
         One line on the mapping, for the docs.
+    neutral : int or None
+        The hub label of the neutral class of a three-way set (dropped by default; a study may map it to No
+        with ``neutral = "No"``); None for two-way sets.
     """
 
     key: str
@@ -52,6 +55,7 @@ class RegisteredDataset:
     label: str
     labels: MappingProxyType
     note: str
+    neutral: int | None = None
 
 
 def _entry(
@@ -64,7 +68,9 @@ def _entry(
     labels: dict,
     note: str,
 ) -> RegisteredDataset:
-    return RegisteredDataset(key, hub_id, config, test_split, splits, *columns, MappingProxyType(labels), note)
+    # A three-way set is one whose mapping drops label 1 (neutral) and keeps 0 and 2.
+    neutral = 1 if labels.get(1) == DROP and labels.get(2) == NO else None
+    return RegisteredDataset(key, hub_id, config, test_split, splits, *columns, MappingProxyType(labels), note, neutral)
 
 
 _THREE_WAY = {0: YES, 1: DROP, 2: NO}  # entailment, neutral, contradiction
