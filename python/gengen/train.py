@@ -313,6 +313,15 @@ def _training_data(config: StudyConfig, run: RunSpec, train: pd.DataFrame) -> pd
     return balanced_sample(train, run.shots, run.data_seed)
 
 
+def _enable_checkpointing(model: Any) -> None:
+    """Recompute activations in the backward pass (non-reentrant: no input gradient needed)."""
+    # transformers 5 renames the method (and its argument); older versions only have the first name.
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
 def _build_model(
     config: StudyConfig, run: RunSpec, device: torch.device, checkpoint: Path | None, precision: Precision
 ) -> Any:
@@ -328,7 +337,7 @@ def _build_model(
         revision = None if checkpoint is not None else run.model.revision
         model = load_model(source, revision=revision, dtype=precision.weights, device=device, label=run.model.name)
         if training.gradient_checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            _enable_checkpointing(model)
         return model
     import peft
 
@@ -347,7 +356,7 @@ def _build_model(
             gradient_checkpointing_kwargs={"use_reentrant": False},
         )
     elif training.gradient_checkpointing:
-        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        _enable_checkpointing(base)
     if checkpoint is not None:
         return peft.PeftModel.from_pretrained(base, str(checkpoint), is_trainable=True).to(device)
     lora = training.lora

@@ -1,4 +1,4 @@
-"""Fixtures for the fine-tuning and scoring tests: a tokenizer, tiny OPT and OLMo2 models and data, all local."""
+"""Fixtures for the fine-tuning and scoring tests: a tokenizer, tiny OPT, OLMo2 and SmolLM3 models, data; all local."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ PROMPT = "{premise} Question: {hypothesis} Yes or No?"
 
 @pytest.fixture(scope="session")
 def assets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Demo data (small), a trained tokenizer and one tiny model per family, saved under one folder."""
+    """Demo data (small), a trained tokenizer and one tiny model per family (OPT, OLMo2, SmolLM3), in one folder."""
     from gengen.demo.tasks import tokenizer_corpus, write_demo_data
     from gengen.demo.tiny import build_tiny_model, train_tokenizer
 
@@ -25,7 +25,7 @@ def assets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     data = write_demo_data(root / "data", n_train=400, n_test=40, seed=3)
     tokenizer = train_tokenizer(tokenizer_corpus(PROMPT, (" Yes", " No")), root / "tokenizer")
     models = {}
-    for index, family in enumerate(("opt", "olmo2")):
+    for index, family in enumerate(("opt", "olmo2", "smollm3")):
         model = build_tiny_model(
             family,
             vocab_size=len(tokenizer),

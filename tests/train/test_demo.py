@@ -114,3 +114,11 @@ def test_shrunken_demo_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     summary = lines[-1]
     assert "olmo2-s" in summary and "opt-s" in summary and "spelling_noise" in summary
     assert "2 models x 1 runs x 3 checkpoints x 7 test sets x 2 metrics" in summary
+    # Training happened: in every run the ID log-probability of the gold answer rises from its step-0 value
+    # (this fails if the optimiser never steps).
+    from gengen.store import Store
+
+    scores = Store(out).load(testset="id", metric="logprob")
+    for (model, run), series in scores.groupby(["model", "run"]):
+        values = series.sort_values("step")["value"].to_numpy()
+        assert values[-1] > values[0] + 0.1, (model, run, values)

@@ -13,7 +13,7 @@ import torch
 
 __all__ = ["FAMILIES", "build_tiny_model", "train_tokenizer"]
 
-FAMILIES = ("opt", "olmo2")
+FAMILIES = ("opt", "olmo2", "smollm3")
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
 
 
@@ -64,11 +64,11 @@ def build_tiny_model(
     eos_token_id: int = 2,
     seed: int = 0,
 ) -> Any:
-    """A randomly initialised causal LM of ``family`` (``"opt"`` or ``"olmo2"``), built from its config.
+    """A randomly initialised causal LM of ``family`` (``"opt"``, ``"olmo2"`` or ``"smollm3"``), from its config.
 
     The initial weights are fixed by ``seed``; dropout is off so that training is deterministic.
     """
-    from transformers import AutoModelForCausalLM, Olmo2Config, OPTConfig
+    from transformers import AutoModelForCausalLM, Olmo2Config, OPTConfig, SmolLM3Config
 
     common: dict[str, Any] = {
         "vocab_size": vocab_size,
@@ -92,6 +92,14 @@ def build_tiny_model(
         )
     elif family == "olmo2":
         config = Olmo2Config(
+            **common,
+            intermediate_size=4 * hidden,
+            num_key_value_heads=heads,
+            attention_dropout=0.0,
+            tie_word_embeddings=False,
+        )
+    elif family == "smollm3":
+        config = SmolLM3Config(
             **common,
             intermediate_size=4 * hidden,
             num_key_value_heads=heads,
