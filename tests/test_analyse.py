@@ -461,7 +461,7 @@ def test_cli_analyse_writes_the_tables(tmp_path: Path) -> None:
     [
         (["--id", "nope"], "unknown test set 'nope'"),
         (["--id", "id", "--ood", "id,ood1"], "is the in-domain test set"),
-        (["--id", "id", "--fit", "cubic"], "option fit"),
+        (["--id", "id", "--fit", "cubic"], "--fit: 'cubic' is not one of"),
     ],
 )
 def test_cli_analyse_bad_options_exit_2_with_one_line(tmp_path: Path, arguments: list[str], message: str) -> None:

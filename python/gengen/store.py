@@ -125,6 +125,7 @@ _FLOAT_COLUMNS = ("epoch", "value", "stderr")
 _TEXT_COLUMNS = ("study", "model", "family", "size", "run", "testset", "metric")
 _MANIFEST_PACKAGES = ("gengen", "numpy", "pandas", "pyarrow", "torch", "transformers", "datasets", "peft")
 _SIZE_PATTERN = re.compile(r"^(?P<family>.+?)[-_](?P<size>\d+(?:\.\d+)?[kmbt])(?:[-_].*)?$", re.IGNORECASE)
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
 _RUN_KEY_PATTERN = re.compile(r"(?:^|[,;\s])\s*(?P<key>seed|shots)\s*=\s*(?P<value>-?\d+)\s*(?=$|[,;\s])")
 
 
@@ -300,6 +301,20 @@ def _check_floats(frame: pd.DataFrame, column: str, sources: pd.Series | None) -
     return numbers
 
 
+def _check_name_characters(names: pd.Series, column: str, sources: pd.Series | None) -> None:
+    """Refuse names holding control characters (NUL, newline, ESC...): they print as nothing or break lines, so
+    two different names would look the same in every table and message."""
+    unique = names.unique()
+    bad = [name for name in unique if _CONTROL_CHARACTER.search(name)]
+    if bad:
+        position = int(np.flatnonzero((names == bad[0]).to_numpy())[0])
+        found = _CONTROL_CHARACTER.search(bad[0])
+        char = found.group(0) if found else ""
+        raise InputError(
+            f"{_label(sources, position)}: column {column!r}: {bad[0]!r} holds a control character ({char!r})"
+        )
+
+
 def normalise_scores(
     data: pd.DataFrame | Iterable[Mapping[str, Any]],
     *,
@@ -355,6 +370,7 @@ def normalise_scores(
             position = int(np.flatnonzero(empty.to_numpy())[0])
             raise InputError(f"{_label(sources, position)}: column {name!r} is empty")
         out[name] = column.map(str)
+        _check_name_characters(out[name], name, sources)
     split = {model: split_model_name(model) for model in out["model"].unique()}
     for index, name in enumerate(("family", "size")):
         derived = out["model"].map({model: pair[index] for model, pair in split.items()}).astype("object")

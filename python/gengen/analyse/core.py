@@ -382,6 +382,11 @@ def analyse(
     pooling: str | Iterable[str] | None = ("meta",),
     mode: str = "auto",
     lower_is_better: Iterable[str] | None = None,
+    higher_is_better: Iterable[str] | None = None,
+    models: str | Iterable[str] | None = None,
+    runs: str | Iterable[str] | None = None,
+    sizes: str | Iterable[str] | None = None,
+    shots: int | str | Iterable[int | str] | None = None,
     seed: int = 0,
     progress: bool = False,
 ) -> Analysis:
@@ -443,8 +448,13 @@ def analyse(
         :attr:`Analysis.pooled_residuals`); empty for none.
     mode : {"auto", "checkpoints", "across_runs"}
         ``auto`` correlates across runs when every run has a single step, else across checkpoints.
-    lower_is_better : list of str, optional
-        Extra metric names to negate (see the sign convention in :mod:`gengen.analyse.data`).
+    lower_is_better, higher_is_better : list of str, optional
+        Metric names (or name parts) to read as lower- or higher-is-better, beyond the name parts of
+        :data:`~gengen.analyse.options.LOWER_IS_BETTER` (see :func:`~gengen.analyse.options.is_lower_better`
+        and the sign convention in :mod:`gengen.analyse.data`); ``higher_is_better`` wins.
+    models, runs, sizes, shots : str or list, optional
+        Analyse only the rows whose model, run key, size or shot count matches one of these glob patterns
+        (``"pythia-*"``, ``"seed=[0-4]"``, ``64``); each pattern must match something.
     seed : int
         Seed of every permutation and bootstrap.
     progress : bool
@@ -495,6 +505,11 @@ def analyse(
         mode=mode,
         lower_is_better=lower_is_better,
         seed=seed,
+        higher_is_better=higher_is_better,
+        models=models,
+        runs=runs,
+        sizes=sizes,
+        shots=shots,
     )
     scores, ood_names = prepare(df, settings)
     resolved_mode = settings.mode

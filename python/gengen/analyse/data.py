@@ -2,18 +2,28 @@
 
 Sign convention
 ---------------
-gengen reads every score as "higher = better". A metric listed in
-:data:`gengen.analyse.options.LOWER_IS_BETTER` (loss, perplexity, ppl, …, plus any the user adds) is negated
-before anything is computed, and the pairs table records it in the ``sign`` column (``-1`` = negated). A
-positive
-partial correlation therefore always means "the two OOD test sets improve together beyond what ID predicts",
-whatever the metric. (Negating both OOD scores of a pair, or the ID covariate, leaves a partial correlation
-unchanged; the convention matters for mixed metrics, for trajectories and for reading the figures.)
+gengen reads every score as "higher = better". A metric whose name contains one of the name parts of
+:data:`gengen.analyse.options.LOWER_IS_BETTER` (``loss``, ``perplexity``, ``ppl``, ``bpb``, ``error``, …,
+compared case-insensitively word by word, so ``CrossEntropyLoss`` and ``val_bpb`` count), or one the user names
+in ``lower_is_better``, is negated before anything is computed, unless it is named in ``higher_is_better``
+(:func:`gengen.analyse.options.is_lower_better`). The pairs table records it in the ``sign`` column (``-1`` =
+negated). A positive partial correlation therefore always means "the two OOD test sets improve together beyond
+what ID predicts", whatever the metric. (Negating both OOD scores of a pair, or the ID covariate, leaves a
+partial correlation unchanged; the convention matters for mixed metrics, for trajectories and for reading the
+figures.)
+
+Selection
+---------
+``models``, ``runs``, ``sizes`` and ``shots`` keep the rows whose model, run key, size or shot count matches one
+of their glob patterns (:func:`fnmatch.fnmatchcase`); a pattern that matches nothing is an error listing what
+exists.
 """
 
 from __future__ import annotations
 
 import difflib
+import fnmatch
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +34,8 @@ from gengen.analyse.options import Settings
 from gengen.errors import GengenError, InputError
 
 REQUIRED_COLUMNS = ("model", "run", "step", "testset", "metric", "value")
+#: Selection options of :class:`~gengen.analyse.options.Settings` and the score-table column each one filters.
+SELECTIONS = (("models", "model"), ("runs", "run"), ("sizes", "size"), ("shots", "shots"))
 #: Run-level columns carried from the score table into the pairs table when present.
 RUN_COLUMNS = ("study", "family", "size", "seed", "shots")
 
@@ -98,22 +110,39 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
     for column in settings.by:
         if column not in df.columns:
             raise GengenError(f"option by: the score table has no column {column!r}")
-    table = df.copy()
+    table = select(df, settings).copy()
     table["model"] = table["model"].astype(str)
     table["run"] = table["run"].astype(str)
     table["testset"] = table["testset"].astype(str)
     table["metric"] = table["metric"].astype(str)
+    metrics = sorted(table["metric"].unique())
+    if settings.metric not in set(metrics):
+        raise GengenError(
+            f"option metric: the score table has no metric {settings.metric!r}, so fewer than two OOD test sets "
+            f"have it{_suggest(settings.metric, metrics)} (metrics: {_short_list(metrics)})"
+        )
+    if settings.id_metric not in set(metrics):
+        raise GengenError(
+            f"option id_metric: the score table has no metric {settings.id_metric!r}"
+            f"{_suggest(settings.id_metric, metrics)} "
+            f"(metrics: {_short_list(metrics)})"
+        )
     id_rows = table[(table["testset"] == settings.id_testset) & (table["metric"] == settings.id_metric)]
     if id_rows.empty:
-        known = sorted(table.loc[table["metric"] == settings.id_metric, "testset"].unique())
         if settings.id_testset in set(table["testset"]):
+            own = sorted(table.loc[table["testset"] == settings.id_testset, "metric"].unique())
             raise GengenError(
                 f"option id_testset: test set {settings.id_testset!r} has no metric "
-                f"{settings.id_metric!r} in the score table"
+                f"{settings.id_metric!r} in the score table (its metrics: {_short_list(own)}; choose with "
+                f"option id_metric)"
             )
+        known = sorted(table.loc[table["metric"] == settings.id_metric, "testset"].unique())
+        others = sorted(set(table["testset"]) - set(known))
+        elsewhere = f"; with other metrics: {_short_list(others)}" if others else ""
         raise GengenError(
-            f"option id_testset: unknown test set {settings.id_testset!r}{_suggest(settings.id_testset, known)} "
-            f"(known: {_short_list(known)})"
+            f"option id_testset: unknown test set {settings.id_testset!r}"
+            f"{_suggest(settings.id_testset, known + others)} (with metric {settings.id_metric!r}: "
+            f"{_short_list(known)}{elsewhere})"
         )
     ood_pool = table[(table["metric"] == settings.metric) & (table["testset"] != settings.id_testset)]
     available = sorted(ood_pool["testset"].unique())
@@ -141,10 +170,56 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
         raise InputError(f"scores: more than one value for {first}{hint}")
     used["value"] = pd.to_numeric(used["value"], errors="coerce").astype(float)
     used["step"] = pd.to_numeric(used["step"]).astype("int64")
-    used["sign"] = [settings.sign(metric) for metric in used["metric"]]
+    used["sign"] = used["metric"].map({metric: settings.sign(metric) for metric in used["metric"].unique()})
     used["value"] = used["value"] * used["sign"]
     used = used.dropna(subset=["value"]).sort_values(["model", "run", "step", "testset"], ignore_index=True)
     return used, ood
+
+
+def select(df: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """The rows of ``df`` that the selection options (``models``, ``runs``, ``sizes``, ``shots``) keep.
+
+    Raises
+    ------
+    GengenError
+        A pattern matches no value of its column (the message lists the values there are), or the table has
+        no such column.
+    """
+    table = df
+    for option, column in SELECTIONS:
+        patterns = getattr(settings, option)
+        if not patterns:
+            continue
+        if column not in table.columns or table[column].isna().all():
+            raise GengenError(f"option {option}: the score table has no {column!r} values to select on")
+        values = table[column].map(_as_text)
+        present = sorted(set(values.unique()) - {""}, key=_natural_key)
+        wanted: set[str] = set()
+        for pattern in patterns:
+            found = [value for value in present if fnmatch.fnmatchcase(value, pattern)]
+            if not found:
+                raise GengenError(
+                    f"option {option}: {pattern!r} matches no {column}{_suggest(pattern, present)} "
+                    f"({column} values: {_short_list(present)})"
+                )
+            wanted.update(found)
+        table = table[values.isin(wanted).to_numpy()]
+    return table
+
+
+def _as_text(value: Any) -> str:
+    """A cell as the text patterns are matched against (missing is ``""``, 64.0 is ``"64"``)."""
+    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _natural_key(text: str) -> list[tuple[int, float, str]]:
+    """Sort key that orders the numbers inside names by value (``seed=2`` before ``seed=10``)."""
+    parts = re.split(r"(\d+(?:\.\d+)?)", text)
+    return [(0, float(part), "") if part[:1].isdigit() else (1, 0.0, part) for part in parts]
 
 
 def _suggest(name: str, names: list[str]) -> str:

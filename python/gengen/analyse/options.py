@@ -6,30 +6,76 @@ naming it (:class:`gengen.errors.GengenError`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from gengen.errors import GengenError
 
-#: Metrics where a lower value is better; gengen negates them so that "higher = better" everywhere.
+#: Name parts that make a metric lower-is-better; gengen negates such metrics so that "higher = better"
+#: everywhere. A metric matches when these words appear, in order, among the words of its name (split at
+#: non-alphanumerics and CamelCase, compared case-insensitively): ``CrossEntropyLoss``, ``eval/loss``,
+#: ``val_bpb``, ``word_perplexity`` and ``WER`` all match; see :func:`is_lower_better`.
 LOWER_IS_BETTER: frozenset[str] = frozenset(
     {
         "loss",
-        "eval_loss",
         "nll",
         "perplexity",
         "ppl",
-        "word_perplexity",
-        "byte_perplexity",
+        "bpb",
         "bits_per_byte",
         "error",
-        "error_rate",
         "wer",
         "cer",
         "brier",
     }
 )
+
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+def name_parts(name: str) -> tuple[str, ...]:
+    """The lower-cased words of a name, split at non-alphanumerics and CamelCase (``"CrossEntropyLoss"`` ->
+    ``("cross", "entropy", "loss")``, ``"val_BPB"`` -> ``("val", "bpb")``)."""
+    return tuple(word.lower() for piece in re.split(r"[^A-Za-z0-9]+", name) for word in _WORD.findall(piece))
+
+
+def _contains(words: tuple[str, ...], part: tuple[str, ...]) -> bool:
+    """Whether ``part`` occurs as consecutive words of ``words``."""
+    return any(words[i : i + len(part)] == part for i in range(len(words) - len(part) + 1))
+
+
+def is_lower_better(metric: str, lower: Iterable[str] = LOWER_IS_BETTER, higher: Iterable[str] = ()) -> bool:
+    """Whether a lower value of ``metric`` is better (gengen then negates it).
+
+    Parameters
+    ----------
+    metric : str
+        A metric name as stored (``"acc"``, ``"CrossEntropyLoss"``, ``"eval/val_bpb"``).
+    lower : iterable of str
+        Names or name parts that mark a metric lower-is-better (default :data:`LOWER_IS_BETTER`).
+    higher : iterable of str
+        Names or name parts that mark a metric higher-is-better; they win over ``lower``.
+
+    Returns
+    -------
+    bool
+        True when the words of some entry of ``lower`` occur, in order and adjacent, among the words of
+        ``metric`` (see :func:`name_parts`) and no entry of ``higher`` does.
+
+    Examples
+    --------
+    >>> is_lower_better("CrossEntropyLoss"), is_lower_better("val_bpb"), is_lower_better("acc_norm")
+    (True, True, False)
+    >>> is_lower_better("loss_reduction", higher=["loss_reduction"])
+    False
+    """
+    words = name_parts(metric)
+    if any(_contains(words, name_parts(name)) for name in higher):
+        return False
+    return any(_contains(words, name_parts(name)) for name in lower)
+
 
 INFERENCE_METHODS = ("lagged", "t-test", "permutation", "bootstrap")
 #: The inference of the analysis unless told otherwise: the lagged regression, which the calibration study
@@ -96,6 +142,12 @@ class Settings:
     mode: str
     lower_is_better: tuple[str, ...]
     seed: int
+    higher_is_better: tuple[str, ...] = ()
+    #: Glob patterns selecting the rows analysed (empty = all): model names, run keys, sizes, shot counts.
+    models: tuple[str, ...] = ()
+    runs: tuple[str, ...] = ()
+    sizes: tuple[str, ...] = ()
+    shots: tuple[str, ...] = ()
 
     @property
     def permutation_scheme(self) -> str:
@@ -116,8 +168,8 @@ class Settings:
         return "p_perm" if "permutation" in self.inference else "p_value"
 
     def sign(self, metric: str) -> int:
-        """-1 when ``metric`` is lower-is-better (its values are negated), else +1."""
-        return -1 if metric.lower() in self.lower_is_better else 1
+        """-1 when ``metric`` is lower-is-better (its values are negated), else +1 (see :func:`is_lower_better`)."""
+        return -1 if is_lower_better(metric, self.lower_is_better, self.higher_is_better) else 1
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form (tuples become lists)."""
@@ -153,6 +205,11 @@ def make_settings(
     mode: str,
     lower_is_better: Iterable[str] | None,
     seed: int,
+    higher_is_better: Iterable[str] | None = None,
+    models: str | Iterable[str] | None = None,
+    runs: str | Iterable[str] | None = None,
+    sizes: str | Iterable[str] | None = None,
+    shots: str | int | Iterable[str | int] | None = None,
 ) -> Settings:
     """Check every option of :func:`gengen.analyse` and return them as :class:`Settings`.
 
@@ -199,7 +256,12 @@ def make_settings(
         )
     if adjust == "maxT" and "permutation" not in inference_names:
         raise GengenError("option adjust: 'maxT' (family-wise max-|r| permutation p) needs inference 'permutation'")
-    lower = LOWER_IS_BETTER | {name.lower() for name in _as_tuple(lower_is_better, "lower_is_better")}
+    lower_names = _sign_names(lower_is_better, "lower_is_better")
+    higher_names = _sign_names(higher_is_better, "higher_is_better")
+    both = sorted(set(lower_names) & set(higher_names))
+    if both:
+        raise GengenError(f"option higher_is_better: {both[0]!r} is also listed in lower_is_better")
+    lower = LOWER_IS_BETTER | set(lower_names)
     return Settings(
         id_testset=id_testset,
         ood=ood_names,
@@ -221,4 +283,29 @@ def make_settings(
         mode=_choice(mode, MODES, "mode"),
         lower_is_better=tuple(sorted(lower)),
         seed=int(seed),
+        higher_is_better=tuple(sorted(higher_names)),
+        models=_patterns(models, "models"),
+        runs=_patterns(runs, "runs"),
+        sizes=_patterns(sizes, "sizes"),
+        shots=_patterns(shots, "shots"),
     )
+
+
+def _patterns(value: str | int | Iterable[str | int] | None, option: str) -> tuple[str, ...]:
+    """Selection patterns (globs) as a tuple of strings; integers (shot counts) are written out."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (str(value),)
+    if value is None or isinstance(value, str):
+        return _as_tuple(value, option)
+    items = [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+    return _as_tuple(items, option)  # type: ignore[arg-type]
+
+
+def _sign_names(names: Iterable[str] | None, option: str) -> tuple[str, ...]:
+    """User metric names for the sign convention, lower-cased; each must hold a letter or digit."""
+    out = []
+    for name in _as_tuple(names, option):
+        if not name_parts(name):
+            raise GengenError(f"option {option}: {name!r} names no metric (it has no letters or digits)")
+        out.append(name.lower())
+    return tuple(out)

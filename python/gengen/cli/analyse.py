@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -9,6 +10,28 @@ from typing import Annotated
 import typer
 
 from gengen.cli._common import user_errors_exit
+from gengen.errors import GengenError
+
+#: Library option names whose flag is not ``--`` plus the name with ``-`` for ``_``.
+OPTION_FLAGS = {"id_testset": "--id", "models": "--model", "runs": "--run", "sizes": "--size", "shots": "--shots"}
+
+
+def cli_terms(message: str) -> str:
+    """A library error message with its option names written as this command's flags (``option id_testset``
+    -> ``--id``)."""
+
+    def flag(name: str) -> str:
+        return OPTION_FLAGS.get(name, "--" + name.replace("_", "-"))
+
+    message = re.sub(r"\boption ([a-z_]+)\b", lambda m: flag(m.group(1)), message)
+    return re.sub(r"\((id_testset|lower_is_better|higher_is_better)\)", lambda m: f"({flag(m.group(1))})", message)
+
+
+def _names(values: list[str] | None) -> list[str] | None:
+    """Repeated and comma-separated option values as one list (None when not given)."""
+    if not values:
+        return None
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
 
 
 @user_errors_exit
@@ -40,6 +63,29 @@ def analyse_command(
     ] = None,
     pooling: Annotated[str, typer.Option(help="meta, residuals, both comma-separated, or none.")] = "meta",
     mode: Annotated[str, typer.Option(help="auto, checkpoints or across_runs.")] = "auto",
+    model: Annotated[
+        list[str] | None, typer.Option("--model", help="Analyse only these models (glob; repeatable).")
+    ] = None,
+    run: Annotated[list[str] | None, typer.Option("--run", help="Analyse only these runs (glob; repeatable).")] = None,
+    size: Annotated[
+        list[str] | None, typer.Option("--size", help="Analyse only these model sizes (glob; repeatable).")
+    ] = None,
+    shots: Annotated[
+        list[str] | None, typer.Option("--shots", help="Analyse only these shot counts (glob; repeatable).")
+    ] = None,
+    lower_is_better: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--lower-is-better",
+            help="Metric names (or name parts) to negate, beyond loss, perplexity, ppl, bpb, error... (repeatable).",
+        ),
+    ] = None,
+    higher_is_better: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--higher-is-better", help="Metric names (or name parts) never to negate; wins over the rule (repeatable)."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of every permutation and bootstrap.")] = 0,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("gengen-analysis"),
 ) -> None:
@@ -49,27 +95,37 @@ def analyse_command(
     """
     from gengen.analyse import analyse, load_scores
 
-    analysis = analyse(
-        load_scores(store),
-        id_testset=id_testset,
-        ood=ood,
-        metric=metric,
-        id_metric=id_metric,
-        fit=fit,
-        method=method,
-        inference=inference,
-        scheme=scheme,
-        block_length=block_length,
-        n_perm=n_perm,
-        n_boot=n_boot,
-        adjust=adjust,
-        alpha=alpha,
-        by=by,
-        pooling=None if pooling == "none" else pooling,
-        mode=mode,
-        seed=seed,
-        progress=sys.stderr.isatty(),
-    )
+    scores = load_scores(store)
+    try:
+        analysis = analyse(
+            scores,
+            id_testset=id_testset,
+            ood=ood,
+            metric=metric,
+            id_metric=id_metric,
+            fit=fit,
+            method=method,
+            inference=inference,
+            scheme=scheme,
+            block_length=block_length,
+            n_perm=n_perm,
+            n_boot=n_boot,
+            adjust=adjust,
+            alpha=alpha,
+            by=by,
+            pooling=None if pooling == "none" else pooling,
+            mode=mode,
+            seed=seed,
+            models=_names(model),
+            runs=_names(run),
+            sizes=_names(size),
+            shots=_names(shots),
+            lower_is_better=_names(lower_is_better),
+            higher_is_better=_names(higher_is_better),
+            progress=sys.stderr.isatty(),
+        )
+    except GengenError as error:
+        raise GengenError(cli_terms(str(error))) from None
     analysis.to_dir(out)
     for warning in analysis.warnings:
         typer.echo(f"warning: {warning}", err=True)

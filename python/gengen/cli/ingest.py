@@ -45,7 +45,18 @@ def ingest_command(
     ] = None,
     pattern: Annotated[
         str | None,
-        typer.Option(help="Regex with groups 'testset' and 'metric' splitting wide-table column names."),
+        typer.Option(
+            help="Regex with groups 'testset' and 'metric' splitting score column names (default: the rule in "
+            "docs/store.md, e.g. eval/downstream/arc_easy_acc -> arc_easy, acc)."
+        ),
+    ] = None,
+    metric: Annotated[
+        str | None,
+        typer.Option(help="Metric of a table whose column names carry none (each score column is a test set)."),
+    ] = None,
+    run_column: Annotated[
+        str | None,
+        typer.Option(help="Column naming the run of a per-run table (default: a run, Run or seed column)."),
     ] = None,
     on_conflict: Annotated[
         str, typer.Option(help="A score stored with a different value: error, replace or keep.")
@@ -54,8 +65,9 @@ def ingest_command(
 ) -> None:
     """Import score files into a store, all or nothing.
 
-    Reads lm-evaluation-harness results (v0.3 and v0.4+), Hugging Face trainer_state.json, and long or wide
-    CSV/Parquet tables, then writes every score in one transaction.
+    Reads lm-evaluation-harness results (v0.3 and v0.4+), Hugging Face trainer_state.json, and CSV/Parquet
+    tables (long, wide such as Weights & Biases exports, or one row per run), checks every score, then writes
+    them all in one transaction. Each table without a model column is a model named after its file.
     """
     if on_conflict not in ("error", "replace", "keep"):
         raise GengenError(f"--on-conflict: expected error, replace or keep, got {on_conflict!r}")
@@ -70,6 +82,8 @@ def ingest_command(
         step_pattern=step_pattern,
         columns=_mapping(column or []),
         pattern=pattern,
+        metric=metric,
+        run_column=run_column,
         on_conflict=on_conflict,  # type: ignore[arg-type]
         progress=not quiet,
     )

@@ -8,21 +8,25 @@ Formats (``format=`` / ``--format``; detected from the content when not given):
 ``lm-eval``               either of the two, told apart by the content
 ``trainer-state``         Hugging Face ``trainer_state.json`` (``eval_*`` keys of ``log_history``)
 ``long``                  CSV/TSV/Parquet, one score per row (``--column`` maps column names)
-``wide``                  CSV/TSV/Parquet, one row per step, one column per test set and metric
+``wide``                  CSV/TSV/Parquet, one row per step, one column per test set and metric (a
+                          Weights & Biases history export: ``_step``, ``eval/downstream/<task>_<metric>``)
+``runs``                  CSV/TSV/Parquet, one row per run (``run``/``seed`` column), final scores, no step
 ========================  ===========================================================================
 
 An import is atomic: every file is read and checked first, then all scores are written in one transaction,
 so a bad file, a conflict or a crash leaves the store as it was. A directory is searched recursively for
 ``*.json``, ``*.csv``, ``*.tsv`` and ``*.parquet`` files; JSON files that are not results of a known kind
-(a model's ``config.json``...) are skipped and reported, but a named file must be ingestible.
+(a model's ``config.json``...) are skipped and reported, but a named file must be ingestible. Every score
+passes :func:`gengen.ingest.checks.check_scores` (finite values, counts in range, accuracies in [0, 1]).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +34,8 @@ import pandas as pd
 
 from gengen.errors import InputError, UnknownFormatError
 from gengen.ingest import lm_eval, tables, trainer_state
-from gengen.ingest._common import IngestOptions, Parsed, read_json
+from gengen.ingest._common import IngestOptions, Parsed, read_json, short_list
+from gengen.ingest.checks import check_scores
 from gengen.store import DB_NAME, OnConflict, Store, normalise_scores
 
 __all__ = [
@@ -44,7 +49,7 @@ __all__ = [
     "read_file",
 ]
 
-FORMATS: tuple[str, ...] = ("lm-eval", "lm-eval-v0.3", "lm-eval-v0.4", "trainer-state", "long", "wide")
+FORMATS: tuple[str, ...] = ("lm-eval", "lm-eval-v0.3", "lm-eval-v0.4", "trainer-state", "long", "wide", "runs")
 """The formats :func:`ingest` reads."""
 
 _JSON_FORMATS = ("lm-eval", "lm-eval-v0.3", "lm-eval-v0.4", "trainer-state")
@@ -147,7 +152,7 @@ def detect_format(path: str | os.PathLike[str], options: IngestOptions | None = 
     if path.suffix.lower() == ".json":
         return _detect_json(read_json(path))
     if path.suffix.lower() in tables.TABLE_SUFFIXES:
-        return _detect_table(tables.read_table(path, options or IngestOptions())[0])
+        return tables.detect(tables.read_table(path, options or IngestOptions())[0])
     return None
 
 
@@ -158,14 +163,6 @@ def _detect_json(data: Any) -> str | None:
         return "lm-eval-v0.4"
     if lm_eval.looks_like_v03(data):
         return "lm-eval-v0.3"
-    return None
-
-
-def _detect_table(frame: pd.DataFrame) -> str | None:
-    if tables.looks_long(frame):
-        return "long"
-    if "step" in frame.columns:
-        return "wide"
     return None
 
 
@@ -238,15 +235,16 @@ def read_file(
     if suffix in tables.TABLE_SUFFIXES:
         if format in _JSON_FORMATS:
             raise UnknownFormatError(f"{path}: --format {format} reads JSON files, not tables")
-        frame, labels = tables.read_table(path, options)
-        chosen = format or _detect_table(frame)
+        frame, labels, notes = tables.read_table(path, options)
+        chosen = format or tables.detect(frame)
         if chosen is None:
             raise UnknownFormatError(
-                f"{path}: neither a long table (columns testset, metric, value) nor a wide one (a 'step' "
-                f"column); map columns with --column or pass --format"
+                f"{path}: neither a long table (columns testset, metric, value), a wide one (a step column: "
+                f"step, _step, global_step...) nor one row per run (a run or seed column); columns are "
+                f"{short_list(list(frame.columns))}; map columns with --column or --run-column, or pass --format"
             )
-        parse = tables.parse_long if chosen == "long" else tables.parse_wide
-        return parse(path, frame, labels, options)
+        parse = {"long": tables.parse_long, "wide": tables.parse_wide, "runs": tables.parse_runs}[chosen]
+        return parse(path, frame, labels, options, notes)
     raise UnknownFormatError(
         f"{path}: unknown file type {suffix or '(no suffix)'!r}; expected .json, .csv, .tsv or .parquet"
     )
@@ -287,19 +285,41 @@ def read(
     manifests : dict
         ``{(model, run): manifest}`` for the runs read, with the list of files each came from.
     """
-    options = options or IngestOptions()
+    with warnings.catch_warnings():
+        # pandas' PerformanceWarning, DtypeWarning... are about pandas, not about the user's files
+        warnings.simplefilter("ignore")
+        return _read(paths, format, options or IngestOptions(), default_study, progress, report)
+
+
+def _read(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    format: str | None,
+    options: IngestOptions,
+    default_study: str,
+    progress: bool,
+    report: IngestReport | None,
+) -> tuple[pd.DataFrame, pd.Series, dict[tuple[str, str], dict[str, Any]]]:
+    """:func:`read` without the warning filter."""
     report = report if report is not None else IngestReport()
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     frames: list[pd.DataFrame] = []
     sources: list[str] = []
     manifests: dict[tuple[str, str], dict[str, Any]] = {}
-    for path, named in _progress(find_files(items, format), progress, "reading"):
+    files = find_files(items, format)
+    tables_read = [path for path, _ in files if path.suffix.lower() in tables.TABLE_SUFFIXES]
+    if len(tables_read) > 1 and options.columns:
+        options = replace(options, lenient_columns=True)
+    lacking: dict[str, list[str]] = {}
+    for path, named in _progress(files, progress, "reading"):
         result = read_file(path, format=format, options=options, strict=named)
         if result is None:
             report.skipped.append(path)
             continue
         report.files.append(path)
-        report.notes.extend(result.notes)
+        for name, column in options.columns.items():
+            if any(f"no column {column!r} (mapped to {name!r}" in note for note in result.notes):
+                lacking.setdefault(f"--column {name}={column}", []).append(path)
+        report.notes.extend(_one_note_per_file(path, result.notes))
         kind = next((str(m["format"]) for m in result.manifests.values() if "format" in m), format or "table")
         for key, manifest in result.manifests.items():
             entry = manifests.setdefault(key, {**manifest, "files": []})
@@ -310,13 +330,32 @@ def read(
             sources.extend(result.sources)
     if not report.files:
         raise InputError(f"{', '.join(map(str, items))}: no ingestible files found")
+    if options.lenient_columns:
+        _check_mapping_used(lacking, len(tables_read))
     if not frames:
         raise InputError(f"{', '.join(map(str, items))}: the files hold no scores")
     labels = pd.Series(sources)
-    frame = normalise_scores(pd.concat(frames, ignore_index=True), study=options.study or default_study, sources=labels)
+    scores = pd.concat(frames, ignore_index=True)
+    check_scores(scores, labels)
+    frame = normalise_scores(scores, study=options.study or default_study, sources=labels)
     report.rows = len(frame)
     report.models = sorted(frame["model"].unique().tolist())
     return frame, labels, manifests
+
+
+def _one_note_per_file(path: Path, notes: list[str]) -> list[str]:
+    """The notes about ``path`` joined into one line (``"file: step from '_step'; skipped ..."``)."""
+    prefix = f"{path}: "
+    own = [note[len(prefix) :] for note in notes if note.startswith(prefix)]
+    others = [note for note in notes if not note.startswith(prefix)]
+    return ([prefix + "; ".join(own)] if own else []) + others
+
+
+def _check_mapping_used(lacking: dict[str, list[Path]], n_tables: int) -> None:
+    """Refuse a ``--column`` mapping that no table had (a typo, not a file that lacks the column)."""
+    for option, paths in lacking.items():
+        if len(paths) == n_tables:
+            raise InputError(f"{option}: none of the {n_tables} tables has that column (first: {paths[0]})")
 
 
 def _progress(items: Sequence[tuple[Path, bool]], show: bool, label: str) -> Iterable[tuple[Path, bool]]:
@@ -354,6 +393,8 @@ def ingest(
     step_pattern: str | None = None,
     columns: dict[str, str] | None = None,
     pattern: str | None = None,
+    metric: str | None = None,
+    run_column: str | None = None,
     on_conflict: OnConflict = "error",
     progress: bool = False,
 ) -> IngestReport:
@@ -377,7 +418,11 @@ def ingest(
         Score-table column -> file column, for CSV/Parquet tables.
     pattern : str, optional
         Regular expression with groups ``testset`` and ``metric`` for wide-table column names (or
-        ``trainer_state.json`` keys).
+        ``trainer_state.json`` keys); replaces :func:`gengen.ingest.tables.split_name`.
+    metric : str, optional
+        The metric of tables whose column names carry none: each score column is a test set.
+    run_column : str, optional
+        The column of a per-run table naming the run (same as ``columns={"run": run_column}``).
     on_conflict : {"error", "replace", "keep"}
         For a score stored with a different value (see :mod:`gengen.store`).
     progress : bool
@@ -401,14 +446,20 @@ def ingest(
     >>> report.summary()                                                                    # doctest: +SKIP
     '12366 new scores (0 already stored) from 54 files (54 lm-eval-v0.3); models: ...'
     """
+    mapping = dict(columns or {})
+    if run_column is not None:
+        if mapping.get("run", run_column) != run_column:
+            raise InputError(f"--run-column {run_column!r} and --column run={mapping['run']} disagree")
+        mapping["run"] = run_column
     options = IngestOptions(
         model=model,
         run=run,
         study=study,
         step=step,
         step_pattern=step_pattern,
-        columns=dict(columns or {}),
+        columns=mapping,
         pattern=pattern,
+        metric=metric,
     )
     target = store if isinstance(store, Store) else Store(store)
     report = IngestReport(store=target.path)

@@ -16,7 +16,20 @@ import pandas as pd
 from gengen.errors import GengenError, InputError
 from gengen.store import STORED_COLUMNS
 
-__all__ = ["IngestOptions", "Parsed", "close_match", "number", "read_json", "step_from_pattern"]
+__all__ = [
+    "INT64_MAX",
+    "IngestOptions",
+    "Parsed",
+    "close_match",
+    "number",
+    "pattern_groups",
+    "read_json",
+    "short_list",
+    "step_from_pattern",
+]
+
+INT64_MAX = 2**63 - 1
+"""The largest step, count or seed the store holds (SQLite integers are signed 64-bit)."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +54,12 @@ class IngestOptions:
     pattern : str, optional
         A regular expression with groups ``testset`` and ``metric`` that splits the score column names of a
         wide table (or the ``eval_*`` keys of ``trainer_state.json``) into test set and metric.
+    metric : str, optional
+        The metric of every score of a table whose column names carry none (wide and per-run tables: each
+        score column is then a test set, named in full; long tables: the metric of every row).
+    lenient_columns : bool
+        A table lacking a ``columns`` column is noted rather than refused (set when several files are read;
+        a mapping no file matches is still an error).
     """
 
     model: str | None = None
@@ -50,6 +69,8 @@ class IngestOptions:
     step_pattern: str | None = None
     columns: Mapping[str, str] = field(default_factory=dict)
     pattern: str | None = None
+    metric: str | None = None
+    lenient_columns: bool = False
 
     def __post_init__(self) -> None:
         unknown = [name for name in self.columns if name not in STORED_COLUMNS]
@@ -63,6 +84,37 @@ class IngestOptions:
                     re.compile(text)
                 except re.error as error:
                     raise GengenError(f"{option}: {text!r} is not a regular expression: {error}") from None
+        if self.pattern is not None:
+            pattern_groups(re.compile(self.pattern), need_metric=not self.metric)
+        if self.step is not None and (isinstance(self.step, bool) or not 0 <= int(self.step) <= INT64_MAX):
+            raise GengenError(f"--step: {self.step!r} is not a step (an integer from 0 to 2**63 - 1)")
+        for option, name in (("--model", self.model), ("--run", self.run), ("--study", self.study)):
+            if name is not None and _CONTROL.search(name):
+                raise GengenError(f"{option}: {name!r} holds a control character")
+        if self.metric is not None and (not self.metric.strip() or _CONTROL.search(self.metric)):
+            raise GengenError(f"--metric: {self.metric!r} is not a metric name")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def pattern_groups(pattern: re.Pattern[str], *, need_metric: bool = True) -> tuple[str | int, str | int | None]:
+    """The groups of ``--pattern`` holding the test set and the metric: named ``testset`` and ``metric``, else
+    the first two groups. Raises a one-line GengenError when the pattern has too few groups."""
+    named = pattern.groupindex
+    testset: str | int | None = "testset" if "testset" in named else None
+    metric: str | int | None = "metric" if "metric" in named else None
+    unnamed = [i for i in range(1, pattern.groups + 1) if i not in named.values()]
+    if testset is None and unnamed:
+        testset = unnamed.pop(0)
+    if metric is None and unnamed:
+        metric = unnamed.pop(0)
+    if testset is None or (need_metric and metric is None):
+        raise GengenError(
+            f"--pattern: {pattern.pattern!r} needs groups named 'testset' and 'metric' "
+            f"(e.g. 'eval_(?P<testset>.+)_(?P<metric>acc|f1)'){'' if need_metric else ' or --metric'}"
+        )
+    return testset, metric
 
 
 @dataclass
@@ -87,36 +139,86 @@ class Parsed:
     notes: list[str] = field(default_factory=list)
 
 
-def read_json(path: Path) -> Any:
-    """Parse a JSON file, or raise an InputError naming the line and column of the syntax error."""
+class _DuplicateKeyError(Exception):
+    """A JSON object repeats a key (the standard library would silently keep the last value)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` refusing repeated keys: which value was meant is unknowable."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKeyError(key)
+        out[key] = value
+    return out
+
+
+def decode_text(path: Path, raw: bytes) -> str:
+    """``raw`` as UTF-8 text (a byte-order mark is dropped), or an InputError naming the line, the byte and
+    the encoding the file seems to be in."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InputError(f"{path}: UTF-16 text; save the file as UTF-8")
     try:
-        text = path.read_text(encoding="utf-8")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise InputError(f"{path}: not a UTF-8 text file ({error.reason} at byte {error.start})") from None
+        line = raw[: error.start].count(b"\n") + 1
+        raise InputError(
+            f"{path}: line {line}: not UTF-8 text (byte 0x{raw[error.start]:02x}); it looks like Latin-1 or "
+            f"Windows-1252: save the file as UTF-8"
+        ) from None
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file, or raise an InputError naming the line and column of the syntax error.
+
+    A byte-order mark is accepted; a key repeated within one object and nesting beyond Python's recursion
+    limit are refused.
+    """
+    text = decode_text(path, path.read_bytes())
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as error:
         raise InputError(f"{path}: line {error.lineno}, column {error.colno}: malformed JSON: {error.msg}") from None
+    except _DuplicateKeyError as error:
+        raise InputError(f"{path}: key {error.args[0]!r} appears twice in one object; which value is meant?") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to be a score file") from None
 
 
 def number(value: Any, where: str, *, missing: Sequence[str] = ()) -> float | None:
-    """``value`` as a float, or an InputError naming ``where``.
+    """``value`` as a finite float, or an InputError naming ``where``.
 
     Parameters
     ----------
     value : object
-        A JSON value.
+        A JSON value: a number, or a string holding one (``"0.61"``; lm-evaluation-harness v0.4 writes some
+        values as strings).
     where : str
         ``"file: key"`` for the message.
     missing : sequence of str
-        Strings that mean "no value" (e.g. ``"N/A"``); they give ``None``, as ``None`` itself does.
+        Strings that mean "no value" (e.g. ``"N/A"``); they give ``None``, as ``None`` itself does, and so
+        does NaN when ``missing`` is given (a standard error that could not be computed).
+
+    Raises
+    ------
+    InputError
+        Not a number, or not finite (``Infinity``, ``"inf"``, ``NaN``, ``1e400``): a score must be a number.
     """
-    if value is None or (isinstance(value, str) and value in missing):
+    if value is None or (isinstance(value, str) and value.strip() in missing):
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise InputError(f"{where}: {value!r} is not a number")
-    result = float(value)
-    return result if not math.isnan(result) else math.nan
+    try:
+        result = float(value)
+    except (ValueError, OverflowError):
+        if isinstance(value, int):  # an integer beyond float range
+            raise InputError(f"{where}: {value} is not a finite number") from None
+        raise InputError(f"{where}: {value!r} is not a number") from None
+    if math.isnan(result) and missing:
+        return None
+    if not math.isfinite(result):
+        raise InputError(f"{where}: {value!r} is not a finite number")
+    return result
 
 
 def step_from_pattern(path: Path, pattern: str) -> int:
@@ -129,6 +231,12 @@ def step_from_pattern(path: Path, pattern: str) -> int:
         return int(text)
     except (TypeError, ValueError):
         raise InputError(f"{path}: --step-pattern {pattern!r} matched {text!r}, not an integer step") from None
+
+
+def short_list(names: Sequence[Any], limit: int = 8) -> str:
+    """The first ``limit`` names, quoted, and how many there are in all (``"'a', 'b', … (113 in all)"``)."""
+    shown = ", ".join(repr(str(name)) for name in names[:limit])
+    return shown + (f", … ({len(names)} in all)" if len(names) > limit else "") if len(names) else "none"
 
 
 def close_match(name: str, choices: Sequence[str]) -> str:

@@ -1,78 +1,345 @@
-"""Score tables: long (one score per row) or wide (one row per step), as CSV, TSV or Parquet.
+"""Score tables as CSV, TSV or Parquet: long (one score per row), wide (one row per step) or per run.
 
 **Long**: columns named as the score table (``model, run, step, testset, metric, value`` ...), or mapped to it
-with ``columns={"testset": "task", "value": "score"}`` (``--column testset=task``). ``model`` may instead
-come from ``--model``; ``run`` defaults to ``"main"``. Columns outside the score table are kept as extras.
+with ``columns={"testset": "task", "value": "score"}`` (``--column testset=task``). Columns outside the score
+table are kept as extras.
 
-**Wide**: one row per checkpoint with a ``step`` column (plus any of ``study, model, family, size, run,
-seed, shots, tokens, epoch``), every other column a score whose name the ``pattern`` splits into test set and
-metric (default :data:`DEFAULT_WIDE_PATTERN`: ``"<testset>/<metric>"``, split at the last ``/``, which is how
-:func:`gengen.export.export` writes wide tables). Columns the pattern does not match are skipped and reported;
-empty cells are missing scores.
+**Wide**: one row per checkpoint with a step column, every other column a score whose name is split into test
+set and metric (:func:`split_name`, or ``--pattern``). This is the shape of a Weights & Biases history export
+(``_step``, ``eval/downstream/arc_easy_val_rc_5shot_len_norm``, ``eval/c4_en-validation/CrossEntropyLoss``...)
+and of ``gengen export --wide``. Empty cells are missing scores.
+
+**Per run**: one row per run (a ``run``/``Run``/``run_id``/``run_name`` or ``seed`` column, or
+``--run-column``) and no step column, every other column a score: the final scores of each run (stored at step
+``--step``, default 0), which ``gengen analyse`` correlates across runs. Column names that carry no metric take
+``--metric``.
+
+For every kind:
+
+* the step column is ``step``, else the first of ``trainer/global_step``, ``global_step`` and ``_step``
+  (any case; the others are dropped); ``--column step=NAME`` chooses another;
+* the model is ``--model``, else a ``model`` column, else the file's stem (one model per file);
+* the run is ``--run``, else the run column, else ``seed=N`` from a ``seed`` column, else ``"main"``;
+* blank rows and summary rows (``Mean``, ``Minimum``, ``Standard deviation``... in the run, step or first
+  column: :data:`SUMMARY_LABELS`) are skipped with a note naming their lines;
+* a CSV/TSV must be UTF-8 (a byte-order mark is fine) with a header of distinct names and every row as long
+  as the header; empty cells and ``NA``, ``N/A``, ``null``, ``None`` are missing values, but ``nan`` and
+  ``inf`` are refused where a number is expected (see :mod:`gengen.ingest.checks`).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from gengen.errors import InputError
-from gengen.ingest._common import IngestOptions, Parsed, close_match
+from gengen.ingest._common import IngestOptions, Parsed, close_match, decode_text, pattern_groups, short_list
 from gengen.store import DEFAULT_RUN, REQUIRED_COLUMNS
 
 __all__ = [
     "DEFAULT_WIDE_PATTERN",
     "ID_COLUMNS",
+    "METRIC_NAMES",
+    "NAMESPACES",
+    "NOT_SCORE_NAMESPACES",
+    "RUN_COLUMNS",
+    "STEP_COLUMNS",
+    "SUMMARY_LABELS",
     "TABLE_SUFFIXES",
     "looks_long",
     "parse_long",
+    "parse_runs",
     "parse_wide",
     "read_table",
+    "split_name",
 ]
 
 DEFAULT_WIDE_PATTERN = r"(?P<testset>.+)/(?P<metric>[^/]+)"
-"""Default split of a wide table's column names: test set, then ``/``, then metric."""
+"""The split ``gengen export --wide`` writes (``<testset>/<metric>``); :func:`split_name` reads it back."""
 
 ID_COLUMNS = ("study", "model", "family", "size", "run", "seed", "shots", "step", "tokens", "epoch")
-"""Columns of a wide table that describe the checkpoint rather than hold a score."""
+"""Columns of a wide or per-run table that describe the row rather than hold a score."""
+
+STEP_COLUMNS = ("step", "trainer/global_step", "global_step", "_step")
+"""Columns taken as the step, in this order of preference (compared case-insensitively)."""
+
+RUN_COLUMNS = ("run", "run_id", "run_name")
+"""Columns taken as the run key (compared case-insensitively); a ``seed`` column gives runs ``seed=N``."""
+
+SUMMARY_LABELS = frozenset(
+    {
+        "min", "minimum", "max", "maximum", "mean", "average", "avg", "median", "std", "stdev", "std dev",
+        "std. dev", "sd", "standard deviation", "var", "variance", "se", "sem", "standard error", "sum", "total",
+        "count", "range", "iqr", "mode",
+    }
+)  # fmt: skip
+"""Row labels of summary rows appended under a table's runs (compared case-insensitively, ``:`` and ``.``
+stripped)."""
+
+NAMESPACES = frozenset(
+    {"eval", "evals", "evaluation", "val", "valid", "validation", "test", "train", "downstream", "lm", "metrics"}
+)
+"""Leading parts of a score name that group scores rather than name a test set (``eval/``, ``downstream/``)."""
+
+NOT_SCORE_NAMESPACES = frozenset(
+    {"optim", "optimizer", "throughput", "system", "sys", "perf", "timing", "memory", "gradients", "grad", "params"}
+)
+"""Leading parts of a column name whose columns are training telemetry, not scores (skipped)."""
+
+METRIC_NAMES = (
+    "acc", "acc_norm", "acc_mutual_info", "accuracy", "len_norm", "f1", "em", "exact_match", "mcc", "mc1", "mc2",
+    "bpb", "bits_per_byte", "ce_loss", "loss", "nll", "ppl", "perplexity", "word_perplexity", "byte_perplexity",
+    "soft", "soft_log", "pass_at_1", "bleu", "rouge1", "rouge2", "rougeL", "brier", "wer", "cer", "error",
+)  # fmt: skip
+"""Metric names recognised at the end of a score name (``arc_easy_val_rc_5shot_len_norm``: metric
+``len_norm``); the longest that fits wins."""
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
-_TEXT_COLUMNS = ("study", "model", "family", "size", "run", "testset", "metric")
+_TEXT_COLUMNS = ("study", "model", "family", "size", "run", "run_id", "run_name", "testset", "metric")
+_MISSING_CELLS = ["", "NA", "N/A", "n/a", "null", "NULL", "None"]
+_TIMING = frozenset({"runtime", "samples_per_second", "steps_per_second", "timestamp"})
+_METRICS_LOWER = {name.lower(): name for name in METRIC_NAMES}
+_PARENTHESISED = re.compile(r"(?P<testset>.+?)\s*\((?P<metric>[^()]+)\)")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def read_table(path: Path, options: IngestOptions) -> tuple[pd.DataFrame, list[str]]:
-    """Read a CSV/TSV/Parquet table with ``options.columns`` applied, and one location label per row."""
+# --------------------------------------------------------------------------------------------- names
+
+
+def _is_metric(name: str) -> bool:
+    """Whether ``name`` reads as a metric on its own: a known metric name, or a lower-is-better word in it
+    (``CrossEntropyLoss``, ``Perplexity``)."""
+    if name.lower() in _METRICS_LOWER:
+        return True
+    from gengen.analyse.options import LOWER_IS_BETTER, name_parts  # the sign rule's words; imported when needed
+
+    words = name_parts(name)
+    return any(part in words for part in LOWER_IS_BETTER) or "accuracy" in words
+
+
+def split_name(name: str) -> tuple[str, str] | None:
+    """Test set and metric of a score column, or None for a column that is not a score.
+
+    The rule (``--pattern`` replaces it):
+
+    1. Columns starting with ``_`` (``_runtime``), ending in ``__MIN``/``__MAX``, under a telemetry namespace
+       (:data:`NOT_SCORE_NAMESPACES`: ``optim/``, ``throughput/``, ``System/``...) or ending in a timing name
+       (``runtime``, ``samples_per_second``) are not scores.
+    2. The name is split at ``/``; a name without ``/`` that starts with ``eval_``, ``val_``, ``train_``...
+       is read as ``eval/...``. The last part is the leaf; leading :data:`NAMESPACES` (``eval``, ``downstream``,
+       ``lm``...) are dropped from the parts before it.
+    3. A leaf ``task (metric)`` (OLMo-core) gives that task and metric.
+    4. When parts remain before the leaf, they are the test set and the leaf is the metric:
+       ``eval/c4_en-validation/CrossEntropyLoss`` -> (``c4_en-validation``, ``CrossEntropyLoss``),
+       ``arc_easy/acc`` -> (``arc_easy``, ``acc``).
+    5. Otherwise a leaf ending in ``_<metric>`` for a metric of :data:`METRIC_NAMES` is split there, keeping the
+       task name whole: ``eval/downstream/arc_easy_val_rc_5shot_len_norm`` -> (``arc_easy_val_rc_5shot``,
+       ``len_norm``). A leaf that is a metric itself takes the last namespace as test set: ``eval/loss`` ->
+       (``eval``, ``loss``), ``train/CrossEntropyLoss`` -> (``train``, ``CrossEntropyLoss``).
+    6. Anything else is not a score.
+
+    Examples
+    --------
+    >>> split_name("eval/downstream/arc_easy_val_rc_5shot_len_norm")
+    ('arc_easy_val_rc_5shot', 'len_norm')
+    >>> split_name("eval/c4_en-validation/CrossEntropyLoss"), split_name("val_bpb"), split_name("_runtime")
+    (('c4_en-validation', 'CrossEntropyLoss'), ('val', 'bpb'), None)
+    """
+    if name.startswith("_") or name.endswith(("__MIN", "__MAX")):
+        return None
+    parts = [part.strip() for part in name.split("/") if part.strip()]
+    if len(parts) == 1 and "_" in parts[0]:
+        head, tail = parts[0].split("_", 1)
+        if head.lower() in NAMESPACES:
+            parts = [head, tail]
+    if not parts or parts[0].lower() in NOT_SCORE_NAMESPACES:
+        return None
+    leaf = parts[-1]
+    if leaf.lower() in _TIMING:
+        return None
+    found = _PARENTHESISED.fullmatch(leaf)
+    if found:
+        return found.group("testset"), found.group("metric").strip()
+    inner = parts[:-1]
+    dropped: list[str] = []
+    while inner and inner[0].lower() in NAMESPACES:
+        dropped.append(inner.pop(0))
+    if inner:
+        return "/".join(inner), leaf
+    if leaf.lower() not in _METRICS_LOWER:
+        lowered = leaf.lower()
+        fits = [m for m in _METRICS_LOWER if lowered.endswith("_" + m) and len(lowered) > len(m) + 1]
+        if fits:
+            metric = max(fits, key=len)
+            return leaf[: -len(metric) - 1], leaf[-len(metric) :]
+    if dropped and _is_metric(leaf):
+        return dropped[-1], leaf
+    return None
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+
+def _csv_text(path: Path, sep: str) -> tuple[str, list[str], list[int]]:
+    """Check a CSV/TSV file and return its text, its header and the line number of each record after it.
+
+    Refused, with the line: non-UTF-8 text, NUL bytes, an empty file, a header naming a column twice or
+    holding control characters, and a row with more or fewer fields than the header (pandas would pad or
+    shift it silently).
+    """
+    raw = path.read_bytes()
+    text = decode_text(path, raw)
+    if not text.strip():
+        raise InputError(f"{path}: empty file, no header line")
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise InputError(f"{path}: line {line}: NUL byte; not a text table")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
+    try:
+        header = next(reader)
+        if not any(cell.strip() for cell in header):
+            raise InputError(f"{path}: line 1: empty header line")
+        seen: set[str] = set()
+        for position, name in enumerate(header, start=1):
+            if _CONTROL.search(name):
+                raise InputError(f"{path}: line 1: column {position} name {name!r} holds a control character")
+            if name in seen and name.strip():
+                raise InputError(f"{path}: line 1: column {name!r} appears twice in the header")
+            seen.add(name)
+        lines: list[int] = []
+        end = reader.line_num
+        for row in reader:
+            start, end = end + 1, reader.line_num
+            lines.append(start)
+            if row and any(cell.strip() for cell in row) and len(row) != len(header):
+                raise InputError(
+                    f"{path}: malformed CSV: line {start} has {len(row)} fields, the header has {len(header)}"
+                )
+    except csv.Error as error:
+        raise InputError(f"{path}: malformed CSV: line {reader.line_num}: {error}") from None
+    return text, header, lines
+
+
+def read_table(path: Path, options: IngestOptions) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """Read a CSV/TSV/Parquet table, apply ``options.columns`` and recognise the step, run and model columns.
+
+    Returns
+    -------
+    frame : DataFrame
+        The table, blank and summary rows left out.
+    labels : list of str
+        One location per row (``"file: line 4"``, ``"file: row 3"`` for Parquet).
+    notes : list of str
+        What was skipped or chosen, for the user.
+    """
     suffix = path.suffix.lower()
+    notes: list[str] = []
     if suffix in (".parquet", ".pq"):
         try:
             frame = pd.read_parquet(path)
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, TypeError) as error:
             raise InputError(f"{path}: not a readable Parquet file: {str(error).splitlines()[0]}") from None
         labels = [f"{path}: row {i + 1}" for i in range(len(frame))]
+        duplicated = pd.Index(frame.columns).duplicated()
+        if duplicated.any():
+            raise InputError(f"{path}: column {frame.columns[duplicated][0]!r} appears twice")
     else:
-        text_columns = {options.columns.get(n, n): str for n in _TEXT_COLUMNS}
+        sep = "\t" if suffix == ".tsv" else ","
+        text, header, lines = _csv_text(path, sep)
+        mapped = set(options.columns.values())
+        text_columns = {name: str for name in header if name.lower() in _TEXT_COLUMNS or name in mapped}
         try:
-            frame = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=text_columns, skip_blank_lines=False)
-        except pd.errors.EmptyDataError:
-            raise InputError(f"{path}: empty file, no header line") from None
-        except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as error:
-            raise InputError(f"{path}: malformed CSV: {str(error).strip().splitlines()[-1]}") from None
-        frame = frame.dropna(how="all")
-        labels = [f"{path}: line {i + 2}" for i in frame.index]
-        frame = frame.reset_index(drop=True)
-    frame.columns = [str(c) for c in frame.columns]
-    for name, column in options.columns.items():
-        if column not in frame.columns:
-            raise InputError(
-                f"{path}: no column {column!r} (mapped to {name!r} by --column)"
-                f"{close_match(column, frame.columns)}; columns are {', '.join(map(repr, frame.columns))}"
+            frame = pd.read_csv(
+                io.StringIO(text),
+                sep=sep,
+                dtype=text_columns,
+                keep_default_na=False,
+                na_values=_MISSING_CELLS,
+                skip_blank_lines=False,
             )
-    renamed = {column: name for name, column in options.columns.items()}
+        except (pd.errors.ParserError, ValueError) as error:
+            raise InputError(f"{path}: malformed CSV: {str(error).strip().splitlines()[-1]}") from None
+        if len(frame) != len(lines):  # a quoting pandas reads differently from the csv module
+            lines = [i + 2 for i in range(len(frame))]
+        labels = [f"{path}: line {line}" for line in lines]
+    frame.columns = [str(c) for c in frame.columns]
+    frame = _map_columns(path, frame, options, notes)
+    frame, labels = _drop_empty_and_summary_rows(path, frame, labels, notes)
+    return frame.reset_index(drop=True), labels, notes
+
+
+def _map_columns(path: Path, frame: pd.DataFrame, options: IngestOptions, notes: list[str]) -> pd.DataFrame:
+    """Apply ``--column`` and recognise the step, run and model columns under their usual names."""
+    renamed: dict[str, str] = {}
+    for name, column in options.columns.items():
+        if column in frame.columns:
+            renamed[column] = name
+            continue
+        if not options.lenient_columns:
+            raise InputError(
+                f"{path}: no column {column!r} (mapped to {name!r} by --column){close_match(column, frame.columns)}; "
+                f"columns are {short_list(list(frame.columns))}"
+            )
+        notes.append(f"{path}: no column {column!r} (mapped to {name!r} by --column), left unmapped")
     frame = frame.rename(columns=renamed)
-    return frame, labels
+    lower = {column.lower(): column for column in reversed(frame.columns)}
+    if "step" not in frame.columns:
+        found = next((lower[name] for name in STEP_COLUMNS if name in lower), None)
+        if found is not None:
+            others = [lower[name] for name in STEP_COLUMNS if name in lower and lower[name] != found]
+            frame = frame.drop(columns=others).rename(columns={found: "step"})
+            notes.append(f"{path}: step from column {found!r}" + (f" ({', '.join(others)} left out)" if others else ""))
+    if "run" not in frame.columns:
+        found = next((lower[name] for name in RUN_COLUMNS if name in lower), None)
+        if found is not None:
+            frame = frame.rename(columns={found: "run"})
+    for name in ("model", "seed"):
+        if name not in frame.columns and name in lower:
+            frame = frame.rename(columns={lower[name]: name})
+    return frame
+
+
+def _drop_empty_and_summary_rows(
+    path: Path, frame: pd.DataFrame, labels: list[str], notes: list[str]
+) -> tuple[pd.DataFrame, list[str]]:
+    """Leave out blank rows and summary rows (``Mean``, ``Standard deviation``...), with a note naming them."""
+    blank = frame.isna().all(axis=1).to_numpy()
+    label_columns = [c for c in ("run", "step", "seed") if c in frame.columns]
+    if len(frame.columns) and frame.columns[0] not in (*label_columns, *REQUIRED_COLUMNS):
+        label_columns.append(frame.columns[0])
+    summary = np.zeros(len(frame), dtype=bool)
+    names: set[str] = set()
+    for column in label_columns:
+        text = frame[column].map(lambda v: v.strip() if isinstance(v, str) else "")
+        hit = text.map(lambda v: v.rstrip(":.").lower() in SUMMARY_LABELS).to_numpy(dtype=bool) & ~blank
+        names.update(text[hit])
+        summary |= hit
+    where = [label.rsplit(": ", 1)[-1] for label in labels]
+    if blank.any():
+        notes.append(f"{path}: skipped {int(blank.sum())} blank rows ({_lines(where, blank)})")
+    if summary.any():
+        shown = ", ".join(map(repr, sorted(names)))
+        notes.append(f"{path}: skipped {int(summary.sum())} summary rows ({shown}; {_lines(where, summary)})")
+    keep = ~(blank | summary)
+    return frame[keep], [label for label, kept in zip(labels, keep, strict=True) if kept]
+
+
+def _lines(where: list[str], mask: np.ndarray) -> str:
+    """The locations of the rows in ``mask``, shortened: ``"lines 103, 104"``."""
+    chosen = [where[i] for i in np.flatnonzero(mask)]
+    kind, _, _ = chosen[0].partition(" ")
+    numbers = [place.partition(" ")[2] for place in chosen]
+    shown = ", ".join(numbers[:6]) + (f", … ({len(numbers)} in all)" if len(numbers) > 6 else "")
+    return f"{kind}{'s' if len(numbers) > 1 else ''} {shown}"
+
+
+# --------------------------------------------------------------------------------------------- kinds
 
 
 def looks_long(frame: pd.DataFrame) -> bool:
@@ -80,82 +347,179 @@ def looks_long(frame: pd.DataFrame) -> bool:
     return len({"testset", "metric", "value"} & set(frame.columns)) >= 2
 
 
-def _fill(frame: pd.DataFrame, options: IngestOptions) -> pd.DataFrame:
-    """Apply ``--model`` / ``--run`` / ``--study`` to a table (they override its own columns)."""
+def detect(frame: pd.DataFrame) -> str | None:
+    """The kind of a table read by :func:`read_table`: ``long``, ``wide``, ``runs`` or None."""
+    if looks_long(frame):
+        return "long"
+    if "step" in frame.columns:
+        return "wide"
+    if "run" in frame.columns or "seed" in frame.columns:
+        return "runs"
+    return None
+
+
+def _fill(path: Path, frame: pd.DataFrame, options: IngestOptions, notes: list[str]) -> pd.DataFrame:
+    """Apply ``--model`` / ``--run`` / ``--study`` / ``--step`` and the defaults of model, run and step."""
+    frame = frame.copy()
     for name in ("model", "run", "study"):
         given = getattr(options, name)
         if given:
             frame[name] = given
-    return frame
-
-
-def _default_run(frame: pd.DataFrame) -> pd.DataFrame:
-    """Give a table without a ``run`` column the default run."""
+    if "model" not in frame.columns:
+        frame["model"] = path.stem
+        notes.append(f"{path}: no model column; model {path.stem!r} from the file name (--model to choose)")
     if "run" not in frame.columns:
-        frame["run"] = DEFAULT_RUN
+        if "seed" in frame.columns:
+            seeds = frame["seed"]
+            frame["run"] = ["seed=" + _integer_text(v) if pd.notna(v) else DEFAULT_RUN for v in seeds]
+        else:
+            frame["run"] = DEFAULT_RUN
     return frame
+
+
+def _given_step(path: Path, frame: pd.DataFrame, options: IngestOptions, default: int | None) -> pd.DataFrame:
+    """The table with ``--step`` (else ``default``) as the step of every row, for a table without a step column."""
+    if options.step is not None and "step" in frame.columns:
+        raise InputError(f"{path}: --step is for files without a step column, and this table has one")
+    step = options.step if options.step is not None else default
+    return frame if step is None else frame.assign(step=step)
+
+
+def _integer_text(value: Any) -> str:
+    """``3`` for 3, 3.0 and "3"; the value as text otherwise."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value).strip()
+    return str(int(number)) if number.is_integer() else str(value).strip()
 
 
 def _missing(path: Path, frame: pd.DataFrame, needed: tuple[str, ...], kind: str) -> None:
     """Raise an InputError for the first column of ``needed`` the table lacks."""
     for name in needed:
         if name not in frame.columns:
-            hint = "pass --model or " if name == "model" else ""
             raise InputError(
                 f"{path}: {kind} table has no column {name!r}{close_match(name, frame.columns)} "
-                f"({hint}map one with --column {name}=COLUMN); "
-                f"columns are {', '.join(map(repr, frame.columns))}"
+                f"(map one with --column {name}=COLUMN); columns are {short_list(list(frame.columns))}"
             )
 
 
-def parse_long(path: Path, frame: pd.DataFrame, labels: list[str], options: IngestOptions) -> Parsed:
+def parse_long(
+    path: Path, frame: pd.DataFrame, labels: list[str], options: IngestOptions, notes: list[str] | None = None
+) -> Parsed:
     """Read a long score table (``frame`` and ``labels`` from :func:`read_table`)."""
-    frame = _fill(frame, options)
-    _missing(path, frame, REQUIRED_COLUMNS, "long")
-    frame = _default_run(frame)
+    notes = list(notes or [])
+    if options.metric:
+        frame = frame.assign(metric=options.metric)
+    frame = _given_step(path, frame, options, None)
+    _missing(path, frame, tuple(n for n in REQUIRED_COLUMNS if n != "model"), "long")
+    frame = _fill(path, frame, options, notes)
     manifests = {
         (str(m), str(r)): {"format": "long", "file": str(path)}
         for m, r in frame[["model", "run"]].drop_duplicates().itertuples(index=False)
     }
-    return Parsed(frame, labels, manifests)
+    return Parsed(frame, labels, manifests, notes)
 
 
-def parse_wide(path: Path, frame: pd.DataFrame, labels: list[str], options: IngestOptions) -> Parsed:
+def parse_runs(
+    path: Path, frame: pd.DataFrame, labels: list[str], options: IngestOptions, notes: list[str] | None = None
+) -> Parsed:
+    """Read a per-run table: one row per run, final scores, no step (stored at ``--step``, default 0)."""
+    if "step" in frame.columns:
+        raise InputError(f"{path}: a per-run table has no step column; this one has (read it as --format wide)")
+    columns = list(frame.columns)
+    frame = _given_step(path, frame, options, 0)
+    return _parse_scores(path, frame, labels, options, list(notes or []), "runs", columns)
+
+
+def parse_wide(
+    path: Path, frame: pd.DataFrame, labels: list[str], options: IngestOptions, notes: list[str] | None = None
+) -> Parsed:
     """Read a wide score table, one row per step (``frame`` and ``labels`` from :func:`read_table`)."""
-    frame = _fill(frame, options)
-    _missing(path, frame, ("model", "step"), "wide")
-    frame = _default_run(frame)
-    pattern = re.compile(options.pattern or DEFAULT_WIDE_PATTERN)
-    ids = [c for c in frame.columns if c in ID_COLUMNS]
+    columns = list(frame.columns)
+    frame = _given_step(path, frame, options, None)
+    _missing(path, frame, ("step",), "wide")
+    return _parse_scores(path, frame, labels, options, list(notes or []), "wide", columns)
+
+
+def _score_columns(
+    path: Path, frame: pd.DataFrame, options: IngestOptions
+) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """``(column, testset, metric)`` of every score column, and the columns that are not scores."""
+    pattern = re.compile(options.pattern) if options.pattern else None
+    groups = pattern_groups(pattern, need_metric=not options.metric) if pattern else None
     matched: list[tuple[str, str, str]] = []
     skipped: list[str] = []
     for column in frame.columns:
         if column in ID_COLUMNS:
             continue
-        match = pattern.fullmatch(column)
-        if match is None:
+        split: tuple[str, str] | None
+        if pattern is not None and groups is not None:
+            found = pattern.fullmatch(column)
+            metric_group = groups[1]
+            split = (
+                None
+                if found is None
+                else (found.group(groups[0]), options.metric or (found.group(metric_group) if metric_group else ""))
+            )
+        elif options.metric:
+            split = (
+                None
+                if column.startswith("_") or column.split("/")[0].lower() in NOT_SCORE_NAMESPACES
+                else (
+                    column.strip(),
+                    options.metric,
+                )
+            )
+        else:
+            split = split_name(column)
+        if split is None or not split[0] or not split[1]:
             skipped.append(column)
-            continue
-        groups = match.groupdict()
-        testset = groups.get("testset") or (match.group(1) if match.re.groups >= 1 else None)
-        metric = groups.get("metric") or (match.group(2) if match.re.groups >= 2 else None)
-        if not testset or not metric:
-            raise InputError(f"{path}: --pattern {pattern.pattern!r} must have groups 'testset' and 'metric'")
-        matched.append((column, testset, metric))
+        else:
+            matched.append((column, split[0], split[1]))
+    return matched, skipped
+
+
+def _parse_scores(
+    path: Path,
+    frame: pd.DataFrame,
+    labels: list[str],
+    options: IngestOptions,
+    notes: list[str],
+    kind: str,
+    columns: list[str],
+) -> Parsed:
+    """Melt the score columns of a wide or per-run table into one row per score (``columns``: the file's own,
+    for messages)."""
+    frame = _fill(path, frame, options, notes)
+    matched, skipped = _score_columns(path, frame, options)
+    text_only = []
+    for column, _, _ in matched:
+        values = frame[column]
+        if values.dtype == object and values.notna().any():
+            numbers = pd.to_numeric(values, errors="coerce")
+            if numbers.isna().all() and not any(_parses(v) for v in values.dropna()):
+                text_only.append(column)
+    if text_only:
+        matched = [entry for entry in matched if entry[0] not in text_only]
+        notes.append(f"{path}: skipped columns holding text, not scores: {short_list(text_only)}")
     if not matched:
-        raise InputError(
-            f"{path}: no column name matches the wide pattern {pattern.pattern!r}; "
-            f"columns are {', '.join(map(repr, frame.columns))}; pass --pattern"
-        )
+        how = f"the pattern {options.pattern!r}" if options.pattern else "the rule for score names"
+        hint = "pass --metric NAME if the columns are test sets" if kind == "runs" else "pass --pattern"
+        raise InputError(f"{path}: no column is a score by {how}; columns are {short_list(columns)}; {hint}")
     score_columns = [column for column, _, _ in matched]
+    ids = [c for c in frame.columns if c in ID_COLUMNS]
     raw = frame[score_columns]
     numbers = raw.apply(pd.to_numeric, errors="coerce").astype("float64")
     bad = numbers.isna().to_numpy() & raw.notna().to_numpy()
     if bad.any():
         row, position = np.argwhere(bad)[0]
         column = score_columns[position]
-        raise InputError(f"{labels[row]}: column {column!r}: {raw[column].iloc[row]!r} is not a number")
-    table = pd.concat([frame[ids], numbers], axis=1).assign(_row=np.arange(len(frame)))
+        shown = raw[column].iloc[row]
+        what = "is not a finite number" if _parses(shown) else "is not a number"
+        raise InputError(f"{labels[row]}: column {column!r}: {shown!r} {what}")
+    table = pd.concat([frame[ids].reset_index(drop=True), numbers.reset_index(drop=True)], axis=1)
+    table["_row"] = np.arange(len(frame))
     long = table.melt(id_vars=[*ids, "_row"], value_vars=score_columns, var_name="_column", value_name="value")
     long = long[long["value"].notna()].reset_index(drop=True)
     names = {column: (testset, metric) for column, testset, metric in matched}
@@ -163,9 +527,20 @@ def parse_wide(path: Path, frame: pd.DataFrame, labels: list[str], options: Inge
     long["metric"] = long["_column"].map({c: m for c, (_, m) in names.items()})
     sources = [f"{labels[row]}, column {column!r}" for row, column in zip(long["_row"], long["_column"], strict=True)]
     long = long.drop(columns=["_row", "_column"])
+    rule = options.pattern or ("--metric " + options.metric if options.metric else "split_name")
     manifests = {
-        (str(m), str(r)): {"format": "wide", "file": str(path), "pattern": pattern.pattern}
+        (str(m), str(r)): {"format": kind, "file": str(path), "names": rule}
         for m, r in frame[["model", "run"]].drop_duplicates().itertuples(index=False)
     }
-    notes = [f"{path}: skipped columns not matching {pattern.pattern!r}: {', '.join(skipped)}"] if skipped else []
+    if skipped:
+        notes.append(f"{path}: skipped {len(skipped)} columns that are not scores: {short_list(skipped)}")
     return Parsed(long, sources, manifests, notes)
+
+
+def _parses(value: Any) -> bool:
+    """Whether ``float(value)`` succeeds (``"nan"`` and ``"inf"`` do: they are numbers, just not finite)."""
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True

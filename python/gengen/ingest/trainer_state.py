@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from gengen.errors import InputError
-from gengen.ingest._common import IngestOptions, Parsed, number
+from gengen.ingest._common import IngestOptions, Parsed, number, pattern_groups
 from gengen.store import DEFAULT_RUN
 
 __all__ = ["looks_like", "parse"]
@@ -56,9 +56,10 @@ def _split_key(key: str, sets: list[str], pattern: re.Pattern[str] | None) -> tu
         match = pattern.fullmatch(key)
         if match is None:
             return None
-        groups = match.groupdict()
-        testset = groups.get("testset") or match.group(1)
-        metric = groups.get("metric") or match.group(2)
+        testset_group, metric_group = pattern_groups(pattern)
+        testset, metric = match.group(testset_group), match.group(metric_group) if metric_group else None
+        if not testset or not metric:
+            return None
     else:
         rest = key[len("eval_") :]
         testset, metric = DEFAULT_TESTSET, rest
