@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from gengen import _core
+from gengen import _core, limits
 from gengen.errors import InvalidArgumentError
 from gengen.inference import (
     LaggedPartialCorrMatrix,
@@ -399,7 +399,46 @@ def _check_count(name: str, value: int, minimum: int) -> int:
 
 
 def _check_threads(n_threads: int | None) -> int | None:
-    return None if n_threads is None else _check_count("n_threads", n_threads, 1)
+    if n_threads is None:
+        return None
+    return limits.check_threads(_check_count("n_threads", n_threads, 1))
+
+
+# Fewer distinct permutations than this and no p-value can reach .05.
+_FEW_PERMUTATIONS = 20
+
+
+def _distinct_permutations(n: int, scheme: str, block_length: int | None, mirror: bool) -> int:
+    """How many different orders ``scheme`` can produce for ``n`` checkpoints (counted up to 10**6)."""
+    if scheme == "circular":
+        return n * (2 if mirror else 1)
+    units = n if scheme == "free" else -(-n // (block_length or int(_core.default_block_length(n))))
+    count = 1
+    for factor in range(2, units + 1):
+        count *= factor
+        if count >= 10**6:
+            break
+    return count
+
+
+def _warn_if_few_permutations(
+    tables: list[NDArray[np.float64]], scheme: str, block_length: int | None, mirror: bool
+) -> None:
+    """Warn when the scheme allows so few distinct permutations that small p-values are unreachable."""
+    for table in tables:
+        n = table.shape[0]
+        if scheme == "block" and block_length is not None and block_length >= n:
+            return  # the core refuses a single block with its own message
+        distinct = _distinct_permutations(n, scheme, block_length, mirror)
+        if 1 < distinct < _FEW_PERMUTATIONS:
+            warnings.warn(
+                f"permutation: only {distinct} distinct permutations of {n} checkpoints under scheme={scheme!r}"
+                f"{f' (block_length={block_length})' if scheme == 'block' and block_length else ''}, so no p-value "
+                f"can fall below about {1 / distinct:.2g}; use shorter blocks or more checkpoints",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return
 
 
 def _check_block_length(block_length: int | None) -> int | None:
@@ -975,8 +1014,11 @@ def permutation_test_batch(
     _check_choice("scheme", scheme, ("free", "block", "circular"))
     fit_argument = _fit_argument(fit, gam_options)
     tables, covars, labels = _runs(scores, covar)
-    n_perm = _check_count("n_perm", n_perm, 1)
+    n_perm = limits.check_resamples("n_perm", _check_count("n_perm", n_perm, 1))
     seed = _check_seed(seed)
+    block_length = _check_block_length(block_length)
+    n_threads = _check_threads(n_threads)
+    _warn_if_few_permutations(tables, scheme, block_length, bool(mirror))
     results = _core.permutation_test_batch(
         tables,
         covars,
@@ -987,7 +1029,7 @@ def permutation_test_batch(
         bool(mirror),
         seed,
         fit_argument,
-        _check_threads(n_threads),
+        n_threads,
     )
     return [
         PermutationTest(r, p, p_fwer if family_wise else None, n_perm, scheme, length, bool(mirror), seed, names)
@@ -1109,8 +1151,12 @@ def bootstrap_ci_batch(
     _check_choice("ci_method", ci_method, ("percentile", "bca"))
     fit_argument = _fit_argument(fit, gam_options)
     tables, covars, labels = _runs(scores, covar)
-    n_boot = _check_count("n_boot", n_boot, 2)
+    n_boot = limits.check_resamples("n_boot", _check_count("n_boot", n_boot, 2))
     seed = _check_seed(seed)
+    n_threads = _check_threads(n_threads)
+    # Every replicate of every pair is kept until the intervals are taken.
+    pairs = sum(table.shape[1] * (table.shape[1] - 1) // 2 + 3 for table in tables)
+    limits.check_array("n_boot", (n_boot, pairs), f"keeping {n_boot} bootstrap replicates of {pairs} pairs")
     results = _core.bootstrap_ci_batch(
         tables,
         covars,
@@ -1122,7 +1168,7 @@ def bootstrap_ci_batch(
         ci_method,
         seed,
         fit_argument,
-        _check_threads(n_threads),
+        n_threads,
     )
     out = []
     for (r, low, high, valid, length), names in zip(results, labels, strict=True):
@@ -1166,9 +1212,11 @@ def permutation_indices(
     (2, 6)
     """
     _check_choice("scheme", scheme, ("free", "block", "circular"))
+    n, n_perm = _check_count("n", n, 1), _check_count("n_perm", n_perm, 0)
+    limits.check_array("n_perm", (n_perm + 1, n), f"a table of {n_perm} x {n} indices")
     return _core.permutation_indices(
-        _check_count("n", n, 1),
-        _check_count("n_perm", n_perm, 0),
+        n,
+        n_perm,
         scheme,
         _check_block_length(block_length),
         bool(mirror),
@@ -1193,9 +1241,11 @@ def bootstrap_indices(
     (3, 5)
     """
     _check_choice("scheme", scheme, ("iid", "block", "circular"))
+    n, n_boot = _check_count("n", n, 1), _check_count("n_boot", n_boot, 0)
+    limits.check_array("n_boot", (n_boot + 1, n), f"a table of {n_boot} x {n} indices")
     return _core.bootstrap_indices(
-        _check_count("n", n, 1),
-        _check_count("n_boot", n_boot, 0),
+        n,
+        n_boot,
         scheme,
         _check_block_length(block_length),
         _check_seed(seed),

@@ -10,6 +10,7 @@ pub mod adjust;
 pub mod autocorr;
 pub mod bootstrap;
 pub mod bootstrap_fast;
+pub mod bounds;
 pub mod control;
 pub mod dist;
 pub mod error;

@@ -140,6 +140,22 @@ pub fn check_block_length(length: usize, n: usize) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a block as long as the series: a single block leaves nothing to resample, so a test or an interval
+/// would come out degenerate (p = 1, a zero-width interval) without saying why.
+fn check_several_blocks(length: usize, n: usize, consequence: &str) -> Result<()> {
+    if n > 1 && length >= n {
+        return Err(StatsError::invalid(
+            "block_length",
+            format!(
+                "{length} makes one block of all {n} checkpoints, so {consequence}; use a block length below \
+                 {n} (default {})",
+                default_block_length(n)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl PermutationScheme {
     pub fn parse(name: &str, block_length: Option<usize>, mirror: bool, n: usize) -> Result<Self> {
         match name {
@@ -147,6 +163,7 @@ impl PermutationScheme {
             "block" => {
                 let length = block_length.unwrap_or_else(|| default_block_length(n));
                 check_block_length(length, n)?;
+                check_several_blocks(length, n, "every permutation is the identity and p = 1")?;
                 Ok(PermutationScheme::Block { length })
             }
             "circular" => Ok(PermutationScheme::Circular { mirror }),
@@ -170,6 +187,11 @@ impl BootstrapScheme {
         let length = || -> Result<usize> {
             let length = block_length.unwrap_or_else(|| default_block_length(n));
             check_block_length(length, n)?;
+            check_several_blocks(
+                length,
+                n,
+                "every replicate is the data itself (or a rotation of it)",
+            )?;
             Ok(length)
         };
         match name {

@@ -14,6 +14,7 @@ mod simulate;
 
 use crate::adjust::{p_adjust as adjust, Adjustment};
 use crate::bootstrap::{jackknife, replicates_batch, run_intervals, BootstrapRun, IntervalMethod};
+use crate::bounds::{check_array, check_resamples, check_threads, try_filled, try_with_capacity};
 use crate::control::Control;
 use crate::error::StatsError;
 use crate::gam::{Basis, GamFit, GamOptions, GamSmoother, SmoothMethod};
@@ -88,8 +89,8 @@ fn to_numpy<'py>(py: Python<'py>, m: &Mat) -> Bound<'py, PyArray2<f64>> {
 fn with_threads<T: Send>(n_threads: Option<usize>, work: impl FnOnce() -> T + Send) -> CoreResult<T> {
     match n_threads {
         None => Ok(work()),
-        Some(0) => Err(StatsError::invalid("n_threads", "must be at least 1").into()),
         Some(count) => {
+            let count = check_threads(count)?;
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(count)
                 .build()
@@ -290,8 +291,9 @@ fn permutation_test_batch<'py>(
 ) -> CoreResult<Vec<PermutationResult<'py>>> {
     let method = Method::parse(method)?;
     let control = control_from(&fit)?;
-    if n_perm == 0 {
-        return Err(StatsError::invalid("n_perm", "must be at least 1").into());
+    let n_perm = check_resamples("n_perm", n_perm, 1)?;
+    if let Some(count) = n_threads {
+        check_threads(count)?;
     }
     let runs = runs_from(&scores, &covars)?;
     let count = runs.len();
@@ -367,8 +369,9 @@ fn bootstrap_ci_batch<'py>(
     let method = Method::parse(method)?;
     let control = control_from(&fit)?;
     let interval_method = IntervalMethod::parse(ci_method)?;
-    if n_boot < 2 {
-        return Err(StatsError::invalid("n_boot", "must be at least 2").into());
+    let n_boot = check_resamples("n_boot", n_boot, 2)?;
+    if let Some(count) = n_threads {
+        check_threads(count)?;
     }
     if !(ci_level > 0.0 && ci_level < 1.0) {
         return Err(StatsError::invalid(
@@ -378,6 +381,17 @@ fn bootstrap_ci_batch<'py>(
         .into());
     }
     let runs = runs_from(&scores, &covars)?;
+    // Every replicate of every pair is kept until the intervals are taken: bound that before resampling.
+    let pairs: usize = runs
+        .iter()
+        .map(|(s, _)| s.ncols() * s.ncols().saturating_sub(1) / 2 + 3)
+        .sum();
+    check_array(
+        "n_boot",
+        &[n_boot as usize, pairs],
+        8,
+        "keeping the bootstrap replicates",
+    )?;
     let count = runs.len();
     let mut prepared = Vec::with_capacity(count);
     let mut observed = Vec::with_capacity(count);
@@ -534,21 +548,34 @@ fn gam_fit<'py>(
     ))
 }
 
+/// A (rows, n) table of indices, row `i` filled by `fill(i, row)`; its size is checked before anything is
+/// allocated, and Ctrl-C is honoured between slices of rows.
 fn index_array<'py>(
     py: Python<'py>,
+    name: &str,
     rows: usize,
     n: usize,
     fill: impl Fn(u64, &mut [usize]),
-) -> Bound<'py, PyArray2<i64>> {
-    let mut data = Vec::with_capacity(rows * n);
-    let mut row = vec![0usize; n];
+) -> CoreResult<Bound<'py, PyArray2<i64>>> {
+    // The table plus the row buffer, so that n alone cannot overflow either.
+    let total = check_array(
+        name,
+        &[rows.saturating_add(1), n],
+        8,
+        &format!("a table of {rows} x {n} indices"),
+    )?;
+    let mut data: Vec<i64> = try_with_capacity(name, total - n)?;
+    let mut row = try_filled(name, n, 0usize)?;
     for index in 0..rows {
         fill(index as u64, &mut row);
         data.extend(row.iter().map(|&i| i as i64));
+        if (index as u64 + 1) % SLICE == 0 {
+            py.check_signals()?;
+        }
     }
-    Array2::from_shape_vec((rows, n), data)
+    Ok(Array2::from_shape_vec((rows, n), data)
         .unwrap_or_else(|_| Array2::zeros((rows, n)))
-        .into_pyarray(py)
+        .into_pyarray(py))
 }
 
 #[pyfunction]
@@ -566,9 +593,9 @@ fn permutation_indices<'py>(
         return Err(StatsError::invalid("n", "must be at least 1").into());
     }
     let plan = PermutationScheme::parse(scheme, block_length, mirror, n)?;
-    Ok(index_array(py, n_perm, n, |index, row| {
+    index_array(py, "n_perm", n_perm, n, |index, row| {
         permutation_into(n, plan, seed, index, row)
-    }))
+    })
 }
 
 #[pyfunction]
@@ -585,9 +612,9 @@ fn bootstrap_indices<'py>(
         return Err(StatsError::invalid("n", "must be at least 1").into());
     }
     let plan = BootstrapScheme::parse(scheme, block_length, n)?;
-    Ok(index_array(py, n_boot, n, |index, row| {
+    index_array(py, "n_boot", n_boot, n, |index, row| {
         bootstrap_into(n, plan, seed, index, row)
-    }))
+    })
 }
 
 #[pyfunction]

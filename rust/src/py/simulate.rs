@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use crate::autocorr::{
     lagged_partial_corr_matrix_with, prewhitened_partial_corr_matrix, LaggedControl, LAGGED_GAM_K,
 };
+use crate::bounds::{check_array, check_resamples};
 use crate::error::StatsError;
 use crate::pcor::Method;
 use crate::simulate::{run_cell, simulate, Noise, Shape, StudyOptions, TrajectorySpec};
@@ -25,6 +26,13 @@ fn spec_from(
     noise_sd: f64,
     id_noise_sd: f64,
 ) -> PyResult<TrajectorySpec> {
+    // The simulated scores (and their working copies) are n x (m + 1) floats: bound them before simulating.
+    check_array(
+        "n",
+        &[n, m.saturating_add(1), 4],
+        8,
+        &format!("simulating {n} x {m} scores"),
+    )?;
     let spec = TrajectorySpec {
         n,
         m,
@@ -90,6 +98,10 @@ fn calibration_cell(
     id_noise_sd: f64,
 ) -> PyResult<Vec<TallyRow>> {
     let spec = spec_from(n, 2, noise, phi, shape, shared, noise_sd, id_noise_sd)?;
+    check_resamples("replicates", replicates, 0)?;
+    // 0 permutations or replicates leaves those methods out of the cell.
+    check_resamples("n_perm", n_perm, 0)?;
+    check_resamples("n_boot", n_boot, 0)?;
     let options = StudyOptions {
         n_perm,
         n_boot,
