@@ -142,13 +142,16 @@ def test_pairs_equal_gengen_stats_on_the_same_inputs() -> None:
     assert_allclose(table["statistic"], np.asarray(pcm.statistic)[i, j], rtol=1e-12)
     assert_allclose(table["p_value"], np.asarray(pcm.p_value)[i, j], rtol=1e-12)
     assert_allclose(table["p_perm"], np.asarray(perm.p_value)[i, j], rtol=1e-12)
-    assert_allclose(table["ci_low"], np.asarray(boot.ci_low)[i, j], rtol=1e-12)
-    assert_allclose(table["ci_high"], np.asarray(boot.ci_high)[i, j], rtol=1e-12)
+    assert_allclose(table["boot_ci_low"], np.asarray(boot.ci_low)[i, j], rtol=1e-12)
+    assert_allclose(table["boot_ci_high"], np.asarray(boot.ci_high)[i, j], rtol=1e-12)
+    # The deciding p is a permutation p, which has no interval: the row says so rather than showing another's.
+    assert table["ci_low"].isna().all() and table["ci_high"].isna().all()
+    assert table["ci_method"].str.startswith("none: a permutation test").all()
     assert_allclose(table["p_adjusted"], stats.p_adjust(np.asarray(perm.p_value)[i, j], method="holm"))
     raw = [stats.partial_corr(x[:, a], x[:, b]).r for a, b in zip(i, j, strict=True)]
     assert_allclose(table["r_raw"], raw, rtol=1e-12)
     assert (table["p_adjusted_from"] == "p_perm").all()
-    assert table["ci_method"].str.startswith("bootstrap (block").all()
+    assert table["boot_ci_method"].str.startswith("bootstrap (block").all()
     assert table["p_perm_method"].str.startswith("permutation (block").all()
     assert (table[["n", "k"]].to_numpy() == [30, 1]).all()
     assert len(result.pairs) == 2 * 10
@@ -499,12 +502,16 @@ def test_contract_table_pools_seeds_per_model_size_shots() -> None:
 
 
 # ---------------------------------------------------------------------------------- default inference
-def test_default_lagged_inference_matches_a_numpy_lagged_regression() -> None:
-    """The default p-values come from the lagged regression: each OOD score on [1, y(t-1), ID(t), ID(t-1)],
-    the residuals correlated and t-tested on (n - 1) - 2 - 3 degrees of freedom (issue 9's calibrated default)."""
+def test_lagged_inference_matches_a_numpy_lagged_regression() -> None:
+    """inference="lagged": each OOD score on [1, y(t-1), ID(t), ID(t-1)], the residuals correlated and t-tested
+    on (n - 1) - 2 - 3 degrees of freedom; the rows then decide about r_innovation, and say so."""
     df = synthetic(n_runs=1, phi=0.9, n_steps=40, seed=11)
-    result = analyse(df, id_testset="id")
+    result = analyse(df, id_testset="id", inference="lagged")
     assert (result.pairs["p_adjusted_from"] == "p_lagged").all()
+    assert (result.pairs["estimand"] == "r_innovation").all()
+    # No interval of r_partial comes from a test of another quantity: the innovation interval has its own columns.
+    assert result.pairs["ci_low"].isna().all()
+    assert result.pairs["ci_method"].str.startswith("none: the lagged test is about r_innovation").all()
     assert result.pairs["p_lagged_method"].str.startswith("lagged regression").all()
     wide = df.pivot(index="step", columns="testset", values="value").sort_index()
     z = wide["id"].to_numpy()
@@ -521,6 +528,9 @@ def test_default_lagged_inference_matches_a_numpy_lagged_regression() -> None:
         assert_allclose(row.r_innovation, r, rtol=1e-9)
         assert row.df_lagged == df_lagged
         assert_allclose(row.p_lagged, 2 * scipy.stats.t.sf(abs(t), df_lagged), rtol=1e-8)
+        # Its interval excludes 0 exactly when p_lagged < 0.05, and holds r_innovation.
+        assert row.ci_low_innovation <= row.r_innovation <= row.ci_high_innovation
+        assert (row.p_lagged < 0.05) == (row.ci_low_innovation > 0 or row.ci_high_innovation < 0)
     assert_allclose(
         result.pairs["p_adjusted"], stats.p_adjust(result.pairs["p_lagged"].to_numpy(), method="holm"), rtol=1e-12
     )
@@ -551,7 +561,7 @@ def test_lagged_test_leaves_out_only_the_pairs_it_cannot_test() -> None:
     df = synthetic(n_runs=1, n_steps=30, seed=17)
     stuck = (df["testset"] == "ood0") & (df["step"] > df["step"].min())
     df.loc[stuck, "value"] = 0.5
-    result = analyse(df, id_testset="id")
+    result = analyse(df, id_testset="id", inference="lagged")
     pairs = result.pairs
     involved = (pairs["testset_a"] == "ood0") | (pairs["testset_b"] == "ood0")
     assert pairs.loc[involved, "p_lagged"].isna().all()

@@ -82,6 +82,12 @@ def normal_two_sided(z: float) -> float:
 def normal_quantile(p: float) -> float:
     """Standard normal quantile."""
 
+def t_two_sided(t: float, df: float) -> float:
+    """2·P(T > |t|) for a Student t with df degrees of freedom."""
+
+def t_quantile(p: float, df: float) -> float:
+    """Student t quantile (NaN for df <= 0 or p outside (0, 1))."""
+
 def chi_squared_sf(x: float, df: float) -> float:
     """Upper tail of a chi-squared distribution with df degrees of freedom."""
 

@@ -17,6 +17,17 @@ pub fn t_two_sided(t: f64, df: f64) -> f64 {
     }
 }
 
+/// Quantile of a Student t distribution with `df` degrees of freedom (NaN for df ≤ 0 or p outside (0, 1)).
+pub fn t_quantile(p: f64, df: f64) -> f64 {
+    if !(p > 0.0 && p < 1.0) {
+        return f64::NAN;
+    }
+    match StudentsT::new(0.0, 1.0, df) {
+        Ok(dist) => dist.inverse_cdf(p),
+        Err(_) => f64::NAN,
+    }
+}
+
 /// Two-sided p-value of a standard normal statistic: 2·P(Z > |z|) = erfc(|z|/√2).
 pub fn normal_two_sided(z: f64) -> f64 {
     libm::erfc(z.abs() / std::f64::consts::SQRT_2).min(1.0)
@@ -62,6 +73,15 @@ mod tests {
         assert!((t_two_sided(2.5, 10.0) / 0.031_446_844_236_608_776 - 1.0).abs() < 1e-10);
         // R: print(2 * pt(-12, 3), digits = 17) = 0.001245015800789336
         assert!((t_two_sided(-12.0, 3.0) / 0.001_245_015_800_789_336 - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn t_quantiles_match_r() {
+        // R: print(qt(0.975, 10), digits = 17) = 2.2281388519862744
+        assert!((t_quantile(0.975, 10.0) - 2.228_138_851_986_274_4).abs() < 1e-8);
+        // R: print(qt(0.005, 5), digits = 17) = -4.0321429835552278
+        assert!((t_quantile(0.005, 5.0) + 4.032_142_983_555_228).abs() < 1e-8);
+        assert!(t_quantile(1.0, 5.0).is_nan() && t_quantile(0.5, -1.0).is_nan());
     }
 
     #[test]

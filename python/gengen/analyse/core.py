@@ -22,11 +22,18 @@ from gengen import stats
 from gengen.analyse.across_runs import across_run_groups, is_single_score_per_run
 from gengen.analyse.autocorr import AUTOCORR_THRESHOLD, autocorrelation_warning, lag1_autocorrelation
 from gengen.analyse.data import RUN_COLUMNS, Group, prepare, run_groups
-from gengen.analyse.options import DEFAULT_BY, DEFAULT_INFERENCE, Settings, make_settings
+from gengen.analyse.options import DECIDING_ORDER, DEFAULT_BY, DEFAULT_INFERENCE, Settings, make_settings
 from gengen.analyse.pooled import meta_table, pooled_residual_groups
 from gengen.analyse.result import Analysis
 from gengen.errors import GengenError
 from gengen.inference import lagged_partial_corr_matrix
+from gengen.sieve import (
+    SIEVE_METHOD,
+    SievePartialCorrMatrix,
+    nonlinear_columns,
+    sieve_column_notes,
+    sieve_partial_corr_matrix,
+)
 
 #: Column order of the pairs table (run-level columns absent from the score table are left out).
 PAIR_COLUMNS = (
@@ -48,24 +55,39 @@ PAIR_COLUMNS = (
     "edf_b",
     "r_raw",
     "r_partial",
+    "ci_low",
+    "ci_high",
+    "ci_level",
+    "ci_method",
+    "p_deciding",
+    "p_deciding_method",
+    "p_adjusted",
+    "p_adjusted_from",
+    "adjust",
+    "significant",
+    "estimand",
+    "diagnostics",
+    "se_z",
+    "df_sieve",
+    "p_sieve",
+    "p_sieve_method",
+    "ar_order_a",
+    "ar_order_b",
     "statistic",
     "p_value",
     "p_value_method",
     "p_perm",
     "p_perm_method",
+    "boot_ci_low",
+    "boot_ci_high",
+    "boot_ci_method",
+    "n_boot_valid",
     "r_innovation",
     "df_lagged",
     "p_lagged",
     "p_lagged_method",
-    "ci_low",
-    "ci_high",
-    "ci_level",
-    "ci_method",
-    "n_boot_valid",
-    "p_adjusted",
-    "p_adjusted_from",
-    "adjust",
-    "significant",
+    "ci_low_innovation",
+    "ci_high_innovation",
     "fit",
     "method",
     "inference",
@@ -104,6 +126,49 @@ def check_size(group: Group, k: int) -> None:
 LAGGED_METHOD = "lagged regression (residuals on [1, y(t-1), ID(t), ID(t-1)], {fit} fit, t-test)"
 
 
+def consistent_interval(
+    r: np.ndarray, statistic: np.ndarray, df: np.ndarray, ci_level: float
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""The Fisher-z interval of ``r`` whose standard error is the one its t statistic implies.
+
+    With :math:`z = \operatorname{artanh} r` and :math:`\mathrm{se} = z / t` (the limit
+    :math:`1/\sqrt{\mathrm{df}}` at r = 0), the interval :math:`\tanh(z \mp t_{\mathrm{df}, (1+\text{level})/2}\,
+    \mathrm{se})` contains ``r`` and excludes 0 exactly when the t-test's two-sided p-value is below
+    1 − level, so a row's interval and the p-value that decides it never disagree.
+    """
+    r = np.asarray(r, dtype=float)
+    t = np.asarray(statistic, dtype=float)
+    df = np.broadcast_to(np.asarray(df, dtype=float), r.shape)
+    z = np.arctanh(np.clip(r, -1 + 1e-15, 1 - 1e-15))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = np.where(np.abs(r) > 1e-12, z / t, 1.0 / np.sqrt(df))
+    quantile = np.array([stats_core.t_quantile(0.5 + ci_level / 2, float(d)) if d > 0 else np.nan for d in df.ravel()])
+    half = quantile.reshape(r.shape) * np.abs(se)
+    return np.tanh(z - half), np.tanh(z + half)
+
+
+def _pairwise_fallback(
+    compute: Any, x: np.ndarray, rows: np.ndarray, cols: np.ndarray, fields: tuple[str, ...]
+) -> tuple[dict[str, list[Any]], list[str]]:
+    """Run ``compute(x[:, [a, b]])`` pair by pair (fields read at [0, 1]); pairs that fail get NaN and a reason."""
+    values: dict[str, list[Any]] = {name: [] for name in (*fields, "reason")}
+    failures = []
+    for a, b in zip(rows, cols, strict=True):
+        try:
+            pair = compute(x[:, [a, b]])
+        except GengenError as error:
+            reason = str(error).replace("column 0", f"column {a}").replace("column 1", f"column {b}")
+            for name in fields:
+                values[name].append(np.nan)
+            values["reason"].append(f"not computed: {reason}")
+            failures.append(reason)
+            continue
+        for name in fields:
+            values[name].append(float(np.asarray(getattr(pair, name))[0, 1]))
+        values["reason"].append("")
+    return values, failures
+
+
 def _lagged_pairs(
     x: np.ndarray, covar: np.ndarray, settings: Settings, rows: np.ndarray, cols: np.ndarray
 ) -> tuple[dict[str, Any], list[str]]:
@@ -112,44 +177,134 @@ def _lagged_pairs(
     When the test cannot run on the whole group (a test set whose scores are, say, constant after the first
     checkpoint is a linear function of its own past), each pair is tested on its own, and the pairs that
     still cannot be tested get NaN (not counted by the adjustment) with the reason in ``p_lagged_method``.
+    The interval is that of ``r_innovation`` (a different estimand from ``r_partial``), in its own columns.
     """
     method: Any = settings.method
     fit: Any = settings.fit
     label = LAGGED_METHOD.format(fit=settings.fit)
+
+    def compute(data: np.ndarray) -> Any:
+        return lagged_partial_corr_matrix(data, covar, method=method, fit=fit)
+
+    fields = ("r_innovation", "statistic", "df", "p_value")
     try:
-        result = lagged_partial_corr_matrix(x, covar, method=method, fit=fit)
+        result = compute(x)
+        values: dict[str, Any] = {name: _pair_values(getattr(result, name), rows, cols) for name in fields}
+        values["reason"] = [""] * len(rows)
+        failures: list[str] = []
     except GengenError:
-        pass
-    else:
-        return {
-            "r_innovation": _pair_values(result.r_innovation, rows, cols),
-            "df_lagged": _pair_values(result.df, rows, cols),
-            "p_lagged": _pair_values(result.p_value, rows, cols),
-            "p_lagged_method": label,
-        }, []
-    values: dict[str, list[Any]] = {"r_innovation": [], "df_lagged": [], "p_lagged": [], "p_lagged_method": []}
-    failures = []
-    for a, b in zip(rows, cols, strict=True):
-        try:
-            pair = lagged_partial_corr_matrix(x[:, [a, b]], covar, method=method, fit=fit)
-        except GengenError as error:
-            reason = str(error).replace("scores column 0", f"column {a}").replace("scores column 1", f"column {b}")
-            for key, value in (("r_innovation", np.nan), ("df_lagged", np.nan), ("p_lagged", np.nan)):
-                values[key].append(value)
-            values["p_lagged_method"].append(f"not computed: {reason}")
-            failures.append(reason)
-            continue
-        values["r_innovation"].append(float(np.asarray(pair.r_innovation)[0, 1]))
-        values["df_lagged"].append(float(np.asarray(pair.df)[0, 1]))
-        values["p_lagged"].append(float(np.asarray(pair.p_value)[0, 1]))
-        values["p_lagged_method"].append(label)
+        values, failures = _pairwise_fallback(compute, x, rows, cols, fields)
+    low, high = consistent_interval(
+        np.asarray(values["r_innovation"], dtype=float),
+        np.asarray(values["statistic"], dtype=float),
+        np.asarray(values["df"], dtype=float),
+        settings.ci_level,
+    )
+    out = {
+        "r_innovation": np.asarray(values["r_innovation"], dtype=float),
+        "df_lagged": np.asarray(values["df"], dtype=float),
+        "p_lagged": np.asarray(values["p_value"], dtype=float),
+        "p_lagged_method": [reason or label for reason in values["reason"]],
+        "ci_low_innovation": low,
+        "ci_high_innovation": high,
+    }
     problems = []
     if failures:
         problems.append(
             f"{len(failures)} of {len(rows)} pairs have no lagged test (p_lagged is NaN, not counted by the "
             f"adjustment, not significant); first reason: {failures[0]}"
         )
-    return values, problems
+    return out, problems
+
+
+def _sieve_pairs(
+    x: np.ndarray, covar: np.ndarray, settings: Settings, rows: np.ndarray, cols: np.ndarray, labels: list[str]
+) -> tuple[dict[str, Any], list[str]]:
+    """The AR-sieve test and interval of ``r_partial`` for every pair, its diagnostics, and the problems met."""
+    method: Any = settings.method
+    fit: Any = settings.fit
+
+    def compute(data: np.ndarray) -> SievePartialCorrMatrix:
+        return sieve_partial_corr_matrix(
+            data, covar, method=method, fit=fit, n_boot=settings.n_boot, ci_level=settings.ci_level, seed=settings.seed
+        )
+
+    fields = ("se_z", "df", "p_value", "ci_low", "ci_high")
+    diagnostics: list[list[str]] = [[] for _ in rows]
+    orders = (np.full(len(rows), np.nan), np.full(len(rows), np.nan))
+    try:
+        result = compute(x)
+    except GengenError:
+        values, failures = _pairwise_fallback(compute, x, rows, cols, fields)
+    else:
+        values = {name: _pair_values(getattr(result, name), rows, cols) for name in fields}
+        values["reason"] = [""] * len(rows)
+        failures = []
+        orders = (result.ar_order[rows].astype(float), result.ar_order[cols].astype(float))
+        notes = sieve_column_notes(result, labels)
+        for index, (a, b) in enumerate(zip(rows, cols, strict=True)):
+            diagnostics[index].extend([*notes[a], *notes[b]])
+    label = SIEVE_METHOD.format(n_boot=settings.n_boot, fit=settings.fit)
+    out = {
+        "se_z": np.asarray(values["se_z"], dtype=float),
+        "df_sieve": np.asarray(values["df"], dtype=float),
+        "p_sieve": np.asarray(values["p_value"], dtype=float),
+        "p_sieve_method": [reason or label for reason in values["reason"]],
+        "sieve_ci_low": np.asarray(values["ci_low"], dtype=float),
+        "sieve_ci_high": np.asarray(values["ci_high"], dtype=float),
+        "ar_order_a": orders[0],
+        "ar_order_b": orders[1],
+        "_diagnostics": diagnostics,
+    }
+    problems = []
+    if failures:
+        problems.append(
+            f"{len(failures)} of {len(rows)} pairs have no sieve test (p_sieve is NaN, not counted by the "
+            f"adjustment, not significant); first reason: {failures[0]}"
+        )
+    return out, problems
+
+
+def _deciding_p(settings: Settings, table: pd.DataFrame, *, lagged_ran: bool, sieve_ran: bool, note: str) -> str:
+    """The column of unadjusted p-values that decides ``significant`` in this table."""
+    available = {
+        "p_sieve": sieve_ran,
+        "p_lagged": lagged_ran,
+        "p_perm": "permutation" in settings.inference and not note,
+    }
+    for name, column in DECIDING_ORDER:
+        if name in settings.inference and available.get(column, True):
+            return column
+    # Across runs (no order) and pooled residuals have neither the sieve nor the lagged test.
+    return "p_perm" if available["p_perm"] else "p_value"
+
+
+def _interval_columns(table: pd.DataFrame, deciding: str, settings: Settings) -> None:
+    """``ci_low``/``ci_high``/``ci_method``: an interval of ``r_partial`` from the method that decides the row."""
+    if deciding == "p_sieve":
+        table["ci_low"] = table["sieve_ci_low"]
+        table["ci_high"] = table["sieve_ci_high"]
+        table["ci_method"] = table["p_sieve_method"].where(
+            ~table["p_sieve_method"].str.startswith("not computed"), "none (no sieve test for this pair)"
+        )
+    elif deciding == "p_value" and settings.method != "kendall":
+        low, high = consistent_interval(table["r_partial"], table["statistic"], table["df"], settings.ci_level)
+        table["ci_low"] = low
+        table["ci_high"] = high
+        table["ci_method"] = "Fisher z with the t-test's standard error (consistent with p_value)"
+    else:
+        table["ci_low"] = np.nan
+        table["ci_high"] = np.nan
+        table["ci_method"] = {
+            "p_lagged": "none: the lagged test is about r_innovation (its interval: ci_low_innovation, "
+            "ci_high_innovation)",
+            "p_perm": "none: a permutation test gives no interval (ask for inference 'bootstrap': boot_ci_low, "
+            "boot_ci_high)",
+            "p_value": "none: Kendall's tau has no interval consistent with its normal-approximation test",
+        }[deciding]
+    for column in ("sieve_ci_low", "sieve_ci_high"):
+        if column in table.columns:
+            del table[column]
 
 
 def analyse_group(
@@ -227,6 +382,19 @@ def analyse_group(
         "edf_b": np.nan if result.edf is None else np.asarray(result.edf)[cols],
         "p_value_method": "t-test" + note,
     }
+    warnings: list[str] = []
+    diagnostics: list[list[str]] = [[] for _ in rows]
+    ordered = not across and not note
+    sieve_ran = "sieve" in settings.inference and ordered
+    if sieve_ran:
+        sieve_columns, problems = _sieve_pairs(x, covar, settings, rows, cols, labels)
+        for index, notes in enumerate(sieve_columns.pop("_diagnostics")):
+            diagnostics[index].extend(notes)
+        out.update(sieve_columns)
+        warnings.extend(f"{group.label}: {problem}" for problem in problems)
+    else:
+        out.update({"se_z": np.nan, "df_sieve": np.nan, "p_sieve": np.nan, "p_sieve_method": ""})
+        out.update({"sieve_ci_low": np.nan, "sieve_ci_high": np.nan, "ar_order_a": np.nan, "ar_order_b": np.nan})
     if "permutation" in settings.inference and not note:
         perm = stats.permutation_test(
             x,
@@ -245,17 +413,14 @@ def analyse_group(
     else:
         out["p_perm"] = np.nan
         out["p_perm_method"] = ""
-    lagged_ran = "lagged" in settings.inference and not note and not across
-    lagged_problems: list[str] = []
+    lagged_ran = "lagged" in settings.inference and ordered
     if lagged_ran:
-        lagged_columns, lagged_problems = _lagged_pairs(x, covar, settings, rows, cols)
+        lagged_columns, problems = _lagged_pairs(x, covar, settings, rows, cols)
         out.update(lagged_columns)
+        warnings.extend(f"{group.label}: {problem}" for problem in problems)
     else:
-        out["r_innovation"] = np.nan
-        out["df_lagged"] = np.nan
-        out["p_lagged"] = np.nan
-        out["p_lagged_method"] = ""
-    warnings: list[str] = [f"{group.label}: {problem}" for problem in lagged_problems]
+        out.update({"r_innovation": np.nan, "df_lagged": np.nan, "p_lagged": np.nan, "p_lagged_method": ""})
+        out.update({"ci_low_innovation": np.nan, "ci_high_innovation": np.nan})
     if "bootstrap" in settings.inference and not note:
         with catch_warnings(record=True) as caught:
             simplefilter("always")
@@ -269,53 +434,32 @@ def analyse_group(
                 seed=settings.seed,
             )
         warnings.extend(f"{group.label}: {warning.message}" for warning in caught)
-        out["ci_low"] = _pair_values(boot.ci_low, rows, cols)
+        out["boot_ci_low"] = _pair_values(boot.ci_low, rows, cols)
+        out["boot_ci_high"] = _pair_values(boot.ci_high, rows, cols)
         out["n_boot_valid"] = _pair_values(boot.n_valid, rows, cols).astype(int)
-        out["ci_high"] = _pair_values(boot.ci_high, rows, cols)
         length = f", L={block_length}" if boot_scheme != "iid" else ""
-        out["ci_method"] = f"bootstrap ({boot_scheme}{length}, {settings.boot_ci_method}, {settings.n_boot} draws)"
-    elif lagged_ran:
-        # The interval of the quantity the lagged test tests: the innovation correlation, Fisher z on df_lagged.
-        intervals = [
-            stats_core.fisher_ci(float(r), float(df), settings.ci_level)
-            for r, df in zip(out["r_innovation"], out["df_lagged"], strict=True)
-        ]
-        out["ci_low"] = [low for low, _ in intervals]
-        out["ci_high"] = [high for _, high in intervals]
-        out["ci_method"] = "Fisher z of r_innovation (lagged test)"
-    elif settings.fit == "linear" and residuals is None:
-        intervals = [
-            stats.partial_corr(x[:, i], x[:, j], covar, **method, ci_level=settings.ci_level).ci
-            for i, j in zip(rows, cols, strict=True)
-        ]
-        out["ci_low"] = [low for low, _ in intervals]
-        out["ci_high"] = [high for _, high in intervals]
-        out["ci_method"] = "Fisher z (t-test)"
+        out["boot_ci_method"] = f"bootstrap ({boot_scheme}{length}, {settings.boot_ci_method}, {settings.n_boot} draws)"
     else:
-        out["ci_low"] = np.nan
-        out["ci_high"] = np.nan
-        out["ci_method"] = (
-            "none (the Fisher-z interval needs fit='linear'; ask for inference 'bootstrap')"
-            if residuals is None
-            else "none"
-        )
+        out.update({"boot_ci_low": np.nan, "boot_ci_high": np.nan, "boot_ci_method": ""})
     table = pd.DataFrame(out)
-    primary = settings.primary_p if not note else "p_value"
-    if primary == "p_lagged" and not lagged_ran:
-        # Across runs (no order) and pooled residuals have no lagged test: their rows are independent draws.
-        primary = "p_perm" if "permutation" in settings.inference and not note else "p_value"
+
+    deciding = _deciding_p(settings, table, lagged_ran=lagged_ran, sieve_ran=sieve_ran, note=note)
+    _interval_columns(table, deciding, settings)
     if "p_fwer" in table.columns:
         table["p_adjusted"] = table.pop("p_fwer")
         table["p_adjusted_from"] = "p_perm (max-|r| family-wise permutation, maxT)"
     else:
         adjust: Any = settings.adjust if settings.adjust != "maxT" else "holm"
-        table["p_adjusted"] = stats.p_adjust(table[primary].to_numpy(dtype=float), method=adjust)
-        table["p_adjusted_from"] = primary
+        table["p_adjusted"] = stats.p_adjust(table[deciding].to_numpy(dtype=float), method=adjust)
+        table["p_adjusted_from"] = deciding
+    table["p_deciding"] = table[deciding]
+    table["p_deciding_method"] = table[f"{deciding}_method"]
+    table["estimand"] = "r_innovation" if deciding == "p_lagged" else "r_partial"
     table["adjust"] = settings.adjust
     table["significant"] = table["p_adjusted"] < settings.alpha
     table["ci_level"] = settings.ci_level
 
-    if across or note:
+    if not ordered:
         table["acf1_a"] = np.nan
         table["acf1_b"] = np.nan
         table["autocorr_high"] = False
@@ -325,16 +469,23 @@ def analyse_group(
         table["acf1_a"] = acf1[rows]
         table["acf1_b"] = acf1[cols]
         table["autocorr_high"] = np.fmax(table["acf1_a"], table["acf1_b"]) > AUTOCORR_THRESHOLD
-        independent = []
-        if "t-test" in settings.inference:
-            independent.append("t-test")
-        if "permutation" in settings.inference and perm_scheme == "free":
-            independent.append("permutation (free)")
-        if "bootstrap" in settings.inference and boot_scheme == "iid":
-            independent.append("bootstrap (iid)")
+        independent = independence_methods(settings, deciding, perm_scheme)
         message = autocorrelation_warning(group.label, acf1, independent)
         if message:
             warnings.append(message)
+        if independent:
+            for index, high in enumerate(table["autocorr_high"]):
+                if high:
+                    worst = max(float(table["acf1_a"].iloc[index]), float(table["acf1_b"].iloc[index]))
+                    diagnostics[index].append(
+                        f"residual lag-1 autocorrelation {worst:.2f}: {', '.join(independent)} assume(s) "
+                        "independent checkpoints"
+                    )
+        if settings.fit == "linear" and settings.method != "kendall":
+            curved = nonlinear_columns(x, covar, labels)
+            for index, (a, b) in enumerate(zip(rows, cols, strict=True)):
+                diagnostics[index].extend(curved[j] for j in (a, b) if j in curved)
+    table["diagnostics"] = ["; ".join(notes) for notes in diagnostics]
 
     for column, value in group.meta.items():
         table[column] = value
@@ -349,6 +500,15 @@ def analyse_group(
     table["scheme"] = "free" if perm_scheme == "free" and boot_scheme == "iid" else settings.scheme
     table["block_length"] = pd.array([block_length] * len(table), dtype="Int64")
     return table[[column for column in PAIR_COLUMNS if column in table.columns]], warnings
+
+
+def independence_methods(settings: Settings, deciding: str, perm_scheme: str) -> list[str]:
+    """The methods behind the row's deciding p-value that assume independent checkpoints (empty when none)."""
+    if deciding == "p_value":
+        return ["t-test"]
+    if deciding == "p_perm" and perm_scheme == "free":
+        return ["permutation (free)"]
+    return []
 
 
 def _progress(items: list[Any], enabled: bool, description: str) -> Iterable[Any]:

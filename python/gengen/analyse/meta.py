@@ -15,8 +15,10 @@ weights :math:`w_i^* = 1 / (v_i + \hat\tau^2)`. Estimates, confidence limits (no
 transformed back with tanh; two-sided p-values from the standard normal.
 
 The variance :math:`1/(n - 3 - k)` assumes independent checkpoints; with autocorrelated residuals it is too
-small
-and so are the pooled standard errors (the random-effects model absorbs part of it as between-run variance).
+small, and so are the pooled standard errors (at AR(1) φ = 0.9, 50 checkpoints and three seeds, 45% false
+positives at a nominal 5%). The analysis therefore passes each run's own variance of z, the squared AR-sieve
+standard error ``se_z`` of the default inference (:mod:`gengen.sieve`), through ``variance``; the formula above
+is used only when no such variance exists (inference without the sieve, across-run tables).
 
 References
 ----------
@@ -60,7 +62,9 @@ class MetaResult:
         return asdict(self)
 
 
-def fisher_meta(r: np.ndarray, n: np.ndarray, k: np.ndarray, *, ci_level: float = 0.95) -> MetaResult:
+def fisher_meta(
+    r: np.ndarray, n: np.ndarray, k: np.ndarray, *, ci_level: float = 0.95, variance: np.ndarray | None = None
+) -> MetaResult:
     """Fixed- and random-effects (DerSimonian–Laird) pooling of correlations on Fisher's z scale.
 
     Parameters
@@ -73,6 +77,9 @@ def fisher_meta(r: np.ndarray, n: np.ndarray, k: np.ndarray, *, ci_level: float 
         Covariates partialled out of each correlation (0 for a plain correlation).
     ci_level : float
         Confidence level of the intervals.
+    variance : array_like, shape (R,), optional
+        Each run's variance of :math:`\\operatorname{artanh} r` (e.g. the squared AR-sieve ``se_z``), used
+        instead of :math:`1/(n - 3 - k)`; runs whose variance is not finite and positive are left out.
 
     Returns
     -------
@@ -88,14 +95,19 @@ def fisher_meta(r: np.ndarray, n: np.ndarray, k: np.ndarray, *, ci_level: float 
     r_arr = np.asarray(r, dtype=float)
     n_arr = np.asarray(n, dtype=float)
     k_arr = np.asarray(k, dtype=float)
-    keep = np.isfinite(r_arr) & (np.abs(r_arr) < 1) & (n_arr - 3 - k_arr > 0)
-    r_arr, n_arr, k_arr = r_arr[keep], n_arr[keep], k_arr[keep]
+    if variance is None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v_arr = np.where(n_arr - 3 - k_arr > 0, 1.0 / (n_arr - 3.0 - k_arr), np.nan)
+    else:
+        v_arr = np.asarray(variance, dtype=float)
+    keep = np.isfinite(r_arr) & (np.abs(r_arr) < 1) & np.isfinite(v_arr) & (v_arr > 0)
+    r_arr, v_arr = r_arr[keep], v_arr[keep]
     n_runs = int(r_arr.size)
     nan = float("nan")
     if n_runs == 0:
         return MetaResult(0, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, 0, nan, nan)
     z = np.arctanh(r_arr)
-    v = 1.0 / (n_arr - 3.0 - k_arr)
+    v = v_arr
     w = 1.0 / v
     quantile = float(_core.normal_quantile(1.0 - (1.0 - ci_level) / 2.0))
 

@@ -56,7 +56,22 @@ POOLED_COLUMNS = (
     "q_df",
     "p_q",
     "i2",
+    "variance_method",
 )
+
+#: How each run's variance of Fisher's z is obtained, as recorded in ``variance_method``.
+SIEVE_VARIANCE = "se_z² of each run (AR-sieve bootstrap, autocorrelation-aware)"
+INDEPENDENT_VARIANCE = "1/(n - 3 - k) (assumes independent checkpoints)"
+
+
+def run_variances(pair_rows: pd.DataFrame) -> tuple[np.ndarray | None, str]:
+    """Each run's variance of artanh(r_partial): the sieve's ``se_z²`` when the runs have one (a run whose sieve
+    failed is then left out of the pooling rather than given the independence variance), else ppcor's."""
+    if "se_z" in pair_rows.columns:
+        se = pair_rows["se_z"].to_numpy(dtype=float)
+        if np.isfinite(se).any():
+            return se**2, SIEVE_VARIANCE
+    return None, INDEPENDENT_VARIANCE
 
 
 def _cells(table: pd.DataFrame, by: tuple[str, ...]) -> Iterator[tuple[dict[str, Any], pd.DataFrame]]:
@@ -90,11 +105,13 @@ def meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
             continue
         rows = []
         for (a, b), pair_rows in cell_rows.groupby(["testset_a", "testset_b"], sort=False):
+            variance, variance_method = run_variances(pair_rows)
             result = fisher_meta(
                 pair_rows["r_partial"].to_numpy(),
                 pair_rows["n"].to_numpy(),
                 pair_rows["k"].to_numpy(),
                 ci_level=settings.ci_level,
+                variance=variance,
             )
             rows.append(
                 {
@@ -108,6 +125,7 @@ def meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
                     "n_total": int(pair_rows["n"].sum()),
                     "mean_r": float(pair_rows["r_partial"].mean()),
                     **result.as_dict(),
+                    "variance_method": variance_method,
                 }
             )
         table = pd.DataFrame(rows)
