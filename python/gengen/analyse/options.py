@@ -61,8 +61,8 @@ def is_lower_better(metric: str, lower: Iterable[str] = LOWER_IS_BETTER, higher:
     Returns
     -------
     bool
-        True when the words of some entry of ``lower`` occur, in order and adjacent, among the words of
-        ``metric`` (see :func:`name_parts`) and no entry of ``higher`` does.
+        True when some entry of ``lower`` is ``metric`` (ignoring case) or its words occur, in order and
+        adjacent, among the words of ``metric`` (see :func:`name_parts`), and no entry of ``higher`` does.
 
     Examples
     --------
@@ -72,16 +72,23 @@ def is_lower_better(metric: str, lower: Iterable[str] = LOWER_IS_BETTER, higher:
     False
     """
     words = name_parts(metric)
-    if any(_contains(words, name_parts(name)) for name in higher):
+
+    def matches(name: str) -> bool:
+        return name.lower() == metric.lower() or _contains(words, name_parts(name))
+
+    if any(matches(name) for name in higher):
         return False
-    return any(_contains(words, name_parts(name)) for name in lower)
+    return any(matches(name) for name in lower)
 
 
-INFERENCE_METHODS = ("lagged", "t-test", "permutation", "bootstrap")
-#: The inference of the analysis unless told otherwise: the lagged regression, which the calibration study
-#: (docs/calibration.md) found to keep its type-I error on autocorrelated trajectories where ppcor's t-test,
-#: block permutations and block bootstraps do not.
-DEFAULT_INFERENCE = ("lagged",)
+INFERENCE_METHODS = ("sieve", "lagged", "t-test", "permutation", "bootstrap")
+#: The inference of the analysis unless told otherwise: the AR-sieve bootstrap of the partial correlation of
+#: levels (:mod:`gengen.sieve`), whose p-value and interval are about ``r_partial`` itself and which the
+#: calibration study (docs/calibration.md) found to keep its type-I error on autocorrelated trajectories where
+#: ppcor's t-test, block permutations and block bootstraps do not.
+DEFAULT_INFERENCE = ("sieve",)
+#: Which p-value decides ``significant`` when several tests were asked for, best first.
+DECIDING_ORDER = (("sieve", "p_sieve"), ("lagged", "p_lagged"), ("permutation", "p_perm"), ("t-test", "p_value"))
 SCHEMES = ("free", "iid", "block", "circular")
 FITS = ("linear", "gam")
 METHODS = ("pearson", "spearman", "kendall")
@@ -161,11 +168,12 @@ class Settings:
 
     @property
     def primary_p(self) -> str:
-        """The column whose p-values are adjusted for checkpoint trajectories: ``p_lagged`` when the lagged test
-        was asked for, else ``p_perm`` when a permutation test was, else the t-test's ``p_value``."""
-        if "lagged" in self.inference:
-            return "p_lagged"
-        return "p_perm" if "permutation" in self.inference else "p_value"
+        """The column whose p-values are adjusted and decide ``significant``: the first of ``p_sieve``,
+        ``p_lagged``, ``p_perm`` whose test was asked for, else the t-test's ``p_value``."""
+        for name, column in DECIDING_ORDER:
+            if name in self.inference:
+                return column
+        return "p_value"
 
     def sign(self, metric: str) -> int:
         """-1 when ``metric`` is lower-is-better (its values are negated), else +1 (see :func:`is_lower_better`)."""
@@ -249,16 +257,16 @@ def make_settings(
         raise GengenError(f"option ci_level: must lie strictly between 0 and 1, got {ci_level!r}")
     if not 0.0 < alpha < 1.0:
         raise GengenError(f"option alpha: must lie strictly between 0 and 1, got {alpha!r}")
-    if method == "kendall" and {"lagged", "permutation", "bootstrap"} & set(inference_names):
+    if method == "kendall" and {"sieve", "lagged", "permutation", "bootstrap"} & set(inference_names):
         raise GengenError(
-            "option method: kendall comes with the t-test only (normal approximation); the lagged test, "
-            "permutation and bootstrap take pearson or spearman (use --inference t-test)"
+            "option method: kendall comes with the t-test only (normal approximation); the sieve, the lagged "
+            "test, permutation and bootstrap take pearson or spearman (use --inference t-test)"
         )
     if adjust == "maxT" and "permutation" not in inference_names:
         raise GengenError("option adjust: 'maxT' (family-wise max-|r| permutation p) needs inference 'permutation'")
     lower_names = _sign_names(lower_is_better, "lower_is_better")
     higher_names = _sign_names(higher_is_better, "higher_is_better")
-    both = sorted(set(lower_names) & set(higher_names))
+    both = sorted({name.lower() for name in lower_names} & {name.lower() for name in higher_names})
     if both:
         raise GengenError(f"option higher_is_better: {both[0]!r} is also listed in lower_is_better")
     lower = LOWER_IS_BETTER | set(lower_names)
@@ -302,10 +310,10 @@ def _patterns(value: str | int | Iterable[str | int] | None, option: str) -> tup
 
 
 def _sign_names(names: Iterable[str] | None, option: str) -> tuple[str, ...]:
-    """User metric names for the sign convention, lower-cased; each must hold a letter or digit."""
+    """User metric names for the sign convention; each must hold a letter or digit."""
     out = []
     for name in _as_tuple(names, option):
         if not name_parts(name):
             raise GengenError(f"option {option}: {name!r} names no metric (it has no letters or digits)")
-        out.append(name.lower())
+        out.append(name)
     return tuple(out)
