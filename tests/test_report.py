@@ -64,17 +64,28 @@ def written(analysis: Analysis, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 def test_report_is_self_contained_and_escaped(written: Path) -> None:
     html = written.read_text(encoding="utf-8")
-    assert "<script" not in html.lower()
-    assert "&lt;script&gt;alert(" in html
+    # Two scripts of its own (the JSON data and the inline code), none from elsewhere, no injected one.
+    assert re.findall(r"<script[^>]*>", html) == ['<script type="application/json" id="gengen-data">', "<script>"]
+    assert EVIL not in html and "alert(" not in html.replace("&lt;script&gt;alert(", "").replace(
+        "\\u003cscript\\u003ealert(", ""
+    )
+    assert "&lt;script&gt;alert(" in html  # escaped by jinja2 in the page
+    assert "\\u003cscript\\u003ealert(" in html  # escaped in the JSON the script reads
     sources = re.findall(r'src="([^"]*)"', html)
     assert sources and all(source.startswith("data:image/png;base64,") for source in sources)
-    assert not re.search(r'href="(?!#)', html)
+    assert (
+        not re.search(r'href="(?!#)', html)
+        and "<link" not in html
+        and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+    )
     for section in (
         "Partial correlations per group",
         "Across groups",
         "Settings",
+        "Options as requested",
         "Package versions",
-        "Strongest pairs",
+        "Pairs",
+        "Scores over training",
         "numpy",
     ):
         assert section in html

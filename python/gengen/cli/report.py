@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -29,12 +28,17 @@ def _pairs(values: list[str] | None) -> list[tuple[str, str]] | None:
 def report_command(
     analysis_dir: Annotated[Path, typer.Argument(help="Output folder of gengen analyse.")],
     out: Annotated[
-        Path | None, typer.Option(help="Folder for report.html and figures/ (default: ANALYSIS_DIR).")
+        Path | None,
+        typer.Option(
+            help="A file ending in .html (figures go to <name>_figures/ beside it), or a folder for report.html "
+            "and figures/ (default: ANALYSIS_DIR)."
+        ),
     ] = None,
     pair: Annotated[
         list[str] | None, typer.Option(help="A pair A,B for the residual scatter plots (repeatable).")
     ] = None,
     title: Annotated[str, typer.Option(help="Title of the report.")] = "gengen report",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
 ) -> None:
     """Write report.html: heatmaps, agreement across models, residuals, trajectories, tables, settings."""
     from gengen.analyse import Analysis
@@ -58,7 +62,7 @@ def report_command(
         out or analysis_dir,
         scatter_pairs=scatter,
         title=title,
-        progress=sys.stderr.isatty(),
+        progress=not quiet,
     )
     typer.echo(f"wrote {path}")
 

@@ -1,24 +1,47 @@
-"""One self-contained HTML report of an analysis (figures inline as base64 PNG; also saved as PNG and SVG).
+"""One self-contained HTML report of an analysis, built to stay readable at 10–100 test sets and many models.
 
-The report holds: per-group partial-correlation heatmaps side by side with significance marks; the
-cross-group agreement figure and tables (sign agreement, Mantel correlation, conflicting pairs); the pooled
-meta-analysis; for every run its strongest pairs, raw-vs-partial heatmaps, residual scatter plots and score
-trajectories; the settings and package versions. It has no scripts and loads nothing from the network. Names
-from user data are escaped by jinja2's autoescaping.
+The page holds, per level of the pairs table (checkpoint series, across runs, pooled residuals): the settings
+its rows used (read from their own method columns), interactive heatmaps (test sets in one clustered order in
+every panel, shared prefixes stripped, full names on hover) and a searchable, sortable table of every pair with
+its interval and the p-value that decided ``significant``, both with their methods, and the row's diagnostics.
+Then the agreement across groups, the pooled meta-analysis, score trajectories as small multiples, residual
+scatter plots per run, the options as requested and the package versions. Groups are ordered by model size
+(70m < 410m < 1.4b < 12b).
+
+The page is one file with its script inline (no library, nothing loaded from the network). Static figures are
+drawn once with matplotlib, written as PNG and SVG to a folder beside the page, and the same PNG bytes are
+embedded. Names from user data are escaped by jinja2's autoescaping, or reach the script as escaped JSON.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
+import sys
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
+import numpy as np
 import pandas as pd
 from jinja2 import Environment
 
 from gengen.report import figures as fig
+from gengen.report.assets import CSS, JS
+from gengen.report.order import cluster_order, group_key, pooled_correlation, short_labels
+from gengen.report.rows import (
+    PAIR_VIEW,
+    encode_table,
+    pairs_view,
+    pooled_settings,
+    pooled_view,
+    round_significant,
+    script_json,
+    section_settings,
+    source_column,
+)
 from gengen.report.template import TEMPLATE
 
 if TYPE_CHECKING:
@@ -27,8 +50,30 @@ if TYPE_CHECKING:
     from gengen.analyse.result import Analysis
     from gengen.compare import Comparison
 
-#: Rows shown in each "strongest pairs" table.
-TOP_ROWS = 15
+#: Sections of the page per level of the pairs table: (level, anchor, heading, note).
+LEVELS = (
+    (
+        "run",
+        "per-group",
+        "Partial correlations per group",
+        "One group per model and run; each pair's partial correlation across the run's checkpoints.",
+    ),
+    (
+        "across_runs",
+        "across-runs",
+        "Across runs",
+        "One observation per run (its last step); each cell's partial correlations between runs. Runs are "
+        "exchangeable: permutations are free and bootstraps iid.",
+    ),
+    (
+        "pooled_residuals",
+        "pooled-residuals",
+        "Pooled residuals",
+        "Residuals of every run of a cell stacked into one series per test set.",
+    ),
+)
+#: Suffixes of ``out`` that name the HTML file itself rather than a folder.
+HTML_SUFFIXES = (".html", ".htm")
 
 
 def _slug(text: str) -> str:
@@ -54,7 +99,7 @@ def _cell(value: Any) -> tuple[str, bool]:
 
 
 def _table(frame: pd.DataFrame, columns: list[str], empty: str) -> dict[str, Any]:
-    """A DataFrame as the template's table record (cells escaped by the template, not here)."""
+    """A DataFrame as the template's static table record (cells escaped by the template, not here)."""
     present = [column for column in columns if column in frame.columns]
     rows = [
         [_cell(item.item() if hasattr(item, "item") else item) for item in record]
@@ -63,9 +108,234 @@ def _table(frame: pd.DataFrame, columns: list[str], empty: str) -> dict[str, Any
     return {"columns": present, "rows": rows, "empty": empty}
 
 
-def _figure_record(figure: Figure, folder: Path, name: str, caption: str) -> dict[str, str]:
+def output_paths(out: str | Path, filename: str = "report.html") -> tuple[Path, Path]:
+    """Where the page and its figures go: ``x.html`` and ``x_figures/``, or ``DIR/filename`` and ``DIR/figures/``.
+
+    An existing folder is always a folder, even when its name ends in ``.html``.
+    """
+    path = Path(out)
+    if path.suffix.lower() in HTML_SUFFIXES and not path.is_dir():
+        return path, path.parent / f"{path.stem}_figures"
+    return path / filename, path / "figures"
+
+
+class Progress:
+    """Progress over the report's steps on stderr: a bar on a terminal, else one line per step."""
+
+    def __init__(self, total: int, enabled: bool, stream: TextIO | None = None) -> None:
+        self.total = total
+        self.done = 0
+        self.stream = stream or sys.stderr
+        self.bar: Any = None
+        self.enabled = enabled
+        if enabled and self.stream.isatty():
+            from rich.console import Console
+            from rich.progress import Progress as Bar
+
+            self.bar = Bar(console=Console(file=self.stream), transient=True)
+            self.task = self.bar.add_task("report", total=total)
+            self.bar.start()
+
+    def step(self, description: str) -> None:
+        """Announce the step about to run."""
+        self.done += 1
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done - 1, description=description)
+        else:
+            print(f"report: [{self.done}/{self.total}] {description}", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _figure_record(figure: Figure, folder: Path, name: str, caption: str) -> dict[str, Any]:
+    """Save ``figure`` as PNG and SVG and return the record that embeds the same PNG bytes."""
+    width = fig.css_width(figure)
     _, _, data = fig.save_figure(figure, folder, name)
-    return {"data": data, "alt": caption, "caption": caption}
+    return {"data": data, "alt": caption, "caption": caption, "width": width}
+
+
+def _level_rows(analysis: Analysis, level: str) -> pd.DataFrame:
+    table = analysis.pooled_residuals if level == "pooled_residuals" else analysis.pairs
+    if table.empty or "level" not in table:
+        return table.iloc[0:0]
+    return table[table["level"] == level]
+
+
+def _group_labels(rows: pd.DataFrame) -> pd.Series:
+    """``model`` where each model has one group, else ``model / run``."""
+    keys = rows[["model", "run"]].drop_duplicates()
+    if keys["model"].is_unique:
+        return rows["model"].astype(str)
+    return rows["model"].astype(str) + " / " + rows["run"].astype(str)
+
+
+def _section(analysis: Analysis, level: str, rows: pd.DataFrame) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """The heatmap and pairs-table payloads of one level, and its test-set order."""
+    keys = sorted(dict.fromkeys(zip(rows["model"], rows["run"], strict=True)), key=lambda key: group_key(*key))
+    present = set(rows["testset_a"]) | set(rows["testset_b"])
+    names = [name for name in analysis.settings.get("ood_resolved", []) if name in present] or sorted(present)
+    per_group = [rows[(rows["model"] == model) & (rows["run"] == run)] for model, run in keys]
+    pooled = pooled_correlation([fig.square(group, names, "r_partial") for group in per_group])
+    names = [names[i] for i in cluster_order(pooled)]
+    labels, stripped = short_labels(names)
+    single = len({model for model, _ in keys}) == len(keys)
+    upper = np.triu_indices(len(names), 1)
+    panels = []
+    for (model, run), group in zip(keys, per_group, strict=True):
+        values = {
+            column: round_significant(fig.square(group, names, column)[upper], 3)
+            for column in ("r_partial", "r_raw")
+            if column in group
+        }
+        significant = fig.square(group, names, "significant")
+        panels.append(
+            {
+                "title": model if single else f"{model} / {run}",
+                "values": values,
+                "p_adjusted": round_significant(fig.square(group, names, "p_adjusted")[upper], 3),
+                "sig": "".join("1" if value == 1 else "0" for value in significant[upper]),
+            }
+        )
+    from matplotlib import colormaps
+
+    palette = [
+        "#{:02x}{:02x}{:02x}".format(*(round(255 * c) for c in colormaps[fig.CMAP](k / 255)[:3])) for k in range(256)
+    ]
+    heatmap = {
+        "names": names,
+        "labels": [labels[name] for name in names],
+        "values": [column for column in ("r_partial", "r_raw") if column in rows],
+        "panels": panels,
+        "palette": palette,
+        "stripped": stripped,
+    }
+    rank = {key: index for index, key in enumerate(keys)}
+    ordered = rows.assign(
+        _group=[rank[key] for key in zip(rows["model"], rows["run"], strict=True)],
+        _strength=-pd.to_numeric(rows["r_partial"], errors="coerce").abs(),
+    ).sort_values(["_group", "_strength"], kind="stable")
+    view = pairs_view(ordered, _group_labels(ordered))
+    table = encode_table(view, dict(PAIR_VIEW))
+    table["pageSize"] = 25
+    return heatmap, table, names
+
+
+def _comparison_text(agreement: pd.DataFrame, n_groups: int, alpha: float) -> str:
+    """One paragraph over every comparison of two groups (not just the first)."""
+    if agreement.empty:
+        return "Only one group: nothing to compare."
+    if len(agreement) == 1:
+        best = agreement.iloc[0]
+        return (
+            f"{best['group_a']} vs {best['group_b']}: {best['sign_agreement']:.0%} of "
+            f"{int(best['n_pairs'])} pairs have the same sign; the partial-correlation matrices "
+            f"correlate at r = {best['mantel_r']:.2f} (Mantel p = {best['mantel_p']:.3g})."
+        )
+    sign = agreement["sign_agreement"]
+    mantel = agreement["mantel_r"]
+    below = int((agreement["mantel_p"] < alpha).sum())
+    weakest = agreement.loc[mantel.idxmin()]
+    return (
+        f"{len(agreement)} comparisons of {n_groups} groups. Sign agreement ranges from {sign.min():.0%} to "
+        f"{sign.max():.0%} of pairs (median {sign.median():.0%}); the partial-correlation matrices correlate at "
+        f"Mantel r = {mantel.min():.2f} to {mantel.max():.2f} (median {mantel.median():.2f}); {below} of "
+        f"{len(agreement)} comparisons have Mantel p < {alpha}. Least alike: {weakest['group_a']} vs "
+        f"{weakest['group_b']} (r = {weakest['mantel_r']:.2f})."
+    )
+
+
+def _comparison_key(label: str) -> tuple[object, ...]:
+    model, _, run = str(label).partition(" / ")
+    return group_key(model, run)
+
+
+def _oriented(agreement: pd.DataFrame) -> pd.DataFrame:
+    """The agreement table with the smaller model as ``group_a`` of each row, rows in model-size order.
+
+    Sign agreement and the Mantel correlation are symmetric in the two groups, so only the labels swap.
+    """
+    if agreement.empty:
+        return agreement
+    table = agreement.copy()
+    swap = [_comparison_key(b) < _comparison_key(a) for a, b in zip(table["group_a"], table["group_b"], strict=True)]
+    swap_mask = np.asarray(swap, dtype=bool)
+    table.loc[swap_mask, ["group_a", "group_b"]] = table.loc[swap_mask, ["group_b", "group_a"]].to_numpy()
+    order = sorted(
+        range(len(table)),
+        key=lambda i: (_comparison_key(table["group_a"].iloc[i]), _comparison_key(table["group_b"].iloc[i])),
+    )
+    return table.iloc[order].reset_index(drop=True)
+
+
+def _trajectories(analysis: Analysis, keys: list[tuple[str, str]], order: list[str]) -> dict[str, Any]:
+    """Small-multiples payload: one panel per test set (ID first), one series per group coloured by size."""
+    from matplotlib import colormaps
+
+    id_name = analysis.settings["id_testset"]
+    models = list(dict.fromkeys(model for model, _ in keys))
+    colours = colormaps["viridis"]
+    colour = {
+        model: "#{:02x}{:02x}{:02x}".format(
+            *(round(255 * c) for c in colours(0.85 * index / max(len(models) - 1, 1))[:3])
+        )
+        for index, model in enumerate(models)
+    }
+    single = len(models) == len(keys)
+    tables = [analysis.wide(model, run) for model, run in keys]
+    names = [id_name, *order]
+    labels, _ = short_labels(order)
+    labels[id_name] = id_name
+    id_metric, id_sign = fig.metric_sign(analysis, "id")
+    metric, sign = fig.metric_sign(analysis, "ood")
+    panels = []
+    for name in names:
+        series = [
+            round_significant(table[name].to_numpy(dtype=float), 4) if name in table.columns else None
+            for table in tables
+        ]
+        panels.append(
+            {
+                "name": name,
+                "label": labels.get(name, name),
+                "role": "ID" if name == id_name else "OOD",
+                "ylabel": fig.direction_label(id_metric, id_sign)
+                if name == id_name
+                else fig.direction_label(metric, sign),
+                "series": series,
+            }
+        )
+    groups = [
+        {
+            "label": model if single else f"{model} / {run}",
+            "color": colour[model],
+            "steps": [float(step) for step in table.index.to_numpy(dtype=float)],
+        }
+        for (model, run), table in zip(keys, tables, strict=True)
+    ]
+    direction = f"OOD: {fig.direction_label(metric, sign)}."
+    if (id_metric, id_sign) != (metric, sign):
+        direction += f" ID ({id_name}): {fig.direction_label(id_metric, id_sign)}."
+    return {"payload": {"groups": groups, "panels": panels}, "direction": direction}
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file, so a failure never leaves half a page."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(temporary, 0o666 & ~mask)  # mkstemp makes it private; the page is an ordinary file
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def report(
@@ -87,15 +357,16 @@ def report(
     comparison : Comparison, optional
         From :func:`gengen.compare.compare`; computed with its defaults when omitted.
     out_dir : str or Path
-        Folder for the report; figures go to ``out_dir/figures/`` as PNG and SVG.
+        A folder (the page is ``out_dir/filename``, figures go to ``out_dir/figures/``) or a file name ending
+        in ``.html`` (figures go to ``<stem>_figures/`` beside it).
     scatter_pairs : list of (str, str), optional
         Pairs for the residual scatter plots (default each run's strongest partial correlations).
     title : str
         Page title.
     filename : str
-        Name of the HTML file.
+        Name of the HTML file when ``out_dir`` is a folder.
     progress : bool
-        Show a progress bar over the figures.
+        Report progress on stderr: a bar on a terminal, one line per step otherwise.
 
     Returns
     -------
@@ -104,161 +375,159 @@ def report(
     """
     from gengen.compare import compare
 
-    folder = Path(out_dir)
-    figure_dir = folder / "figures"
+    path, figure_dir = output_paths(out_dir, filename)
     if comparison is None:
         comparison = compare(analysis)
-    level = "run" if analysis.groups("run") else "across_runs"
-    keys = analysis.groups(level)
-
-    steps: list[tuple[str, Any]] = [("heatmaps", None), ("agreement", None)]
-    if level == "run":
-        steps += [("group", key) for key in keys]
-    if progress:
-        from rich.progress import track
-
-        iterator: Any = track(steps, description="drawing figures", transient=True)
-    else:
-        iterator = steps
-    figure_records: dict[str, list[dict[str, str]]] = {"heatmaps": [], "agreement": []}
-    group_records = []
-    for kind, key in iterator:
-        if kind == "heatmaps":
-            figure_records["heatmaps"].append(
-                _figure_record(
-                    fig.heatmaps(analysis),
-                    figure_dir,
-                    "heatmaps_partial",
-                    "Partial correlations per group; a dot marks pairs significant after adjustment.",
-                )
-            )
-        elif kind == "agreement":
-            figure_records["agreement"].append(
-                _figure_record(
-                    fig.agreement(comparison),
-                    figure_dir,
-                    "agreement",
-                    "Partial correlation of each pair in one group against another.",
-                )
-            )
-        else:
-            model, run = key
-            stem = _slug(f"{model}_{run}")
-            rows = analysis.pairs[
-                (analysis.pairs["level"] == "run") & (analysis.pairs["model"] == model) & (analysis.pairs["run"] == run)
-            ]
-            top = rows.reindex(rows["r_partial"].abs().sort_values(ascending=False).index).head(TOP_ROWS)
-            group_figures = [
-                _figure_record(
-                    fig.raw_vs_partial(analysis, model, run),
-                    figure_dir,
-                    f"raw_vs_partial_{stem}",
-                    f"Raw and partial correlations, {model} / {run}.",
-                ),
-                _figure_record(
-                    fig.residual_scatter(analysis, model, run, scatter_pairs),
-                    figure_dir,
-                    f"residuals_{stem}",
-                    f"Residuals after regressing out the ID score, {model} / {run}.",
-                ),
-                _figure_record(
-                    fig.trajectories(analysis, model, run),
-                    figure_dir,
-                    f"trajectories_{stem}",
-                    f"ID and OOD scores over steps, {model} / {run}.",
-                ),
-            ]
-            group_records.append(
+    alpha = float(analysis.settings.get("alpha", 0.05))
+    levels = [(spec, _level_rows(analysis, spec[0])) for spec in LEVELS]
+    levels = [(spec, rows) for spec, rows in levels if not rows.empty]
+    run_keys = sorted(analysis.groups("run"), key=lambda key: group_key(*key))
+    main_level = fig.level_of(analysis)
+    steps_total = 2 + 2 * len(run_keys) + 1
+    meter = Progress(steps_total, progress)
+    try:
+        payload: dict[str, Any] = {"tables": {}, "heatmaps": {}, "trajectories": {}}
+        sections = []
+        main_order: list[str] = []
+        for (level, anchor, heading, note), rows in levels:
+            heatmap, table, order = _section(analysis, level, rows)
+            payload["heatmaps"][level] = heatmap
+            payload["tables"][level] = table
+            if level == main_level:
+                main_order = order
+            sections.append(
                 {
-                    "label": f"{model} / {run}",
-                    "table": _table(
-                        top,
-                        [
-                            "testset_a",
-                            "testset_b",
-                            "n",
-                            "r_raw",
-                            "r_partial",
-                            "statistic",
-                            "df",
-                            "p_value",
-                            "p_perm",
-                            "ci_low",
-                            "ci_high",
-                            "p_adjusted",
-                            "significant",
-                            "acf1_a",
-                            "acf1_b",
-                        ],
-                        "no pairs",
-                    ),
-                    "figures": group_figures,
+                    "key": level,
+                    "anchor": anchor,
+                    "heading": heading,
+                    "note": note,
+                    "settings": section_settings(rows, alpha),
+                    "stripped": heatmap["stripped"],
                 }
             )
 
-    summary_rows = pd.DataFrame(analysis.summary()["groups"])
-    if not summary_rows.empty:
-        summary_rows = summary_rows.drop(columns=["strongest_pair"])
-    pooled = analysis.pooled
-    if not pooled.empty:
-        pooled = pooled.reindex(pooled["r_random"].abs().sort_values(ascending=False).index).head(TOP_ROWS)
-    agreement = comparison.agreement
-    comparison_text = ""
-    if len(agreement):
-        best = agreement.iloc[0]
-        comparison_text = (
-            f"{best['group_a']} vs {best['group_b']}: {best['sign_agreement']:.0%} of "
-            f"{int(best['n_pairs'])} pairs have the same sign; the partial-correlation matrices "
-            f"correlate at r = {best['mantel_r']:.2f} (Mantel p = {best['mantel_p']:.3g})."
+        meter.step("heatmaps")
+        fig.save_figure(
+            fig.heatmaps(analysis, order=main_order or None, level=main_level), figure_dir, "heatmaps_partial"
         )
-    tables = {
-        "summary": _table(summary_rows, list(summary_rows.columns), "no groups"),
-        "agreement": _table(agreement, list(agreement.columns), "only one group: nothing to compare"),
-        "conflicts": _table(comparison.conflicts, list(comparison.conflicts.columns), "none"),
-        "pooled": _table(
-            pooled,
-            [
-                *analysis.settings.get("by", []),
-                "testset_a",
-                "testset_b",
-                "n_runs",
-                "r_random",
-                "ci_low_random",
-                "ci_high_random",
-                "p_random_adjusted",
-                "r_fixed",
-                "i2",
-                "tau2",
-            ],
-            "",
+
+        meter.step("agreement across groups")
+        agreement = _oriented(comparison.agreement)
+        comparison_record = None
+        n_groups = len(comparison.groups)
+        if n_groups > 1:
+            comparison_record = {
+                "text": _comparison_text(agreement, n_groups, alpha),
+                "figures": [
+                    _figure_record(
+                        fig.agreement(comparison),
+                        figure_dir,
+                        "agreement",
+                        "Partial correlation of each pair in one group against another (first six comparisons).",
+                    )
+                ],
+                "conflicts": not comparison.conflicts.empty,
+            }
+            payload["tables"]["agreement"] = encode_table(agreement)
+            payload["tables"]["conflicts"] = encode_table(comparison.conflicts)
+        else:
+            fig.save_figure(fig.agreement(comparison), figure_dir, "agreement")
+
+        pooled_record = None
+        if not analysis.pooled.empty:
+            pooled = analysis.pooled
+            if "r_random" in pooled:
+                strength = pd.to_numeric(pooled["r_random"], errors="coerce").abs()
+                pooled = pooled.reindex(strength.sort_values(ascending=False, kind="stable").index)
+            payload["tables"]["pooled"] = encode_table(pooled_view(pooled, list(analysis.settings.get("by", []))))
+            pooled_record = {"settings": pooled_settings(analysis.pooled)}
+
+        trajectories = None
+        if run_keys:
+            trajectories = _trajectories(analysis, run_keys, main_order)
+            payload["trajectories"]["scores"] = trajectories["payload"]
+
+        group_records = []
+        single = len({model for model, _ in run_keys}) == len(run_keys)
+        for model, run in run_keys:
+            stem = _slug(f"{model}_{run}")
+            label = model if single else f"{model} / {run}"
+            meter.step(f"residuals {label}")
+            residuals = _figure_record(
+                fig.residual_scatter(analysis, model, run, scatter_pairs),
+                figure_dir,
+                f"residuals_{stem}",
+                f"Residuals after regressing out the ID score, {label}: the strongest partial correlations.",
+            )
+            meter.step(f"trajectories {label}")
+            lines = _figure_record(
+                fig.trajectories(analysis, model, run),
+                figure_dir,
+                f"trajectories_{stem}",
+                f"ID and the OOD test sets that move most over training, {label}.",
+            )
+            group_records.append({"label": label, "figures": [residuals, lines]})
+
+        meter.step("page")
+        summary = pd.DataFrame(analysis.summary()["groups"])
+        if not summary.empty:
+            summary = summary.drop(columns=["strongest_pair"])
+            summary = summary.iloc[
+                sorted(
+                    range(len(summary)),
+                    key=lambda i: (
+                        summary["level"].iloc[i],
+                        *group_key(summary["model"].iloc[i], summary["run"].iloc[i]),
+                    ),
+                )
+            ]
+        settings_rows = [
+            (key, ", ".join(map(str, value)) if isinstance(value, list) else value)
+            for key, value in analysis.settings.items()
+            if key != "ood_resolved"
+        ]
+        settings_rows.append(("ood_resolved", ", ".join(analysis.settings.get("ood_resolved", []))))
+        settings_rows += [(f"compare.{key}", value) for key, value in comparison.settings.items() if key != "groups"]
+        deciding_columns = sorted(
+            {source_column(value) for rows in (rows for _, rows in levels) for value in rows.get("p_adjusted_from", [])}
+            - {""}
         )
-        if not pooled.empty
-        else None,
-    }
-    settings_rows = [
-        (key, ", ".join(map(str, value)) if isinstance(value, list) else value)
-        for key, value in analysis.settings.items()
-        if key != "ood_resolved"
-    ]
-    settings_rows.append(("ood_resolved", ", ".join(analysis.settings.get("ood_resolved", []))))
-    settings_rows += [(f"compare.{key}", value) for key, value in comparison.settings.items() if key != "groups"]
-    environment = Environment(autoescape=True, trim_blocks=False, lstrip_blocks=False)
-    html = environment.from_string(TEMPLATE).render(
-        title=title,
-        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        settings=analysis.settings,
-        versions=analysis.versions,
-        warnings=analysis.warnings,
-        tables=tables,
-        figures=figure_records,
-        groups=group_records,
-        comparison_text=comparison_text,
-        settings_rows=settings_rows,
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / filename
-    path.write_text(html, encoding="utf-8")
+        contents = [(spec[1], spec[2]) for spec, _ in levels]
+        if comparison_record:
+            contents.append(("across-groups", "Across groups"))
+        if pooled_record:
+            contents.append(("pooled", "Pooled across runs"))
+        if trajectories:
+            contents.append(("trajectories", "Scores over training"))
+        if group_records:
+            contents.append(("residuals", "Residuals and trajectories per group"))
+        contents += [("settings", "Options as requested"), ("versions", "Package versions")]
+        environment = Environment(autoescape=True, trim_blocks=False, lstrip_blocks=False)
+        html = environment.from_string(TEMPLATE).render(
+            title=title,
+            generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            settings=analysis.settings,
+            versions=analysis.versions,
+            warnings=analysis.warnings,
+            n_groups=sum(len(dict.fromkeys(zip(rows["model"], rows["run"], strict=True))) for _, rows in levels),
+            deciding=", ".join(deciding_columns) or "p_adjusted",
+            figure_folder=figure_dir.name,
+            contents=contents,
+            tables={"summary": _table(summary, list(summary.columns), "no groups")},
+            sections=sections,
+            comparison=comparison_record,
+            pooled=pooled_record,
+            trajectories=trajectories,
+            groups=group_records,
+            settings_rows=settings_rows,
+            css=CSS,
+            script=JS,
+            payload=script_json(payload),
+        )
+        _write_atomic(path, html)
+    finally:
+        meter.close()
     return path
 
 
-__all__ = ["report"]
+__all__ = ["output_paths", "report"]

@@ -1,6 +1,8 @@
 """The report's figures, drawn with matplotlib's object API (no pyplot, no global state, any backend).
 
 Each function returns a :class:`matplotlib.figure.Figure`; :func:`save_figure` writes it as PNG and SVG.
+Groups appear in model-size order (:func:`gengen.report.order.group_key`) and test sets in one clustered order
+(:func:`testset_order`) in every heatmap panel.
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.collections import QuadMesh
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
+from matplotlib.ticker import FuncFormatter
+
+from gengen.report.order import cluster_order, group_key, pooled_correlation, short_labels
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from gengen.analyse.result import Analysis
     from gengen.compare import Comparison
 
@@ -27,79 +31,208 @@ CMAP = "RdBu_r"
 PNG_DPI = 110
 #: Most residual scatter panels drawn per run.
 MAX_SCATTER_PAIRS = 4
-#: Most OOD trajectories given a legend entry (beyond that the lines are drawn unlabelled).
-MAX_LEGEND = 12
+#: OOD trajectories drawn in a run's static trajectory figure (those whose scores move most), each in the legend.
+TOP_TRAJECTORIES = 8
+#: Scatter plots with more points than this are rasterized in the SVG (a vector file of 10⁴ dots is slow and big).
+RASTERIZE_ABOVE = 400
 
 
 HEATMAPS_PER_ROW = 4
+#: Agreement scatter panels per line of the figure (wider figures would be shrunk to illegible on the page).
+AGREEMENT_PER_ROW = 3
 
 
-def _tick_size(m: int) -> float:
-    """Font size of test-set labels for an m × m heatmap."""
-    return float(np.clip(260.0 / max(m, 1), 3.0, 9.0))
+def _tick_size(m: int, panel: float) -> float:
+    """Font size (points) of test-set labels for an m × m heatmap ``panel`` inches wide: one label per cell."""
+    cell_points = 0.8 * panel * 72.0 / max(m, 1)
+    return float(np.clip(0.85 * cell_points, 3.0, 9.0))
 
 
 def _group_label(model: str, run: str, single_run: bool) -> str:
     return model if single_run else f"{model} / {run}"
 
 
-def draw_heatmap(ax: Axes, matrix: pd.DataFrame, marks: pd.DataFrame | None, title: str) -> QuadMesh:
-    """Draw one correlation heatmap (colour scale -1…1) on ``ax``; ``marks`` (bool matrix) adds a dot."""
+def level_of(analysis: Analysis) -> str:
+    """The level the report draws: per-run groups when there are any, else the across-run cells."""
+    return "run" if analysis.groups("run") else "across_runs"
+
+
+def ordered_groups(analysis: Analysis, level: str) -> list[tuple[str, str]]:
+    """The (model, run) groups at ``level`` in model-size order (70m < 410m < 1.4b < 12b), runs naturally."""
+    return sorted(analysis.groups(level), key=lambda key: group_key(*key))
+
+
+def square(rows: pd.DataFrame, names: list[str], column: str) -> np.ndarray:
+    """``column`` of one group's pair rows as a symmetric (m × m) matrix in the order of ``names``.
+
+    Cells of pairs not in ``rows`` and the diagonal are NaN.
+    """
+    position = {name: i for i, name in enumerate(names)}
+    values = np.full((len(names), len(names)), np.nan)
+    i = rows["testset_a"].map(position)
+    j = rows["testset_b"].map(position)
+    keep = (i.notna() & j.notna()).to_numpy()
+    i, j = i[keep].to_numpy(dtype=int), j[keep].to_numpy(dtype=int)
+    column_values = rows[column].to_numpy()[keep].astype(float)
+    values[i, j] = column_values
+    values[j, i] = column_values
+    return values
+
+
+def group_rows(analysis: Analysis, level: str) -> dict[tuple[str, str], pd.DataFrame]:
+    """The pair rows of every group at ``level``, in model-size order."""
+    table = analysis.pooled_residuals if level == "pooled_residuals" else analysis.pairs
+    rows = table[table["level"] == level]
+    keys = sorted(dict.fromkeys(zip(rows["model"], rows["run"], strict=True)), key=lambda key: group_key(*key))
+    parts = {key: part for key, part in rows.groupby(["model", "run"], sort=False)}
+    return {key: parts[key] for key in keys}
+
+
+def testset_order(analysis: Analysis, level: str, value: str = "r_partial") -> list[str]:
+    """OOD test sets ordered by average-linkage clustering of the groups' mean ``value`` matrix (Fisher z)."""
+    groups = group_rows(analysis, level)
+    present: set[str] = set()
+    for rows in groups.values():
+        present |= set(rows["testset_a"]) | set(rows["testset_b"])
+    names = [name for name in analysis.settings.get("ood_resolved", []) if name in present] or sorted(present)
+    if not groups:
+        return names
+    pooled = pooled_correlation([square(rows, names, value) for rows in groups.values()])
+    return [names[i] for i in cluster_order(pooled)]
+
+
+def direction_label(metric: str, sign: int) -> str:
+    """Axis label saying which way a metric was turned: lower-is-better metrics are negated before analysis."""
+    if sign < 0:
+        return f"−{metric} (negated; lower raw = better)"
+    return f"{metric} score (higher = better)"
+
+
+def metric_sign(analysis: Analysis, role: str) -> tuple[str, int]:
+    """The metric and its ``sign`` (+1, or −1 when negated) of the ID (``role="id"``) or OOD scores."""
+    metric = analysis.settings["id_metric" if role == "id" else "metric"]
+    scores = analysis.scores
+    rows = scores[scores["metric"] == metric] if "metric" in scores else scores
+    if "role" in rows:
+        rows = rows[rows["role"] == role] if (rows["role"] == role).any() else rows
+    sign = int(rows["sign"].iloc[0]) if "sign" in rows and len(rows) else 1
+    return metric, sign
+
+
+def draw_heatmap(
+    ax: Axes,
+    matrix: pd.DataFrame,
+    marks: pd.DataFrame | None,
+    title: str,
+    panel: float = 6.0,
+    *,
+    row_labels: bool = True,
+    column_labels: bool = True,
+) -> AxesImage:
+    """Draw one correlation heatmap (colour scale -1…1) on ``ax``; ``marks`` (bool matrix) adds a dot.
+
+    Labels are the test-set names with shared prefixes stripped (:func:`gengen.report.order.short_labels`),
+    sized to one cell of a ``panel``-inch heatmap.
+    """
     values = matrix.to_numpy(dtype=float)
     m = values.shape[0]
-    mesh = ax.pcolormesh(np.ma.masked_invalid(values), cmap=CMAP, vmin=-1.0, vmax=1.0, rasterized=True)
+    image = ax.imshow(
+        np.ma.masked_invalid(values),
+        cmap=CMAP,
+        vmin=-1.0,
+        vmax=1.0,
+        interpolation="nearest",
+        extent=(0, m, m, 0),
+        rasterized=True,
+    )
     ax.set_xlim(0, m)
     ax.set_ylim(m, 0)
-    ax.set_aspect("equal")
-    size = _tick_size(m)
-    ax.set_xticks(np.arange(m) + 0.5, labels=list(matrix.columns), rotation=90, fontsize=size)
-    ax.set_yticks(np.arange(m) + 0.5, labels=list(matrix.index), fontsize=size)
-    ax.tick_params(length=0)
+    size = _tick_size(m, panel)
+    labels, _ = short_labels([*matrix.index, *matrix.columns])
+    ax.set_xticks(np.arange(m) + 0.5, labels=[labels[str(c)] for c in matrix.columns] if column_labels else [])
+    ax.set_yticks(np.arange(m) + 0.5, labels=[labels[str(c)] for c in matrix.index] if row_labels else [])
+    ax.tick_params(length=0, labelsize=size)
+    ax.tick_params(axis="x", labelrotation=90)
     if marks is not None:
         rows, cols = np.nonzero(marks.to_numpy(dtype=bool))
         ax.scatter(cols + 0.5, rows + 0.5, s=max(1.0, 900.0 / m**1.3), c="black", marker="o", linewidths=0)
     ax.set_title(title, fontsize=10)
-    return mesh
+    return image
 
 
-def heatmaps(analysis: Analysis, value: str = "r_partial") -> Figure:
-    """Per-group heatmaps of ``value`` side by side; a dot marks pairs with ``significant`` true."""
-    level = "run" if analysis.groups("run") else "across_runs"
-    keys = analysis.groups(level)
+def _label_inches(labels: list[str], points: float) -> float:
+    """Rough width of the longest label at ``points`` (no text layout: that is what makes big figures slow)."""
+    longest = max((len(label) for label in labels), default=1)
+    return 0.58 * points * longest / 72.0 + 0.1
+
+
+def heatmaps(
+    analysis: Analysis, value: str = "r_partial", order: list[str] | None = None, level: str | None = None
+) -> Figure:
+    """Per-group heatmaps of ``value`` side by side; a dot marks pairs with ``significant`` true.
+
+    Groups in model-size order; test sets in ``order`` (default :func:`testset_order`) in every panel, so rows
+    are labelled on the first panel of each line only and columns, being in the same order, not at all. Laid
+    out by hand: constrained layout measures every label again and again (seconds at 64 test sets).
+    """
+    level = level or level_of(analysis)
+    groups = group_rows(analysis, level)
+    keys = list(groups)
     single = len({model for model, _ in keys}) == len(keys)
-    m = max((len(analysis.matrix(model, run, value, level)) for model, run in keys), default=1)
+    order = order if order is not None else testset_order(analysis, level)
+    m = max(len(order), 1)
     panel = float(np.clip(0.11 * m + 2.5, 4.0, 9.0))
-    # Wrap into rows so that many groups stay readable side by side instead of shrinking to stamps.
+    labels, _ = short_labels(order)
+    margin = _label_inches(list(labels.values()), _tick_size(m, panel))
     columns = min(max(len(keys), 1), HEATMAPS_PER_ROW)
-    rows = -(-max(len(keys), 1) // columns)
-    figure = Figure(figsize=(panel * columns + 1.0, (panel + 0.4) * rows + 0.4), layout="constrained")
-    grid = figure.subplots(rows, columns, squeeze=False)
-    axes = list(grid.ravel())
-    for unused in axes[len(keys) :]:
-        unused.set_axis_off()
-    mesh = None
-    for ax, (model, run) in zip(axes, keys, strict=False):
-        matrix = analysis.matrix(model, run, value, level)
-        marks = analysis.matrix(model, run, "significant", level).fillna(0).astype(bool)
-        mesh = draw_heatmap(ax, matrix, marks, _group_label(model, run, single))
-    if mesh is not None:
-        figure.colorbar(mesh, ax=axes, shrink=0.6, label=value.replace("_", " "))
-    figure.suptitle(f"{value.replace('_', ' ')} (• adjusted p < {analysis.settings['alpha']})", fontsize=11)
+    lines = -(-max(len(keys), 1) // columns)
+    gap, top, bottom, bar = 0.25, 0.75, 0.25, 0.9
+    width = margin + columns * panel + (columns - 1) * gap + bar
+    height = top + lines * (panel + 0.4) + bottom
+    figure = Figure(figsize=(width, height))
+    image = None
+    for index, (model, run) in enumerate(keys):
+        line, column = divmod(index, columns)
+        left = margin + column * (panel + gap)
+        lower = height - top - line * (panel + 0.4) - panel
+        ax = figure.add_axes((left / width, lower / height, panel / width, panel / height))
+        rows = groups[(model, run)]
+        values = square(rows, order, value)
+        if value in ("r_partial", "r_raw"):
+            np.fill_diagonal(values, 1.0)
+        matrix = pd.DataFrame(values, index=order, columns=order)
+        marks = pd.DataFrame(np.nan_to_num(square(rows, order, "significant")) > 0, index=order, columns=order)
+        image = draw_heatmap(
+            ax, matrix, marks, _group_label(model, run, single), panel, row_labels=column == 0, column_labels=False
+        )
+    if image is not None:
+        cax = figure.add_axes(
+            ((width - bar + 0.25) / width, (bottom + 0.5) / height, 0.18 / width, 0.5 * panel / height)
+        )
+        figure.colorbar(image, cax=cax, label=value.replace("_", " "))
+    figure.suptitle(
+        f"{value.replace('_', ' ')} (• adjusted p < {analysis.settings['alpha']}); columns in the order of the rows",
+        fontsize=11,
+        y=1 - 0.2 / height,
+    )
     return figure
 
 
 def raw_vs_partial(analysis: Analysis, model: str, run: str) -> Figure:
-    """Raw and partial correlation heatmaps of one run, side by side."""
-    raw = analysis.matrix(model, run, "r_raw")
+    """Raw and partial correlation heatmaps of one run, side by side (test sets clustered)."""
     partial = analysis.matrix(model, run, "r_partial")
-    marks = analysis.matrix(model, run, "significant").fillna(0).astype(bool)
+    order = [partial.index[i] for i in cluster_order(partial.to_numpy(dtype=float))]
+    partial = partial.reindex(index=order, columns=order)
+    raw = analysis.matrix(model, run, "r_raw").reindex(index=order, columns=order)
+    marks = analysis.matrix(model, run, "significant").reindex(index=order, columns=order).fillna(0).astype(bool)
     m = len(raw)
     panel = float(np.clip(0.11 * m + 2.5, 4.0, 9.0))
     figure = Figure(figsize=(2 * panel + 1.0, panel + 0.8), layout="constrained")
     ax_raw, ax_partial = figure.subplots(1, 2)
-    draw_heatmap(ax_raw, raw, None, "raw correlation")
-    mesh = draw_heatmap(ax_partial, partial, marks, f"partial correlation given {analysis.settings['id_testset']}")
-    figure.colorbar(mesh, ax=[ax_raw, ax_partial], shrink=0.6)
+    draw_heatmap(ax_raw, raw, None, "raw correlation", panel)
+    title = f"partial correlation given {analysis.settings['id_testset']}"
+    image = draw_heatmap(ax_partial, partial, marks, title, panel)
+    figure.colorbar(image, ax=[ax_raw, ax_partial], shrink=0.6)
     figure.suptitle(f"{model} / {run}", fontsize=11)
     return figure
 
@@ -121,8 +254,13 @@ def residual_scatter(analysis: Analysis, model: str, run: str, pairs: list[tuple
         for pair in (pairs or strongest_pairs(analysis, model, run))
         if pair[0] in residuals.columns and pair[1] in residuals.columns
     ][: 2 * MAX_SCATTER_PAIRS]
-    figure = Figure(figsize=(3.3 * max(len(chosen), 1) + 0.8, 3.4), layout="constrained")
+    width, height = 3.3 * max(len(chosen), 1) + 1.2, 3.4
+    figure = Figure(figsize=(width, height))
     axes = figure.subplots(1, max(len(chosen), 1), squeeze=False)[0]
+    # Fixed margins instead of constrained layout (which measures every label repeatedly).
+    figure.subplots_adjust(
+        left=0.8 / width, right=1 - 1.2 / width, bottom=0.6 / height, top=1 - 0.7 / height, wspace=0.55
+    )
     steps = residuals.index.to_numpy(dtype=float)
     norm = LogNorm(vmin=max(steps.min(), 1.0), vmax=max(steps.max(), 2.0))
     points = None
@@ -139,51 +277,91 @@ def residual_scatter(analysis: Analysis, model: str, run: str, pairs: list[tuple
         ax.set_xlabel(f"{a} residual", fontsize=8)
         ax.set_ylabel(f"{b} residual", fontsize=8)
         ax.set_title(f"partial r = {r:.2f}", fontsize=9)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(labelsize=8)
     if not chosen:
         axes[0].text(0.5, 0.5, "no pairs to show", ha="center", va="center")
         axes[0].set_axis_off()
     if points is not None:
-        figure.colorbar(points, ax=list(axes), label="step", shrink=0.8)
+        cax = figure.add_axes((1 - 0.95 / width, 0.6 / height, 0.15 / width, 1 - 1.3 / height))
+        colorbar = figure.colorbar(points, cax=cax, label="step")
+        colorbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: step_text(value)))
+        colorbar.ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
     figure.suptitle(f"residuals given {analysis.settings['id_testset']} — {model} / {run}", fontsize=10)
     return figure
 
 
-def trajectories(analysis: Analysis, model: str, run: str) -> Figure:
-    """ID (black) and OOD scores over steps of one run (symmetric-log step axis)."""
+def step_text(step: float) -> str:
+    """A step count in short form: 512, 13k, 1.2M."""
+    size = abs(step)
+    if size >= 1e6:
+        return f"{step / 1e6:.3g}M"
+    if size >= 1e3:
+        return f"{step / 1e3:.3g}k"
+    return f"{step:.0f}"
+
+
+def top_moving(table: pd.DataFrame, names: list[str], count: int) -> list[str]:
+    """The ``count`` columns of ``table`` among ``names`` whose scores span the widest range over training."""
+    spans = (table[names].max() - table[names].min()).sort_values(ascending=False, kind="stable")
+    return list(spans.index[:count])
+
+
+def trajectories(analysis: Analysis, model: str, run: str, top: int = TOP_TRAJECTORIES) -> Figure:
+    """ID (black) and the ``top`` OOD test sets whose scores move most, over steps of one run (symlog steps).
+
+    The axis labels say which way each metric runs (``sign``): lower-is-better metrics were negated. When
+    the ID metric differs from the OOD metric, ID gets its own axis on the right.
+    """
     table = analysis.wide(model, run)
     id_name = analysis.settings["id_testset"]
-    figure = Figure(figsize=(8.0, 4.2), layout="constrained")
-    ax = figure.subplots()
+    ood_all = list(table.columns[1:])
+    ood = top_moving(table, ood_all, top)
+    labels, _ = short_labels(ood_all)
+    id_metric, id_sign = metric_sign(analysis, "id")
+    metric, sign = metric_sign(analysis, "ood")
+    own_axis = (id_metric, id_sign) != (metric, sign)
+    width, height = 9.0, 4.4
+    figure = Figure(figsize=(width, height))
+    right = (2.3 if not own_axis else 3.0) / width
+    ax = figure.add_axes((0.75 / width, 0.6 / height, 1 - right - 0.75 / width, 1 - 1.05 / height))
     steps = table.index.to_numpy(dtype=float)
-    ood = list(table.columns[1:])
     for name in ood:
-        ax.plot(
-            steps,
-            table[name],
-            linewidth=0.9,
-            alpha=0.75 if len(ood) <= MAX_LEGEND else 0.35,
-            label=name if len(ood) <= MAX_LEGEND else None,
-        )
-    ax.plot(steps, table[id_name], color="black", linewidth=2.2, label=f"{id_name} (ID)")
+        ax.plot(steps, table[name], linewidth=1.2, alpha=0.85, label=labels[name])
+    id_ax = ax.twinx() if own_axis else ax
+    id_ax.plot(steps, table[id_name], color="black", linewidth=2.2, label=f"{id_name} (ID)")
     ax.set_xscale("symlog", linthresh=1.0)
-    ax.set_xlabel("step")
-    sign = "−" if int(analysis.scores.loc[analysis.scores["testset"] == id_name, "sign"].iloc[0]) < 0 else ""
-    ax.set_ylabel(f"{sign}score (higher = better)")
-    ax.legend(fontsize=7, ncol=2 if len(ood) > 6 else 1, loc="best")
-    ax.set_title(
-        f"scores over training — {model} / {run}" + ("" if len(ood) <= MAX_LEGEND else f" ({len(ood)} OOD test sets)"),
-        fontsize=10,
-    )
+    # Plain tick text (1k, 10k): the default 10^n labels go through mathtext, slow for a simple axis.
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: step_text(value)))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
+    ax.set_xlabel("step", fontsize=9)
+    ax.set_ylabel(direction_label(metric, sign), fontsize=9)
+    ax.tick_params(labelsize=8)
+    handles, names = ax.get_legend_handles_labels()
+    if own_axis:
+        id_ax.set_ylabel(f"ID: {direction_label(id_metric, id_sign)}", fontsize=9)
+        id_ax.tick_params(labelsize=8)
+        extra_handles, extra_names = id_ax.get_legend_handles_labels()
+        handles, names = handles + extra_handles, names + extra_names
+    ax.legend(handles, names, fontsize=8, ncol=1, loc="center left", bbox_to_anchor=(1.14 if own_axis else 1.01, 0.5))
+    shown = f"{len(ood)} of {len(ood_all)} OOD test sets that move most" if len(ood) < len(ood_all) else "OOD"
+    ax.set_title(f"scores over training — {model} / {run} ({shown})", fontsize=10)
     return figure
 
 
 def agreement(comparison: Comparison) -> Figure:
     """For every two groups: their partial correlations pair by pair, with Mantel r, p and sign agreement."""
-    groups = comparison.groups
+    groups = sorted(comparison.groups, key=lambda label: group_key(*[*label.split(" / ", 1), ""][:2]))
     couples = list(combinations(groups, 2))[:6]
-    figure = Figure(figsize=(3.8 * max(len(couples), 1) + 0.4, 3.9), layout="constrained")
-    axes = figure.subplots(1, max(len(couples), 1), squeeze=False)[0]
+    columns = min(max(len(couples), 1), AGREEMENT_PER_ROW)
+    lines = -(-max(len(couples), 1) // columns)
+    width, height = 3.8 * columns + 0.4, 3.9 * lines
+    figure = Figure(figsize=(width, height))
+    axes = list(figure.subplots(lines, columns, squeeze=False).ravel())
+    figure.subplots_adjust(
+        left=0.6 / width, right=1 - 0.2 / width, bottom=0.55 / height, top=1 - 0.7 / height, wspace=0.4, hspace=0.55
+    )
+    for unused in axes[len(couples) :]:
+        unused.set_axis_off()
     if not couples:
         axes[0].text(0.5, 0.5, "one group only: nothing to compare", ha="center", va="center")
         axes[0].set_axis_off()
@@ -194,6 +372,7 @@ def agreement(comparison: Comparison) -> Figure:
             long[long["group"] == group_b], on=["testset_a", "testset_b"], suffixes=("_a", "_b")
         )
         agree = both["sign_a"] == both["sign_b"]
+        dense = len(both) > RASTERIZE_ABOVE
         ax.axhline(0, color="grey", linewidth=0.6)
         ax.axvline(0, color="grey", linewidth=0.6)
         ax.plot([-1, 1], [-1, 1], color="grey", linewidth=0.6, linestyle="--")
@@ -204,6 +383,7 @@ def agreement(comparison: Comparison) -> Figure:
             alpha=0.6,
             color="tab:blue",
             label="same sign",
+            rasterized=dense,
         )
         ax.scatter(
             both.loc[~agree, "r_a"],
@@ -212,9 +392,12 @@ def agreement(comparison: Comparison) -> Figure:
             alpha=0.6,
             color="tab:red",
             label="opposite sign",
+            rasterized=dense,
         )
-        row = comparison.agreement[
-            (comparison.agreement["group_a"] == group_a) & (comparison.agreement["group_b"] == group_b)
+        table = comparison.agreement
+        row = table[
+            ((table["group_a"] == group_a) & (table["group_b"] == group_b))
+            | ((table["group_a"] == group_b) & (table["group_b"] == group_a))
         ].iloc[0]
         ax.set_title(
             f"Mantel r = {row['mantel_r']:.2f}, p = {row['mantel_p']:.3g}\n"
@@ -226,9 +409,14 @@ def agreement(comparison: Comparison) -> Figure:
         ax.set_xlim(-1, 1)
         ax.set_ylim(-1, 1)
         ax.set_aspect("equal")
-        ax.tick_params(labelsize=7)
-    axes[0].legend(fontsize=7, loc="lower right")
+        ax.tick_params(labelsize=8)
+    axes[0].legend(fontsize=8, loc="lower right")
     return figure
+
+
+def css_width(figure: Figure) -> int:
+    """Width in CSS pixels (96 per inch) at which a figure shows its fonts at their point size."""
+    return round(float(figure.get_size_inches()[0]) * 96)
 
 
 def save_figure(figure: Figure, folder: Path, name: str) -> tuple[Path, Path, str]:
@@ -243,7 +431,8 @@ def save_figure(figure: Figure, folder: Path, name: str) -> tuple[Path, Path, st
     folder.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=PNG_DPI)
-    figure.set_layout_engine("none")  # keep the layout just computed; the SVG need not redo it
+    if figure.get_layout_engine() is not None:
+        figure.set_layout_engine("none")  # keep the layout just computed; the SVG need not redo it
     png = folder / f"{name}.png"
     png.write_bytes(buffer.getvalue())
     svg = folder / f"{name}.svg"

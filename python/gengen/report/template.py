@@ -1,4 +1,8 @@
-"""The report's HTML template (jinja2, rendered with autoescaping: every name from user data is escaped)."""
+"""The report's HTML template (jinja2, rendered with autoescaping: every name from user data is escaped).
+
+The page is one file: figures inline as base64 PNG, interactive parts (tables, heatmaps, trajectories) built by
+the script in :mod:`gengen.report.assets` from one JSON block, nothing loaded from the network.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +12,7 @@ TEMPLATE = """<!DOCTYPE html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{ title }}</title>
-<style>
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1400px;
-       padding: 0 1em; color: #1a1a1a; background: #ffffff; }
-h1 { font-size: 1.6em; } h2 { font-size: 1.3em; margin-top: 2em; border-bottom: 1px solid #ccc; }
-h3 { font-size: 1.1em; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1em 0; }
-th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; }
-th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.scroll { overflow-x: auto; }
-img { max-width: 100%; height: auto; display: block; margin: 0.5em 0; }
-.warning { background: #fff4e5; border-left: 4px solid #e69500; padding: 0.4em 0.8em; margin: 0.3em 0; }
-.note { color: #555; font-size: 0.9em; }
-figcaption { color: #555; font-size: 0.85em; }
-</style>
+<style>{{ css | safe }}</style>
 </head>
 <body>
 {% macro render(t) -%}
@@ -31,67 +22,108 @@ figcaption { color: #555; font-size: 0.85em; }
 <td{% if numeric %} class="num"{% endif %}>{{ cell }}</td>{% endfor %}</tr>
 {% endfor %}</table></div>{% else %}<p class="note">{{ t.empty }}</p>{% endif %}
 {%- endmacro %}
+{% macro settings_table(rows) -%}
+<table class="settings"><tr><th>setting (as these rows used it)</th><th>value</th></tr>
+{% for key, value in rows %}<tr><td>{{ key }}</td><td>{{ value }}</td></tr>
+{% endfor %}</table>
+{%- endmacro %}
+{% macro figure(f) -%}
+<figure><img alt="{{ f.alt }}" width="{{ f.width }}" src="data:image/png;base64,{{ f.data }}">
+<figcaption>{{ f.caption }}</figcaption></figure>
+{%- endmacro %}
 <h1>{{ title }}</h1>
 <p class="note">Generated {{ generated }} by gengen {{ versions.get("gengen", "?") }}.
 ID test set <strong>{{ settings.id_testset }}</strong> ({{ settings.id_metric }});
 {{ settings.ood_resolved | length }} OOD test sets ({{ settings.metric }});
+{{ n_groups }} group{{ "s" if n_groups != 1 }};
 mode {{ settings.mode_resolved }}; fit {{ settings.fit }}; {{ settings.method }} correlation;
-p-values adjusted with {{ settings.adjust }} (from {{ settings.primary_p }}),
-significance at {{ settings.alpha }}.</p>
+significance from {{ deciding }}, adjusted with {{ settings.adjust }} at {{ settings.alpha }}.
+Tables and figures need JavaScript for searching, sorting and hovering; the full tables are pairs.csv
+and pooled.csv, the figures are also in {{ figure_folder }}/ as PNG and SVG.</p>
+<noscript><p class="warning">JavaScript is off: the tables, heatmaps and trajectories below stay empty.
+Read pairs.csv and the figures in {{ figure_folder }}/ instead.</p></noscript>
+<nav><ul>
+{% for anchor, label in contents %}<li><a href="#{{ anchor }}">{{ label }}</a></li>
+{% endfor %}</ul></nav>
 
 {% if warnings %}
-<h2>Warnings</h2>
-{% for warning in warnings %}<div class="warning">{{ warning }}</div>
+<h2 id="warnings">Warnings ({{ warnings | length }})</h2>
+{% for warning in warnings[:5] %}<div class="warning">{{ warning }}</div>
 {% endfor %}
+{% if warnings | length > 5 %}<details><summary>{{ warnings | length - 5 }} more</summary>
+{% for warning in warnings[5:] %}<div class="warning">{{ warning }}</div>
+{% endfor %}</details>{% endif %}
 {% endif %}
 
-<h2>Summary</h2>
+<h2 id="summary">Summary</h2>
 {{ render(tables.summary) }}
 
-<h2>Partial correlations per group</h2>
-{% for figure in figures.heatmaps %}
-<figure><img alt="{{ figure.alt }}" src="data:image/png;base64,{{ figure.data }}">
-<figcaption>{{ figure.caption }}</figcaption></figure>
+{% for section in sections %}
+<h2 id="{{ section.anchor }}">{{ section.heading }}</h2>
+<p class="note">{{ section.note }}</p>
+<h3>Settings</h3>
+{{ settings_table(section.settings) }}
+<h3>Partial correlations</h3>
+<p class="note">Test sets in the order of an average-linkage clustering of the panels' mean partial
+correlation (Fisher z), the same order in every panel{% if section.stripped %}; labels omit the
+prefix{{ "es" if section.stripped | length > 1 }}
+{% for prefix in section.stripped %}<code>{{ prefix }}</code>{{ ", " if not loop.last }}{% endfor %}{% endif %}.
+Hover a cell for the full names and values; a dot marks pairs significant after adjustment.</p>
+<div data-heatmap="{{ section.key }}"></div>
+<h3>Pairs</h3>
+<p class="note">Every pair of every group. p_deciding is the unadjusted p-value behind <em>significant</em>
+(its method in p_deciding_method); the interval's method is ci_method; diagnostics says where a row's assumptions
+look doubtful. Click a header to sort; type to search.</p>
+<div class="dt" data-table="{{ section.key }}"></div>
 {% endfor %}
 
-<h2>Across groups</h2>
-{% if comparison_text %}<p>{{ comparison_text }}</p>{% endif %}
-{% for figure in figures.agreement %}
-<figure><img alt="{{ figure.alt }}" src="data:image/png;base64,{{ figure.data }}">
-<figcaption>{{ figure.caption }}</figcaption></figure>
-{% endfor %}
-{{ render(tables.agreement) }}
+{% if comparison %}
+<h2 id="across-groups">Across groups</h2>
+<p>{{ comparison.text }}</p>
+{% for f in comparison.figures %}{{ figure(f) }}{% endfor %}
+<div class="dt" data-table="agreement"></div>
 <h3>Conflicting pairs (significantly positive in one group, significantly negative in another)</h3>
-{{ render(tables.conflicts) }}
-
-{% if tables.pooled %}
-<h2>Pooled across runs (Fisher-z meta-analysis)</h2>
-<p class="note">Strongest random-effects estimates; the full table is pooled.csv.</p>
-{{ render(tables.pooled) }}
+{% if comparison.conflicts %}<div class="dt" data-table="conflicts"></div>{% else %}<p class="note">none</p>{% endif %}
 {% endif %}
 
-{% for group in groups %}
-<h2>{{ group.label }}</h2>
-<h3>Strongest pairs</h3>
-{{ render(group.table) }}
-{% for figure in group.figures %}
-<figure><img alt="{{ figure.alt }}" src="data:image/png;base64,{{ figure.data }}">
-<figcaption>{{ figure.caption }}</figcaption></figure>
-{% endfor %}
-{% endfor %}
+{% if pooled %}
+<h2 id="pooled">Pooled across runs (meta-analysis)</h2>
+<p class="note">Per-run estimates pooled per cell; the columns are those of pooled.csv.</p>
+<h3>Settings</h3>
+{{ settings_table(pooled.settings) }}
+<div class="dt" data-table="pooled"></div>
+{% endif %}
 
-<h2>Settings</h2>
+{% if trajectories %}
+<h2 id="trajectories">Scores over training</h2>
+<p class="note">One panel per test set (the ID test set first, framed), one line per group, coloured by model
+size; step axis logarithmic. {{ trajectories.direction }} Hover a panel or line for its full name.</p>
+<div data-trajectories="scores"></div>
+{% endif %}
+
+{% if groups %}
+<h2 id="residuals">Residuals and trajectories per group</h2>
+{% for group in groups %}
+<h3>{{ group.label }}</h3>
+{% for f in group.figures %}{{ figure(f) }}{% endfor %}
+{% endfor %}
+{% endif %}
+
+<h2 id="settings">Options as requested</h2>
+<p class="note">What the analysis was asked for; each section's Settings above say what its rows actually used.</p>
 <table>
 <tr><th>setting</th><th>value</th></tr>
 {% for key, value in settings_rows %}<tr><td>{{ key }}</td><td>{{ value }}</td></tr>
 {% endfor %}
 </table>
-<h2>Package versions</h2>
+<h2 id="versions">Package versions</h2>
 <table>
 <tr><th>package</th><th>version</th></tr>
 {% for key, value in versions.items() %}<tr><td>{{ key }}</td><td>{{ value }}</td></tr>
 {% endfor %}
 </table>
+<script type="application/json" id="gengen-data">{{ payload | safe }}</script>
+<script>{{ script | safe }}</script>
 </body>
 </html>
 """

@@ -1,0 +1,433 @@
+"""The report page's style sheet and script (vanilla JavaScript, no library, nothing loaded from the network).
+
+The script reads one JSON block (``<script type="application/json" id="gengen-data">``) and builds:
+
+* ``div[data-table]``: a searchable (every word must match), sortable (click a header), paged table;
+* ``div[data-heatmap]``: correlation heatmaps drawn on canvases, test sets in one clustered order in every
+  panel, labels as HTML text (≥ 9 px) and a tooltip with the full names and values under the pointer;
+* ``div[data-trajectories]``: small multiples of the score trajectories, one SVG panel per test set, one line
+  per group, coloured by model size.
+
+User-supplied names only ever reach the page through ``textContent``/attributes, never as markup.
+"""
+
+from __future__ import annotations
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1400px;
+       padding: 0 1em; color: #1a1a1a; background: #ffffff; font-size: 16px; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.3em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+h3 { font-size: 1.1em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1em 0; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.long { font-size: 0.85em; min-width: 14em; max-width: 24em; color: #333; }
+td.txt { white-space: nowrap; }
+td.flag { color: #8a4b00; }
+.scroll { overflow-x: auto; }
+img { max-width: 100%; height: auto; display: block; margin: 0.5em 0; }
+.warning { background: #fff4e5; border-left: 4px solid #e69500; padding: 0.4em 0.8em; margin: 0.3em 0; }
+.note { color: #555; font-size: 0.9em; }
+figcaption { color: #555; font-size: 0.85em; }
+nav ul { columns: 2; font-size: 0.95em; }
+table.settings td:first-child { white-space: nowrap; color: #333; }
+.dt-controls { display: flex; flex-wrap: wrap; gap: 0.6em; align-items: center; font-size: 0.9em; }
+.dt-controls input[type=search] { min-width: 22em; padding: 0.2em 0.4em; font-size: 1em; }
+.dt-controls button, .dt-controls select { font-size: 1em; }
+.dt table th { cursor: pointer; user-select: none; white-space: nowrap; }
+.dt table th[aria-sort=ascending]::after { content: " \\25B2"; }
+.dt table th[aria-sort=descending]::after { content: " \\25BC"; }
+.hm-controls { font-size: 0.9em; margin: 0.4em 0; display: flex; gap: 1em; align-items: center; flex-wrap: wrap; }
+.hm-scale { display: inline-block; width: 140px; height: 12px; vertical-align: middle; border: 1px solid #999; }
+.hm-panels { display: flex; flex-wrap: wrap; gap: 1.5em; }
+.hm-panel { overflow-x: auto; }
+.hm-title { font-weight: 600; font-size: 14px; margin: 0.2em 0; }
+.hm-grid { display: grid; }
+.hm-cols { display: flex; align-items: flex-end; }
+.hm-rows { display: flex; flex-direction: column; }
+.hm-lbl { overflow: hidden; white-space: nowrap; color: #222; }
+.hm-rows .hm-lbl { text-align: right; padding-right: 4px; }
+.hm-cols .hm-lbl { writing-mode: vertical-rl; transform: rotate(180deg); text-align: left; padding-top: 4px; }
+.hm-lbl.on { background: #ffe08a; }
+canvas.hm-canvas { display: block; cursor: crosshair; image-rendering: pixelated; }
+.tip { position: fixed; z-index: 10; background: #fff; border: 1px solid #888; padding: 0.3em 0.5em;
+       font-size: 13px; pointer-events: none; box-shadow: 0 1px 4px rgba(0,0,0,0.25); display: none;
+       max-width: 32em; white-space: pre-line; }
+.tm-legend { display: flex; flex-wrap: wrap; gap: 0.4em 1.2em; font-size: 13px; margin: 0.4em 0; }
+.tm-swatch { display: inline-block; width: 18px; height: 4px; vertical-align: middle; margin-right: 0.3em; }
+.tm-panels { display: flex; flex-wrap: wrap; gap: 4px; }
+.tm-panels svg { border: 1px solid #e4e4e4; background: #fff; }
+.tm-panels svg.id { border-color: #333; }
+.tm-text { font-size: 10px; fill: #222; }
+.tm-tick { font-size: 9px; fill: #555; }
+"""
+
+JS = r"""
+(function () {
+  "use strict";
+  var source = document.getElementById("gengen-data");
+  if (!source) { return; }
+  var data = JSON.parse(source.textContent);
+  var tip = document.createElement("div");
+  tip.className = "tip";
+  document.body.appendChild(tip);
+
+  function make(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) { node.className = className; }
+    if (text !== undefined && text !== null) { node.textContent = text; }
+    return node;
+  }
+  function svg(tag, attrs, text) {
+    var node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    Object.keys(attrs || {}).forEach(function (key) { node.setAttribute(key, attrs[key]); });
+    if (text !== undefined) { node.textContent = text; }
+    return node;
+  }
+  function showTip(event, text) {
+    tip.textContent = text;
+    tip.style.display = "block";
+    var x = event.clientX + 14, y = event.clientY + 14;
+    var box = tip.getBoundingClientRect();
+    if (x + box.width > window.innerWidth) { x = Math.max(0, event.clientX - box.width - 14); }
+    if (y + box.height > window.innerHeight) { y = Math.max(0, event.clientY - box.height - 14); }
+    tip.style.left = x + "px";
+    tip.style.top = y + "px";
+  }
+  function hideTip() { tip.style.display = "none"; }
+  function fmt(kind, v) {
+    if (v === null || v === undefined) { return ""; }
+    if (kind === "bool") { return v ? "yes" : "no"; }
+    if (kind === "int") { return String(v); }
+    var a = Math.abs(v);
+    if (v === 0) { return "0"; }
+    if (kind === "p") { return a < 1e-3 ? v.toExponential(2) : v.toFixed(a < 0.01 ? 4 : 3); }
+    if (a >= 1e5 || a < 1e-3) { return v.toExponential(2); }
+    if (Number.isInteger(v) && a >= 2) { return String(v); }
+    return v.toFixed(3);
+  }
+
+  // ---------------------------------------------------------------- tables
+  function buildTable(root, spec) {
+    var cols = spec.columns, n = spec.n;
+    var textCols = cols.filter(function (c) { return c.kind === "text"; });
+    var hay = new Array(n);
+    for (var i = 0; i < n; i++) {
+      hay[i] = textCols.map(function (c) { return c.levels[c.values[i]]; }).join(" \u0001 ").toLowerCase();
+    }
+    var sigCol = cols.filter(function (c) { return c.kind === "bool" && /^significant/.test(c.name); })[0];
+    var state = { rows: [], sortCol: null, desc: true, page: 0, size: spec.pageSize || 25, query: "", sigOnly: false };
+    var controls = make("div", "dt-controls");
+    var search = make("input");
+    search.type = "search";
+    search.placeholder = "search names and methods (all words must match)";
+    search.setAttribute("aria-label", "search the table");
+    controls.appendChild(search);
+    var sigBox = null;
+    if (sigCol) {
+      var label = make("label");
+      sigBox = make("input");
+      sigBox.type = "checkbox";
+      label.appendChild(sigBox);
+      label.appendChild(document.createTextNode(" " + sigCol.name + " only"));
+      controls.appendChild(label);
+    }
+    var sizeSel = make("select");
+    [25, 100, 500].forEach(function (size) {
+      var option = make("option", null, size + " rows");
+      option.value = String(size);
+      if (size === state.size) { option.selected = true; }
+      sizeSel.appendChild(option);
+    });
+    controls.appendChild(sizeSel);
+    var prev = make("button", null, "\u2190 previous"), next = make("button", null, "next \u2192");
+    prev.type = "button"; next.type = "button";
+    var count = make("span", "note");
+    controls.appendChild(prev); controls.appendChild(next); controls.appendChild(count);
+    root.appendChild(controls);
+    var scroll = make("div", "scroll"), table = make("table"), thead = make("thead"), tbody = make("tbody");
+    var headRow = make("tr");
+    var headers = cols.map(function (c, index) {
+      var th = make("th", null, c.name);
+      if (c.help) { th.title = c.help; }
+      th.addEventListener("click", function () {
+        if (state.sortCol === index) {
+          state.desc = !state.desc;
+        } else {
+          state.sortCol = index;
+          state.desc = c.kind !== "text";
+        }
+        state.page = 0;
+        apply();
+      });
+      headRow.appendChild(th);
+      return th;
+    });
+    thead.appendChild(headRow);
+    table.appendChild(thead); table.appendChild(tbody); scroll.appendChild(table); root.appendChild(scroll);
+
+    function sortKey(c, i) {
+      var v = c.values[i];
+      return c.kind === "text" ? c.levels[v] : v;
+    }
+    function apply() {
+      var words = state.query.toLowerCase().split(/\s+/).filter(Boolean);
+      var rows = [];
+      for (var i = 0; i < n; i++) {
+        if (state.sigOnly && sigCol && !sigCol.values[i]) { continue; }
+        var ok = true;
+        for (var w = 0; w < words.length; w++) { if (hay[i].indexOf(words[w]) < 0) { ok = false; break; } }
+        if (ok) { rows.push(i); }
+      }
+      if (state.sortCol !== null) {
+        var c = cols[state.sortCol], sign = state.desc ? -1 : 1;
+        rows.sort(function (a, b) {
+          var x = sortKey(c, a), y = sortKey(c, b);
+          if (x === null || x === undefined) { return (y === null || y === undefined) ? a - b : 1; }
+          if (y === null || y === undefined) { return -1; }
+          if (c.kind === "text") { var t = x.localeCompare(y); return t === 0 ? a - b : sign * t; }
+          return x === y ? a - b : sign * (x < y ? -1 : 1);
+        });
+      }
+      headers.forEach(function (th, index) {
+        if (index === state.sortCol) { th.setAttribute("aria-sort", state.desc ? "descending" : "ascending"); }
+        else { th.removeAttribute("aria-sort"); }
+      });
+      state.rows = rows;
+      render();
+    }
+    function render() {
+      var pages = Math.max(1, Math.ceil(state.rows.length / state.size));
+      state.page = Math.min(state.page, pages - 1);
+      var start = state.page * state.size, stop = Math.min(state.rows.length, start + state.size);
+      var body = make("tbody");
+      for (var r = start; r < stop; r++) {
+        var i = state.rows[r], tr = make("tr");
+        cols.forEach(function (c) {
+          var text = c.kind === "text" ? c.levels[c.values[i]] : fmt(c.kind, c.values[i]);
+          var wrapped = /method$|^diagnostics$/.test(c.name) || text.length > 60;
+          var td = make("td", c.kind === "text" ? (wrapped ? "long" : "txt") : "num", text);
+          if (c.name === "diagnostics" && text) { td.className += " flag"; }
+          tr.appendChild(td);
+        });
+        body.appendChild(tr);
+      }
+      table.replaceChild(body, tbody);
+      tbody = body;
+      count.textContent = state.rows.length ? "rows " + (start + 1) + "\u2013" + stop + " of " + state.rows.length +
+        (state.rows.length < n ? " (filtered from " + n + ")" : "") : "no rows match";
+      prev.disabled = state.page === 0;
+      next.disabled = state.page >= pages - 1;
+    }
+    search.addEventListener("input", function () { state.query = search.value; state.page = 0; apply(); });
+    if (sigBox) {
+      sigBox.addEventListener("change", function () { state.sigOnly = sigBox.checked; state.page = 0; apply(); });
+    }
+    sizeSel.addEventListener("change", function () {
+      state.size = parseInt(sizeSel.value, 10);
+      state.page = 0;
+      render();
+    });
+    prev.addEventListener("click", function () { state.page -= 1; render(); });
+    next.addEventListener("click", function () { state.page += 1; render(); });
+    apply();
+  }
+
+  // -------------------------------------------------------------- heatmaps
+  function buildHeatmaps(root, spec) {
+    var m = spec.names.length;
+    var cell = Math.max(10, Math.min(26, Math.round(640 / Math.max(m, 1))));
+    var font = Math.max(9, Math.min(12, cell - 2));
+    var ratio = window.devicePixelRatio || 1;
+    var current = spec.values[0];
+    var controls = make("div", "hm-controls");
+    if (spec.values.length > 1) {
+      var label = make("label", null, "show ");
+      var select = make("select");
+      spec.values.forEach(function (value) {
+        var option = make("option", null, value);
+        option.value = value;
+        select.appendChild(option);
+      });
+      select.addEventListener("change", function () {
+        current = select.value;
+        panels.forEach(function (p) { p.draw(); });
+      });
+      label.appendChild(select);
+      controls.appendChild(label);
+    }
+    var scale = make("span");
+    scale.appendChild(document.createTextNode("\u22121 "));
+    var bar = make("span", "hm-scale");
+    var stops = spec.palette.filter(function (_, k) { return k % 32 === 0 || k === 255; });
+    bar.style.background = "linear-gradient(to right," + stops.join(",") + ")";
+    scale.appendChild(bar);
+    scale.appendChild(document.createTextNode(" +1 \u2003\u25CF significant"));
+    controls.appendChild(scale);
+    root.appendChild(controls);
+    var holder = make("div", "hm-panels");
+    root.appendChild(holder);
+    function index(i, j) {
+      if (i > j) { var t = i; i = j; j = t; }
+      return i * m - (i * (i + 1)) / 2 + (j - i - 1);
+    }
+    function labels(vertical) {
+      var box = make("div", vertical ? "hm-cols" : "hm-rows");
+      return { box: box, items: spec.labels.map(function (text, k) {
+        var node = make("div", "hm-lbl", text);
+        node.title = spec.names[k];
+        node.style.fontSize = font + "px";
+        node.style.lineHeight = cell + "px";
+        if (vertical) { node.style.width = cell + "px"; } else { node.style.height = cell + "px"; }
+        box.appendChild(node);
+        return node;
+      }) };
+    }
+    var panels = spec.panels.map(function (panel) {
+      var wrap = make("div", "hm-panel");
+      wrap.appendChild(make("div", "hm-title", panel.title));
+      var grid = make("div", "hm-grid");
+      grid.style.gridTemplateColumns = "auto " + (m * cell) + "px";
+      var cols = labels(true), rows = labels(false);
+      var canvas = make("canvas", "hm-canvas");
+      canvas.width = Math.round(m * cell * ratio);
+      canvas.height = Math.round(m * cell * ratio);
+      canvas.style.width = (m * cell) + "px";
+      canvas.style.height = (m * cell) + "px";
+      canvas.setAttribute("role", "img");
+      canvas.setAttribute("aria-label", panel.title + ": heatmap of " + m + " test sets");
+      grid.appendChild(make("div"));
+      grid.appendChild(cols.box);
+      grid.appendChild(rows.box);
+      grid.appendChild(canvas);
+      wrap.appendChild(grid);
+      holder.appendChild(wrap);
+      var ctx = canvas.getContext("2d");
+      function value(name, i, j) {
+        if (i === j) { return name.indexOf("r_") === 0 ? 1 : null; }
+        var list = panel.values[name];
+        return list ? list[index(i, j)] : null;
+      }
+      function draw() {
+        ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+        ctx.clearRect(0, 0, m * cell, m * cell);
+        for (var i = 0; i < m; i++) {
+          for (var j = 0; j < m; j++) {
+            var v = value(current, i, j);
+            var shade = Math.max(0, Math.min(255, Math.round((v + 1) * 127.5)));
+            ctx.fillStyle = v === null ? "#e8e8e8" : spec.palette[shade];
+            ctx.fillRect(j * cell, i * cell, cell, cell);
+            if (i !== j && current === spec.values[0] && panel.sig[index(i, j)] === "1") {
+              ctx.fillStyle = "#000";
+              ctx.beginPath();
+              ctx.arc(j * cell + cell / 2, i * cell + cell / 2, Math.max(1.5, cell * 0.17), 0, 2 * Math.PI);
+              ctx.fill();
+            }
+          }
+        }
+      }
+      var lit = [];
+      function light(nodes) {
+        lit.forEach(function (node) { node.classList.remove("on"); });
+        lit = nodes;
+        lit.forEach(function (node) { node.classList.add("on"); });
+      }
+      canvas.addEventListener("mousemove", function (event) {
+        var box = canvas.getBoundingClientRect();
+        var j = Math.floor((event.clientX - box.left) / cell), i = Math.floor((event.clientY - box.top) / cell);
+        if (i < 0 || j < 0 || i >= m || j >= m) { hideTip(); return; }
+        light([rows.items[i], cols.items[j]]);
+        var lines = [spec.names[i] + " \u00D7 " + spec.names[j], panel.title];
+        spec.values.forEach(function (name) {
+          var v = value(name, i, j);
+          lines.push(name + " = " + (v === null ? "\u2013" : fmt("num", v)));
+        });
+        if (i !== j && panel.p_adjusted) { lines.push("p_adjusted = " + fmt("p", panel.p_adjusted[index(i, j)])); }
+        if (i !== j) { lines.push(panel.sig[index(i, j)] === "1" ? "significant" : "not significant"); }
+        showTip(event, lines.join("\n"));
+      });
+      canvas.addEventListener("mouseleave", function () { light([]); hideTip(); });
+      return { draw: draw };
+    });
+    panels.forEach(function (p) { p.draw(); });
+  }
+
+  // ---------------------------------------------------------- trajectories
+  function buildTrajectories(root, spec) {
+    var W = 190, H = 128, left = 34, right = 6, top = 16, bottom = 16;
+    var legend = make("div", "tm-legend");
+    spec.groups.forEach(function (group) {
+      var item = make("span");
+      var swatch = make("span", "tm-swatch");
+      swatch.style.background = group.color;
+      item.appendChild(swatch);
+      item.appendChild(document.createTextNode(group.label));
+      legend.appendChild(item);
+    });
+    root.appendChild(legend);
+    var holder = make("div", "tm-panels");
+    root.appendChild(holder);
+    function sx(step) { return step < 0 ? -Math.log10(1 - step) : Math.log10(1 + step); }
+    var allSteps = [];
+    spec.groups.forEach(function (g) { allSteps = allSteps.concat(g.steps); });
+    var xmin = Math.min.apply(null, allSteps.map(sx)), xmax = Math.max.apply(null, allSteps.map(sx));
+    if (!(xmax > xmin)) { xmax = xmin + 1; }
+    var lastStep = Math.max.apply(null, allSteps);
+    function stepText(s) {
+      if (s >= 1e6) { return Number((s / 1e6).toPrecision(3)) + "M"; }
+      return s >= 1e3 ? Number((s / 1e3).toPrecision(3)) + "k" : String(s);
+    }
+    spec.panels.forEach(function (panel) {
+      var lo = Infinity, hi = -Infinity;
+      panel.series.forEach(function (values) {
+        (values || []).forEach(function (v) { if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
+      });
+      if (!(hi > lo)) { hi = (isFinite(lo) ? lo : 0) + 0.5; lo = hi - 1; }
+      var pad = (hi - lo) * 0.06;
+      lo -= pad; hi += pad;
+      var box = svg("svg", { width: W, height: H, viewBox: "0 0 " + W + " " + H, role: "img" });
+      if (panel.role === "ID") { box.setAttribute("class", "id"); }
+      var role = panel.role === "ID" ? " (ID)" : "";
+      box.appendChild(svg("title", {}, panel.name + role + " \u2014 " + panel.ylabel));
+      var tick = { "class": "tm-tick", "text-anchor": "end" };
+      function at(x, y, attrs) { return Object.assign({ x: x, y: y }, attrs); }
+      box.appendChild(svg("text", at(4, 12, { "class": "tm-text" }), panel.label + role));
+      box.appendChild(svg("text", at(left - 3, top + 8, tick), fmt("num", hi - pad)));
+      box.appendChild(svg("text", at(left - 3, H - bottom, tick), fmt("num", lo + pad)));
+      box.appendChild(svg("text", at(W - right, H - 4, tick), stepText(lastStep)));
+      var frame = { width: W - left - right, height: H - top - bottom, fill: "none", stroke: "#ccc" };
+      box.appendChild(svg("rect", at(left, top, frame)));
+      function px(step) { return left + (sx(step) - xmin) / (xmax - xmin) * (W - left - right); }
+      function py(v) { return top + (hi - v) / (hi - lo) * (H - top - bottom); }
+      spec.groups.forEach(function (group, g) {
+        var values = panel.series[g];
+        if (!values) { return; }
+        var d = "", pen = "M";
+        for (var k = 0; k < values.length; k++) {
+          if (values[k] === null) { pen = "M"; continue; }
+          d += pen + px(group.steps[k]).toFixed(1) + " " + py(values[k]).toFixed(1);
+          pen = "L";
+        }
+        if (!d) { return; }
+        var path = svg("path", { d: d, fill: "none", stroke: group.color, "stroke-width": 1.4, "stroke-opacity": 0.9 });
+        path.appendChild(svg("title", {}, group.label + " \u2014 " + panel.name));
+        box.appendChild(path);
+      });
+      holder.appendChild(box);
+    });
+  }
+
+  var builders = [
+    ["data-table", "tables", buildTable],
+    ["data-heatmap", "heatmaps", buildHeatmaps],
+    ["data-trajectories", "trajectories", buildTrajectories]
+  ];
+  builders.forEach(function (entry) {
+    var nodes = document.querySelectorAll("[" + entry[0] + "]");
+    Array.prototype.forEach.call(nodes, function (node) {
+      var spec = (data[entry[1]] || {})[node.getAttribute(entry[0])];
+      if (spec) { entry[2](node, spec); }
+    });
+  });
+})();
+"""
