@@ -947,7 +947,7 @@ def load_config(path: str | Path) -> StudyConfig:
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is not TOML
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
     config = parse_config(data, origin=path.name, base=path.resolve().parent)
