@@ -108,12 +108,14 @@ class Comparison:
         path = Path(folder)
         if not (path / "compare_long.csv").is_file():
             raise InputError(f"{path / 'compare_long.csv'}: missing; run gengen compare first")
-        settings = json.loads((path / "comparison.json").read_text(encoding="utf-8"))
+        from gengen._files import read_csv, read_json
+
+        settings = read_json(path / "comparison.json")
         return cls(
-            per_pair=pd.read_csv(path / "compare_long.csv"),
-            wide=pd.read_csv(path / "compare_pairs.csv"),
-            agreement=pd.read_csv(path / "compare_agreement.csv"),
-            conflicts=pd.read_csv(path / "compare_conflicts.csv"),
+            per_pair=read_csv(path / "compare_long.csv"),
+            wide=read_csv(path / "compare_pairs.csv"),
+            agreement=read_csv(path / "compare_agreement.csv"),
+            conflicts=read_csv(path / "compare_conflicts.csv"),
             settings=settings,
         )
 

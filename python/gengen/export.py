@@ -109,6 +109,8 @@ def export(
         scores = source.load(**filters)
     else:
         scores = load(source, **filters)
+    if not isinstance(source, pd.DataFrame):
+        _check_filters_matched(source, scores, filters)
     table = to_wide(scores) if wide else scores
     out.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
@@ -123,3 +125,21 @@ def export(
         if os.path.exists(temporary):
             os.unlink(temporary)
     return len(table)
+
+
+def _check_filters_matched(
+    source: Store | str | os.PathLike[str], scores: pd.DataFrame, filters: dict[str, str | Sequence[str]]
+) -> None:
+    """Every value of every filter must select something: a typo is an error listing what the store holds."""
+    for name, wanted in filters.items():
+        values = [wanted] if isinstance(wanted, str) else [str(value) for value in wanted]
+        found = set(scores[name].dropna().astype(str)) if name in scores else set()
+        missing = [value for value in values if value not in found]
+        if not missing:
+            continue
+        everything = source.load() if isinstance(source, Store) else load(source)
+        known = sorted(set(everything[name].dropna().astype(str))) if name in everything else []
+        if missing[0] not in known:
+            shown = ", ".join(known[:20]) + (f" (and {len(known) - 20} more)" if len(known) > 20 else "")
+            raise GengenError(f"--{name}: no {name} {missing[0]!r} in the store; {name}s: {shown or '(none)'}")
+        raise GengenError(f"--{name}: {missing[0]!r} has no scores that also match the other filters")

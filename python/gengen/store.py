@@ -508,15 +508,13 @@ class Store:
         try:
             conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
         except sqlite3.Error as error:
-            raise StoreError(f"{self.path}: cannot open the store: {error}") from None
+            raise StoreError(_store_problem(self.path, error)) from None
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
             conn.execute("PRAGMA synchronous = FULL")
             yield conn
         except sqlite3.DatabaseError as error:
-            if "not a database" in str(error) or "malformed" in str(error):
-                raise StoreError(f"{self.path}: not a gengen store (not an SQLite database)") from None
-            raise
+            raise StoreError(_store_problem(self.path, error)) from None
         finally:
             conn.close()
 
@@ -778,6 +776,22 @@ class Store:
         with self._connect() as conn:
             rows = conn.execute(query, params).fetchall()
         return _frame_from_rows(rows)
+
+
+def _store_problem(path: Path, error: sqlite3.Error) -> str:
+    """One line naming the store and what SQLite could not do with it."""
+    text = str(error)
+    if "not a database" in text or "malformed" in text:
+        return f"{path}: not a gengen store (not an SQLite database, or a damaged one)"
+    if "readonly" in text or "read-only" in text:
+        return f"{path}: the store is read-only (the file or its folder cannot be written)"
+    if "unable to open" in text:
+        return f"{path}: cannot open the store (its folder is missing, read-only, or the path is a folder)"
+    if "locked" in text or "busy" in text:
+        return f"{path}: the store is locked by another process; try again when it has finished"
+    if "disk" in text or "full" in text:
+        return f"{path}: cannot write the store ({text})"
+    return f"{path}: store error: {text}"
 
 
 def _commit(conn: sqlite3.Connection) -> None:

@@ -253,18 +253,22 @@ class Analysis:
         for required in ("pairs.parquet", "scores.parquet", "summary.json"):
             if not (path / required).is_file():
                 raise InputError(f"{path / required}: missing; expected the output folder of gengen analyse")
-        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
+        from gengen._files import read_json, read_parquet
+
+        summary = read_json(path / "summary.json")
+        if not isinstance(summary, dict) or not isinstance(summary.get("settings"), dict):
+            raise InputError(f"{path / 'summary.json'}: no 'settings' object; not written by gengen analyse")
 
         def optional(name: str) -> pd.DataFrame:
             file = path / f"{name}.parquet"
-            return pd.read_parquet(file) if file.is_file() else pd.DataFrame()
+            return read_parquet(file) if file.is_file() else pd.DataFrame()
 
         return cls(
-            pairs=pd.read_parquet(path / "pairs.parquet"),
+            pairs=read_parquet(path / "pairs.parquet"),
             pooled=optional("pooled"),
             pooled_residuals=optional("pooled_residuals"),
             warnings=list(summary.get("warnings", [])),
             settings=summary["settings"],
-            scores=pd.read_parquet(path / "scores.parquet"),
+            scores=read_parquet(path / "scores.parquet"),
             versions=summary.get("versions", package_versions()),
         )

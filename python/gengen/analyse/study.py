@@ -30,9 +30,12 @@ def load_scores(path: str | Path) -> pd.DataFrame:
     if not source.exists():
         raise InputError(f"{source}: no such file or directory")
     if source.is_file() and source.suffix.lower() in TABLE_SUFFIXES:
-        if source.suffix.lower() == ".csv":
-            return pd.read_csv(source)
-        return pd.read_parquet(source)
+        from gengen._files import read_csv, read_parquet
+
+        table = read_csv(source) if source.suffix.lower() == ".csv" else read_parquet(source)
+        if len(table) == 0:
+            raise InputError(f"{source}: no scores (the table has a header but no rows)")
+        return table
     if source.is_dir() and not (source / "gengen.sqlite").is_file():
         raise InputError(f"{source}: not a study folder (no gengen.sqlite inside)")
     from gengen.store import Store

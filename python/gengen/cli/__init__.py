@@ -50,6 +50,9 @@ COMMANDS: dict[str, CommandEntry] = {
         "demo", "Fine-tune tiny OPT and OLMo2 models on a templated NLI task and score six OOD shifts, offline."
     ),
     "train": CommandEntry("train", "Fine-tune and score every run of a study; re-running resumes where it stopped."),
+    "plan": CommandEntry(
+        "plan", "Plan a study on GPUs: strategy, memory per GPU, checkpoint disk and GPU-hours per model and regime."
+    ),
     "score": CommandEntry(
         "score", "Score checkpoints on the study's test sets; the step of each is the last number in its name."
     ),
@@ -120,6 +123,8 @@ def _gengen() -> None:
     """Top-level options only; every command is resolved by :class:`LazyCommandGroup`."""
 
 
-def main() -> None:
-    """Entry point of the ``gengen`` console script."""
-    app()
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``gengen`` console script: user errors, parse errors included, are one ``error:`` line."""
+    from gengen.cli._common import run_app
+
+    raise SystemExit(run_app(app, argv))

@@ -1,11 +1,20 @@
-"""Shared plumbing for the CLI commands: user errors become one line on stderr and exit status 2."""
+"""Shared plumbing for the CLI commands: every user error becomes one ``error:`` line on stderr and exit status 2.
+
+Two layers share one mapping (:func:`user_error_message`): :func:`user_errors_exit` wraps each command, and
+:func:`run_app` wraps the whole application for what happens before a command runs (Typer's and click's own
+parse errors: a bad option value, a missing argument, an unknown option). Library warnings are shown as one
+``warning:`` line each instead of Python's two-line format with a source line.
+"""
 
 from __future__ import annotations
 
+import errno
 import functools
+import sqlite3
 import sys
-from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 import typer
 
@@ -15,28 +24,143 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 USER_ERROR_EXIT_CODE = 2
+INTERRUPTED_EXIT_CODE = 130
+
+SEED_RANGE: dict[str, int] = {"min": 0, "max": 2**64 - 1}
+"""``typer.Option(**SEED_RANGE)``: seeds are unsigned 64-bit integers."""
+
+# What a file-system error means to someone who typed the path; strerror wording varies by platform.
+_ERRNO_MEANINGS = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted (read-only or protected)",
+    errno.EEXIST: "already exists",
+    errno.ENOTDIR: "not a directory (a file is in the way)",
+    errno.EISDIR: "is a directory, expected a file",
+    errno.ENOENT: "no such file or directory",
+    errno.ENOSPC: "no space left on the device",
+    errno.EROFS: "read-only file system",
+    errno.ENAMETOOLONG: "file name too long",
+    errno.ELOOP: "too many levels of symbolic links",
+}
+
+# Warnings about library internals, not about the user's data.
+_SILENT_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
 
 
-def fail(message: str) -> typer.Exit:
+def one_line(text: str) -> str:
+    """``text`` with its lines joined by ``"; "`` so that an error is always a single line."""
+    return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
+
+
+def fail(message: str, code: int = USER_ERROR_EXIT_CODE) -> typer.Exit:
     """Print ``message`` as one ``error:`` line on stderr and return the Exit to raise."""
-    print(f"error: {message}", file=sys.stderr)
-    return typer.Exit(code=USER_ERROR_EXIT_CODE)
+    print(f"error: {one_line(message)}", file=sys.stderr)
+    return typer.Exit(code=code)
+
+
+def describe_os_error(error: OSError) -> str:
+    """One line naming the path(s) of a file-system error and what is wrong with them."""
+    meaning = _ERRNO_MEANINGS.get(error.errno or -1) or (error.strerror or str(error) or type(error).__name__)
+    if error.filename is None:
+        return f"{meaning}" if error.strerror else one_line(str(error))
+    where = str(error.filename)
+    if error.filename2 is not None:
+        where = f"{where} -> {error.filename2}"
+    return f"{where}: {meaning}"
+
+
+def user_error_message(error: BaseException) -> str | None:
+    """The ``error:`` line for an exception caused by the user's input, or None for a bug.
+
+    User errors are :class:`GengenError` (the library's own), file-system errors (:class:`OSError`:
+    permissions, a file where a folder is expected, a full disk…), SQLite errors that escaped the store's own
+    mapping, and running out of memory.
+    """
+    if isinstance(error, GengenError):
+        return str(error)
+    if isinstance(error, OSError):
+        return describe_os_error(error)
+    if isinstance(error, sqlite3.Error):
+        return f"store: {error} (the database file or its folder may be read-only, locked or damaged)"
+    if isinstance(error, MemoryError):
+        return f"out of memory{': ' + str(error) if str(error) else ''}; try smaller sizes (--n-perm, --n-boot)"
+    return None
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """``warnings.showwarning`` for the CLI: one ``warning:`` line, no source line."""
+    if issubclass(category, _SILENT_WARNINGS):
+        return
+    print(f"warning: {one_line(str(message))}", file=sys.stderr)
 
 
 def user_errors_exit(command: Callable[P, R]) -> Callable[P, R]:
-    """Decorate a command so that a :class:`GengenError` (or a missing file) ends it cleanly.
+    """Decorate a command so that a user error ends it with one ``error:`` line and exit status 2.
 
-    The error is printed as one line on stderr and the process exits with status 2, without a traceback;
-    any other exception is a bug and propagates with its traceback.
+    See :func:`user_error_message` for what counts as a user error; Ctrl-C ends the command with one
+    ``error: interrupted`` line and status 130. Anything else is a bug and propagates with its traceback.
+    Warnings raised while the command runs are printed as one ``warning:`` line each.
     """
 
     @functools.wraps(command)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return command(*args, **kwargs)
-        except GengenError as error:
-            raise fail(str(error)) from None
-        except FileNotFoundError as error:
-            raise fail(f"{error.filename}: no such file or directory") from None
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            try:
+                return command(*args, **kwargs)
+            except typer.Exit:
+                raise
+            except KeyboardInterrupt:
+                raise fail("interrupted", INTERRUPTED_EXIT_CODE) from None
+            except (GengenError, OSError, sqlite3.Error, MemoryError) as error:
+                raise fail(user_error_message(error) or str(error)) from None
 
     return wrapper
+
+
+def run_app(app: typer.Typer, argv: Sequence[str] | None = None) -> int:
+    """Run the CLI application and return its exit status, with parse errors as one ``error:`` line.
+
+    Typer's standalone mode prints click's usage errors in a box with a usage line; here they are caught
+    (``standalone_mode=False``) and printed as ``error: Invalid value for '--threads': ...`` instead.
+
+    Parameters
+    ----------
+    app : typer.Typer
+        The application.
+    argv : sequence of str, optional
+        The arguments after the program name (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 on success, 2 for a user error, 130 when interrupted, or the status a command exited with.
+    """
+    try:
+        result = app(args=None if argv is None else list(argv), prog_name="gengen", standalone_mode=False)
+    except typer.TyperException as error:
+        # Typer vendors click: its usage errors (bad option value, missing argument, unknown option) derive
+        # from TyperException and carry click's one-sentence message.
+        context = getattr(error, "ctx", None)
+        if type(error).__name__ == "NoArgsIsHelpError" and context is not None:
+            # `gengen` alone asks for the overview, which is not an error.
+            print(context.get_help())
+            return 0
+        message = error.format_message() if hasattr(error, "format_message") else str(error)
+        print(f"error: {one_line(message)}", file=sys.stderr)
+        return USER_ERROR_EXIT_CODE
+    except (typer.Abort, KeyboardInterrupt):
+        print("error: interrupted", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
+    except (GengenError, OSError, sqlite3.Error, MemoryError) as error:
+        # A user error raised outside a decorated command (while a command module loads, say).
+        print(f"error: {one_line(user_error_message(error) or str(error))}", file=sys.stderr)
+        return USER_ERROR_EXIT_CODE
+    return result if isinstance(result, int) else 0

@@ -9,8 +9,9 @@ from typing import Annotated
 
 import typer
 
-from gengen.cli._common import user_errors_exit
+from gengen.cli._common import SEED_RANGE, user_errors_exit
 from gengen.errors import GengenError
+from gengen.limits import MAX_RESAMPLES
 
 #: Library option names whose flag is not ``--`` plus the name with ``-`` for ``_``.
 OPTION_FLAGS = {"id_testset": "--id", "models": "--model", "runs": "--run", "sizes": "--size", "shots": "--shots"}
@@ -46,13 +47,17 @@ def analyse_command(
     inference: Annotated[
         str,
         typer.Option(
-            help="Comma-separated: lagged (calibrated for autocorrelated checkpoints), t-test, permutation, bootstrap."
+            help="Comma-separated: sieve (default: AR-sieve test and interval of r_partial, calibrated for "
+            "autocorrelated checkpoints), lagged (tests r_innovation, another estimand), t-test, permutation, "
+            "bootstrap. The first of sieve, lagged, permutation, t-test decides 'significant'."
         ),
-    ] = "lagged",
+    ] = "sieve",
     scheme: Annotated[str, typer.Option(help="Resampling scheme: block, circular, free (= iid).")] = "block",
     block_length: Annotated[int | None, typer.Option(help="Block length (default: from n).")] = None,
-    n_perm: Annotated[int, typer.Option(help="Permutations per group.")] = 9999,
-    n_boot: Annotated[int, typer.Option(help="Bootstrap resamples per group.")] = 1999,
+    n_perm: Annotated[int, typer.Option(help="Permutations per group.", max=MAX_RESAMPLES)] = 9999,
+    n_boot: Annotated[
+        int, typer.Option(help="Sieve and bootstrap resamples per group.", max=MAX_RESAMPLES)
+    ] = 1999,
     adjust: Annotated[
         str, typer.Option(help="p-value adjustment: holm, hochberg, hommel, bonferroni, BH, BY, none.")
     ] = "holm",
@@ -86,7 +91,7 @@ def analyse_command(
             "--higher-is-better", help="Metric names (or name parts) never to negate; wins over the rule (repeatable)."
         ),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of every permutation and bootstrap.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of every permutation and bootstrap.", **SEED_RANGE)] = 0,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("gengen-analysis"),
 ) -> None:
     """Correlate every pair of OOD test sets across checkpoints after regressing out the ID score.

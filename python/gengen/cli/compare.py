@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from gengen.cli._common import user_errors_exit
+from gengen.cli._common import SEED_RANGE, user_errors_exit
+from gengen.limits import MAX_RESAMPLES
 
 
 @user_errors_exit
@@ -15,9 +16,9 @@ def compare_command(
     analysis_dir: Annotated[Path, typer.Argument(help="Output folder of gengen analyse.")],
     source: Annotated[str, typer.Option(help="runs (per-run correlations) or pooled (meta-analysis).")] = "runs",
     alpha: Annotated[float, typer.Option(help="Significance level on adjusted p-values.")] = 0.05,
-    n_perm: Annotated[int, typer.Option(help="Permutations of the Mantel test.")] = 999,
+    n_perm: Annotated[int, typer.Option(help="Permutations of the Mantel test.", max=MAX_RESAMPLES)] = 999,
     alternative: Annotated[str, typer.Option(help="Mantel alternative: greater or two-sided.")] = "greater",
-    seed: Annotated[int, typer.Option(help="Seed of the Mantel permutations.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the Mantel permutations.", **SEED_RANGE)] = 0,
     out: Annotated[Path | None, typer.Option(help="Output folder (default: ANALYSIS_DIR).")] = None,
 ) -> None:
     """Sign agreement, Mantel correlation of partial-correlation matrices, and conflicting pairs."""

@@ -17,8 +17,12 @@ def demo_command(
         "gengen-demo"
     ),
     fresh: Annotated[bool, typer.Option("--fresh", help="Delete --out first (else an earlier demo resumes).")] = False,
-    jobs: Annotated[int, typer.Option(help="Runs trained at once, one process each (one per core is fastest).")] = 2,
-    threads: Annotated[int, typer.Option(help="CPU threads for torch per process; 1 suits the tiny models.")] = 1,
+    jobs: Annotated[
+        int, typer.Option(help="Runs trained at once, one process each (one per core is fastest).", min=1)
+    ] = 2,
+    threads: Annotated[
+        int, typer.Option(help="CPU threads for torch per process; 1 suits the tiny models.", min=1)
+    ] = 1,
 ) -> None:
     """Fine-tune tiny OPT and OLMo2 models on a templated NLI task and score six OOD shifts, offline.
 

@@ -19,10 +19,12 @@ def run_command(
         str | None, typer.Option(help="local, ray or slurm (default: the study's [executor] kind, else local).")
     ] = None,
     jobs: Annotated[
-        int | None, typer.Option(help="Runs at once (local processes; for Ray/Slurm a cap on runs in flight).")
+        int | None, typer.Option(help="Runs at once (local processes; for Ray/Slurm a cap on runs in flight).", min=1)
     ] = None,
-    retries: Annotated[int | None, typer.Option(help="Times a failed run is submitted again.")] = None,
-    threads: Annotated[int | None, typer.Option(help="torch CPU threads per run (default: resources.cpus).")] = None,
+    retries: Annotated[int | None, typer.Option(help="Times a failed run is submitted again.", min=0)] = None,
+    threads: Annotated[
+        int | None, typer.Option(help="torch CPU threads per run (default: resources.cpus).", min=1)
+    ] = None,
     model: Annotated[list[str] | None, typer.Option("--model", help="Only this model's runs (repeatable).")] = None,
     analysis: Annotated[
         bool, typer.Option("--analysis/--no-analysis", help="Analyse, compare and report once every run is done.")
@@ -58,7 +60,7 @@ def run_command(
     from gengen.analyse import run_study_analysis
 
     target = out if out is not None else study.output / "analysis"
-    report = run_study_analysis(study.output, target, study.id_testset)
+    report = run_study_analysis(study.output, target, study.id_testset, **study.analysis.options())
     typer.echo(f"report: {report}")
 
 

@@ -28,7 +28,7 @@ def score_command(
     size: Annotated[str, typer.Option(help="Size label stored with the scores.")] = "",
     run: Annotated[str, typer.Option(help="Run key stored with the scores.")] = "main",
     tokenizer: Annotated[str | None, typer.Option(help="Tokenizer (default: the first checkpoint's).")] = None,
-    threads: Annotated[int | None, typer.Option(help="CPU threads for torch (default: torch's).")] = None,
+    threads: Annotated[int | None, typer.Option(help="CPU threads for torch (default: torch's).", min=1)] = None,
 ) -> None:
     """Score checkpoints on the study's test sets; the step of each is the last number in its name.
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gengen.cli._common import user_errors_exit
+from gengen.cli._common import SEED_RANGE, user_errors_exit
 
 
 @user_errors_exit
@@ -19,7 +19,7 @@ def simulate_command(
         Path | None,
         typer.Option(help="Folder for calibration.csv and calibration_type1.png (created if absent)."),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of every random number of the study.")] = 2026,
+    seed: Annotated[int, typer.Option(help="Seed of every random number of the study.", **SEED_RANGE)] = 2026,
 ) -> None:
     """Type-I error, power and interval coverage of every inference method on autocorrelated trajectories.
 
@@ -36,6 +36,9 @@ def simulate_command(
     )
 
     design = QUICK_DESIGN if quick else FULL_DESIGN
+    if out is not None:
+        # A bad --out is found before the study runs, not after it.
+        out.mkdir(parents=True, exist_ok=True)
 
     def progress(index: int, total: int, cell: Cell, seconds: float) -> None:
         typer.echo(

@@ -10,18 +10,25 @@ import typer
 
 from gengen import stats
 from gengen.cli._common import user_errors_exit
-from gengen.errors import InputError
+from gengen.errors import GengenError, InputError
 
 
 def _read_columns(path: Path, names: list[str]) -> pd.DataFrame:
-    try:
-        frame = pd.read_csv(path)
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: cannot be read as CSV ({error})") from None
+    from gengen._files import read_csv
+
+    frame = read_csv(path)
     missing = [name for name in names if name not in frame.columns]
     if missing:
         raise InputError(f"{path}: no column {missing[0]!r} (columns: {', '.join(map(str, frame.columns))})")
     return frame[names]
+
+
+def _in_columns(message: str, x: str, y: str, covariates: list[str]) -> str:
+    """A statistics error about argument x, y or covar, told in terms of the CSV's columns."""
+    for argument, column in (("x", x), ("y", y), ("covar", ",".join(covariates))):
+        if message.startswith(f"{argument}:") or message.startswith(f"{argument} "):
+            return f"--{argument} {column!r}{message[len(argument) :]}"
+    return message
 
 
 @user_errors_exit
@@ -40,13 +47,16 @@ def partial_corr_command(
     """Partial correlation of two columns given others, with ppcor's test (as R's pcor.test/spcor.test)."""
     covariates = [name for name in covar.split(",") if name]
     frame = _read_columns(csv, [x, y, *covariates])
-    result = stats.partial_corr(
-        frame[x],
-        frame[y],
-        frame[covariates] if covariates else None,
-        method=method,  # type: ignore[arg-type]
-        semi=semi or None,  # type: ignore[arg-type]
-    )
+    try:
+        result = stats.partial_corr(
+            frame[x],
+            frame[y],
+            frame[covariates] if covariates else None,
+            method=method,  # type: ignore[arg-type]
+            semi=semi or None,  # type: ignore[arg-type]
+        )
+    except GengenError as error:
+        raise InputError(f"{csv}: {_in_columns(str(error), x, y, covariates)}") from None
     typer.echo(f"r = {result.r:.7g}  statistic = {result.statistic:.7g}  p = {result.p_value:.7g}")
     typer.echo(
         f"n = {result.n}  k = {result.k}  df = {result.df:g}  method = {result.method}"

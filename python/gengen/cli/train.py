@@ -18,8 +18,10 @@ def train_command(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Check the config and print the plan; train nothing.")
     ] = False,
-    jobs: Annotated[int, typer.Option(help="Runs trained at once, one process each (for small models).")] = 1,
-    threads: Annotated[int | None, typer.Option(help="CPU threads for torch per process (default: torch's).")] = None,
+    jobs: Annotated[int, typer.Option(help="Runs trained at once, one process each (for small models).", min=1)] = 1,
+    threads: Annotated[
+        int | None, typer.Option(help="CPU threads for torch per process (default: torch's).", min=1)
+    ] = None,
 ) -> None:
     """Fine-tune and score every run of a study; re-running resumes where it stopped.
 
