@@ -76,6 +76,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 __all__ = [
+    "AnalysisConfig",
     "DataRegime",
     "DataSpec",
     "EvaluationConfig",
@@ -102,6 +103,7 @@ LABEL_TARGETS = ("Yes", "No", "drop")
 DEFAULT_PROMPT = "{premise} Question: {hypothesis} Yes or No?"
 EXECUTORS = ("local", "ray", "slurm")
 NEUTRAL = ("drop", "No")
+FITS = ("linear", "gam")
 
 # LoRA: the linear layers of each family's blocks (what `target_modules` may name) and the default targets
 # (the query and value projections, as in the LoRA paper and peft's OPT/Llama defaults). Llama-style families
@@ -339,6 +341,26 @@ class ExecutorConfig:
 
 
 @dataclass(frozen=True)
+class AnalysisConfig:
+    """How ``gengen run`` analyses the study once every run is done (options of :func:`gengen.analyse`).
+
+    Attributes
+    ----------
+    fit : {"linear", "gam"}
+        How the ID score is regressed out: a line, or a GAM (smooth) fit.
+    metric : {"acc", "logprob"}
+        The score analysed.
+    """
+
+    fit: str = "linear"
+    metric: str = "acc"
+
+    def options(self) -> dict[str, str]:
+        """Keyword arguments for :func:`gengen.analyse.run_study_analysis`."""
+        return {"fit": self.fit, "metric": self.metric}
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """One fine-tuning run: a model, a training seed and (for few-shot) a shot count and data seed."""
 
@@ -371,6 +393,7 @@ class StudyConfig:
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     source: Path | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -766,6 +789,12 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
     evaluation = _evaluation(top.table("evaluation", required=False))
     resources = _resources(top.table("resources", required=False))
     executor = _executor(top.table("executor", required=False), base)
+    analysis_section = top.table("analysis", required=False)
+    analysis = AnalysisConfig(
+        fit=analysis_section.string("fit", "linear", choices=FITS),
+        metric=analysis_section.string("metric", "acc", choices=METRICS),
+    )
+    analysis_section.finish()
     top.finish()
     return StudyConfig(
         name=name,
@@ -779,6 +808,7 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
         evaluation=evaluation,
         executor=executor,
         resources=resources,
+        analysis=analysis,
         raw=dict(data),
     )
 

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from gengen.config import EvaluationConfig, RunSpec, StudyConfig, TrainingConfig
+from gengen.config import RunSpec, StudyConfig, TrainingConfig
 from gengen.errors import ConfigError, InputError
 from gengen.models import (
     Precision,
@@ -49,6 +49,7 @@ from gengen.models import (
     precision_for,
     select_device,
 )
+from gengen.plan import evaluation_steps, planned_steps, steps_per_epoch
 from gengen.score import EncodedTestset, encode_testsets, score_rows
 
 __all__ = [
@@ -80,41 +81,6 @@ PACKAGES = (
 
 
 # ---------------------------------------------------------------------------------------------- schedule
-
-
-def steps_per_epoch(training: TrainingConfig, n_train: int) -> int:
-    """Optimiser steps of one pass over the training data, as in Hugging Face's Trainer.
-
-    An epoch is ceil(n_train / batch_size) micro-batches (the last one smaller), and an optimiser step takes
-    ``grad_accum`` of them (the epoch's last step takes what is left), so a batch never spans two epochs:
-    16 shots with batch 32 give one step of 16 examples per epoch, never one example twice in a batch.
-    """
-    micro_batches = math.ceil(n_train / training.batch_size)
-    return max(1, math.ceil(micro_batches / training.grad_accum))
-
-
-def planned_steps(training: TrainingConfig, n_train: int) -> int:
-    """Optimiser steps of a run: ``max_steps``, or ceil(``epochs`` × :func:`steps_per_epoch`)."""
-    if training.max_steps is not None:
-        return training.max_steps
-    assert training.epochs is not None
-    return max(1, math.ceil(training.epochs * steps_per_epoch(training, n_train)))
-
-
-def evaluation_steps(evaluation: EvaluationConfig, total: int) -> list[int]:
-    """The steps at which a run is scored: 0, the last step, and those the evaluation settings ask for.
-
-    ``every`` adds multiples of N; ``log_points`` adds that many steps spaced evenly in log(step) between 1
-    and ``total`` (rounded, duplicates removed); explicit ``steps`` beyond ``total`` are ignored.
-    """
-    steps = {0, total}
-    steps.update(s for s in evaluation.steps if s <= total)
-    if evaluation.every is not None:
-        steps.update(range(evaluation.every, total + 1, evaluation.every))
-    if evaluation.log_points is not None and total > 1:
-        points = np.geomspace(1, total, evaluation.log_points)
-        steps.update(round(float(p)) for p in points)
-    return sorted(steps)
 
 
 def update_batches(step: int, n_train: int, batch_size: int, seed: int, grad_accum: int = 1) -> list[np.ndarray]:

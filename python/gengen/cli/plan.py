@@ -1,0 +1,58 @@
+"""``gengen plan``: how a study's runs fit on GPUs, before anything loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gengen.cli._common import user_errors_exit
+
+
+@user_errors_exit
+def plan_command(
+    config: Annotated[Path, typer.Argument(help="The study's TOML file.")],
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs per run (FSDP or a device map spreads over them).")] = 1,
+    gpu_memory: Annotated[float, typer.Option("--gpu-memory", help="Memory of one GPU, GiB.")] = 80.0,
+    tflops: Annotated[float, typer.Option(help="Peak dense bf16 TFLOP/s of one GPU (H100 SXM: 989).")] = 989.0,
+    mfu: Annotated[float, typer.Option(help="Assumed share of the peak reached (model-FLOPs utilisation).")] = 0.35,
+    tokens_per_example: Annotated[int, typer.Option(help="Mean prompt length in tokens, for the FLOPs.")] = 64,
+    overhead: Annotated[float, typer.Option(help="Fixed GiB per GPU on top (CUDA context, allocator).")] = 1.0,
+    model: Annotated[list[str] | None, typer.Option("--model", help="Only this model (repeatable).")] = None,
+) -> None:
+    """Plan a study on GPUs: strategy, memory per GPU, checkpoint disk and GPU-hours per model and regime.
+
+    Reads only the study file, local config.json files and gengen's table of known model shapes (no network).
+    Exits with status 2, naming the model, when a model cannot be trained or scored on the GPUs given.
+    """
+    from gengen.config import load_config
+    from gengen.errors import ConfigError
+    from gengen.plan import format_plan, plan_study
+
+    study = load_config(config)
+    rows = plan_study(
+        study,
+        gpus=gpus,
+        gpu_memory_gib=gpu_memory,
+        tflops=tflops,
+        mfu=mfu,
+        tokens_per_example=tokens_per_example,
+        overhead_gib=overhead,
+        models=model,
+    )
+    typer.echo(format_plan(rows, gpus, gpu_memory))
+    too_big = next((r for r in rows if not r.fits), None)
+    if too_big is not None:
+        part = "training" if too_big.train_strategy == "does not fit" else "scoring"
+        need = too_big.train_gib if part == "training" else too_big.score_gib
+        raise ConfigError(
+            f"model {too_big.model!r} ({too_big.regime}): {part} needs ~{need:.1f} GiB per GPU, more than "
+            f"{gpus} GPU(s) of {gpu_memory:g} GiB hold; add GPUs, use quantization, a smaller batch_size or "
+            "gradient_checkpointing"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gengen plan`` to the CLI."""
+    app.command("plan")(plan_command)

@@ -1,0 +1,564 @@
+"""Before anything loads: how a study's runs fit on GPUs, what they cost in memory, disk and GPU-hours.
+
+:func:`plan_study` reads only the study file, each model's ``config.json`` (a local folder) or the table of
+known model shapes below (the paper's models, so that no network is needed), and the known sizes of the
+registered data sets. It estimates, per model × data regime:
+
+* the parameters (from the shapes: embeddings, attention, MLP, norms; checked against transformers' own count);
+* the peak memory per GPU of training and of scoring, and the strategy that fits: one GPU per run, FSDP over
+  the N GPUs (parameters, gradients and optimiser states sharded), or, for scoring, a device map over them;
+* the disk of one checkpoint and the peak disk of a run (``keep_checkpoints``);
+* GPU-hours from the FLOPs (6 × parameters per trained token, 2 × per scored token, plus the recomputation of
+  gradient checkpointing) at an assumed throughput (``tflops`` × ``mfu``).
+
+The memory model (bytes, per GPU)::
+
+    weights      full: 4 P (fp32 master) + 2 P (bf16 autocast copies); LoRA: P × bytes of the base dtype
+    training     full: 12 P (fp32 gradients, two Adam moments); LoRA: 16 bytes × adapter parameters
+    activations  tokens × layers × (14 h + 8 i) × e / 2, or with gradient checkpointing
+                 tokens × (layers × h × e + (14 h + 8 i) × e / 2)          (e: bytes of the compute dtype)
+    logits       micro-batch × vocabulary × 4 × 3 (only the last position is projected)
+    FSDP over N  weights, gradients and optimiser states / N, plus two gathered layers in bf16
+    overhead     ``overhead_gib`` (CUDA context, allocator), and 10 % on top of the rest
+
+with tokens = micro-batch × ``max_length`` (every prompt padded to the longest allowed: an upper bound).
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gengen.config import (
+    LORA_DEFAULT_TARGETS,
+    DataSpec,
+    EvaluationConfig,
+    ModelSpec,
+    StudyConfig,
+    TrainingConfig,
+)
+from gengen.errors import ConfigError
+
+__all__ = [
+    "KNOWN_SHAPES",
+    "ModelShape",
+    "PlanRow",
+    "evaluation_steps",
+    "model_shape",
+    "plan_study",
+    "planned_steps",
+    "scoring_memory",
+    "shape_from_config",
+    "steps_per_epoch",
+    "training_memory",
+]
+
+GIB = 1024**3
+
+
+# ---------------------------------------------------------------------------------------------- schedule
+
+
+def steps_per_epoch(training: TrainingConfig, n_train: int) -> int:
+    """Optimiser steps of one pass over the training data, as in Hugging Face's Trainer.
+
+    An epoch is ceil(n_train / batch_size) micro-batches (the last one smaller), and an optimiser step takes
+    ``grad_accum`` of them (the epoch's last step takes what is left), so a batch never spans two epochs:
+    16 shots with batch 32 give one step of 16 examples per epoch, never one example twice in a batch.
+    """
+    micro_batches = math.ceil(n_train / training.batch_size)
+    return max(1, math.ceil(micro_batches / training.grad_accum))
+
+
+def planned_steps(training: TrainingConfig, n_train: int) -> int:
+    """Optimiser steps of a run: ``max_steps``, or ceil(``epochs`` × :func:`steps_per_epoch`)."""
+    if training.max_steps is not None:
+        return training.max_steps
+    assert training.epochs is not None
+    return max(1, math.ceil(training.epochs * steps_per_epoch(training, n_train)))
+
+
+def evaluation_steps(evaluation: EvaluationConfig, total: int) -> list[int]:
+    """The steps at which a run is scored: 0, the last step, and those the evaluation settings ask for.
+
+    ``every`` adds multiples of N; ``log_points`` adds that many steps spaced evenly in log(step) between 1
+    and ``total`` (rounded, duplicates removed); explicit ``steps`` beyond ``total`` are ignored.
+    """
+    steps = {0, total}
+    steps.update(s for s in evaluation.steps if s <= total)
+    if evaluation.every is not None:
+        steps.update(range(evaluation.every, total + 1, evaluation.every))
+    if evaluation.log_points is not None and total > 1:
+        points = np.geomspace(1, total, evaluation.log_points)
+        steps.update(round(float(p)) for p in points)
+    return sorted(steps)
+
+
+# ---------------------------------------------------------------------------------------------- shapes
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The sizes that decide a decoder's parameters, memory and FLOPs.
+
+    Attributes
+    ----------
+    kind : {"opt", "llama"}
+        OPT (biases, learned positions, LayerNorm with bias, two-matrix MLP) or Llama-style (no biases, RMSNorm,
+        gated three-matrix MLP; OLMo2, SmolLM3, Qwen, Mistral).
+    hidden, layers, intermediate, heads, kv_heads, vocab : int
+    tied : bool
+        The output projection shares the input embedding.
+    max_positions : int
+        OPT's learned position embeddings (OPT keeps 2 extra rows).
+    qk_norm : bool
+        OLMo2's RMSNorm on queries and keys (its two other norms sit after attention and MLP: still two).
+    """
+
+    kind: str
+    hidden: int
+    layers: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    tied: bool
+    max_positions: int = 0
+    qk_norm: bool = False
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    def linear_layers(self) -> dict[str, tuple[int, int]]:
+        """(in, out) features of each linear layer of one block, by module name."""
+        h, kv = self.hidden, self.kv_heads * self.head_dim
+        if self.kind == "opt":
+            return {
+                "q_proj": (h, h),
+                "k_proj": (h, h),
+                "v_proj": (h, h),
+                "out_proj": (h, h),
+                "fc1": (h, self.intermediate),
+                "fc2": (self.intermediate, h),
+            }
+        return {
+            "q_proj": (h, h),
+            "k_proj": (h, kv),
+            "v_proj": (h, kv),
+            "o_proj": (h, h),
+            "gate_proj": (h, self.intermediate),
+            "up_proj": (h, self.intermediate),
+            "down_proj": (self.intermediate, h),
+        }
+
+    def parameters(self) -> int:
+        """Number of parameters, counted as transformers builds the model."""
+        h = self.hidden
+        linear = sum(i * o for i, o in self.linear_layers().values())
+        if self.kind == "opt":
+            biases = sum(o for _, o in self.linear_layers().values())
+            block = linear + biases + 2 * 2 * h  # two LayerNorms (weight and bias)
+            embeddings = self.vocab * h + (self.max_positions + 2) * h
+            final = 2 * h
+        else:
+            norms = 2 * h + (h + self.kv_heads * self.head_dim if self.qk_norm else 0)
+            block = linear + norms
+            embeddings = self.vocab * h
+            final = h
+        head = 0 if self.tied else self.vocab * h
+        return embeddings + self.layers * block + final + head
+
+    def lora_parameters(self, r: int, targets: Sequence[str]) -> int:
+        """Adapter parameters: r × (in + out) per targeted layer of every block."""
+        layers = self.linear_layers()
+        names = list(layers) if "all-linear" in targets else [t for t in targets if t in layers]
+        return self.layers * sum(r * (layers[n][0] + layers[n][1]) for n in names)
+
+    def largest_block(self) -> int:
+        """Parameters of one block (the unit FSDP gathers)."""
+        return sum(i * o for i, o in self.linear_layers().values())
+
+
+def _llama(hidden: int, layers: int, intermediate: int, heads: int, kv: int, vocab: int, tied: bool, **extra: Any):
+    return ModelShape("llama", hidden, layers, intermediate, heads, kv, vocab, tied, **extra)
+
+
+def _opt(hidden: int, layers: int, heads: int) -> ModelShape:
+    return ModelShape("opt", hidden, layers, 4 * hidden, heads, heads, 50272, True, max_positions=2048)
+
+
+KNOWN_SHAPES: Mapping[str, ModelShape] = {
+    # From each model's config.json on the hub (read once, written here so that planning needs no network).
+    "allenai/OLMo-2-0425-1B": _llama(2048, 16, 8192, 16, 16, 100352, False, qk_norm=True),
+    "allenai/OLMo-2-1124-7B": _llama(4096, 32, 11008, 32, 32, 100352, False, qk_norm=True),
+    "allenai/OLMo-2-1124-13B": _llama(5120, 40, 13824, 40, 40, 100352, False, qk_norm=True),
+    "allenai/OLMo-2-0325-32B": _llama(5120, 64, 27648, 40, 8, 100352, False, qk_norm=True),
+    "facebook/opt-125m": _opt(768, 12, 12),
+    "facebook/opt-1.3b": _opt(2048, 24, 32),
+    "facebook/opt-2.7b": _opt(2560, 32, 32),
+    "facebook/opt-6.7b": _opt(4096, 32, 32),
+    "facebook/opt-13b": _opt(5120, 40, 40),
+    "facebook/opt-30b": _opt(7168, 48, 56),
+    "HuggingFaceTB/SmolLM3-3B": _llama(2048, 36, 11008, 16, 4, 128256, True),
+}
+"""Shapes of the paper's models (and a few small relatives), by hub id."""
+
+
+def shape_from_config(config: Mapping[str, Any], where: str = "config.json") -> ModelShape:
+    """A :class:`ModelShape` from a transformers ``config.json`` (OPT or a Llama-style decoder)."""
+    try:
+        model_type = str(config.get("model_type", ""))
+        hidden = int(config["hidden_size"])
+        heads = int(config["num_attention_heads"])
+        if model_type == "opt":
+            if int(config.get("word_embed_proj_dim", hidden)) != hidden:
+                raise ConfigError(f"{where}: OPT with a projected embedding (opt-350m) is not modelled")
+            return ModelShape(
+                "opt",
+                hidden,
+                int(config["num_hidden_layers"]),
+                int(config["ffn_dim"]),
+                heads,
+                heads,
+                int(config["vocab_size"]),
+                bool(config.get("tie_word_embeddings", True)),
+                max_positions=int(config["max_position_embeddings"]),
+            )
+        return ModelShape(
+            "llama",
+            hidden,
+            int(config["num_hidden_layers"]),
+            int(config["intermediate_size"]),
+            heads,
+            int(config.get("num_key_value_heads") or heads),
+            int(config["vocab_size"]),
+            bool(config.get("tie_word_embeddings", False)),
+            qk_norm=model_type in ("olmo2", "olmo3"),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise ConfigError(f"{where}: cannot read the model's shape ({error!r})") from None
+
+
+def model_shape(model: ModelSpec) -> ModelShape:
+    """The shape of a study's model: its local ``config.json``, else the table of known hub models.
+
+    Raises
+    ------
+    ConfigError
+        Neither a local folder with a config.json nor a known hub id (the message names the model).
+    """
+    folder = Path(model.path)
+    if folder.is_absolute() and (folder / "config.json").is_file():
+        try:
+            data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise ConfigError(f"model {model.name!r}: {folder / 'config.json'}: {error}") from None
+        return shape_from_config(data, f"model {model.name!r}: {folder / 'config.json'}")
+    if model.path in KNOWN_SHAPES:
+        return KNOWN_SHAPES[model.path]
+    raise ConfigError(
+        f"model {model.name!r}: {model.path!r} is neither a local folder with a config.json nor a known model "
+        f"({', '.join(KNOWN_SHAPES)}); point path at a downloaded copy to plan it"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- data sizes
+
+# Examples kept after the label mapping (neutral dropped), per registered set and split; approximate counts of
+# the hub's splits, good enough for planning.
+KNOWN_SIZES: Mapping[tuple[str, str], int] = {
+    ("mnli", "train"): 261_802,
+    ("mnli", "validation_matched"): 6_692,
+    ("mnli_mismatched", "validation_mismatched"): 6_703,
+    ("snli", "train"): 366_603,
+    ("snli", "test"): 6_605,
+    ("scitail", "test"): 2_126,
+    ("rte", "validation"): 277,
+    ("hans", "validation"): 30_000,
+    ("anli_r1", "test_r1"): 667,
+    ("anli_r2", "test_r2"): 667,
+    ("anli_r3", "test_r3"): 800,
+    ("wnli", "validation"): 71,
+    ("paws", "test"): 8_000,
+}
+UNKNOWN_SIZE = 10_000
+
+
+def _data_size(spec: DataSpec, cap: int | None) -> int:
+    from gengen.data.registry import REGISTRY
+
+    n: int | None = None
+    if spec.source is not None:
+        split = spec.split or REGISTRY[spec.source].test_split
+        n = KNOWN_SIZES.get((spec.source, split))
+    elif spec.path is not None and Path(spec.path).suffix in (".jsonl", ".csv", ".tsv") and Path(spec.path).is_file():
+        with Path(spec.path).open("rb") as handle:
+            n = sum(1 for line in handle if line.strip()) - (0 if spec.path.endswith(".jsonl") else 1)
+    n = UNKNOWN_SIZE if n is None else n
+    limit = spec.max_examples if spec.max_examples is not None else cap
+    return min(n, limit) if limit is not None else n
+
+
+# ---------------------------------------------------------------------------------------------- memory
+
+
+def _dtype_bytes(precision: str) -> int:
+    """Bytes of the compute dtype on a GPU: bf16/fp16 for ``auto``, ``bf16`` and ``fp16``."""
+    return 4 if precision == "fp32" else 2
+
+
+def training_memory(
+    shape: ModelShape, training: TrainingConfig, *, shards: int = 1, targets: Sequence[str] = LORA_DEFAULT_TARGETS
+) -> dict[str, float]:
+    """Estimated bytes per GPU of a training step, by part (see the module docstring), before overhead.
+
+    Parameters
+    ----------
+    shape : ModelShape
+    training : TrainingConfig
+        ``method``, ``precision``, ``quantization``, ``batch_size`` (the micro-batch), ``max_length`` and
+        ``gradient_checkpointing`` matter.
+    shards : int
+        FSDP over this many GPUs (1: one GPU); each processes ceil(batch_size / shards) examples.
+    targets : sequence of str
+        LoRA target modules.
+    """
+    p = shape.parameters()
+    e = _dtype_bytes(training.precision)
+    parts: dict[str, float] = {}
+    if training.method == "full":
+        parts["weights"] = (4 * p + (2 * p if e == 2 else 0)) / shards
+        parts["gradients+optimizer"] = 12 * p / shards
+    else:
+        base_bytes = {"none": e, "8bit": 1.0, "4bit": 0.5 + 0.0625}[training.quantization]
+        parts["weights"] = p * base_bytes / shards
+        parts["gradients+optimizer"] = 16 * shape.lora_parameters(training.lora.r, targets)
+    if shards > 1:
+        parts["gathered layers"] = 2 * 2 * shape.largest_block()
+    micro = math.ceil(training.batch_size / shards)
+    tokens = micro * training.max_length
+    per_layer = (14 * shape.hidden + 8 * shape.intermediate) * e / 2
+    if training.gradient_checkpointing:
+        parts["activations"] = tokens * (shape.layers * shape.hidden * e + per_layer)
+    else:
+        parts["activations"] = tokens * shape.layers * per_layer
+    parts["logits"] = micro * shape.vocab * 4 * 3
+    return parts
+
+
+def scoring_memory(
+    shape: ModelShape, training: TrainingConfig, evaluation: EvaluationConfig, *, shards: int = 1
+) -> dict[str, float]:
+    """Estimated bytes per GPU of scoring (no gradients, one layer's activations alive), before overhead.
+
+    The weights are held as :func:`gengen.models.precision_for` decides: fp32 for full fine-tuning, the compute
+    dtype for a LoRA base; ``shards`` > 1 is a device map (layers spread over the GPUs).
+    """
+    p = shape.parameters()
+    e = _dtype_bytes(training.precision)
+    weights = 4 * p if training.method == "full" else p * e
+    tokens = evaluation.batch_size * training.max_length
+    if evaluation.max_tokens is not None:
+        tokens = min(tokens, evaluation.max_tokens)
+    return {
+        "weights": weights / shards,
+        "activations": tokens * (4 * shape.hidden + 3 * shape.intermediate) * e,
+        "logits": evaluation.batch_size * shape.vocab * 4 * 2,
+    }
+
+
+def _total_gib(parts: Mapping[str, float], overhead_gib: float) -> float:
+    return sum(parts.values()) * 1.1 / GIB + overhead_gib
+
+
+# ---------------------------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """The plan of one model × data regime (all its seeds and data seeds).
+
+    Attributes
+    ----------
+    model, regime : str
+        The model's name; ``"full data"`` or ``"<k> shots"``.
+    runs : int
+    parameters, trainable : int
+    train_strategy, score_strategy : str
+        ``"1 GPU"``, ``"FSDP over N"`` / ``"device map over N"``, or ``"does not fit"``.
+    train_gib, score_gib : float
+        Estimated peak memory per GPU under that strategy (the single-GPU figure when nothing fits).
+    checkpoint_gib, disk_gib : float
+        One checkpoint; the most a run holds on disk at once.
+    steps, evaluations : int
+        Optimiser steps and scored steps of one run.
+    gpu_hours : float
+        All runs of the row, training and scoring.
+    """
+
+    model: str
+    regime: str
+    runs: int
+    parameters: int
+    trainable: int
+    train_strategy: str
+    train_gib: float
+    score_strategy: str
+    score_gib: float
+    checkpoint_gib: float
+    disk_gib: float
+    steps: int
+    evaluations: int
+    gpu_hours: float
+
+    @property
+    def fits(self) -> bool:
+        return "does not fit" not in (self.train_strategy, self.score_strategy)
+
+
+def _strategy(single: float, sharded: float, gpus: int, memory: float, sharded_name: str) -> tuple[str, float]:
+    if single <= memory:
+        return "1 GPU", single
+    if gpus > 1 and sharded <= memory:
+        return f"{sharded_name} over {gpus}", sharded
+    return "does not fit", single if gpus == 1 else sharded
+
+
+def plan_study(
+    config: StudyConfig,
+    *,
+    gpus: int,
+    gpu_memory_gib: float,
+    tflops: float = 989.0,
+    mfu: float = 0.35,
+    tokens_per_example: int = 64,
+    overhead_gib: float = 1.0,
+    models: Sequence[str] | None = None,
+) -> list[PlanRow]:
+    """Plan every model × data regime of a study on ``gpus`` GPUs of ``gpu_memory_gib`` GiB each.
+
+    Parameters
+    ----------
+    config : StudyConfig
+    gpus : int
+        GPUs available to one run (FSDP shards over all of them; runs that fit one GPU go one per GPU).
+    gpu_memory_gib : float
+        Memory of one GPU.
+    tflops : float
+        Peak dense bf16 TFLOP/s of one GPU (default: an H100 SXM's 989).
+    mfu : float
+        Assumed model-FLOPs utilisation (share of the peak reached).
+    tokens_per_example : int
+        Mean prompt length in tokens (for FLOPs; memory uses ``training.max_length``).
+    overhead_gib : float
+        Fixed memory per GPU on top of the estimate (CUDA context, allocator reserve).
+    models : sequence of str, optional
+        Only these models.
+
+    Returns
+    -------
+    list of PlanRow
+    """
+    if gpus < 1:
+        raise ConfigError(f"--gpus: expected a positive integer, got {gpus}")
+    if not (gpu_memory_gib > 0 and math.isfinite(gpu_memory_gib)):
+        raise ConfigError(f"--gpu-memory: expected a positive number of GiB, got {gpu_memory_gib}")
+    if not (0 < mfu <= 1):
+        raise ConfigError(f"--mfu: expected a number in (0, 1], got {mfu}")
+    if not (tflops > 0 and math.isfinite(tflops)):
+        raise ConfigError(f"--tflops: expected a positive number, got {tflops}")
+    if tokens_per_example < 1:
+        raise ConfigError(f"--tokens-per-example: expected a positive integer, got {tokens_per_example}")
+    training, evaluation = config.training, config.evaluation
+    chosen = {r.model.name for r in config.select_runs(models)}
+    n_full = _data_size(config.task.train, None)
+    test_examples = sum(_data_size(t, evaluation.max_examples) for t in config.testsets)
+    regimes: list[tuple[str, int | None]] = (
+        [(f"{k} shots", k) for k in config.data.shots] if config.data.shots else [("full data", None)]
+    )
+    flops_per_second = tflops * 1e12 * mfu
+    rows = []
+    for model in config.models:
+        if model.name not in chosen:
+            continue
+        shape = model_shape(model)
+        p = shape.parameters()
+        targets = config.lora_targets(model)
+        trainable = p if training.method == "full" else shape.lora_parameters(training.lora.r, targets)
+        one = _total_gib(training_memory(shape, training, targets=targets), overhead_gib)
+        many = _total_gib(training_memory(shape, training, shards=gpus, targets=targets), overhead_gib)
+        train_strategy, train_gib = _strategy(one, many, gpus, gpu_memory_gib, "FSDP")
+        score_one = _total_gib(scoring_memory(shape, training, evaluation), overhead_gib)
+        score_many = _total_gib(scoring_memory(shape, training, evaluation, shards=gpus), overhead_gib)
+        score_strategy, score_gib = _strategy(score_one, score_many, gpus, gpu_memory_gib, "device map")
+        checkpoint = (12 * p if training.method == "full" else 12 * trainable) / GIB
+        for regime, shots in regimes:
+            n_train = shots if shots is not None else n_full
+            total = planned_steps(training, n_train)
+            steps = evaluation_steps(evaluation, total)
+            saved = [
+                s for s in steps if s > 0 and (training.checkpoint_every is None or s % training.checkpoint_every == 0)
+            ]
+            saved = sorted(set(saved) | {total})
+            kept = len(saved) if training.keep_checkpoints == "all" else min(2, len(saved))
+            n_runs = len(training.seeds) * (len(config.data.data_seeds) if shots is not None else 1)
+            examples = min(n_train, training.batch_size * training.grad_accum) * total
+            factor = (6 if training.method == "full" else 4) + (2 if training.gradient_checkpointing else 0)
+            train_flops = factor * p * examples * tokens_per_example
+            score_flops = 2 * p * len(steps) * test_examples * tokens_per_example
+            rows.append(
+                PlanRow(
+                    model=model.name,
+                    regime=regime,
+                    runs=n_runs,
+                    parameters=p,
+                    trainable=trainable,
+                    train_strategy=train_strategy,
+                    train_gib=train_gib,
+                    score_strategy=score_strategy,
+                    score_gib=score_gib,
+                    checkpoint_gib=checkpoint,
+                    disk_gib=checkpoint * kept,
+                    steps=total,
+                    evaluations=len(steps),
+                    gpu_hours=n_runs * (train_flops + score_flops) / flops_per_second / 3600,
+                )
+            )
+    return rows
+
+
+def format_plan(rows: Sequence[PlanRow], gpus: int, gpu_memory_gib: float) -> str:
+    """The plan as a fixed-width table, with totals."""
+    header = (
+        f"{'model':<14} {'regime':<11} {'runs':>5} {'params':>7} {'trainable':>9}  {'training':<14} {'GiB/GPU':>7}  "
+        f"{'scoring':<19} {'GiB/GPU':>7}  {'ckpt GiB':>8} {'disk/run':>8} {'steps':>7} {'evals':>5} {'GPU-h':>9}"
+    )
+    lines = [f"plan on {gpus} GPU(s) of {gpu_memory_gib:g} GiB", header]
+    for r in rows:
+        lines.append(
+            f"{r.model[:14]:<14} {r.regime:<11} {r.runs:>5} {_count(r.parameters):>7} {_count(r.trainable):>9}  "
+            f"{r.train_strategy:<14} {r.train_gib:>7.1f}  {r.score_strategy:<19} {r.score_gib:>7.1f}  "
+            f"{r.checkpoint_gib:>8.2f} {r.disk_gib:>8.2f} {r.steps:>7} {r.evaluations:>5} {r.gpu_hours:>9.1f}"
+        )
+    runs = sum(r.runs for r in rows)
+    disk = sum(r.runs * r.disk_gib for r in rows)
+    lines.append(f"total: {runs} runs, {sum(r.gpu_hours for r in rows):,.1f} GPU-hours, {disk:,.1f} GiB of checkpoints")
+    return "\n".join(lines)
+
+
+def _count(n: int) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+__all__ += ["KNOWN_SIZES", "format_plan"]
