@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything gengen needs on a fresh Debian machine, into ./.venv, idempotently:
 #   - R and the R packages the cross-validation tests use (Debian packages; needs root, skipped otherwise),
-#     and Chromium for the report's browser test;
+#     ppcor (from CRAN when reachable, else from ../shared/r/ppcor_1.1.tar.gz when present; skipped when
+#     already installed), and Chromium for the report's browser test;
 #   - a virtual environment with gengen built from source (Rust extension in release mode through maturin)
 #     and its extras: test, dev, r (rpy2<3.6), cluster (ray, submitit) and train (torch through
 #     scripts/install-torch.sh).
@@ -12,7 +13,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBIAN_PACKAGES=(r-base-core r-base-dev r-cran-ggm r-cran-psych r-cran-mgcv r-cran-corpcor chromium)
+# r-cran-mass: ppcor's only dependency (ppcor itself is not packaged in Debian).
+DEBIAN_PACKAGES=(r-base-core r-base-dev r-cran-ggm r-cran-psych r-cran-mgcv r-cran-corpcor r-cran-mass chromium)
+CRAN="${GENGEN_CRAN:-https://cloud.r-project.org}"
+PPCOR_TARBALL="../shared/r/ppcor_1.1.tar.gz"
 PYTHON="${PYTHON:-python3}"
 
 log() { printf '\033[1minstall:\033[0m %s\n' "$*"; }
@@ -30,6 +34,32 @@ if ((${#missing_debian[@]})); then
         log "not root (or no apt-get): skipping ${missing_debian[*]}; the R and browser tests will be skipped"
     fi
 fi
+
+# ppcor: the R tests compare gengen with it live, and R/gengen_analyse.R uses it when present.
+install_ppcor() {
+    command -v Rscript >/dev/null || return 0
+    if Rscript -e 'quit(status = !requireNamespace("ppcor", quietly = TRUE))' >/dev/null 2>&1; then
+        return 0
+    fi
+    if ! Rscript -e 'quit(status = !requireNamespace("MASS", quietly = TRUE))' >/dev/null 2>&1; then
+        log "R package MASS missing (Debian: r-cran-mass): skipping ppcor; its live comparisons will be skipped"
+        return 0
+    fi
+    # A short probe first: install.packages() against an unreachable mirror only gives up after minutes.
+    if command -v curl >/dev/null && curl -fs --max-time 10 -o /dev/null "$CRAN/src/contrib/PACKAGES"; then
+        log "R package ppcor from CRAN ($CRAN)"
+        Rscript -e "install.packages('ppcor', repos = '$CRAN', quiet = TRUE)" >/dev/null 2>&1 || true
+    elif [[ -f "$PPCOR_TARBALL" ]]; then
+        log "R package ppcor from $PPCOR_TARBALL (CRAN unreachable)"
+        R CMD INSTALL "$PPCOR_TARBALL" >/dev/null 2>&1 || true
+    fi
+    if Rscript -e 'quit(status = !requireNamespace("ppcor", quietly = TRUE))' >/dev/null 2>&1; then
+        log "ppcor $(Rscript -e 'cat(as.character(packageVersion("ppcor")))')"
+    else
+        log "could not install ppcor (no CRAN, no $PPCOR_TARBALL, or R's library not writable); its comparisons will be skipped"
+    fi
+}
+install_ppcor
 
 if ! command -v cargo >/dev/null; then
     echo "install: cargo (Rust) is required to build gengen's extension: https://rustup.rs" >&2
