@@ -172,7 +172,7 @@ def test_per_run_table_with_summary_rows_is_exactly_its_runs(tmp_path: Path) -> 
     note = next(line for line in result.output.splitlines() if "summary rows" in line)
     for label in ("Minimum", "Maximum", "Mean", "Standard deviation", "Median"):
         assert repr(label) in note
-    assert "1 blank rows (line 102)" in note
+    assert "1 blank row (line 102)" in note
     # across runs: the observations are the 100 runs
     analysis = analyse(load_scores(tmp_path / "s"), id_testset="MNLI", inference="t-test")
     assert analysis.settings["mode_resolved"] == "across_runs"

@@ -411,7 +411,8 @@ def ingest(
     model, run, study : str, optional
         Override the model / run / study of every score read (see each format for the defaults).
     step : int, optional
-        The step of every per-checkpoint file read (for one file).
+        The step of every per-checkpoint file read (for one file), of a long table without a step column, or
+        of the final scores in a per-run table (default 0 there).
     step_pattern : str, optional
         Regular expression whose group ``step`` (or first group) finds the step in each file's path.
     columns : dict, optional
