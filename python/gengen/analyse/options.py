@@ -301,7 +301,9 @@ def make_settings(
 
 def _patterns(value: str | int | Iterable[str | int] | None, option: str) -> tuple[str, ...]:
     """Selection patterns (globs) as a tuple of strings; integers (shot counts) are written out."""
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, bool):
+        raise GengenError(f"option {option}: expected names or patterns, got {value!r}")
+    if isinstance(value, int):
         return (str(value),)
     if value is None or isinstance(value, str):
         return _as_tuple(value, option)

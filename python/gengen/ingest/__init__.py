@@ -309,7 +309,7 @@ def _read(
     tables_read = [path for path, _ in files if path.suffix.lower() in tables.TABLE_SUFFIXES]
     if len(tables_read) > 1 and options.columns:
         options = replace(options, lenient_columns=True)
-    lacking: dict[str, list[str]] = {}
+    lacking: dict[str, list[Path]] = {}
     for path, named in _progress(files, progress, "reading"):
         result = read_file(path, format=format, options=options, strict=named)
         if result is None:
