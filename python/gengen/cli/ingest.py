@@ -34,7 +34,10 @@ def ingest_command(
     model: Annotated[str | None, typer.Option(help="Model of every score (overrides the files).")] = None,
     run: Annotated[str | None, typer.Option(help="Run of every score (default: the file's, else 'main').")] = None,
     study: Annotated[str | None, typer.Option(help="Study of every score (default: the store folder's name).")] = None,
-    step: Annotated[int | None, typer.Option(help="Checkpoint step of a per-checkpoint results file.")] = None,
+    step: Annotated[
+        int | None,
+        typer.Option(help="Step of a per-checkpoint results file, or of a table without a step column (runs: 0)."),
+    ] = None,
     step_pattern: Annotated[
         str | None,
         typer.Option(help="Regex whose group 'step' (or first group) finds the step in each path."),
