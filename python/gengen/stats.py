@@ -24,6 +24,15 @@ Checkpoint trajectories are autocorrelated, and ppcor's t-test then overstates s
 positives at a nominal 5% with lag-1 autocorrelation 0.9 and 50 checkpoints). :func:`lagged_partial_corr_matrix`
 (gengen's default inference, see docs/calibration.md) and :func:`prewhitened_partial_corr_matrix` stay
 calibrated; they are defined in :mod:`gengen.inference` and exported here.
+
+Limits
+------
+Sizes are checked before anything is allocated (:mod:`gengen.limits`): at most ``MAX_RESAMPLES`` (10^7)
+permutations or bootstrap replicates per call, at most 256 threads (or the number of CPUs if larger), and no
+single array (index tables, kept bootstrap replicates) above half the machine's memory or 16 GiB. Beyond them
+:class:`~gengen.errors.InvalidArgumentError` says how much the call would take. A block length that makes one
+block of all checkpoints is refused (nothing could be resampled), and a scheme with fewer than 20 distinct
+permutations warns that small p-values are out of reach.
 """
 
 from __future__ import annotations

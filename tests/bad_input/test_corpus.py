@@ -183,3 +183,58 @@ def test_the_corpus_is_large_enough() -> None:
     from .test_stats_bounds import STATS_CASES
 
     assert len(CASES) + len(STATS_CASES) >= 200, (len(CASES), len(STATS_CASES))
+
+
+def test_warnings_and_errors_are_one_line_each(capsys: pytest.CaptureFixture[str]) -> None:
+    import warnings
+
+    import typer
+
+    from gengen.cli._common import user_errors_exit
+    from gengen.errors import GengenError
+
+    @user_errors_exit
+    def command() -> None:
+        warnings.warn("k: lowered from 10 to 4\nfor the control", RuntimeWarning, stacklevel=1)
+        warnings.warn("an internal deprecation", DeprecationWarning, stacklevel=1)
+        raise GengenError("--x 'a': is constant\nsecond line")
+
+    with pytest.raises(typer.Exit) as stop:
+        command()
+    assert stop.value.exit_code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: k: lowered from 10 to 4; for the control",
+        "error: --x 'a': is constant; second line",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (PermissionError(13, "Permission denied", "/data/out"), "/data/out: permission denied"),
+        (FileExistsError(17, "File exists", "/data/out"), "/data/out: already exists"),
+        (NotADirectoryError(20, "Not a directory", "/data/f/x"), "/data/f/x: not a directory (a file is in the way)"),
+        (IsADirectoryError(21, "Is a directory", "/data/x.csv"), "/data/x.csv: is a directory, expected a file"),
+        (OSError(28, "No space left on device", "/data/x"), "/data/x: no space left on the device"),
+        (sqlite3.OperationalError("attempt to write a readonly database"), "store: attempt to write a readonly"),
+        (MemoryError(), "out of memory"),
+    ],
+)
+def test_user_error_messages(error: BaseException, expected: str) -> None:
+    from gengen.cli._common import user_error_message
+
+    message = user_error_message(error)
+    assert message is not None and message.startswith(expected), message
+
+
+def test_a_bug_keeps_its_traceback() -> None:
+    from gengen.cli._common import user_error_message, user_errors_exit
+
+    assert user_error_message(KeyError("x")) is None
+
+    @user_errors_exit
+    def command() -> None:
+        raise KeyError("a bug")
+
+    with pytest.raises(KeyError):
+        command()

@@ -125,6 +125,23 @@ def user_errors_exit(command: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def _given_value(error: Exception, argv: Sequence[str] | None) -> str:
+    """`` (got '1e11')`` for a refused option value: Typer's messages do not repeat the value."""
+    param = getattr(error, "param", None)
+    names = [name for name in getattr(param, "opts", []) if name.startswith("-")]
+    if not names or type(error).__name__ != "BadParameter":
+        return ""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    given = None
+    for index, argument in enumerate(arguments):
+        if argument in names and index + 1 < len(arguments):
+            given = arguments[index + 1]
+        for name in names:
+            if argument.startswith(f"{name}="):
+                given = argument[len(name) + 1 :]
+    return "" if given is None or repr(given) in str(error) else f" (got {given!r})"
+
+
 def run_app(app: typer.Typer, argv: Sequence[str] | None = None) -> int:
     """Run the CLI application and return its exit status, with parse errors as one ``error:`` line.
 
@@ -154,7 +171,7 @@ def run_app(app: typer.Typer, argv: Sequence[str] | None = None) -> int:
             print(context.get_help())
             return 0
         message = error.format_message() if hasattr(error, "format_message") else str(error)
-        print(f"error: {one_line(message)}", file=sys.stderr)
+        print(f"error: {one_line(message)}{_given_value(error, argv)}", file=sys.stderr)
         return USER_ERROR_EXIT_CODE
     except (typer.Abort, KeyboardInterrupt):
         print("error: interrupted", file=sys.stderr)
