@@ -12,6 +12,8 @@ Run: ``.venv/bin/python benches/report.py [--repeat 3] [--keep DIR]``. Prints on
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -84,10 +86,11 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     try:
         analysis = analyse_once(build_store(folder), folder)
-        times = []
+        times, cpu = [], []
         html = folder / "report" / "pythia.html"
         for _ in range(options.repeat):
             shutil.rmtree(html.parent, ignore_errors=True)
+            used = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             subprocess.run(
                 [*GENGEN, "report", str(analysis), "--out", str(html)],
@@ -97,9 +100,13 @@ def main() -> None:
                 stderr=subprocess.DEVNULL,
             )
             times.append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.append(after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime)
         figures = html.parent / f"{html.stem}_figures"
         print(f"report wall time (fresh process, median of {len(times)}): {statistics.median(times):.2f} s")
         print(f"report times: {', '.join(f'{t:.2f}' for t in times)} s")
+        print(f"report CPU time (user + system, median): {statistics.median(cpu):.2f} s")
+        print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
         print(f"report.html size: {html.stat().st_size / 1e6:.2f} MB")
         if figures.is_dir():
             print(f"figures folder: {folder_size(figures) / 1e6:.2f} MB in {sum(1 for _ in figures.iterdir())} files")

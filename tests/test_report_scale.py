@@ -175,12 +175,12 @@ def test_across_run_section_has_pairs_p_values_and_the_settings_its_rows_used(tm
     rows = result.pairs
     assert set(rows["level"]) == {"across_runs"} and set(rows["scheme"]) == {"free"}
     settings = dict(section_settings(rows, 0.05))
-    assert settings["resampling scheme"] == "free"
+    assert settings["resampling scheme (from the methods)"] == "free"
     assert "free" in settings["its method"] and "block" not in settings["its method"]
     assert settings["p-value deciding significance"] == "p_perm"
     html = report(result, None, tmp_path).read_text(encoding="utf-8")
     section = html[html.index('id="across-runs"') : html.index('id="across-groups"')]
-    assert "block" not in section and "resampling scheme</td><td>free" in section
+    assert "block" not in section and "resampling scheme (from the methods)</td><td>free" in section
     table = payload(html)["tables"]["across_runs"]
     columns = {column["name"]: column for column in table["columns"]}
     assert table["n"] == len(rows)

@@ -149,8 +149,15 @@ def draw_heatmap(
     ax.set_ylim(m, 0)
     size = _tick_size(m, panel)
     labels, _ = short_labels([*matrix.index, *matrix.columns])
-    ax.set_xticks(np.arange(m) + 0.5, labels=[labels[str(c)] for c in matrix.columns] if column_labels else [])
-    ax.set_yticks(np.arange(m) + 0.5, labels=[labels[str(c)] for c in matrix.index] if row_labels else [])
+    # No ticks at all where there are no labels: each tick is an object matplotlib lays out and draws.
+    if column_labels:
+        ax.set_xticks(np.arange(m) + 0.5, labels=[labels[str(c)] for c in matrix.columns])
+    else:
+        ax.set_xticks([])
+    if row_labels:
+        ax.set_yticks(np.arange(m) + 0.5, labels=[labels[str(c)] for c in matrix.index])
+    else:
+        ax.set_yticks([])
     ax.tick_params(length=0, labelsize=size)
     ax.tick_params(axis="x", labelrotation=90)
     if marks is not None:

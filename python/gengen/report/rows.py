@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,8 @@ COLUMN_HELP = {
     "diagnostics": "why the row's assumptions look doubtful (empty when they look fine)",
 }
 
+#: A resampling scheme named in a method text: "permutation (free, …)", "bootstrap (block, L=3, …)".
+SCHEME_IN_METHOD = re.compile(r"\((free|iid|block|circular)\b")
 #: Pooled-table columns that belong in the section's settings rather than in every row.
 POOLED_SETTING_COLUMNS = ("metric", "adjust", "fit", "method")
 
@@ -168,7 +171,12 @@ def section_settings(rows: pd.DataFrame, alpha: float) -> list[tuple[str, str]]:
         low, high = int(rows["n"].min()), int(rows["n"].max())
         unit = "runs" if (rows.get("level") == "across_runs").all() else "observations"
         out.append((f"n ({unit} per pair)", str(low) if low == high else f"{low}–{high}"))
-    for column, label in (("fit", "control for ID (fit)"), ("method", "correlation"), ("k", "covariates (k)")):
+    for column, label in (
+        ("estimand", "estimand"),
+        ("fit", "control for ID (fit)"),
+        ("method", "correlation"),
+        ("k", "covariates (k)"),
+    ):
         if column in rows:
             out.append((label, _tally(rows[column])))
     _, method = deciding_p(rows)
@@ -187,21 +195,25 @@ def section_settings(rows: pd.DataFrame, alpha: float) -> list[tuple[str, str]]:
     if "ci_method" in rows:
         level = _tally(rows["ci_level"].map(lambda v: f"{float(v):.0%}")) if "ci_level" in rows else ""
         out.append(("interval" + (f" ({level})" if level else ""), _tally(rows["ci_method"]) or "none"))
-    for column, label in (
-        ("p_perm_method", "permutation test"),
-        ("p_lagged_method", "lagged test"),
-        ("p_value_method", "t-test"),
-    ):
-        if column in rows and column != f"{deciding}_method":
+    shown = {"p_deciding_method", "ci_method", f"{deciding}_method"}
+    method_columns = [column for column in rows.columns if column.endswith("_method")]
+    for column in method_columns:
+        if column not in shown:
             text = _tally(rows[column])
             if text:
-                out.append((f"also computed: {label}", text))
-    resampled = any(
-        column in rows and _text(rows[column]).str.contains("permutation|bootstrap").any()
-        for column in ("p_perm_method", "ci_method", "p_deciding_method")
+                out.append((f"also computed: {column.removesuffix('_method')}", text))
+    # The scheme a row's resampling used is written in its method text ("permutation (free, …)"); the
+    # ``scheme`` column echoes the option even where nothing was resampled with it.
+    schemes = sorted(
+        {
+            match
+            for column in method_columns
+            for text in _text(rows[column]).unique()
+            for match in SCHEME_IN_METHOD.findall(text)
+        }
     )
-    if resampled and "scheme" in rows:
-        out.append(("resampling scheme", _tally(rows["scheme"])))
+    if schemes:
+        out.append(("resampling scheme (from the methods)", ", ".join(schemes)))
     flagged = int((diagnostics(rows) != "").sum())
     if "diagnostics" in rows:
         out.append(("rows with diagnostics", f"{flagged} of {len(rows)}"))
