@@ -121,6 +121,15 @@ def test_the_trainer_step_wins_over_the_wandb_step(tmp_path: Path) -> None:
     report = ingest(path, tmp_path / "s")
     assert set(load(tmp_path / "s")["step"]) == {500, 1000}
     assert any("step from column 'trainer/global_step' (_step left out)" in note for note in report.notes)
+    hf = tmp_path / "hf-trainer.csv"  # what transformers' WandbCallback logs
+    hf.write_text(
+        "_step,train/global_step,train/epoch,train/loss,train/learning_rate,eval/loss,eval/accuracy,eval/runtime\n"
+        "0,50,0.5,0.69,4e-05,,,\n1,100,1.0,0.60,3e-05,0.52,0.75,3.2\n"
+    )
+    ingest(hf, tmp_path / "t")
+    got = {(r.step, r.testset, r.metric): r.value for r in load(tmp_path / "t").itertuples()}
+    assert got == {(50, "train", "loss"): 0.69, (100, "train", "loss"): 0.60, (100, "eval", "loss"): 0.52,
+                   (100, "eval", "accuracy"): 0.75}  # fmt: skip
 
 
 def test_a_column_mapping_one_file_lacks_is_noted(tmp_path: Path) -> None:

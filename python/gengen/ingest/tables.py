@@ -16,7 +16,8 @@ and of ``gengen export --wide``. Empty cells are missing scores.
 
 For every kind:
 
-* the step column is ``step``, else the first of ``trainer/global_step``, ``global_step`` and ``_step``
+* the step column is ``step``, else the first of ``trainer/global_step`` (Lightning), ``train/global_step``
+  (Hugging Face), ``global_step`` and ``_step`` (W&B's own counter)
   (any case; the others are dropped); ``--column step=NAME`` chooses another;
 * the model is ``--model``, else a ``model`` column, else the file's stem (one model per file);
 * the run is ``--run``, else the run column, else ``seed=N`` from a ``seed`` column, else ``"main"``;
@@ -66,7 +67,7 @@ DEFAULT_WIDE_PATTERN = r"(?P<testset>.+)/(?P<metric>[^/]+)"
 ID_COLUMNS = ("study", "model", "family", "size", "run", "seed", "shots", "step", "tokens", "epoch")
 """Columns of a wide or per-run table that describe the row rather than hold a score."""
 
-STEP_COLUMNS = ("step", "trainer/global_step", "global_step", "_step")
+STEP_COLUMNS = ("step", "trainer/global_step", "train/global_step", "global_step", "_step")
 """Columns taken as the step, in this order of preference (compared case-insensitively)."""
 
 RUN_COLUMNS = ("run", "run_id", "run_name")
