@@ -191,11 +191,14 @@ def test_prewhitened_test_matches_numpy_and_scipy() -> None:
 
 
 def test_autocorrelation_warning() -> None:
-    from gengen.inference import autocorrelation_warning
+    from gengen.analyse.autocorr import AUTOCORR_THRESHOLD, autocorrelation_warning
 
-    assert autocorrelation_warning([0.9, 0.8], inference="t-test") is not None
-    assert autocorrelation_warning([0.9, 0.8], inference="lagged") is None
-    assert autocorrelation_warning([0.1, 0.0], inference="t-test") is None
+    # One threshold, the one docs/calibration.md gives, and one piece of advice: the calibrated default.
+    assert AUTOCORR_THRESHOLD == 0.25
+    message = autocorrelation_warning("run", np.array([0.3, 0.4]), ["t-test"])
+    assert message is not None and "'sieve'" in message and "block" not in message.split("sieve")[0]
+    assert autocorrelation_warning("run", np.array([0.9, 0.8]), []) is None
+    assert autocorrelation_warning("run", np.array([0.1, 0.2]), ["t-test"]) is None
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -31,7 +31,6 @@ __all__ = [
     "DEFAULT_INFERENCE",
     "LaggedPartialCorrMatrix",
     "PrewhitenedPartialCorrMatrix",
-    "autocorrelation_warning",
     "lagged_partial_corr_matrix",
     "prewhitened_partial_corr_matrix",
 ]
@@ -43,7 +42,8 @@ DEFAULT_INFERENCE = "lagged"
 
 #: Lag-1 autocorrelation of the residuals from which a method that assumes independent checkpoints is unsafe:
 #: at φ = 0.25 in both series Bartlett's variance factor (1 + φ²)/(1 − φ²) is 1.13, and the naive 5% test
-#: rejects about 6.5% of true nulls; it grows quickly beyond.
+#: rejects about 6.5% of true nulls; it grows quickly beyond. The analysis warns from here
+#: (:func:`gengen.analyse.autocorr.autocorrelation_warning`).
 AUTOCORRELATION_WARNING_THRESHOLD = 0.25
 
 
@@ -298,45 +298,4 @@ def prewhitened_partial_corr_matrix(
         k=int(k),
         df=float(df),
         method=method,
-    )
-
-
-def autocorrelation_warning(
-    lag1: ArrayLike, *, inference: str, threshold: float = AUTOCORRELATION_WARNING_THRESHOLD
-) -> str | None:
-    """A one-line warning when residuals are autocorrelated and ``inference`` assumes independent checkpoints.
-
-    Parameters
-    ----------
-    lag1 : array_like
-        Lag-1 autocorrelations of the residuals of the test sets of one run.
-    inference : str
-        The method asked for; "t-test", "free" (permutation) and "iid" (bootstrap) assume independence.
-    threshold : float
-        The median lag-1 autocorrelation from which to warn.
-
-    Returns
-    -------
-    str or None
-        The warning text, or None when there is nothing to warn about.
-
-    Examples
-    --------
-    >>> autocorrelation_warning([0.8, 0.9], inference="t-test")[:46]
-    'residual lag-1 autocorrelation is high (median'
-    >>> autocorrelation_warning([0.8, 0.9], inference="lagged") is None
-    True
-    """
-    if inference not in ("t-test", "ttest", "naive", "free", "iid"):
-        return None
-    values = np.asarray(lag1, dtype=np.float64)
-    values = values[np.isfinite(values)]
-    if values.size == 0:
-        return None
-    median = float(np.median(values))
-    if median < threshold:
-        return None
-    return (
-        f"residual lag-1 autocorrelation is high (median {median:.2f} >= {threshold:.2f}) and inference "
-        f"{inference!r} assumes independent checkpoints: its p-values are too small; use inference='lagged'"
     )

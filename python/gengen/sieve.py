@@ -197,7 +197,7 @@ def _least_squares_ar(
     rhs = np.einsum("...ti,...t->...i", lags, target)
     # A tiny ridge keeps exactly collinear lags (a constant stretch) solvable; it is far below any real signal.
     scale = np.trace(gram, axis1=-2, axis2=-1)[..., None, None] / max(order, 1)
-    gram = gram + 1e-10 * (scale + 1e-300) * np.eye(order)
+    gram = gram + 1e-13 * (scale + 1e-300) * np.eye(order)
     coef = np.linalg.solve(gram, rhs[..., None])[..., 0]
     residual = target - np.einsum("...ti,...i->...t", lags, coef)
     return coef, (residual**2).sum(axis=-1)

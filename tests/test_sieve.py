@@ -1,0 +1,224 @@
+"""The default inference (AR-sieve test and interval of r_partial) against closed forms and its own contract.
+
+References used here are independent of gengen.sieve: numpy least squares for the partial correlation and the
+dynamic AR regression, scipy's t distribution for Fisher's z test, statsmodels' Ljung–Box test; calibration is
+checked by simulation against the nominal level with its Monte Carlo error.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats
+from numpy.testing import assert_allclose
+
+import gengen
+from gengen.analyse.meta import fisher_meta
+from gengen.calibration import GridCell, simulate_pair_runs
+from gengen.compare import compare
+from gengen.errors import GengenError
+from gengen.sieve import fit_autoregression, ljung_box, sieve_partial_corr_matrix
+from tests.test_analyse import PYTHIA, load_pythia, synthetic
+
+
+def residuals_of(y: np.ndarray, covar: np.ndarray) -> np.ndarray:
+    design = np.column_stack([np.ones(len(y)), covar])
+    return y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
+
+
+# ------------------------------------------------------------------------------- closed forms
+def test_with_white_residuals_the_test_is_fishers_z_on_ppcors_degrees_of_freedom() -> None:
+    """When AIC picks AR(0) for every series, the sieve's replicates equal their white twins, so the variance
+    ratio is exactly 1: se_z = 1/sqrt(n - 3 - k), df = n - 2 - k, and p is Fisher's z test referred to t."""
+    n, m = 40, 3
+    for seed in range(100):  # the first white-noise data set whose series all get AR(0) (a precondition)
+        rng = np.random.default_rng(seed)
+        covar = np.linspace(0.4, 0.8, n) + rng.normal(0, 0.01, n)
+        scores = covar[:, None] + rng.normal(0, 0.02, (n, m))
+        result = sieve_partial_corr_matrix(scores, covar, n_boot=199, seed=2)
+        if (result.ar_order == 0).all():
+            break
+    assert (result.ar_order == 0).all(), "precondition: white residuals"
+    for a, b in zip(*np.triu_indices(m, 1), strict=True):
+        r = np.corrcoef(residuals_of(scores[:, a], covar), residuals_of(scores[:, b], covar))[0, 1]
+        z = math.atanh(r) * math.sqrt(n - 3 - 1)
+        assert_allclose(result.r[a, b], r, rtol=1e-10)
+        assert_allclose(result.se_z[a, b], 1 / math.sqrt(n - 4), rtol=1e-9)
+        assert_allclose(result.df[a, b], n - 3, rtol=1e-9)
+        assert_allclose(result.p_value[a, b], 2 * scipy.stats.t.sf(abs(z), n - 3), rtol=1e-8)
+        half = scipy.stats.t.ppf(0.975, n - 3) / math.sqrt(n - 4)
+        assert_allclose([result.ci_low[a, b], result.ci_high[a, b]], np.tanh(math.atanh(r) + np.array([-1, 1]) * half))
+
+
+def test_autoregression_is_the_dynamic_least_squares_fit() -> None:
+    """fit_autoregression at the chosen order p equals numpy's lstsq of e_t on [e_{t-1..t-p}, 1, z_t..z_{t-p}] on
+    rows t >= max_order, and AIC recovers an AR(2) from a long series."""
+    rng = np.random.default_rng(7)
+    n = 600
+    e = np.zeros(n + 200)
+    for t in range(2, n + 200):
+        e[t] = 1.2 * e[t - 1] - 0.5 * e[t - 2] + rng.normal()
+    e = e[200:]
+    z = np.linspace(0, 1, n) + rng.normal(0, 0.1, n)
+    order, coef = fit_autoregression(e, max_order=4, control=z)
+    p = int(order[0])
+    assert p >= 2  # AIC may add a lag, never drop a real one at this length
+    rows = np.arange(4, n)
+    lags = [e[rows - i] for i in range(1, p + 1)]
+    exogenous = [np.ones(rows.size)] + [z[rows - i] for i in range(p + 1)]
+    design = np.column_stack(lags + exogenous)
+    expected = np.linalg.lstsq(design, e[rows], rcond=None)[0][:p]
+    assert_allclose(coef[0, :p], expected, rtol=1e-8)  # up to the 1e-13 ridge that keeps collinear lags solvable
+    order_2, coef_2 = fit_autoregression(e, max_order=2, control=z)
+    assert order_2[0] == 2
+    assert_allclose(coef_2[0], [1.2, -0.5], atol=0.1)
+
+
+def test_ljung_box_matches_statsmodels() -> None:
+    statsmodels = pytest.importorskip("statsmodels.stats.diagnostic")
+    rng = np.random.default_rng(1)
+    series = np.cumsum(rng.normal(size=120)) * 0.1 + rng.normal(size=120)
+    expected = statsmodels.acorr_ljungbox(series, lags=[10], model_df=2)["lb_pvalue"].iloc[0]
+    assert_allclose(ljung_box(series[None, :], 10, fitted_order=2)[0], expected, rtol=1e-9)
+
+
+# --------------------------------------------------------------------------------- the contract
+@pytest.mark.parametrize("seed", range(6))
+def test_interval_holds_r_and_excludes_zero_exactly_when_p_is_small(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(16, 80))
+    covar = np.sort(rng.uniform(0.3, 0.9, n))
+    noise = np.cumsum(rng.normal(0, 0.01, (n, 5)), axis=0) * rng.uniform(0.2, 1.0)
+    scores = covar[:, None] * rng.uniform(0.2, 1.0, 5) + noise
+    level = float(rng.choice([0.8, 0.9, 0.95, 0.99]))
+    result = sieve_partial_corr_matrix(scores, covar, n_boot=99, ci_level=level, seed=seed)
+    for a, b in zip(*np.triu_indices(5, 1), strict=True):
+        assert result.ci_low[a, b] <= result.r[a, b] <= result.ci_high[a, b]
+        excludes = result.ci_low[a, b] > 0 or result.ci_high[a, b] < 0
+        assert (result.p_value[a, b] < 1 - level) == excludes
+        assert result.p_value[a, b] == result.p_value[b, a]
+
+
+def test_same_seed_same_answer_and_spearman_is_the_sieve_on_ranks() -> None:
+    rng = np.random.default_rng(3)
+    covar = np.linspace(0, 1, 30)
+    scores = covar[:, None] + np.cumsum(rng.normal(0, 0.05, (30, 3)), axis=0)
+    first = sieve_partial_corr_matrix(scores, covar, n_boot=99, seed=5)
+    again = sieve_partial_corr_matrix(scores, covar, n_boot=99, seed=5)
+    assert_allclose(first.p_value, again.p_value, rtol=0, atol=0)
+    ranked = sieve_partial_corr_matrix(
+        pd.DataFrame(scores).rank().to_numpy(), pd.Series(covar).rank().to_numpy(), n_boot=99, seed=5
+    )
+    spearman = sieve_partial_corr_matrix(scores, covar, method="spearman", n_boot=99, seed=5)
+    assert_allclose(spearman.p_value, ranked.p_value, rtol=1e-12)
+
+
+def test_bad_input_is_refused_with_the_argument_named() -> None:
+    with pytest.raises(GengenError, match="n_boot"):
+        sieve_partial_corr_matrix(np.zeros((30, 2)), None, n_boot=5)
+    with pytest.raises(GengenError, match="scores"):
+        sieve_partial_corr_matrix(np.full((30, 2), np.nan), None)
+    with pytest.raises(GengenError, match="too few"):
+        sieve_partial_corr_matrix(np.random.default_rng(0).normal(size=(6, 2)), np.arange(6.0))
+
+
+# ------------------------------------------------------------------------------------ calibration
+def rejection_rate(cell: GridCell, replicates: int, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    rejected = 0
+    for replicate in range(replicates):
+        scores, id_scores = simulate_pair_runs(cell, 0.0, rng)
+        result = sieve_partial_corr_matrix(scores[0], id_scores[0], n_boot=99, seed=replicate)
+        rejected += result.p_value[0, 1] < 0.05
+    return rejected / replicates
+
+
+def upper_bound(rate: float, count: int) -> float:
+    """One-sided 95% Monte Carlo lower limit of a rate: the test fails only when the rate is clearly too high."""
+    return rate - 1.645 * math.sqrt(max(rate * (1 - rate), 1e-9) / count)
+
+
+def test_default_holds_its_level_at_ar1_0_9() -> None:
+    rate = rejection_rate(GridCell("ar1(0.9)"), 200, seed=11)
+    assert upper_bound(rate, 200) <= 0.065, rate
+
+
+def test_pooled_false_positive_rate_stays_below_0_065_at_three_seeds_ar1_0_9() -> None:
+    """3 seeds x AR(1) 0.9 x n = 50, no true correlation: the meta-analysis on the runs' sieve variances
+    keeps its false-positive rate (fixed and random effects); ppcor's 1/(n - 3 - k) does not (issue 13)."""
+    cell = GridCell("ar1(0.9), 3 seeds", runs=3)
+    rng = np.random.default_rng(2026)
+    replicates = 150
+    rejections = {"sieve fixed": 0, "sieve random": 0, "naive fixed": 0}
+    for replicate in range(replicates):
+        scores, id_scores = simulate_pair_runs(cell, 0.0, rng)
+        fits = [
+            sieve_partial_corr_matrix(scores[run], id_scores[run], n_boot=99, seed=replicate * 3 + run)
+            for run in range(3)
+        ]
+        r = np.array([fit.r[0, 1] for fit in fits])
+        se = np.array([fit.se_z[0, 1] for fit in fits])
+        sieve = fisher_meta(r, np.full(3, 50), np.ones(3), variance=se**2)
+        naive = fisher_meta(r, np.full(3, 50), np.ones(3))
+        rejections["sieve fixed"] += sieve.p_fixed < 0.05
+        rejections["sieve random"] += sieve.p_random < 0.05
+        rejections["naive fixed"] += naive.p_fixed < 0.05
+    rates = {name: count / replicates for name, count in rejections.items()}
+    assert upper_bound(rates["sieve fixed"], replicates) <= 0.065, rates
+    assert upper_bound(rates["sieve random"], replicates) <= 0.065, rates
+    assert rates["naive fixed"] > 0.2, rates  # the failure this replaces is visible at this size
+
+
+# ----------------------------------------------------------------------------------- the analysis
+def test_pairs_table_rows_are_one_coherent_answer() -> None:
+    df = synthetic(n_runs=3, phi=0.9, n_steps=40, seed=21)
+    result = gengen.analyse(df, id_testset="id", n_boot=99)
+    pairs = result.pairs
+    assert (pairs["p_adjusted_from"] == "p_sieve").all()
+    assert (pairs["estimand"] == "r_partial").all()
+    assert_allclose(pairs["p_deciding"], pairs["p_sieve"])
+    assert ((pairs["ci_low"] <= pairs["r_partial"]) & (pairs["r_partial"] <= pairs["ci_high"])).all()
+    excludes = (pairs["ci_low"] > 0) | (pairs["ci_high"] < 0)
+    assert ((pairs["p_deciding"] < 1 - pairs["ci_level"]) == excludes).all()
+    assert pairs["ci_method"].str.startswith("AR-sieve").all()
+    # pooled with the same estimand and its autocorrelation-aware variances
+    assert (result.pooled["variance_method"].str.startswith("se_z")).all()
+
+
+def test_t_test_rows_get_the_interval_consistent_with_their_p_value() -> None:
+    df = synthetic(n_runs=1, phi=0.0, n_steps=25, seed=3)
+    pairs = gengen.analyse(df, id_testset="id", inference="t-test").pairs
+    assert (pairs["p_adjusted_from"] == "p_value").all()
+    assert ((pairs["ci_low"] <= pairs["r_partial"]) & (pairs["r_partial"] <= pairs["ci_high"])).all()
+    excludes = (pairs["ci_low"] > 0) | (pairs["ci_high"] < 0)
+    assert ((pairs["p_value"] < 0.05) == excludes).all()
+    kendall = gengen.analyse(df, id_testset="id", inference="t-test", method="kendall").pairs
+    assert kendall["ci_low"].isna().all() and kendall["ci_method"].str.startswith("none: Kendall").all()
+
+
+def test_compare_takes_sign_and_significance_from_the_deciding_estimand() -> None:
+    df = synthetic(n_runs=2, phi=0.9, n_steps=40, seed=11)
+    lagged = gengen.analyse(df, id_testset="id", inference="lagged")
+    per_pair = compare(lagged).per_pair
+    expected = lagged.pairs.assign(group=lagged.pairs["model"].astype(str) + "/" + lagged.pairs["run"].astype(str))
+    merged = per_pair.merge(expected, on=["group", "testset_a", "testset_b"], how="inner")
+    assert len(merged) == len(lagged.pairs)
+    assert_allclose(merged["r"], merged["r_innovation"])
+    assert ((merged["p"] < 0.05) == (merged["p_adjusted"] < 0.05)).all()
+
+
+def test_pythia_rows_never_exclude_their_own_r_partial(shared_dir: Path) -> None:
+    pythia = load_pythia(shared_dir / PYTHIA)
+    result = gengen.analyse(pythia, id_testset="lambada_openai", metric="acc", n_boot=199)
+    pairs = result.pairs
+    assert len(pairs) == 2 * 2016 or len(pairs) > 1000
+    finite = pairs["ci_low"].notna()
+    assert finite.mean() > 0.95
+    inside = (pairs["ci_low"] <= pairs["r_partial"]) & (pairs["r_partial"] <= pairs["ci_high"])
+    assert inside[finite].all()
+    excludes = (pairs["ci_low"] > 0) | (pairs["ci_high"] < 0)
+    assert ((pairs["p_deciding"] < 0.05) == excludes)[finite].all()
