@@ -18,6 +18,7 @@ Imports torch; ``import gengen`` does not import this module.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
@@ -246,6 +247,59 @@ class RunOutcome:
     seconds: float
 
 
+@dataclass(frozen=True)
+class World:
+    """The processes training one run together (torch.distributed), or just this one.
+
+    Data parallel: every process holds the whole model, computes the gradient of its share of each micro-batch
+    (examples ``rank::size``), the gradients are summed across processes, and every process takes the same
+    optimiser step. Process 0 alone scores, writes the store and saves checkpoints (one writer), the others
+    wait for it.
+    """
+
+    rank: int = 0
+    size: int = 1
+
+    @property
+    def main(self) -> bool:
+        """Whether this process is the one that writes."""
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        """Wait for every process (no-op alone)."""
+        if self.size > 1:
+            torch.distributed.barrier()
+
+    def sum_gradients(self, params: Sequence[torch.Tensor]) -> None:
+        """Sum each parameter's gradient over the processes (a process without examples contributes zeros)."""
+        if self.size == 1:
+            return
+        for param in params:
+            if param.grad is None:
+                param.grad = torch.zeros_like(param)
+            torch.distributed.all_reduce(param.grad, op=torch.distributed.ReduceOp.SUM)
+
+
+def current_world() -> World:
+    """The distributed world this process belongs to, joining it when launched by torchrun (``WORLD_SIZE`` > 1).
+
+    The backend is NCCL on GPUs (each process on ``cuda:LOCAL_RANK``), gloo on the CPU.
+    """
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return World()
+    if not dist.is_initialized():
+        if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+            return World()
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if backend == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        # Process 0 scores every test set while the others wait: allow for long evaluations.
+        dist.init_process_group(backend, timeout=datetime.timedelta(hours=4))
+    return World(dist.get_rank(), dist.get_world_size())
+
+
 class _Context:
     """What every run of a study shares: tokenizer-dependent encodings, cached by tokenizer."""
 
@@ -389,6 +443,7 @@ def train_run(
     context: _Context | None = None,
     log: Log = print,
     progress: bool = True,
+    world: World | None = None,
 ) -> RunOutcome:
     """Fine-tune and score one run, resuming from its last checkpoint and skipping stored evaluations.
 
@@ -405,12 +460,17 @@ def train_run(
         Receives progress lines.
     progress : bool
         Show a progress bar when the output is a terminal.
+    world : World, optional
+        The processes training this run together (default: :func:`current_world`).
 
     Returns
     -------
     RunOutcome
     """
     start = time.perf_counter()
+    world = world or current_world()
+    if not world.main:
+        log, progress = (lambda _: None), False
     context = context or _Context(config)
     training = config.training
     tokenizer, answers, train_all, testsets = context.for_model(run)
@@ -425,13 +485,15 @@ def train_run(
     if wanted <= done and manifest.get("status") == "complete":
         return RunOutcome(run.model.name, run.key, total, None, 0, True, time.perf_counter() - start)
 
-    record = _write_run_record(run_dir, config, run, total, steps, len(train))
-    store.write_manifest(run.model.name, run.key, {**record, "status": "running", "run_dir": str(run_dir)})
+    checkpoints = _checkpoints(run_dir)  # listed by every process before process 0 can add one
+    world.barrier()
+    if world.main:
+        record = _write_run_record(run_dir, config, run, total, steps, len(train))
+        store.write_manifest(run.model.name, run.key, {**record, "status": "running", "run_dir": str(run_dir)})
 
     device = select_device(training.device)
     precision = precision_for(training.precision, training.method, device)
     compute_dtype = precision.compute
-    checkpoints = _checkpoints(run_dir)
     resume_step, resume_path = checkpoints[-1] if checkpoints else (0, None)
 
     torch.manual_seed(run.seed)
@@ -475,7 +537,7 @@ def train_run(
 
     def evaluate(model: Any, step: int) -> None:
         nonlocal written, done
-        if all((step, t.name, m) in done for t in testsets for m in metrics):
+        if not world.main or all((step, t.name, m) in done for t in testsets for m in metrics):
             return
         began = time.perf_counter()
         with precision.context(device):
@@ -512,15 +574,19 @@ def train_run(
             n_step = sum(len(micro) for micro in batches)
             optimizer.zero_grad(set_to_none=True)
             for micro in batches:
-                ids, mask, lengths = pad_batch([encoded_train[i] for i in micro], pad_id, device)
-                gold = torch.from_numpy(gold_train[micro]).to(device)
+                used = sum(len(encoded_train[i]) for i in micro) + len(micro)
+                tokens += used
+                window_tokens += used
+                share = micro[world.rank :: world.size]  # this process's examples of the micro-batch
+                if len(share) == 0:
+                    continue
+                ids, mask, lengths = pad_batch([encoded_train[i] for i in share], pad_id, device)
+                gold = torch.from_numpy(gold_train[share]).to(device)
                 with precision.context(device):
                     logits = last_token_logits(model, ids, mask, lengths)
                 loss = _answer_loss(logits, gold, answers, config.task.loss) / n_step
                 scaler.scale(loss).backward()
-                used = int(lengths.sum()) + len(micro)
-                tokens += used
-                window_tokens += used
+            world.sum_gradients(params)
             if training.max_grad_norm is not None:
                 scaler.unscale_(optimizer)
                 torch.nn.utils.clip_grad_norm_(params, training.max_grad_norm)
@@ -532,7 +598,7 @@ def train_run(
                 elapsed = time.perf_counter() - window_start
                 evaluate(model, step)
                 every = training.checkpoint_every
-                if every is None or step % every == 0 or step == total:
+                if world.main and (every is None or step % every == 0 or step == total):
                     _save_checkpoint(
                         run_dir,
                         step,
@@ -549,6 +615,10 @@ def train_run(
                     description=f"{run.model.name} {run.key} ({window_tokens / max(elapsed, 1e-9):,.0f} tokens/s)",
                 )
                 window_tokens, window_start = 0, time.perf_counter()
+                world.barrier()  # the others wait while process 0 scores and saves
+    if not world.main:
+        del model, optimizer
+        return RunOutcome(run.model.name, run.key, total, resume_step or None, 0, False, time.perf_counter() - start)
     if training.keep_checkpoints == "none":
         for _, path in _checkpoints(run_dir):
             shutil.rmtree(path, ignore_errors=True)
@@ -638,6 +708,9 @@ def run_study(
 
     runs = config.select_runs(models)
     check_model_sources(config, [m for m in config.models if any(r.model == m for r in runs)])
+    world = current_world()
+    if world.size > 1 and jobs > 1:
+        raise ConfigError("--jobs: runs are trained one at a time when several processes share each run (torchrun)")
     if jobs > 1 and len(runs) > 1:
         from gengen.executors.local import process_pool
 
@@ -649,8 +722,8 @@ def run_study(
     shared = _Context(config)
     outcomes = []
     for run in runs:
-        outcome = train_run(config, run, store=store, context=shared, log=log, progress=progress)
-        if outcome.skipped:
+        outcome = train_run(config, run, store=store, context=shared, log=log, progress=progress, world=world)
+        if outcome.skipped and world.main:
             log(f"{run.model.name} {run.key}: complete, skipped")
         outcomes.append(outcome)
     return outcomes
