@@ -26,6 +26,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
@@ -55,8 +56,10 @@ pub struct FastRun {
     /// |r_ab| (1 − [`TIE_TOLERANCE`]) for a < b (row-major a·m + b): what a permuted |r*| must reach.
     limit: Vec<f64>,
     scheme: PermutationScheme,
-    /// Block cross-product tables, for the block scheme when they are small (see [`BlockTables`]).
-    blocks: Option<BlockTables>,
+    /// Block cross-product tables (see [`BlockTables`]), for the block scheme: built on the first call that
+    /// counts this run's permutations, and only when they pay for themselves (see [`BlockLayout::worth_it`]);
+    /// `None` inside means the tiled kernel serves the run.
+    blocks: OnceLock<Option<BlockTables>>,
 }
 
 impl FastRun {
@@ -97,12 +100,28 @@ impl FastRun {
             left,
             limit,
             scheme: run.scheme,
-            blocks: None,
+            blocks: OnceLock::new(),
         };
-        if let PermutationScheme::Block { length } = run.scheme {
-            fast.blocks = BlockTables::new(&fast, length);
+        if !matches!(run.scheme, PermutationScheme::Block { .. }) {
+            fast.blocks = OnceLock::from(None);
         }
         Some(fast)
+    }
+
+    /// The block tables if they are built (and worth it).
+    fn tables(&self) -> Option<&BlockTables> {
+        self.blocks.get().and_then(Option::as_ref)
+    }
+
+    /// Multiply-adds per row of P E in the tiled kernel: 32 per register tile a pair needs.
+    fn tile_work(&self) -> usize {
+        let mut tiles = 0;
+        for a0 in (0..self.width).step_by(TILE_A) {
+            for b0 in (0..self.stride).step_by(TILE_B) {
+                tiles += usize::from(self.tile_needed(a0, b0));
+            }
+        }
+        tiles * TILE_A * TILE_B
     }
 
     /// Whether the tile of L rows `a0..a0 + TILE_A` and G columns `b0..b0 + TILE_B` holds anything needed:
@@ -113,33 +132,84 @@ impl FastRun {
     }
 }
 
-/// Largest block tables used, in f64 values per run (2 MiB): beyond it the tiled kernel is faster.
-const MAX_TABLE_VALUES: usize = 1 << 18;
+/// Largest block tables built, in f64 values per run (4 MiB): each permutation reads ⌈n/L⌉ rows of them at
+/// random, and tables far beyond the caches would make that memory-bound, slower than the tiles.
+const MAX_TABLE_VALUES: usize = 1 << 19;
+
+/// Largest block tables built for one call, all runs together, in f64 values (256 MiB): runs past it (in
+/// run order) use the tiles, so memory does not grow with the number of runs.
+const MAX_TOTAL_TABLE_VALUES: usize = 1 << 25;
+
+/// Decides, for every run whose block tables are not decided yet, whether they are worth building for
+/// `permutations` permutations per call and fit in the budget, and builds them in parallel on the caller's
+/// rayon pool. The first call decides for all later ones.
+fn ensure_tables(runs: &[FastRun], permutations: u64) {
+    ensure_tables_within(runs, permutations, MAX_TOTAL_TABLE_VALUES);
+}
+
+/// [`ensure_tables`] with a total budget of `budget` f64 values.
+fn ensure_tables_within(runs: &[FastRun], permutations: u64, mut budget: usize) {
+    if runs.iter().all(|run| run.blocks.get().is_some()) {
+        return;
+    }
+    let plans: Vec<Option<BlockLayout>> = runs
+        .iter()
+        .map(|run| {
+            let PermutationScheme::Block { length } = run.scheme else {
+                return None;
+            };
+            if run.blocks.get().is_some() {
+                return None;
+            }
+            let layout = BlockLayout::new(run, length)?;
+            let size = layout.rows * layout.entries;
+            (size <= budget && layout.worth_it(run, permutations)).then(|| {
+                budget -= size;
+                layout
+            })
+        })
+        .collect();
+    runs.par_iter().zip(plans).for_each(|(run, plan)| {
+        // Runs decided before keep their tables: `set` leaves them as they are.
+        let _ = run.blocks.set(plan.map(|layout| layout.build(run)));
+    });
+}
 
 /// The block scheme moves whole blocks, so ⟨l, P e_b⟩ is a sum over the placed blocks of cross products of a
 /// block of L rows (where the block lands) with a block of E rows (where it comes from). With L the block
 /// length, n = n_full L + r and blocks placed in the order σ: a full block placed t-th starts at row tL, or at
 /// tL − (L − r) once the short last block (length r > 0) has been placed. Tabulating, for every needed
 /// entry C[row, b], the cross products for every (slot t, source block s) — aligned, shifted, and the short
-/// block at each slot — makes a permutation cost one sum of `blocks` table rows instead of n × (k + m) × m
+/// block at each slot — makes a permutation cost one sum of ⌈n/L⌉ table rows instead of n × (k + m) × m
 /// multiply-adds.
-struct BlockTables {
+///
+/// The layout says which rows exist and where each entry goes, so that whether the tables are worth
+/// building is decided before anything is computed.
+struct BlockLayout {
+    length: usize,
+    /// Full blocks, ⌊n/L⌋, and the short block's length r = n mod L.
+    full: usize,
+    short: usize,
+    /// Blocks per permutation, ⌈n/L⌉.
+    slots: usize,
     /// Entries per table row: for b = 1 … m − 1, the rows 0 … k + b − 1 of column b, padded to a multiple of
     /// [`SUM_LANES`].
     entries: usize,
     /// Where column b's entries start in a table row.
     offset: Vec<usize>,
-    /// Table rows of `entries` values: row (t · full + s) is full block s placed at slot t, aligned (starting
-    /// at row tL); row (slots + t) · full + s the same after the short block (starting at tL − (L − r)); row
-    /// 2 · slots · full + t the short block placed at slot t.
-    values: Vec<f64>,
-    /// Blocks per permutation, ⌈n/L⌉.
-    slots: usize,
+    /// Table rows: full block s placed at slot t, aligned (starting at row tL), is row t · full + s; with a
+    /// short block, the same after the short block (starting at tL − (L − r)) is row (slots + t) · full + s,
+    /// and the short block placed at slot t is row 2 · slots · full + t. Without one, only the aligned rows.
+    rows: usize,
 }
 
-impl BlockTables {
+impl BlockLayout {
+    /// `None` for a single column (no pair).
     fn new(run: &FastRun, length: usize) -> Option<Self> {
         let (n, m, k) = (run.n, run.m, run.k);
+        if m < 2 {
+            return None;
+        }
         let (full, short) = (n / length, n % length);
         let slots = full + usize::from(short > 0);
         let mut offset = vec![0; m];
@@ -149,48 +219,152 @@ impl BlockTables {
             entries += k + b;
         }
         let entries = entries.div_ceil(SUM_LANES) * SUM_LANES;
-        let rows = 2 * slots * full + slots;
-        if m < 2 || rows * entries > MAX_TABLE_VALUES {
-            return None;
-        }
-        // Cross products of L rows start.. with E rows source.. over `len` rows, for every entry.
-        let cross = |start: usize, source: usize, len: usize, out: &mut [f64]| {
-            for b in 1..m {
-                for row in 0..k + b {
-                    out[offset[b] + row] = (0..len)
-                        .map(|j| {
-                            run.left[(start + j) * run.width + row] * run.rows[(source + j) * run.stride + b]
-                        })
-                        .sum();
-                }
-            }
+        let rows = if short > 0 {
+            2 * slots * full + slots
+        } else {
+            full * full
         };
-        let mut values = vec![0.0; rows * entries];
-        for t in 0..slots {
-            for s in 0..full {
-                if (t + 1) * length <= n {
-                    let row = (t * full + s) * entries;
-                    cross(t * length, s * length, length, &mut values[row..row + entries]);
-                }
-                if short > 0 && t > 0 {
-                    let row = ((slots + t) * full + s) * entries;
-                    let start = t * length - (length - short);
-                    cross(start, s * length, length, &mut values[row..row + entries]);
-                }
-            }
-            if short > 0 {
-                let row = (2 * slots * full + t) * entries;
-                cross(t * length, full * length, short, &mut values[row..row + entries]);
-            }
-        }
-        Some(BlockTables {
+        Some(BlockLayout {
+            length,
+            full,
+            short,
+            slots,
             entries,
             offset,
-            values,
-            slots,
+            rows,
         })
     }
 
+    /// (first row of L, first row of E, rows) whose cross products make table row `row`, or `None` for a row
+    /// no permutation reads (an aligned full block cannot sit in the last slot while the short block is
+    /// unplaced, nor a shifted one in the first).
+    fn source(&self, row: usize) -> Option<(usize, usize, usize)> {
+        let (length, full, slots) = (self.length, self.full, self.slots);
+        if row < slots * full {
+            let (t, s) = (row / full, row % full);
+            (t < full).then_some((t * length, s * length, length))
+        } else if row < 2 * slots * full {
+            let (t, s) = ((row - slots * full) / full, (row - slots * full) % full);
+            (t > 0).then(|| (t * length - (length - self.short), s * length, length))
+        } else {
+            let t = row - 2 * slots * full;
+            Some((t * length, full * length, self.short))
+        }
+    }
+
+    /// Whether building the tables and summing their rows costs less than the tiled kernel for
+    /// `permutations` permutations, and the tables fit in [`MAX_TABLE_VALUES`]. The build is O(n²/L) per run
+    /// against O(n/L) per permutation, so with few permutations or many checkpoints the tiles (O(n) per
+    /// permutation) are chosen and the cost stays linear in n.
+    fn worth_it(&self, run: &FastRun, permutations: u64) -> bool {
+        if self.rows * self.entries > MAX_TABLE_VALUES {
+            return false;
+        }
+        let tile = run.tile_work() as f64;
+        let build = BUILD_COST * self.rows as f64 * (self.length as f64 * tile + self.entries as f64);
+        let summed = SUM_COST * (self.slots * self.entries) as f64;
+        let tiled = (run.n as f64) * tile;
+        build + permutations as f64 * summed < permutations as f64 * tiled
+    }
+
+    /// Every table row, in parallel on the caller's rayon pool: each block's cross products are computed in
+    /// register tiles into a scratch product, then its needed entries gathered into the table row.
+    fn build(self, run: &FastRun) -> BlockTables {
+        // gather[e]: where table entry e (column b, row < k + b) sits in the width × stride product.
+        let mut gather = Vec::with_capacity(self.entries);
+        for b in 1..run.m {
+            gather.extend((0..run.k + b).map(|row| row * run.stride + b));
+        }
+        let mut values = vec![0.0; self.rows * self.entries];
+        // Rows in parallel batches; within a batch one scratch product serves every row.
+        values
+            .par_chunks_mut(BUILD_BATCH * self.entries)
+            .enumerate()
+            .for_each(|(batch, chunk)| {
+                let mut product = vec![0.0; run.width * run.stride];
+                for (i, out) in chunk.chunks_exact_mut(self.entries).enumerate() {
+                    if let Some((start, source, len)) = self.source(batch * BUILD_BATCH + i) {
+                        block_cross(run, start, source, len, &mut product);
+                        for (value, &at) in out.iter_mut().zip(&gather) {
+                            *value = product[at];
+                        }
+                    }
+                }
+            });
+        BlockTables {
+            entries: self.entries,
+            offset: self.offset,
+            values,
+            slots: self.slots,
+        }
+    }
+}
+
+/// Table rows built by one task.
+const BUILD_BATCH: usize = 256;
+
+/// Cost of a table entry built and of one added, in multiply-adds of the tiled kernel (measured on the W1
+/// shape, n = 100 … 1,000, one thread: 0.07 ns per tiled multiply-add, 0.3–0.8 ns per built entry's
+/// multiply-add, most of it first-touch page faults of the new table, 0.16–0.6 ns per added entry as the
+/// tables outgrow L2).
+const BUILD_COST: f64 = 4.0;
+const SUM_COST: f64 = 2.5;
+
+/// Cross products of L rows `start..start + len` with E rows `source..source + len`, C[row, b] for every
+/// tile a pair needs, into `product` (width × stride, row-major): the tiled kernel's register tiles over
+/// contiguous rows. Each entry is one running sum over the rows in order.
+#[inline(always)]
+fn block_cross_generic(run: &FastRun, start: usize, source: usize, len: usize, product: &mut [f64]) {
+    for a0 in (0..run.width).step_by(TILE_A) {
+        for b0 in (0..run.stride).step_by(TILE_B) {
+            if !run.tile_needed(a0, b0) {
+                continue;
+            }
+            let mut acc = [[0.0; TILE_B]; TILE_A];
+            for j in 0..len {
+                let l: [f64; TILE_A] = lanes(&run.left[(start + j) * run.width + a0..]);
+                let g: [f64; TILE_B] = lanes(&run.rows[(source + j) * run.stride + b0..]);
+                for a in 0..TILE_A {
+                    for b in 0..TILE_B {
+                        acc[a][b] += l[a] * g[b];
+                    }
+                }
+            }
+            for (a, values) in acc.iter().enumerate() {
+                product[(a0 + a) * run.stride + b0..][..TILE_B].copy_from_slice(values);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn block_cross_avx2(run: &FastRun, start: usize, source: usize, len: usize, product: &mut [f64]) {
+    block_cross_generic(run, start, source, len, product)
+}
+
+fn block_cross(run: &FastRun, start: usize, source: usize, len: usize, product: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { block_cross_avx2(run, start, source, len, product) };
+    }
+    block_cross_generic(run, start, source, len, product)
+}
+
+/// Block cross-product tables of one run (see [`BlockLayout`]).
+struct BlockTables {
+    /// Values per table row.
+    entries: usize,
+    /// Where column b's entries start in a table row.
+    offset: Vec<usize>,
+    /// Table rows of `entries` values, as laid out by [`BlockLayout`].
+    values: Vec<f64>,
+    /// Blocks per permutation, ⌈n/L⌉.
+    slots: usize,
+}
+
+impl BlockTables {
     /// C's needed entries for a permutation whose table rows are `rows` (from [`block_rows`]).
     fn sum_into(&self, rows: &[u32], sums: &mut [f64]) {
         add_rows(&self.values, rows, self.entries, sums);
@@ -374,52 +548,65 @@ fn zeros(m: usize) -> ExceedanceCounts {
     }
 }
 
-/// Exceedance counts of permutations `range` for runs `members` (same n and scheme), drawn once.
-fn count_chunk(runs: &[FastRun], members: &[usize], seed: u64, range: Range<u64>) -> Vec<ExceedanceCounts> {
-    let first = &runs[members[0]];
+/// One chunk of permutations, drawn once for every run of a group (same n and scheme): the permuted row
+/// orders (for runs on the tiled kernel) and each permutation's table rows (for runs with block tables).
+struct Draws {
+    orders: Vec<u32>,
+    table_rows: Vec<u32>,
+}
+
+fn draw_chunk(
+    first: &FastRun,
+    seed: u64,
+    range: Range<u64>,
+    orders_needed: bool,
+    rows_needed: bool,
+) -> Draws {
     let n = first.n;
+    let count = (range.end - range.start) as usize;
     let mut order = vec![0usize; n];
-    let mut orders: Vec<u32> = Vec::with_capacity((range.end - range.start) as usize * n);
+    let mut orders: Vec<u32> = Vec::with_capacity(if orders_needed { count * n } else { 0 });
+    let mut table_rows: Vec<u32> = Vec::new();
     for index in range {
         permutation_into(n, first.scheme, seed, index, &mut order);
-        orders.extend(order.iter().map(|&i| i as u32));
-    }
-    // The table rows of each permutation, shared by every run of the group that has tables.
-    let mut table_rows: Vec<u32> = Vec::new();
-    if let PermutationScheme::Block { length } = first.scheme {
-        if members.iter().any(|&r| runs[r].blocks.is_some()) {
-            for permuted in orders.chunks_exact(n) {
-                block_rows(n, length, permuted, &mut table_rows);
+        let permuted = order.iter().map(|&i| i as u32);
+        if orders_needed {
+            orders.extend(permuted);
+            if let (true, PermutationScheme::Block { length }) = (rows_needed, first.scheme) {
+                block_rows(n, length, &orders[orders.len() - n..], &mut table_rows);
             }
+        } else if let (true, PermutationScheme::Block { length }) = (rows_needed, first.scheme) {
+            let permuted: Vec<u32> = permuted.collect();
+            block_rows(n, length, &permuted, &mut table_rows);
         }
     }
-    members
-        .iter()
-        .map(|&r| {
-            let run = &runs[r];
-            let mut counts = zeros(run.m);
-            let mut largest = Vec::with_capacity(orders.len() / n);
-            if let Some(tables) = &run.blocks {
-                let mut sums = vec![0.0; tables.entries];
-                for rows in table_rows.chunks_exact(tables.slots) {
-                    tables.sum_into(rows, &mut sums);
-                    largest.push(count_one(run, |row, b| sums[tables.offset[b] + row], &mut counts));
-                }
-            } else {
-                let mut product = vec![0.0; run.width * run.stride];
-                for permuted in orders.chunks_exact(n) {
-                    products(run, permuted, &mut product);
-                    largest.push(count_one(
-                        run,
-                        |row, b| product[row * run.stride + b],
-                        &mut counts,
-                    ));
-                }
-            }
-            count_family_wise(run, &largest, &mut counts);
-            counts
-        })
-        .collect()
+    Draws { orders, table_rows }
+}
+
+/// Exceedance counts of one run over one chunk of drawn permutations.
+fn count_run_chunk(run: &FastRun, draws: &Draws) -> ExceedanceCounts {
+    let n = run.n;
+    let mut counts = zeros(run.m);
+    let mut largest = Vec::with_capacity(CHUNK as usize);
+    if let Some(tables) = run.tables() {
+        let mut sums = vec![0.0; tables.entries];
+        for rows in draws.table_rows.chunks_exact(tables.slots) {
+            tables.sum_into(rows, &mut sums);
+            largest.push(count_one(run, |row, b| sums[tables.offset[b] + row], &mut counts));
+        }
+    } else {
+        let mut product = vec![0.0; run.width * run.stride];
+        for permuted in draws.orders.chunks_exact(n) {
+            products(run, permuted, &mut product);
+            largest.push(count_one(
+                run,
+                |row, b| product[row * run.stride + b],
+                &mut counts,
+            ));
+        }
+    }
+    count_family_wise(run, &largest, &mut counts);
+    counts
 }
 
 /// The tiled layouts of `runs`, or `None` when any run's control is not linear (then the scalar kernel
@@ -429,9 +616,11 @@ pub fn prepare_fast(runs: &[PreparedRun]) -> Option<Vec<FastRun>> {
 }
 
 /// Exceedance counts for permutations `range` of every run: the same numbers as
-/// [`crate::permutation::count_exceedances_batch`], in parallel over chunks of permutations, each drawn once
-/// for all the runs that share its length and scheme. The result does not depend on the thread count.
+/// [`crate::permutation::count_exceedances_batch`], in parallel over runs and chunks of permutations, each
+/// chunk drawn once for all the runs that share its length and scheme. The first call decides (and builds)
+/// the block tables for the later ones. The result does not depend on the thread count.
 pub fn count_exceedances_batch_fast(runs: &[FastRun], seed: u64, range: Range<u64>) -> Vec<ExceedanceCounts> {
+    ensure_tables(runs, range.end - range.start);
     let mut groups: BTreeMap<(usize, String), Vec<usize>> = BTreeMap::new();
     for (index, run) in runs.iter().enumerate() {
         groups
@@ -439,22 +628,31 @@ pub fn count_exceedances_batch_fast(runs: &[FastRun], seed: u64, range: Range<u6
             .or_default()
             .push(index);
     }
-    let tasks: Vec<(&Vec<usize>, Range<u64>)> = groups
-        .values()
-        .flat_map(|members| {
-            (range.start..range.end)
-                .step_by(CHUNK as usize)
-                .map(move |start| (members, start..(start + CHUNK).min(range.end)))
-        })
-        .collect();
-    let partial: Vec<(&Vec<usize>, Vec<ExceedanceCounts>)> = tasks
-        .into_par_iter()
-        .map(|(members, chunk)| (members, count_chunk(runs, members, seed, chunk)))
+    let chunks: Vec<Range<u64>> = (range.start..range.end)
+        .step_by(CHUNK as usize)
+        .map(|start| start..(start + CHUNK).min(range.end))
         .collect();
     let mut totals: Vec<ExceedanceCounts> = runs.iter().map(|run| zeros(run.m)).collect();
-    for (members, counts) in &partial {
-        for (&r, c) in members.iter().zip(counts) {
-            totals[r].merge(c);
+    for members in groups.values() {
+        let first = &runs[members[0]];
+        let rows_needed = members.iter().any(|&r| runs[r].tables().is_some());
+        let orders_needed = members.iter().any(|&r| runs[r].tables().is_none());
+        let draws: Vec<Draws> = chunks
+            .par_iter()
+            .map(|chunk| draw_chunk(first, seed, chunk.clone(), orders_needed, rows_needed))
+            .collect();
+        // Run-major tasks: a thread takes consecutive chunks of the same run, so that run's block tables stay
+        // in its cache instead of every table being streamed again for every chunk.
+        let tasks: Vec<(usize, &Draws)> = members
+            .iter()
+            .flat_map(|&r| draws.iter().map(move |d| (r, d)))
+            .collect();
+        let partial: Vec<(usize, ExceedanceCounts)> = tasks
+            .into_par_iter()
+            .map(|(r, d)| (r, count_run_chunk(&runs[r], d)))
+            .collect();
+        for (r, counts) in &partial {
+            totals[*r].merge(counts);
         }
     }
     totals
@@ -527,26 +725,82 @@ mod tests {
         }
     }
 
+    fn fast_runs(runs: &[PreparedRun]) -> Vec<FastRun> {
+        runs.iter().map(|r| FastRun::from_prepared(r).unwrap()).collect()
+    }
+
+    /// Builds the block tables whatever the cost model says (`tables: true`) or forbids them.
+    fn force(fast: &mut [FastRun], tables: bool) {
+        for run in fast.iter_mut() {
+            let PermutationScheme::Block { length } = run.scheme else {
+                unreachable!()
+            };
+            let built = if tables {
+                BlockLayout::new(run, length).map(|layout| layout.build(run))
+            } else {
+                None
+            };
+            run.blocks = OnceLock::from(built);
+        }
+    }
+
     #[test]
     fn block_tables_and_tiles_count_alike() {
-        // Short last blocks (37 = 7·5 + 2, 40 = 13·3 + 1) exercise the shifted tables; the tiled kernel is
-        // what runs when the tables would be too large.
-        let scheme = PermutationScheme::Block { length: 5 };
-        let runs = prepared(&[(37, 13, 2), (100, 7, 1)], scheme, Method::Pearson);
-        let runs3 = prepared(
-            &[(40, 4, 1)],
-            PermutationScheme::Block { length: 3 },
-            Method::Pearson,
+        // Short last blocks (37 = 7·5 + 2, 40 = 13·3 + 1) exercise the shifted tables, 100 = 20·5 and
+        // 36 = 12·3 the aligned ones alone; the tiled kernel is what runs when the tables do not pay.
+        for (shapes, length) in [
+            (vec![(37, 13, 2), (100, 7, 1)], 5),
+            (vec![(40, 4, 1), (36, 5, 2)], 3),
+        ] {
+            let runs = prepared(&shapes, PermutationScheme::Block { length }, Method::Pearson);
+            let expected = count_exceedances_batch(&runs, 5, 0..500);
+            let mut fast = fast_runs(&runs);
+            force(&mut fast, true);
+            assert!(fast.iter().all(|f| f.tables().is_some()));
+            assert_eq!(count_exceedances_batch_fast(&fast, 5, 0..500), expected);
+            force(&mut fast, false);
+            assert_eq!(count_exceedances_batch_fast(&fast, 5, 0..500), expected);
+            assert_same_counts(&runs, 8, 0..500);
+        }
+    }
+
+    #[test]
+    fn tables_only_where_they_pay() {
+        let block = |length| PermutationScheme::Block { length };
+        // W1's shape: a 400-row table (20 × 20 aligned blocks, no shifted rows since 5 divides 100) repays
+        // its build within a few hundred permutations (W1 runs 10,000, in slices of 1,024).
+        let w1 = fast_runs(&prepared(&[(100, 7, 1)], block(5), Method::Pearson));
+        let layout = BlockLayout::new(&w1[0], 5).unwrap();
+        assert_eq!((layout.rows, layout.entries), (400, 32));
+        assert!(layout.worth_it(&w1[0], 256) && !layout.worth_it(&w1[0], 64));
+        // 1,000 checkpoints in blocks of 10 with 50 permutations: building the 10,000 rows costs more than
+        // tiling the permutations, so the tiles run and the cost stays linear in n.
+        let long = fast_runs(&prepared(&[(1000, 7, 1)], block(10), Method::Pearson));
+        let layout = BlockLayout::new(&long[0], 10).unwrap();
+        assert!(!layout.worth_it(&long[0], 50) && layout.worth_it(&long[0], 1024));
+        // Tables over the memory cap are never built.
+        let wide = fast_runs(&prepared(&[(1000, 50, 1)], block(10), Method::Pearson));
+        assert!(!BlockLayout::new(&wide[0], 10)
+            .unwrap()
+            .worth_it(&wide[0], 1 << 20));
+        // The first call decides for the later ones.
+        let runs = prepared(&[(100, 7, 1)], block(5), Method::Pearson);
+        let fast = fast_runs(&runs);
+        let first = count_exceedances_batch_fast(&fast, 2, 0..2);
+        assert!(fast[0].blocks.get().is_some_and(Option::is_none));
+        let mut total = first;
+        total[0].merge(&count_exceedances_batch_fast(&fast, 2, 2..300)[0]);
+        assert_eq!(total, count_exceedances_batch(&runs, 2, 0..300));
+        // Runs past the total budget (here room for two 400 × 32 tables) use the tiles, and count alike.
+        let runs = prepared(&[(100, 7, 1); 3], block(5), Method::Pearson);
+        let fast = fast_runs(&runs);
+        ensure_tables_within(&fast, 1000, 2 * 400 * 32);
+        let built: Vec<bool> = fast.iter().map(|f| f.tables().is_some()).collect();
+        assert_eq!(built, [true, true, false]);
+        assert_eq!(
+            count_exceedances_batch_fast(&fast, 4, 0..300),
+            count_exceedances_batch(&runs, 4, 0..300)
         );
-        let expected = count_exceedances_batch(&runs, 5, 0..500);
-        let mut fast: Vec<FastRun> = runs.iter().map(|r| FastRun::from_prepared(r).unwrap()).collect();
-        assert!(fast.iter().all(|f| f.blocks.is_some()));
-        assert_eq!(count_exceedances_batch_fast(&fast, 5, 0..500), expected);
-        fast.iter_mut().for_each(|f| f.blocks = None);
-        assert_eq!(count_exceedances_batch_fast(&fast, 5, 0..500), expected);
-        let fast3: Vec<FastRun> = runs3.iter().map(|r| FastRun::from_prepared(r).unwrap()).collect();
-        assert!(fast3[0].blocks.is_some() && 40 % 3 == 1);
-        assert_same_counts(&runs3, 8, 0..500);
     }
 
     #[test]
