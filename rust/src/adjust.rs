@@ -213,4 +213,171 @@ mod tests {
         assert!(out[1].is_nan());
         assert_eq!(out[2], 0.08);
     }
+
+    fn check_all(p: &[f64], expected: [(Adjustment, &[f64]); 5]) {
+        for (method, want) in expected {
+            let got = p_adjust(p, method).unwrap();
+            assert_eq!(got.len(), want.len());
+            for (i, (x, y)) in got.iter().zip(want).enumerate() {
+                assert!(
+                    (x - y).abs() < 1e-12,
+                    "{method:?} p[{i}]: got {x}, R says {y}; {got:?}"
+                );
+            }
+        }
+    }
+
+    // The step-down running maximum (Holm), the step-up running minimum (Hochberg, BH, BY), the clip at 1 and
+    // Hommel's max over j all change the answer on the inputs below; the inputs are unsorted so the
+    // scatter back to input order is checked too. In `matches_r` above none of these steps matters.
+
+    #[test]
+    fn running_max_and_min_change_the_answer_six_tests() {
+        // R 4.x: p <- c(0.011, 0.04, 0.01, 0.3, 0.02, 0.9)
+        //        for (m in c("holm", "hochberg", "hommel", "BH", "BY")) print(p.adjust(p, m), digits = 17)
+        // Holm without the running max would give 0.055 for p = 0.011 (5 × 0.011 < 6 × 0.01).
+        check_all(
+            &[0.011, 0.04, 0.01, 0.3, 0.02, 0.9],
+            [
+                (Adjustment::Holm, &[0.06, 0.12, 0.06, 0.6, 0.08, 0.9]),
+                (Adjustment::Hochberg, &[0.055, 0.12, 0.055, 0.6, 0.08, 0.9]),
+                (Adjustment::Hommel, &[0.05, 0.12, 0.05, 0.6, 0.08, 0.9]),
+                (
+                    Adjustment::BenjaminiHochberg,
+                    &[0.033, 0.06, 0.033, 0.36, 0.04, 0.9],
+                ),
+                (
+                    Adjustment::BenjaminiYekutieli,
+                    &[0.08085, 0.147, 0.08085, 0.882, 0.098, 1.0],
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn running_max_and_min_change_the_answer_eight_tests() {
+        // R 4.x: p <- c(0.045, 0.04, 0.01, 0.03, 0.9, 0.041, 0.5, 0.002)
+        //        for (m in c("holm", "hochberg", "hommel", "BH", "BY")) print(p.adjust(p, m), digits = 17)
+        // Hochberg without the running min would give 0.16 for p = 0.04 (4 × 0.04 > 3 × 0.045); Holm's
+        // clip at 1 applies to 0.5 and 0.9.
+        check_all(
+            &[0.045, 0.04, 0.01, 0.03, 0.9, 0.041, 0.5, 0.002],
+            [
+                (Adjustment::Holm, &[0.2, 0.2, 0.07, 0.18, 1.0, 0.2, 1.0, 0.016]),
+                (
+                    Adjustment::Hochberg,
+                    &[0.135, 0.135, 0.07, 0.135, 0.9, 0.135, 0.9, 0.016],
+                ),
+                (
+                    Adjustment::Hommel,
+                    &[0.135, 0.12, 0.063, 0.09, 0.9, 0.123, 0.9, 0.016],
+                ),
+                (
+                    Adjustment::BenjaminiHochberg,
+                    &[0.06, 0.06, 0.04, 0.06, 0.9, 0.06, 0.5714285714285714, 0.016],
+                ),
+                (
+                    Adjustment::BenjaminiYekutieli,
+                    &[
+                        0.16307142857142856,
+                        0.16307142857142856,
+                        0.10871428571428572,
+                        0.16307142857142856,
+                        1.0,
+                        0.16307142857142856,
+                        1.0,
+                        0.04348571428571429,
+                    ],
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn running_max_and_min_change_the_answer_ten_tests() {
+        // R 4.x: p <- c(0.01, 0.0101, 0.3, 0.031, 0.04, 0.2, 0.012, 0.5, 0.013, 0.9)
+        //        for (m in c("holm", "hochberg", "hommel", "BH", "BY")) print(p.adjust(p, m), digits = 17)
+        // Holm without the running max: 0.0909 for p = 0.0101 and 0.9 (not 1) for p = 0.9.
+        check_all(
+            &[0.01, 0.0101, 0.3, 0.031, 0.04, 0.2, 0.012, 0.5, 0.013, 0.9],
+            [
+                (
+                    Adjustment::Holm,
+                    &[0.1, 0.1, 0.9, 0.186, 0.2, 0.8, 0.1, 1.0, 0.1, 1.0],
+                ),
+                (
+                    Adjustment::Hochberg,
+                    &[0.0909, 0.0909, 0.9, 0.186, 0.2, 0.8, 0.091, 0.9, 0.091, 0.9],
+                ),
+                (
+                    Adjustment::Hommel,
+                    &[0.07, 0.0707, 0.75, 0.155, 0.2, 0.6, 0.084, 0.9, 0.091, 0.9],
+                ),
+                (
+                    Adjustment::BenjaminiHochberg,
+                    &[
+                        0.0325,
+                        0.0325,
+                        0.375,
+                        0.062,
+                        0.06666666666666667,
+                        0.28571428571428575,
+                        0.0325,
+                        0.5555555555555556,
+                        0.0325,
+                        0.9,
+                    ],
+                ),
+                (
+                    Adjustment::BenjaminiYekutieli,
+                    &[
+                        0.09519146825396824,
+                        0.09519146825396824,
+                        1.0,
+                        0.18159603174603173,
+                        0.19526455026455025,
+                        0.8368480725623583,
+                        0.09519146825396824,
+                        1.0,
+                        0.09519146825396824,
+                        1.0,
+                    ],
+                ),
+            ],
+        );
+    }
+
+    #[test]
+    fn holm_and_bonferroni_clip_at_one() {
+        // R 4.x: p <- c(0.6, 0.02, 0.7, 0.01)
+        //   p.adjust(p, "holm") = 1 0.06 1 0.04 (2 × 0.6 = 1.2 is clipped; 0.7 inherits the clipped 1)
+        //   p.adjust(p, "bonferroni") = 1 0.08 1 0.04
+        let p = [0.6, 0.02, 0.7, 0.01];
+        for (method, want) in [
+            (Adjustment::Holm, [1.0, 0.06, 1.0, 0.04]),
+            (Adjustment::Bonferroni, [1.0, 0.08, 1.0, 0.04]),
+        ] {
+            let got = p_adjust(&p, method).unwrap();
+            for (x, y) in got.iter().zip(want) {
+                assert!((x - y).abs() < 1e-12, "{method:?}: {got:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn nan_is_not_counted_where_the_running_max_matters() {
+        // R 4.x: p.adjust(c(0.02, NA, 0.019, 0.5), "holm") = 0.057 NA 0.057 0.5 (m = 3, not 4)
+        //        p.adjust(c(0.02, NA, 0.019, 0.5), "BH")   = 0.03  NA 0.03  0.5
+        let p = [0.02, f64::NAN, 0.019, 0.5];
+        for (method, want) in [
+            (Adjustment::Holm, [0.057, 0.057, 0.5]),
+            (Adjustment::BenjaminiHochberg, [0.03, 0.03, 0.5]),
+        ] {
+            let got = p_adjust(&p, method).unwrap();
+            assert!(got[1].is_nan());
+            for (x, y) in [got[0], got[2], got[3]].iter().zip(want) {
+                assert!((x - y).abs() < 1e-12, "{method:?}: {got:?}");
+            }
+        }
+    }
 }
