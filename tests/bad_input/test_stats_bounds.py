@@ -18,6 +18,7 @@ import sys
 import textwrap
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -256,3 +257,65 @@ def test_single_block_error_names_the_default() -> None:
     x = np.random.default_rng(4).normal(size=(27, 2))
     with pytest.raises(InvalidArgumentError, match=r"one block of all 27 checkpoints.*default 3"):
         stats.permutation_test(x, n_perm=9, scheme="block", block_length=27)
+
+
+# ------------------------------------------------------------------------------------------ Ctrl-C
+
+LONG_PERMUTATION = """
+import sys
+import numpy as np
+from gengen import stats
+scores = np.random.default_rng(0).normal(size=(300, 16))
+print("started", flush=True)
+stats.permutation_test(scores, np.arange(300.0), n_perm=10_000_000, scheme="block", seed=1)
+print("finished", flush=True)
+"""
+
+
+def _interrupt(
+    command: list[str], *, after: float, cwd: str | None = None, wait_for_line: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run ``command``, send SIGINT ``after`` seconds after it prints its first line (or starts), and collect it."""
+    import signal
+    import time
+
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
+    try:
+        assert process.stdout is not None
+        if wait_for_line:
+            process.stdout.readline()
+        time.sleep(after)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
+def test_ctrl_c_stops_a_long_permutation_test() -> None:
+    # 10^7 permutations of 120 pairs take many minutes; Ctrl-C must end the call within the 60 s allowed.
+    done = _interrupt([sys.executable, "-c", LONG_PERMUTATION], after=1.0)
+    assert "finished" not in done.stdout
+    assert "KeyboardInterrupt" in done.stderr, done.stderr[-2000:]
+
+
+def test_ctrl_c_ends_a_cli_analysis_with_one_line(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    steps, testsets = 300, [f"ood_{i}" for i in range(12)]
+    rows = [
+        f"m,main,{step},{testset},acc,{0.5 + 0.001 * step + rng.normal(0, 0.02):.6f}"
+        for step in range(steps)
+        for testset in ["id", *testsets]
+    ]
+    (tmp_path / "table.csv").write_text("model,run,step,testset,metric,value\n" + "\n".join(rows) + "\n")
+    script = Path(sys.executable).parent / "gengen"
+    command = [str(script)] if script.is_file() else [sys.executable, "-c", "from gengen.cli import main; main()"]
+    command += ["analyse", "table.csv", "--id", "id", "--inference", "permutation", "--n-perm", "10000000"]
+    # Start-up takes a second or two; the permutations take many minutes.
+    done = _interrupt(command, after=6.0, cwd=str(tmp_path), wait_for_line=False)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 130, (done.returncode, done.stderr[-2000:])
+    assert "Traceback" not in done.stderr
+    assert lines[-1] == "error: interrupted", lines

@@ -434,17 +434,22 @@ fn bootstrap_ci_batch<'py>(
         py.check_signals()?;
         start = end;
     }
-    let jackknives: Vec<Option<Vec<Vec<f64>>>> = py.allow_threads(|| {
-        with_threads(n_threads, || {
-            prepared
-                .iter()
-                .map(|run| {
-                    (interval_method == IntervalMethod::Bca)
-                        .then(|| jackknife(&run.scores, &run.covar, method, &run.control))
-                })
-                .collect()
-        })
-    })?;
+    // BCa's leave-one-checkpoint-out fits (n refits per run, GAM ones included), one run at a time so that
+    // Ctrl-C is honoured between runs.
+    let mut jackknives: Vec<Option<Vec<Vec<f64>>>> = Vec::with_capacity(prepared.len());
+    for run in &prepared {
+        if interval_method != IntervalMethod::Bca {
+            jackknives.push(None);
+            continue;
+        }
+        let jack = py.allow_threads(|| {
+            with_threads(n_threads, || {
+                jackknife(&run.scores, &run.covar, method, &run.control)
+            })
+        })?;
+        jackknives.push(Some(jack));
+        py.check_signals()?;
+    }
     let intervals: Vec<(Mat, Mat, Mat)> = py.allow_threads(|| {
         with_threads(n_threads, || {
             collected
