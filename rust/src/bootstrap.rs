@@ -302,4 +302,91 @@ mod tests {
         let batch = replicates_batch(std::slice::from_ref(&run), Method::Pearson, 7, 0..100);
         assert_eq!(single, batch[0]);
     }
+
+    /// 1999 skewed replicates u³, u = (i + ½)/1999, plus three non-finite ones that must be dropped.
+    fn skewed_replicates() -> Vec<f64> {
+        let mut values: Vec<f64> = (0..1999)
+            .map(|i| {
+                let u = (i as f64 + 0.5) / 1999.0;
+                u * u * u
+            })
+            .collect();
+        values.extend([f64::NAN, f64::NAN, f64::INFINITY]);
+        values
+    }
+
+    /// Jackknife values with one low outlier: a large positive acceleration (â ≈ 0.144; typical â is 0.01–0.05).
+    const JACK_LOW: [f64; 15] = [
+        0.21, 0.22, 0.2, 0.19, 0.23, 0.2, 0.21, 0.18, 0.22, 0.2, 0.19, 0.21, 0.2, 0.22, -0.15,
+    ];
+
+    fn assert_close(got: f64, want: f64, what: &str) {
+        assert!(
+            (got - want).abs() <= 1e-9 * want.abs().max(1e-3),
+            "{what}: got {got}, boot::bca.ci says {want}"
+        );
+    }
+
+    // Expected values from R's boot package (1.3-28), with boot's normal-scale interpolation between order
+    // statistics replaced by type-7 quantiles (gengen's rule), so z0, â and the adjusted levels are boot's own:
+    //   library(boot)
+    //   assignInNamespace("norm.inter", function(t, alpha)
+    //     cbind(alpha, quantile(t[is.finite(t)], alpha, type = 7, names = FALSE)), "boot")
+    //   u <- ((0:1998) + 0.5) / 1999; t <- c(u * u * u, NaN, NA, Inf)
+    //   jack_low <- c(0.21, 0.22, 0.2, 0.19, 0.23, 0.2, 0.21, 0.18, 0.22, 0.2, 0.19, 0.21, 0.2, 0.22, -0.15)
+    //   for (jack in list(jack_low, 0.4 - jack_low)) for (conf in c(0.9, 0.95))
+    //     print(boot:::bca.ci(NULL, conf = conf, t0 = 0.2, t = t, L = mean(jack) - jack), digits = 17)
+    // (L = θ̄ − θ₍ᵢ₎ is the jackknife influence up to the factor n − 1, which cancels in â.) The same numbers
+    // come from numpy/scipy: a = Σd³/(6(Σd²)^1.5), z0 = norm.ppf(mean(t < 0.2)), np.quantile(t, adjusted).
+    // z0 = qnorm(1169/1999) = 0.2142; â = ±0.1441. With â = 0 the 90% interval would be [0.001408, 0.943159].
+
+    #[test]
+    fn bca_with_large_acceleration_matches_boot() {
+        assert_close(acceleration(&JACK_LOW), 0.14410120883871488, "acceleration");
+        let jack_high: Vec<f64> = JACK_LOW.iter().map(|v| 0.4 - v).collect();
+        assert_close(acceleration(&jack_high), -0.14410120883871491, "acceleration");
+        let cases: [(&[f64], f64, f64, f64); 4] = [
+            (&JACK_LOW, 0.9, 0.004549449821835262, 0.99043852305125446),
+            (&JACK_LOW, 0.95, 0.0016872607818319116, 0.99816497122536618),
+            (&jack_high, 0.9, 0.00017900303288335051, 0.86643332150558683),
+            (&jack_high, 0.95, 5.1882093155153515e-06, 0.90985039548102087),
+        ];
+        for (jack, level, low, high) in cases {
+            let mut values = skewed_replicates();
+            let (got_low, got_high, valid) =
+                interval(&mut values, 0.2, Some(jack), level, IntervalMethod::Bca);
+            assert_eq!(valid, 1999);
+            assert_close(got_low, low, &format!("BCa low at {level}"));
+            assert_close(got_high, high, &format!("BCa high at {level}"));
+        }
+    }
+
+    #[test]
+    fn bca_bias_correction_without_acceleration_matches_boot() {
+        // R, set up as above, with â = 0 (L = c(0.5, -0.5, 0)):
+        //   for (t0 in c(0.2, t[1169])) for (conf in c(0.9, 0.95))
+        //     print(boot:::bca.ci(NULL, conf = conf, t0 = t0, t = t, L = c(0.5, -0.5, 0)), digits = 17)
+        // Only z0 moves these away from the percentile interval (90%: [0.000127, 0.8568]). The second estimate
+        // equals a replicate (i = 1168), so counting #{r* ≤ r̂} instead of boot's #{r* < r̂} would give 1169
+        // instead of 1168 and the first case's interval.
+        let tied = {
+            let u = 1168.5 / 1999.0;
+            u * u * u
+        };
+        for (estimate, level, low, high) in [
+            (0.2, 0.9, 0.001408280278230653, 0.94315900191182811),
+            (0.2, 0.95, 0.00025036976830728819, 0.97409964249549663),
+            (tied, 0.9, 0.0013899896937060953, 0.94281406661143186),
+            (tied, 0.95, 0.00024661715362332763, 0.9739249694187243),
+        ] {
+            let mut values = skewed_replicates();
+            let (got_low, got_high, _) = interval(&mut values, estimate, None, level, IntervalMethod::Bca);
+            assert_close(got_low, low, &format!("BCa low at {level}, estimate {estimate}"));
+            assert_close(
+                got_high,
+                high,
+                &format!("BCa high at {level}, estimate {estimate}"),
+            );
+        }
+    }
 }
