@@ -2,7 +2,8 @@
 
 Without R (``Rscript``), rpy2 or the R packages ggm, psych, corpcor and mgcv, every test here is skipped with
 the reason, unless the environment sets ``GENGEN_REQUIRE_R=1`` (CI does), in which case they fail instead.
-ppcor is optional: the tests against it live skip on their own when R cannot load it.
+ppcor (``scripts/install.sh`` installs it from CRAN, or from ``../shared/r/ppcor_1.1.tar.gz`` offline) is taken
+through the ``ppcor_session`` fixture: without it those tests skip, and under ``GENGEN_REQUIRE_R=1`` fail.
 
 Test functions taking a ``case`` argument are parametrised over every data set of ``cases.py``; the number of
 data sets and comparisons that ran is printed at the end of the session (``R cross-validation: ...``).
@@ -73,7 +74,7 @@ def _r_available() -> None:
     reason = _r_missing()
     if reason is None:
         return
-    if os.environ.get("GENGEN_REQUIRE_R") == "1":
+    if require_r():
         pytest.fail(f"GENGEN_REQUIRE_R=1 but {reason}", pytrace=False)
     pytest.skip(reason)
 
@@ -123,6 +124,27 @@ def _to_python(value: Any) -> Any:
 @pytest.fixture(scope="session")
 def r_session(_r_available: None) -> RSession:
     return RSession()
+
+
+PPCOR_MISSING = (
+    "R package ppcor not installed (bash scripts/install.sh installs it from CRAN or ../shared/r/ppcor_1.1.tar.gz; "
+    "needs r-cran-mass)"
+)
+
+
+def require_r() -> bool:
+    """True when the environment asks for every R comparison to run (CI): missing pieces fail, not skip."""
+    return os.environ.get("GENGEN_REQUIRE_R") == "1"
+
+
+@pytest.fixture(scope="session")
+def ppcor_session(r_session: RSession) -> RSession:
+    """The R session, for tests that call ppcor: skipped without ppcor, failed under GENGEN_REQUIRE_R=1."""
+    if not r_session.has_ppcor:
+        if require_r():
+            pytest.fail(f"GENGEN_REQUIRE_R=1 but {PPCOR_MISSING}", pytrace=False)
+        pytest.skip(PPCOR_MISSING)
+    return r_session
 
 
 @pytest.fixture(scope="session")

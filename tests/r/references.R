@@ -172,19 +172,25 @@ reference_case <- function(X) {
 
 # ppcor itself, when installed: pcor.test and spcor.test for (x, y | z) and pcor on the whole matrix. ppcor
 # inverts the covariance matrix, so solve() can refuse badly scaled columns; that comes back as
-# list(error = message).
+# list(error = message). Where the determinant of that matrix is below machine epsilon ppcor replaces the
+# inverse by MASS::ginv (with a warning); `ginv` says whether pcor.test did.
 reference_ppcor <- function(X, method) guarded(ppcor_calls(X, method))
 
 ppcor_calls <- function(X, method) {
   x <- X[, 1L]
   y <- X[, 2L]
   Z <- covariates(X)
-  pt_ <- ppcor::pcor.test(x, y, Z, method = method)
+  ginv <- FALSE
+  pt_ <- withCallingHandlers(
+    ppcor::pcor.test(x, y, Z, method = method),
+    warning = function(w) if (grepl("Moore-Penrose", conditionMessage(w), fixed = TRUE)) ginv <<- TRUE
+  )
   sp <- ppcor::spcor.test(x, y, Z, method = method)
   whole <- ppcor::pcor(X, method = method)
   list(r = pt_$estimate, statistic = pt_$statistic, p_value = pt_$p.value,
        semi_y_r = sp$estimate, semi_y_statistic = sp$statistic, semi_y_p = sp$p.value,
-       pcor_estimate = unname(whole$estimate), pcor_p_value = unname(whole$p.value))
+       pcor_estimate = unname(whole$estimate), pcor_p_value = unname(whole$p.value),
+       ginv = as.numeric(ginv))  # a number: rpy2 hands logical vectors back as named lists
 }
 
 # A GAM control fitted directly with mgcv, for checking R/gengen_analyse.R --fit gam: residuals of a and b on

@@ -3,8 +3,11 @@
 The table is built here from the shared Pythia lm-eval files (../shared/data/pythia-lm-eval-v0.3): one run per
 model, 27 checkpoints, ID = lambada_openai acc, OOD = the other 64 tasks' acc (2,016 pairs per model). The script
 runs as a user would (``Rscript R/gengen_analyse.R scores.csv out.csv ...``); its table is compared with
-gengen.stats computed pair by pair in this test and, when the Python analysis is installed, with
-``gengen.analyse``'s pairs table.
+gengen.stats computed pair by pair in this test (and the t-test interval with scipy), and with
+``gengen.analyse``'s pairs table: every deterministic column of the default analysis (the AR-sieve's AR orders
+included), and p_adjusted/ci_low/ci_high against ``inference="t-test"`` (the default adjusts and brackets with
+the resampling-based sieve, which R does not reproduce). An across-run table generated here (30 runs of one
+step per model) checks the script's across-run mode the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats
 
 from gengen import stats
 from gengen.stats import Adjustment, Method
@@ -31,8 +35,15 @@ PYTHIA = SHARED / "data" / "pythia-lm-eval-v0.3"
 ID_TESTSET = "lambada_openai"
 KEY = ["model", "run", "testset_a", "testset_b"]
 R_RTOL = 1e-10
-R_ATOL = 1e-13
+# Correlations and interval ends lie in [-1, 1]: an absolute 1e-12 covers the relative error of the smallest ones
+# (ppcor inverts the covariance matrix where gengen uses QR: ~1e-14 apart in absolute terms).
+R_ATOL = 1e-12
 P_RTOL = 1e-8
+CI_LEVEL = 0.95
+# Columns whose values are decided by the data alone (no resampling): R reproduces gengen's default on them.
+DETERMINISTIC = ["r_raw", "r_partial", "statistic", "df", "p_value", "ar_order_a", "ar_order_b"]
+# Columns R reproduces from gengen's `--inference t-test` run (the default's come from the sieve bootstrap).
+T_TEST_ONLY = ["p_adjusted", "ci_low", "ci_high"]
 
 # (method, p.adjust method) combinations run through the script.
 SETTINGS: list[tuple[Method, Adjustment]] = [("pearson", "holm"), ("spearman", "BH"), ("kendall", "BY")]
@@ -121,8 +132,23 @@ def gengen_pairs(scores: pd.DataFrame, method: Method, adjust: Adjustment) -> pd
                 )
         table = pd.DataFrame(rows)
         table["p_adjusted"] = stats.p_adjust(table["p_value"].to_numpy(), method=adjust)
+        if method != "kendall":
+            table["ci_low"], table["ci_high"] = scipy_consistent_interval(table, CI_LEVEL)
         tables.append(table)
     return pd.concat(tables, ignore_index=True)
+
+
+def scipy_consistent_interval(table: pd.DataFrame, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The t-test's Fisher-z interval from its definition, with scipy's t quantile: z = atanh r, se = z / t
+    (1/sqrt(df) at r = 0), tanh(z -/+ t_{df, (1 + level)/2} |se|); it excludes 0 exactly when p < 1 - level."""
+    r = table["r_partial"].to_numpy(float)
+    t = table["statistic"].to_numpy(float)
+    df = table["df"].to_numpy(float)
+    z = np.arctanh(r)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = np.where(r != 0, z / t, 1 / np.sqrt(df))
+    half = scipy.stats.t.ppf((1 + level) / 2, df) * np.abs(se)
+    return np.tanh(z - half), np.tanh(z + half)
 
 
 def assert_columns_close(merged: pd.DataFrame, column: str, rtol: float, what: str) -> None:
@@ -135,23 +161,30 @@ def assert_columns_close(merged: pd.DataFrame, column: str, rtol: float, what: s
         pytest.fail(f"{what}: {column} differs in {bad.sum()} of {len(merged)} rows, e.g.\n{worst.to_string()}")
 
 
-def compare_tables(r_pairs: pd.DataFrame, g_pairs: pd.DataFrame, what: str) -> int:
-    """Compare R's and gengen's pairs tables row by row (matched on the unordered pair); returns the rows."""
+def compare_tables(r_pairs: pd.DataFrame, g_pairs: pd.DataFrame, what: str, columns: list[str] | None = None) -> int:
+    """Compare R's and gengen's pairs tables row by row (matched on the unordered pair) on ``columns`` (default
+    every column both have among the checked ones); returns the rows."""
     g_pairs = g_pairs.copy()
     swap = g_pairs["testset_a"] > g_pairs["testset_b"]
     g_pairs.loc[swap, ["testset_a", "testset_b"]] = g_pairs.loc[swap, ["testset_b", "testset_a"]].to_numpy()
     merged = r_pairs.merge(g_pairs, on=KEY, how="outer", suffixes=("_r", "_g"), indicator=True)
     unmatched = merged[merged["_merge"] != "both"]
     assert unmatched.empty, f"{what}: pairs in only one table:\n{unmatched[[*KEY, '_merge']].head().to_string()}"
-    for column in ("n", "k", "df"):
-        np.testing.assert_array_equal(
-            merged[f"{column}_r"].to_numpy(float), merged[f"{column}_g"].to_numpy(float), err_msg=f"{what}: {column}"
-        )
-    for column in ("r_raw", "r_partial"):
-        assert_columns_close(merged, column, R_RTOL, what)
+    checked = set(columns if columns is not None else g_pairs.columns) & set(r_pairs.columns)
+    exact = [c for c in ("n", "k", "df", "ar_order_a", "ar_order_b", "level") if c in checked]
+    for column in exact:
+        expected, actual = merged[f"{column}_r"], merged[f"{column}_g"]
+        if column == "level":
+            assert (expected == actual).all(), f"{what}: {column}: {set(expected)} vs {set(actual)}"
+            continue
+        np.testing.assert_array_equal(expected.to_numpy(float), actual.to_numpy(float), err_msg=f"{what}: {column}")
+    for column in ("r_raw", "r_partial", "ci_low", "ci_high"):
+        if column in checked:
+            assert_columns_close(merged, column, R_RTOL, what)
     # |r| < 0.95 on these data and n = 27, so the p-values carry r's 1e-10 at most ~1e-8 (see test_r_stats).
     for column in ("statistic", "p_value", "p_adjusted"):
-        assert_columns_close(merged, column, P_RTOL, what)
+        if column in checked:
+            assert_columns_close(merged, column, P_RTOL, what)
     return len(merged)
 
 
@@ -162,35 +195,92 @@ def test_script_matches_gengen_stats(
     assert len(r_pairs) == 2 * 64 * 63 // 2
     assert set(r_pairs["metric"]) == {"acc"}
     assert set(r_pairs["fit"]) == {"linear"} and set(r_pairs["method"]) == {method}
-    assert set(r_pairs["inference"]) == {"t-test"}
+    assert set(r_pairs["inference"]) == {"t-test"} and set(r_pairs["level"]) == {"run"}
     assert set(r_pairs["backend"]) <= {"ppcor", "ggm+lm"}
+    if method == "kendall":
+        assert r_pairs[["ci_low", "ci_high", "ar_order_a", "ar_order_b"]].isna().all().all()
+    else:
+        # The interval holds its own estimate and excludes 0 exactly when the t-test rejects at 1 - level.
+        assert ((r_pairs["ci_low"] <= r_pairs["r_partial"]) & (r_pairs["r_partial"] <= r_pairs["ci_high"])).all()
+        excludes = (r_pairs["ci_low"] > 0) | (r_pairs["ci_high"] < 0)
+        assert (excludes == (r_pairs["p_value"] < 1 - CI_LEVEL)).all()
     rows = compare_tables(r_pairs, gengen_pairs(scores, method, adjust), f"R script vs gengen.stats ({method})")
     record_comparison(f"R/gengen_analyse.R rows vs gengen.stats on Pythia ({method}, {adjust})", rows)
+
+
+def gengen_analysis(scores: pd.DataFrame, method: Method, adjust: Adjustment, **options: Any) -> pd.DataFrame:
+    """gengen.analyse's pairs table at the given options (pooling off), its per-run (or across-run) rows."""
+    analyse = pytest.importorskip("gengen.analyse", reason="gengen.analyse not installed").analyse
+    result = analyse(scores, id_testset=ID_TESTSET, metric="acc", method=method, adjust=adjust, pooling=(), **options)
+    return result.pairs[result.pairs["level"] != "pooled"]
 
 
 def test_script_matches_gengen_analyse(
     r_table: tuple[Method, Adjustment, pd.DataFrame], scores: pd.DataFrame, record_comparison: Any
 ) -> None:
-    analyse = pytest.importorskip("gengen.analyse", reason="gengen.analyse (issue 7) not installed").analyse
+    """Every deterministic column against ``gengen analyse``'s defaults (the AR-sieve; Kendall has only the t-test),
+    and the t-test's adjustment and interval against ``inference="t-test"`` (what R/README.md tells users to diff)."""
     method, adjust, r_pairs = r_table
-    result = analyse(
-        scores,
-        id_testset=ID_TESTSET,
-        metric="acc",
-        method=method,
-        adjust=adjust,
-        inference="t-test",
-        pooling=(),
-        fit="linear",
+    t_test = gengen_analysis(scores, method, adjust, inference="t-test")
+    assert set(t_test["inference"]) == {"t-test"} and set(t_test["p_adjusted_from"]) == {"p_value"}
+    if method == "kendall":  # gengen's default (the sieve) refuses Kendall: everything comes from the t-test
+        default = t_test
+        assert t_test[["ci_low", "ci_high"]].isna().all().all()
+    else:
+        default = gengen_analysis(scores, method, adjust)
+        assert set(default["inference"]) == {"sieve"} and set(default["p_adjusted_from"]) == {"p_sieve"}
+        assert default[["ar_order_a", "ar_order_b"]].notna().all().all()
+    rows = compare_tables(
+        r_pairs, default[[*KEY, "level", "n", "k", *DETERMINISTIC]], f"R vs gengen analyse ({method})"
     )
-    pairs = result.pairs
-    if "level" in pairs.columns:
-        pairs = pairs[pairs["level"] == "run"]
-    assert set(pairs["fit"]) == {"linear"} and set(pairs["method"]) == {method}
-    assert set(pairs["inference"]) == {"t-test"}
-    columns = [*KEY, "n", "k", "df", "r_raw", "r_partial", "statistic", "p_value", "p_adjusted"]
-    rows = compare_tables(r_pairs, pairs[columns], f"R script vs gengen.analyse ({method})")
+    compare_tables(r_pairs, t_test[[*KEY, *T_TEST_ONLY]], f"R vs gengen analyse --inference t-test ({method})")
     record_comparison(f"R/gengen_analyse.R rows vs gengen.analyse pairs on Pythia ({method}, {adjust})", rows)
+    if method != "kendall":
+        orders = r_pairs[["ar_order_a", "ar_order_b"]].to_numpy(dtype=int).ravel()
+        record_comparison(
+            f"AR orders (AIC) R vs gengen's sieve, orders seen {sorted(set(orders.tolist()))}", len(orders)
+        )
+
+
+def across_run_scores(seed: int = 7) -> pd.DataFrame:
+    """Two models x 30 runs, one final score per run and test set (plus two earlier steps that across-run mode
+    must ignore when asked for explicitly): ID and five OOD test sets sharing a run-level factor."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for model, size in (("tiny", "10m"), ("small", "70m")):
+        for run in range(30):
+            factor = rng.normal()
+            for step in (100, 200, 300):
+                final = step == 300
+                base = {"lambada_openai": 0.5 + 0.05 * factor}
+                for j, name in enumerate(["arc_easy", "boolq", "piqa", "sciq", "winogrande"]):
+                    base[name] = 0.4 + 0.03 * (j % 3 - 1) * factor + 0.02 * rng.normal()
+                for testset, value in base.items():
+                    value = value if final else value - 0.1 * rng.random()
+                    rows.append((model, size, f"seed{run:02d}", step, testset, "acc", value))
+    return pd.DataFrame(rows, columns=["model", "size", "run", "step", "testset", "metric", "value"])
+
+
+@pytest.mark.parametrize("method", ["pearson", "spearman"])
+@pytest.mark.parametrize("mode", ["auto", "across_runs"])
+def test_script_across_runs_matches_gengen(method: Method, mode: str, tmp_path: Path, record_comparison: Any) -> None:
+    """Across-run mode: each cell's (model, size) runs are the observations, each at its last step; R and gengen
+    agree on every column R computes (across runs gengen decides by the t-test, so nothing is resampled)."""
+    scores = across_run_scores()
+    if mode == "auto":  # auto goes across runs only when every run has a single step
+        scores = scores[scores["step"] == 300]
+    path = tmp_path / "across.csv"
+    scores.to_csv(path, index=False, float_format="%.17g")
+    r_pairs = script_table(path, tmp_path / "out.csv", "--id", ID_TESTSET, "--method", method, "--mode", mode)
+    assert set(r_pairs["level"]) == {"across_runs"} and set(r_pairs["run"]) == {"across 30 runs"}
+    assert set(r_pairs["n"]) == {30} and len(r_pairs) == 2 * 10
+    assert r_pairs[["ar_order_a", "ar_order_b"]].isna().all().all()
+    g_pairs = gengen_analysis(scores, method, "holm", mode=mode)
+    assert set(g_pairs["level"]) == {"across_runs"} and set(g_pairs["p_adjusted_from"]) == {"p_value"}
+    assert list(g_pairs["size"].drop_duplicates()) == list(r_pairs["size"].drop_duplicates())
+    columns = [*KEY, "level", "n", "k", *DETERMINISTIC, *T_TEST_ONLY]
+    rows = compare_tables(r_pairs, g_pairs[columns], f"R vs gengen across runs ({method}, --mode {mode})")
+    record_comparison("R/gengen_analyse.R across-run rows vs gengen.analyse", rows)
 
 
 def test_script_gam_matches_mgcv(
@@ -276,6 +366,9 @@ def test_script_reproduces_frozen_ppcor(tmp_path: Path) -> None:
         (["--id", "no_such_task"], "--id no_such_task: no acc scores in model"),
         (["--fit", "loess"], "--fit loess is not one of linear, gam"),
         (["--adjust", "sidak"], "--adjust sidak is not one of"),
+        (["--mode", "seeds"], "--mode seeds is not one of auto, checkpoints, across_runs"),
+        (["--ci-level", "95"], "--ci-level 95 must be a number strictly between 0 and 1"),
+        (["--by", "seed"], "--by seed is not one of study, model, family, size, shots"),
     ],
 )
 def test_script_rejects_bad_options(scores_csv: Path, tmp_path: Path, options: list[str], message: str) -> None:

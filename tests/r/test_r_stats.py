@@ -26,6 +26,7 @@ cannot deliver that; then the tolerance is the limit of the reference's precisio
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +39,7 @@ from gengen import stats
 from gengen.stats import Adjustment, Method
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+cases = sys.modules["gengen_r_cases"]  # cases.py, loaded by this folder's conftest
 
 pytestmark = pytest.mark.r
 
@@ -47,7 +49,6 @@ EPS = float(np.finfo(float).eps)
 R_RTOL = 1e-10
 R_ATOL = 1e-13
 P_RTOL = 1e-8
-PPCOR_SKIP_REASON = "R package ppcor not installed (not in Debian; install from CRAN to run)"
 P_METHODS = ["holm", "hochberg", "hommel", "bonferroni", "BH", "BY", "fdr", "none"]
 
 
@@ -377,23 +378,51 @@ def test_p_adjust_vs_r(p_vector: np.ndarray, method: Adjustment, r_session: Any,
 # --- ppcor itself, when R can load it ---------------------------------------------------------------------------
 
 
+# ppcor inverts the covariance matrix with solve(), but where its determinant is below machine epsilon (a rule
+# that depends on the columns' units, not on how well conditioned the matrix is) it switches to MASS::ginv,
+# which zeroes every singular value below sqrt(eps) times the largest. With near-collinear covariates
+# (z2 = z1 + 1e-5 noise) that throws away the direction in which z2 differs from z1, so ppcor then reports the
+# partial correlation given a projection of the covariates, not given the covariates. Those rows are decided by
+# the exact rational reference of tests/conftest.py instead of ppcor.
+EXACT_ATOL = 1e-10
+# Data sets where ppcor 1.1 takes that path for Pearson (found by running every case; asserted below so that the
+# list cannot go stale silently).
+PPCOR_GINV_CASES = ("collinear-011", "collinear-016")
+
+
+def exact_reference(data: np.ndarray, method: Method, ref: Any) -> float:
+    """The partial correlation of ``data`` (x, y | z...) in exact rational arithmetic (Spearman: on ranks)."""
+    values = ref.rank_columns(data) if method == "spearman" else data
+    x, y, covar = split(values)
+    return float(ref.exact_partial_corr(x, y, covar))
+
+
 @pytest.mark.parametrize("method", ["pearson", "spearman", "kendall"])
 def test_against_ppcor_live(
-    case: Any, method: Method, r_session: Any, r_references: Any, record_comparison: Any
+    case: Any, method: Method, ppcor_session: Any, r_references: Any, ref: Any, record_comparison: Any
 ) -> None:
     """ppcor::pcor.test, spcor.test (covariates removed from y) and pcor() on the same data sets."""
-    if not r_session.has_ppcor:
-        pytest.skip(PPCOR_SKIP_REASON)
     if case.k == 0:
         pytest.skip("ppcor's pcor.test needs at least one covariate")
     if singular_in_r(r_references[case.case_id], method):
         pytest.skip("singular in R (ppcor falls back to a generalised inverse with a warning)")
     data = case.data()
-    reference = r_session.call("reference_ppcor", case.r_data(), method)
+    reference = ppcor_session.call("reference_ppcor", case.r_data(), method)
     if "error" in reference:
         pytest.skip(f"ppcor fails on this data set in R: {reference['error']}")
-    rtol = inversion_rtol(case.r_data())
     x, y, covar = split(data)
+    if reference["ginv"] == 1:
+        assert method == "pearson" and case.case_id in PPCOR_GINV_CASES, (
+            f"{case.case_id} {method}: ppcor used its generalised inverse on a data set not in PPCOR_GINV_CASES"
+        )
+        gengen_r = stats.partial_corr(x, y, covar, method=method).r
+        exact = exact_reference(data, method, ref)
+        assert abs(gengen_r - exact) <= EXACT_ATOL, f"{case.case_id}: gengen {gengen_r!r}, exact {exact!r}"
+        assert abs(reference["r"] - exact) > 1e3 * abs(gengen_r - exact), (reference["r"], exact)
+        record_comparison(f"ppcor {method} on its generalised-inverse path: gengen equals the exact value, ppcor off")
+        return
+    assert case.case_id not in PPCOR_GINV_CASES or method != "pearson", f"{case.case_id}: ppcor no longer uses ginv"
+    rtol = inversion_rtol(case.r_data())
     check_test(stats.partial_corr(x, y, covar, method=method), reference, case, method, rtol, f"{method} vs ppcor")
     check_test(
         stats.partial_corr(x, y, covar, method=method, semi="y"),
@@ -412,7 +441,33 @@ def test_against_ppcor_live(
         rtol,
         f"pcor({method}) vs ppcor::pcor",
     )
-    record_comparison(f"partial_corr, semi='y' and pcor() {method} vs ppcor {r_session.version('ppcor')} live")
+    record_comparison(f"partial_corr, semi='y' and pcor() {method} vs ppcor {ppcor_session.version('ppcor')} live")
+
+
+@pytest.mark.parametrize("case_id", PPCOR_GINV_CASES)
+def test_near_collinear_cases_gengen_exact_ppcor_off(
+    case_id: str, ppcor_session: Any, r_references: Any, ref: Any, record_comparison: Any
+) -> None:
+    """collinear-011 (gengen r = 0.2590, ppcor 0.2648) and collinear-016 (-0.00894 vs -0.00536): gengen is right.
+
+    The exact partial correlation (rational arithmetic on the float64 inputs, tests/conftest.py) agrees with
+    gengen to ~1e-12 and with R's own lm residuals, while ppcor is off by 2% and 40%: the determinant of the
+    5 x 5 covariance matrix is ~1e-20 and ~1e-24 (< eps), so ppcor inverts it with MASS::ginv, whose sqrt(eps)
+    cut-off drops the two small singular values (1e-11 to 1e-14 of the largest) that carry z2 - z1 and z3 - z1.
+    solve() itself succeeds (it gives 0.2589716 and -0.0089432): the matrix is ill-conditioned, not singular.
+    """
+    case = cases.make_case(case_id)
+    data = case.data()
+    x, y, covar = split(data)
+    exact = exact_reference(data, "pearson", ref)
+    ppcor = ppcor_session.call("reference_ppcor", case.r_data(), "pearson")
+    assert ppcor["ginv"] == 1, "ppcor no longer takes its generalised-inverse path here"
+    gengen_r = stats.partial_corr(x, y, covar).r
+    lm_r = r_references[case_id]["lm_pearson"]["r"]
+    assert abs(gengen_r - exact) <= EXACT_ATOL
+    assert abs(lm_r - exact) <= lm_rtol(case.r_data()) * abs(exact) + R_ATOL
+    assert abs(ppcor["r"] - exact) > 1e-3 * abs(exact), "ppcor would be right after all"
+    record_comparison("near-collinear ppcor disagreements decided by the exact reference (gengen right)")
 
 
 # --- frozen ppcor output: the R references above reproduce ppcor's numbers -----------------------------------
