@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from gengen.analyse import Analysis, analyse
 from gengen.compare import compare
-from gengen.report import output_paths, report
+from gengen.report import figure_groups, output_paths, report
 from gengen.report.figures import direction_label, trajectories
 from gengen.report.order import average_linkage, cluster_order, model_size, short_labels, sort_models
 from gengen.report.rows import deciding_p, diagnostics, section_settings
@@ -117,6 +117,14 @@ def test_cluster_order_puts_planted_blocks_together() -> None:
     assert sorted(order) == list(range(32))
     runs = np.count_nonzero(np.diff(membership[order]) != 0)
     assert runs == 3  # four contiguous blocks
+
+
+def test_figure_groups_take_every_models_first_runs_first() -> None:
+    keys = [(model, f"seed={run}") for model in ("a-1b", "b-2b", "c-3b") for run in range(4)]
+    assert figure_groups(keys, 5) == [
+        ("a-1b", "seed=0"), ("a-1b", "seed=1"), ("b-2b", "seed=0"), ("b-2b", "seed=1"), ("c-3b", "seed=0"),
+    ]  # fmt: skip
+    assert figure_groups(keys, 100) == keys
 
 
 def test_short_labels_strip_prefixes_and_stay_unique() -> None:
@@ -248,7 +256,19 @@ def test_cli_html_out_and_progress_lines(analysis: Analysis, tmp_path: Path) -> 
     assert (tmp_path / "x.html").is_file() and (tmp_path / "x_figures").is_dir()
     assert not (tmp_path / "x.html" / "report.html").exists()
     lines = [line for line in result.stderr.splitlines() if line.startswith("report: [")]
-    assert lines[0].startswith("report: [1/") and lines[-1].endswith("page")
+    assert lines[0].startswith("report: [1/") and "] page (" in lines[-1]
+    assert lines[-1].endswith("(10 figures drawn, 0 unchanged since the last report)")
+    # Drawn once, reused: unchanged inputs redraw nothing; other scatter pairs redraw the scatter plots only.
+    again = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "x.html")])
+    assert again.exit_code == 0 and again.stderr.splitlines()[-1].endswith(
+        "(0 figures drawn, 10 unchanged since the last report)"
+    )
+    pair = CliRunner().invoke(
+        app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "x.html"), "--pair", "piqa,sciq"]
+    )
+    assert pair.exit_code == 0 and pair.stderr.splitlines()[-1].endswith(
+        "(4 figures drawn, 6 unchanged since the last report)"
+    )
     quiet = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "d"), "-q"])
     assert quiet.exit_code == 0 and (tmp_path / "d" / "report.html").is_file()
     assert "report: [" not in quiet.stderr

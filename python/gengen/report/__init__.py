@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -30,6 +31,7 @@ from jinja2 import Environment
 
 from gengen.report import figures as fig
 from gengen.report.assets import CSS, JS
+from gengen.report.cache import FigureCache, digest
 from gengen.report.order import cluster_order, group_key, pooled_correlation, short_labels
 from gengen.report.rows import (
     PAIR_VIEW,
@@ -72,6 +74,9 @@ LEVELS = (
         "Residuals of every run of a cell stacked into one series per test set.",
     ),
 )
+#: Most groups that get residual and trajectory figures of their own (the tables and heatmaps hold every group).
+MAX_GROUP_FIGURES = 16
+LEVEL_RANK = {spec[0]: rank for rank, spec in enumerate(LEVELS)}
 #: Suffixes of ``out`` that name the HTML file itself rather than a folder.
 HTML_SUFFIXES = (".html", ".htm")
 
@@ -151,10 +156,24 @@ class Progress:
             self.bar.stop()
 
 
-def _figure_record(figure: Figure, folder: Path, name: str, caption: str) -> dict[str, Any]:
-    """Save ``figure`` as PNG and SVG and return the record that embeds the same PNG bytes."""
-    width = fig.css_width(figure)
-    _, _, data = fig.save_figure(figure, folder, name)
+def figure_groups(keys: list[tuple[str, str]], limit: int) -> list[tuple[str, str]]:
+    """At most ``limit`` groups for the per-group figures: every model's first run, then second runs, …
+
+    Returned in the order of ``keys`` (model size). Figures cost about a second per group, so a study of
+    10 models × 10 seeds draws a sample of runs from every model rather than 200 figures.
+    """
+    rank: dict[str, int] = {}
+    turns = []
+    for key in keys:
+        turns.append(rank.get(key[0], 0))
+        rank[key[0]] = turns[-1] + 1
+    chosen = sorted(range(len(keys)), key=lambda index: (turns[index], index))[:limit]
+    return [keys[index] for index in sorted(chosen)]
+
+
+def _figure_record(cache: FigureCache, name: str, key: str, draw: Callable[[], Figure], caption: str) -> dict[str, Any]:
+    """Draw (or reuse) figure ``name`` as PNG and SVG; the record embeds the same PNG bytes."""
+    data, width = cache.figure(name, key, draw)
     return {"data": data, "alt": caption, "caption": caption, "width": width}
 
 
@@ -383,8 +402,10 @@ def report(
     levels = [(spec, rows) for spec, rows in levels if not rows.empty]
     run_keys = sorted(analysis.groups("run"), key=lambda key: group_key(*key))
     main_level = fig.level_of(analysis)
-    steps_total = 2 + 2 * len(run_keys) + 1
+    figure_keys = figure_groups(run_keys, MAX_GROUP_FIGURES)
+    steps_total = 2 + 2 * len(figure_keys) + 1
     meter = Progress(steps_total, progress)
+    cache = FigureCache(figure_dir)
     try:
         payload: dict[str, Any] = {"tables": {}, "heatmaps": {}, "trajectories": {}}
         sections = []
@@ -407,22 +428,28 @@ def report(
             )
 
         meter.step("heatmaps")
-        fig.save_figure(
-            fig.heatmaps(analysis, order=main_order or None, level=main_level), figure_dir, "heatmaps_partial"
+        main_rows = _level_rows(analysis, main_level)
+        heatmap_columns = ("model", "run", "testset_a", "testset_b", "r_partial", "significant")
+        cache.figure(
+            "heatmaps_partial",
+            digest(main_rows[[c for c in heatmap_columns if c in main_rows]], main_order, main_level, alpha),
+            lambda: fig.heatmaps(analysis, order=main_order or None, level=main_level),
         )
 
         meter.step("agreement across groups")
         agreement = _oriented(comparison.agreement)
         comparison_record = None
+        comparison_key = digest(comparison.per_pair, comparison.agreement)
         n_groups = len(comparison.groups)
         if n_groups > 1:
             comparison_record = {
                 "text": _comparison_text(agreement, n_groups, alpha),
                 "figures": [
                     _figure_record(
-                        fig.agreement(comparison),
-                        figure_dir,
+                        cache,
                         "agreement",
+                        comparison_key,
+                        lambda: fig.agreement(comparison),
                         "Partial correlation of each pair in one group against another (first six comparisons).",
                     )
                 ],
@@ -431,7 +458,7 @@ def report(
             payload["tables"]["agreement"] = encode_table(agreement)
             payload["tables"]["conflicts"] = encode_table(comparison.conflicts)
         else:
-            fig.save_figure(fig.agreement(comparison), figure_dir, "agreement")
+            cache.figure("agreement", comparison_key, lambda: fig.agreement(comparison))
 
         pooled_record = None
         if not analysis.pooled.empty:
@@ -449,26 +476,32 @@ def report(
 
         group_records = []
         single = len({model for model, _ in run_keys}) == len(run_keys)
-        for model, run in run_keys:
+        for model, run in figure_keys:
             stem = _slug(f"{model}_{run}")
             label = model if single else f"{model} / {run}"
+            wide = analysis.wide(model, run)
+            rows = main_rows[(main_rows["model"] == model) & (main_rows["run"] == run)]
+            inputs = (wide, model, run, analysis.settings.get("fit"), analysis.settings.get("id_testset"))
             meter.step(f"residuals {label}")
             residuals = _figure_record(
-                fig.residual_scatter(analysis, model, run, scatter_pairs),
-                figure_dir,
+                cache,
                 f"residuals_{stem}",
+                digest(*inputs, rows[["testset_a", "testset_b", "r_partial"]], scatter_pairs),
+                lambda model=model, run=run: fig.residual_scatter(analysis, model, run, scatter_pairs),
                 f"Residuals after regressing out the ID score, {label}: the strongest partial correlations.",
             )
             meter.step(f"trajectories {label}")
+            directions = (fig.metric_sign(analysis, "id"), fig.metric_sign(analysis, "ood"))
             lines = _figure_record(
-                fig.trajectories(analysis, model, run),
-                figure_dir,
+                cache,
                 f"trajectories_{stem}",
+                digest(*inputs, directions, fig.TOP_TRAJECTORIES),
+                lambda model=model, run=run: fig.trajectories(analysis, model, run),
                 f"ID and the OOD test sets that move most over training, {label}.",
             )
             group_records.append({"label": label, "figures": [residuals, lines]})
 
-        meter.step("page")
+        meter.step(f"page ({cache.drawn} figures drawn, {cache.reused} unchanged since the last report)")
         summary = pd.DataFrame(analysis.summary()["groups"])
         if not summary.empty:
             summary = summary.drop(columns=["strongest_pair"])
@@ -476,7 +509,7 @@ def report(
                 sorted(
                     range(len(summary)),
                     key=lambda i: (
-                        summary["level"].iloc[i],
+                        LEVEL_RANK.get(summary["level"].iloc[i], len(LEVEL_RANK)),
                         *group_key(summary["model"].iloc[i], summary["run"].iloc[i]),
                     ),
                 )
@@ -519,11 +552,13 @@ def report(
             pooled=pooled_record,
             trajectories=trajectories,
             groups=group_records,
+            groups_left_out=len(run_keys) - len(figure_keys),
             settings_rows=settings_rows,
             css=CSS,
             script=JS,
             payload=script_json(payload),
         )
+        cache.save()
         _write_atomic(path, html)
     finally:
         meter.close()

@@ -21,7 +21,8 @@ h3 { font-size: 1.1em; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1em 0; }
 th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.long { font-size: 0.85em; min-width: 14em; max-width: 24em; color: #333; }
+td.long { font-size: 0.85em; max-width: 18em; color: #333; white-space: nowrap; overflow: hidden;
+          text-overflow: ellipsis; }
 td.txt { white-space: nowrap; }
 td.flag { color: #8a4b00; }
 .scroll { overflow-x: auto; }
@@ -207,6 +208,7 @@ JS = r"""
           var text = c.kind === "text" ? c.levels[c.values[i]] : fmt(c.kind, c.values[i]);
           var wrapped = /method$|^diagnostics$/.test(c.name) || text.length > 60;
           var td = make("td", c.kind === "text" ? (wrapped ? "long" : "txt") : "num", text);
+          if (wrapped && text) { td.title = text; }  // one line per row; the whole text on hover
           if (c.name === "diagnostics" && text) { td.className += " flag"; }
           tr.appendChild(td);
         });

@@ -103,6 +103,9 @@ size; step axis logarithmic. {{ trajectories.direction }} Hover a panel or line 
 
 {% if groups %}
 <h2 id="residuals">Residuals and trajectories per group</h2>
+{% if groups_left_out %}<p class="note">Figures for {{ groups | length }} groups (each model's first run first);
+{{ groups_left_out }} more are in the tables, heatmaps and trajectories above but get no figures of their own.</p>
+{% endif %}
 {% for group in groups %}
 <h3>{{ group.label }}</h3>
 {% for f in group.figures %}{{ figure(f) }}{% endfor %}
