@@ -13,8 +13,10 @@ step per model) checks the script's across-run mode the same way.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ pytestmark = pytest.mark.r
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
 SCRIPT = REPO / "R" / "gengen_analyse.R"
+COMPARE_SCRIPT = REPO / "R" / "compare_with_gengen.R"
 PYTHIA = SHARED / "data" / "pythia-lm-eval-v0.3"
 ID_TESTSET = "lambada_openai"
 KEY = ["model", "run", "testset_a", "testset_b"]
@@ -336,6 +339,68 @@ def test_script_gam_matches_mgcv(
         f"R/gengen_analyse.R --fit gam rows vs gengen GAM control ({better_optimum} with a lower GCV than mgcv)",
         same_optimum,
     )
+
+
+def test_script_gam_ar_orders_match_gengen(scores_csv: Path, scores: pd.DataFrame, record_comparison: Any) -> None:
+    """--fit gam: the AR orders of the mgcv residuals equal those gengen's sieve chooses on its own GAM residuals,
+    for every test set whose two GAM fits reach the same optimum (EDF within 0.01)."""
+    ood = ["arc_challenge", "arc_easy", "hendrycksTest-astronomy", "logiqa", "piqa", "sciq", "winogrande", "wsc"]
+    out = scores_csv.with_name("pairs-gam-ar.csv")
+    r_pairs = script_table(scores_csv, out, "--fit", "gam", "--id", ID_TESTSET, "--ood", ",".join(ood))
+    assert r_pairs[["ar_order_a", "ar_order_b"]].notna().all().all()
+    g_pairs = gengen_analysis(scores, "pearson", "holm", fit="gam", ood=ood)
+    merged = r_pairs.merge(g_pairs, on=KEY, suffixes=("_r", "_g"))
+    assert len(merged) == len(r_pairs)
+    compared = 0
+    for side in ("a", "b"):
+        same_fit = (merged[f"edf_{side}_r"] - merged[f"edf_{side}_g"]).abs() < 0.01
+        np.testing.assert_array_equal(
+            merged.loc[same_fit, f"ar_order_{side}_r"].to_numpy(float),
+            merged.loc[same_fit, f"ar_order_{side}_g"].to_numpy(float),
+        )
+        compared += int(same_fit.sum())
+    assert compared >= len(merged)  # most test sets reach the same GAM optimum in both
+    record_comparison("AR orders (AIC) of GAM residuals, R/mgcv vs gengen's sieve", compared)
+
+
+def test_readme_commands_agree(scores_csv: Path, tmp_path: Path, record_comparison: Any) -> None:
+    """The commands of R/README.md, as a user runs them: gengen analyse (default and --inference t-test), the R
+    script, and R/compare_with_gengen.R, which exits 0 only when every deterministic column agrees."""
+    gengen = [sys.executable, "-c", "from gengen.cli import main; main()", "analyse", str(scores_csv)]
+    options = ["--id", ID_TESTSET, "--metric", "acc"]
+    environment = {**os.environ, "NO_COLOR": "1"}
+    for folder, extra in (("default", []), ("t-test", ["--inference", "t-test"])):
+        command = [*gengen, *options, *extra, "--out", str(tmp_path / folder)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=environment)
+        assert done.returncode == 0, done.stderr
+    script_table(scores_csv, tmp_path / "pairs-r.csv", *options)
+    rscript = shutil.which("Rscript")
+    assert rscript is not None
+    paths = [tmp_path / "pairs-r.csv", tmp_path / "default" / "pairs.csv", tmp_path / "t-test" / "pairs.csv"]
+    done = subprocess.run([rscript, str(COMPARE_SCRIPT), *map(str, paths)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "agree on every deterministic column" in done.stdout
+    assert "ar_order_a  (default)" in done.stdout and "ci_low      (t-test)" in done.stdout
+    record_comparison("README commands: R/compare_with_gengen.R on gengen analyse's pairs.csv", 1)
+
+
+def test_compare_script_notices_a_difference(scores_csv: Path, tmp_path: Path) -> None:
+    """R/compare_with_gengen.R fails (status 1) when one r_partial is off by 1e-9 (its tolerance: 1e-10 relative)."""
+    r_pairs = script_table(scores_csv, tmp_path / "pairs-r.csv", "--id", ID_TESTSET, "--ood", "arc_easy,piqa,sciq")
+    tampered = r_pairs.copy()
+    tampered.loc[0, "r_partial"] += 1e-9
+    tampered.to_csv(tmp_path / "tampered.csv", index=False, float_format="%.17g")
+    rscript = shutil.which("Rscript")
+    assert rscript is not None
+    original = str(tmp_path / "pairs-r.csv")
+    done = subprocess.run(
+        [rscript, str(COMPARE_SCRIPT), str(tmp_path / "tampered.csv"), original, original],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "r_partial   (default)" in done.stdout and "DIFFERS in 1 rows" in done.stdout
 
 
 def test_script_reproduces_frozen_ppcor(tmp_path: Path) -> None:
