@@ -88,6 +88,11 @@ def t_two_sided(t: float, df: float) -> float:
 def t_quantile(p: float, df: float) -> float:
     """Student t quantile (NaN for df <= 0 or p outside (0, 1))."""
 
+def ar_generate(
+    coef: _Float2D, shocks: NDArray[np.float64], start: NDArray[np.float64], keep: int
+) -> NDArray[np.float64]:
+    """AR recursions of the AR-sieve bootstrap: the last ``keep`` steps of each (replicate, series)."""
+
 def chi_squared_sf(x: float, df: float) -> float:
     """Upper tail of a chi-squared distribution with df degrees of freedom."""
 

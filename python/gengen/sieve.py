@@ -60,7 +60,10 @@ __all__ = [
 ]
 
 #: How the default inference is named in the pairs table (``p_sieve_method``, ``ci_method``).
-SIEVE_METHOD = "AR-sieve bootstrap of r_partial (AIC order, bias-corrected, {n_boot} draws, Fisher z)"
+SIEVE_METHOD = (
+    "AR-sieve bootstrap of r_partial ({fit} control, AR order by AIC, bias-corrected, {n_boot} draws; "
+    "Fisher z, t on effective df)"
+)
 
 #: Largest modulus of an AR model's roots that the bootstrap generates from: a unit root (a random walk) has no
 #: stationary distribution, and a root this close to 1 already behaves like one over a few hundred checkpoints.
@@ -306,32 +309,28 @@ def _innovations(
 
 
 def _burn_in(coef: NDArray[np.float64]) -> int:
-    """Steps after which a start's influence has decayed below 1% (from the largest root), at most 500."""
+    """Steps to run before the kept ones: until a start's influence has decayed below 1%, at most 150.
+
+    Every series also starts from its model's stationary distribution, so the burn-in only lets the shared
+    resampled shocks build up the series' cross-correlation; 150 steps keep over 95% of it even at the largest
+    root allowed.
+    """
     root = float(_max_root(coef).max(initial=0.0))
     if root < 1e-3:
         return coef.shape[1]
-    return int(min(500, math.ceil(math.log(0.01) / math.log(root)) + coef.shape[1]))
+    return int(min(150, math.ceil(math.log(0.01) / math.log(root)) + coef.shape[1]))
 
 
 def _generate(
     coef: NDArray[np.float64], shocks: NDArray[np.float64], n: int, start: NDArray[np.float64] | None = None
 ) -> NDArray[np.float64]:
-    """AR series driven by ``shocks`` (..., m, T), returning the last ``n`` steps, shape (..., m, n).
+    """AR series driven by ``shocks`` (replicates, m, T), returning the last ``n`` steps, shape (replicates, m, n).
 
-    ``coef`` is (m, p), or (..., m, p) for coefficients that differ between replicates; ``start`` (..., m, p)
-    gives the p values before the first shock (zeros when omitted).
+    ``coef`` is (m, p); ``start`` (replicates, m, p) gives the p values before the first shock, oldest first
+    (zeros when omitted). The recursion runs in the Rust core, one series per task.
     """
-    p = coef.shape[-1]
-    steps = shocks.shape[-1]
-    out = np.zeros((*shocks.shape[:-1], p + steps))
-    if start is not None and p:
-        out[..., :p] = start
-    for t in range(steps):
-        value = shocks[..., t].copy()
-        for i in range(p):
-            value += coef[..., i] * out[..., p + t - 1 - i]
-        out[..., p + t] = value
-    return out[..., -n:]
+    initial = np.zeros((0, 0, 0)) if start is None or coef.shape[1] == 0 else np.ascontiguousarray(start)
+    return _core.ar_generate(np.ascontiguousarray(coef), np.ascontiguousarray(shocks), initial, n)
 
 
 def _residualise(series: NDArray[np.float64], operators: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -365,7 +364,9 @@ def _bias_corrected(
         # point (one step of the fixed-point iteration φ = φ̂ − bias(φ)).
         burn = _burn_in(point)
         shocks = rng.standard_normal((replicates, m, burn + n))
-        simulated = _residualise(_generate(point, shocks, n), operators)
+        simulated = _residualise(
+            _generate(point, shocks, n, _stationary_draws(point, np.ones(m), rng, replicates)), operators
+        )
         corrected = coef.copy()
         for p in np.unique(order):
             if p == 0:
@@ -402,6 +403,18 @@ def _stationary_start(coef: NDArray[np.float64], variance: NDArray[np.float64]) 
         gamma = 0.5 * (gamma + gamma.T) + 1e-12 * variance[j] * np.eye(p)
         factors[j] = np.linalg.cholesky(gamma)
     return factors
+
+
+def _stationary_draws(
+    coef: NDArray[np.float64], variance: NDArray[np.float64], rng: np.random.Generator, size: int
+) -> NDArray[np.float64] | None:
+    """``size`` Gaussian draws (size, m, p) of p consecutive values of each stationary AR model, oldest first."""
+    if coef.shape[1] == 0:
+        return None
+    factors = _stationary_start(coef, variance)
+    normal = rng.standard_normal((size, coef.shape[0], coef.shape[1]))
+    # The state vector is (x_t, x_{t-1}, …): reversed, it is in time order.
+    return np.einsum("mij,bmj->bmi", factors, normal)[..., ::-1]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -563,7 +576,7 @@ def _correlations(series: NDArray[np.float64]) -> NDArray[np.float64]:
     centred = series - series.mean(axis=-1, keepdims=True)
     norm = np.sqrt((centred**2).sum(axis=-1, keepdims=True))
     unit = centred / np.where(norm > 0, norm, np.nan)
-    return np.einsum("...in,...jn->...ij", unit, unit)
+    return unit @ np.swapaxes(unit, -1, -2)
 
 
 def sieve_partial_corr_matrix(
@@ -688,7 +701,6 @@ def sieve_partial_corr_matrix(
     ljung_box_p = ljung_box(innovations, lags=min(10, max(innovations.shape[1] // 5, 2)), fitted_order=order)
     variance_ratio = _variance_ratio(innovations)
 
-    start_factors = _stationary_start(coef, variance)
     burn = _burn_in(coef)
     moments = np.zeros((4, m, m))  # sums of z and z² for the AR replicates and for their white twins
     chunk = max(1, min(n_boot, int(2e6 // max(m * (n + burn), 1))))
@@ -698,10 +710,7 @@ def sieve_partial_corr_matrix(
         # One set of time points for every test set: the replicates keep the innovations' cross-correlation.
         picks = rng.integers(0, innovations.shape[1], size=(size, burn + n))
         shocks = innovations[:, picks].transpose(1, 0, 2)  # (size, m, burn + n)
-        start = None
-        if coef.shape[1]:
-            normal = rng.standard_normal((size, m, coef.shape[1]))
-            start = np.einsum("mij,bmj->bmi", start_factors, normal)[..., ::-1]
+        start = _stationary_draws(coef, variance, rng, size)
         autoregressive = _residualise(_generate(coef, shocks, n, start), operators)
         # The same shocks without the autoregression: what this resampling gives for independent checkpoints.
         white = _residualise(shocks[..., -n:], operators)

@@ -22,6 +22,7 @@ pub mod permutation_fast;
 pub mod rank;
 pub mod residualise;
 pub mod rng;
+pub mod sieve;
 pub mod simulate;
 
 #[cfg(feature = "python")]

@@ -575,21 +575,21 @@ def analyse(
     method : {"pearson", "spearman", "kendall"}
         Correlation.
     inference : str or list of str
-        Any of ``"lagged"`` (default), ``"t-test"``, ``"permutation"``, ``"bootstrap"``. The p-value that is
-        adjusted (and decides ``significant``) is the lagged test's when it is asked for (checkpoint
-        trajectories only; across runs and for pooled residuals the t-test's), else the permutation one when a
-        permutation test is asked for, else the t-test's. The lagged test regresses each OOD score on its
-        previous value and on the ID score now and one checkpoint before, and t-tests the correlation of the
-        residuals (``r_innovation``); the calibration study (docs/calibration.md) found it keeps its type-I
-        error on autocorrelated trajectories, where the t-test (``p_value``, ppcor's) and block permutations
-        do not. ``r_partial`` stays the reported effect size.
+        Any of ``"sieve"`` (default), ``"lagged"``, ``"t-test"``, ``"permutation"``, ``"bootstrap"``. The first
+        of sieve, lagged, permutation, t-test that was asked for gives the p-value that is adjusted and decides
+        ``significant`` (across runs and for pooled residuals, which have no order, the permutation or t-test
+        p). The sieve (:mod:`gengen.sieve`) tests ``r_partial`` itself with an AR-sieve standard error that
+        stays valid on autocorrelated trajectories and gives its interval (``ci_low``, ``ci_high``); the lagged
+        test is about another estimand, the correlation of the innovations (``r_innovation``), and has its own
+        interval columns. Each row names its ``estimand``, the deciding p and its method, and ``diagnostics``
+        where the default's assumptions look doubtful (docs/analysis.md, docs/calibration.md).
     scheme : {"block", "circular", "free", "iid"}
         Resampling scheme of the permutation test and the bootstrap (``free`` and ``iid`` are the same
         independent scheme). Block schemes respect the autocorrelation of checkpoint trajectories.
     block_length : int, optional
         Block length (default :func:`gengen.stats.default_block_length` of the number of checkpoints).
     n_perm, n_boot : int
-        Permutations and bootstrap resamples per group.
+        Permutations, and sieve or bootstrap resamples, per group.
     ci_level : float
         Confidence level of intervals.
     boot_ci_method : {"percentile", "bca"}

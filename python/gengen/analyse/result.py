@@ -175,6 +175,17 @@ class Analysis:
                 continue
             for (model, run), rows in table[table["level"] == level].groupby(["model", "run"], sort=False):
                 top = rows.loc[rows["r_partial"].abs().idxmax()]
+                # Sign and significance of the estimand that decided the rows (r_innovation under the lagged test).
+                effect = rows["r_partial"]
+                if "estimand" in rows.columns and "r_innovation" in rows.columns:
+                    effect = effect.where(rows["estimand"] != "r_innovation", rows["r_innovation"])
+                decision = {
+                    column: sorted(str(value) for value in rows[column].dropna().unique())
+                    for column in ("estimand", "p_adjusted_from", "p_deciding_method", "ci_method")
+                    if column in rows.columns
+                }
+                if "diagnostics" in rows.columns:
+                    decision["n_flagged"] = int((rows["diagnostics"].fillna("") != "").sum())
                 groups.append(
                     {
                         "level": level,
@@ -185,9 +196,10 @@ class Analysis:
                         "n_testsets": len(set(rows["testset_a"]) | set(rows["testset_b"])),
                         "n_pairs": len(rows),
                         "n_significant": int(rows["significant"].sum()),
-                        "n_significant_positive": int((rows["significant"] & (rows["r_partial"] > 0)).sum()),
-                        "n_significant_negative": int((rows["significant"] & (rows["r_partial"] < 0)).sum()),
+                        "n_significant_positive": int((rows["significant"] & (effect > 0)).sum()),
+                        "n_significant_negative": int((rows["significant"] & (effect < 0)).sum()),
                         "strongest_pair": [top["testset_a"], top["testset_b"], float(top["r_partial"])],
+                        **decision,
                     }
                 )
         negated = sorted({m for m, s in zip(self.scores["metric"], self.scores["sign"], strict=True) if s < 0})
