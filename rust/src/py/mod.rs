@@ -5,7 +5,9 @@
 //! checks for Ctrl-C. Every [`StatsError`] becomes a `gengen.errors` exception (a `ValueError` subclass).
 
 use numpy::ndarray::{Array1, Array2, ArrayView2, ShapeBuilder};
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
+use numpy::{
+    IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -645,6 +647,44 @@ fn normal_quantile(p: f64) -> f64 {
     crate::dist::normal_quantile(p)
 }
 
+/// 2·P(T > |t|) for a Student t with `df` degrees of freedom.
+#[pyfunction]
+fn t_two_sided(t: f64, df: f64) -> f64 {
+    crate::dist::t_two_sided(t, df)
+}
+
+/// Student t quantile.
+#[pyfunction]
+fn t_quantile(p: f64, df: f64) -> f64 {
+    crate::dist::t_quantile(p, df)
+}
+
+/// AR recursions of the AR-sieve bootstrap: shocks (b, m, t), coefficients (m, p), start (b, m, p) or
+/// (0, 0, 0) for zeros; returns the last `keep` steps, (b, m, keep).
+#[pyfunction]
+fn ar_generate<'py>(
+    py: Python<'py>,
+    coef: PyReadonlyArray2<'py, f64>,
+    shocks: PyReadonlyArray3<'py, f64>,
+    start: PyReadonlyArray3<'py, f64>,
+    keep: usize,
+) -> CoreResult<Bound<'py, PyArray3<f64>>> {
+    let coef = coef.as_array();
+    let (m, p) = coef.dim();
+    let shocks = shocks.as_array();
+    let (b, m_shocks, t) = shocks.dim();
+    if m_shocks != m {
+        return Err(StatsError::invalid("shocks", format!("has {m_shocks} series but coef has {m}")).into());
+    }
+    let coef: Vec<f64> = coef.iter().copied().collect();
+    let shocks: Vec<f64> = shocks.iter().copied().collect();
+    let start: Vec<f64> = start.as_array().iter().copied().collect();
+    let out = py.allow_threads(|| crate::sieve::ar_generate(&coef, m, p, &shocks, b, t, &start, keep))?;
+    let array = numpy::ndarray::Array3::from_shape_vec((b, m, keep), out)
+        .map_err(|error| StatsError::invalid("keep", error.to_string()))?;
+    Ok(array.into_pyarray(py))
+}
+
 /// Upper tail of a chi-squared distribution.
 #[pyfunction]
 fn chi_squared_sf(x: f64, df: f64) -> f64 {
@@ -672,6 +712,9 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     simulate::register(module)?;
     module.add_function(wrap_pyfunction!(normal_two_sided, module)?)?;
     module.add_function(wrap_pyfunction!(normal_quantile, module)?)?;
+    module.add_function(wrap_pyfunction!(t_two_sided, module)?)?;
+    module.add_function(wrap_pyfunction!(t_quantile, module)?)?;
+    module.add_function(wrap_pyfunction!(ar_generate, module)?)?;
     module.add_function(wrap_pyfunction!(chi_squared_sf, module)?)?;
     Ok(())
 }
