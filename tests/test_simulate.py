@@ -216,11 +216,11 @@ def reduced_study() -> pd.DataFrame:
     return calibration_study(cells, seed=11)
 
 
-def test_default_inference_keeps_type_one_error_in_bounds(reduced_study: pd.DataFrame) -> None:
-    from gengen.inference import DEFAULT_INFERENCE
+def test_lagged_test_keeps_type_one_error_in_bounds(reduced_study: pd.DataFrame) -> None:
+    from gengen.simulate import LAGGED_METHOD
 
     tolerance = 3 * math.sqrt(0.05 * 0.95 / REPLICATES)  # three Monte Carlo standard errors at the nominal rate
-    default = reduced_study[reduced_study.method == DEFAULT_INFERENCE]
+    default = reduced_study[reduced_study.method == LAGGED_METHOD]
     assert len(default) == 3 and (default.replicates == REPLICATES).all()
     for phi, rate in zip(default.phi, default.reject_05, strict=True):
         assert 0.035 - tolerance <= rate <= 0.065 + tolerance, (phi, rate)
@@ -259,6 +259,6 @@ def test_cli_quick_prints_the_summary_last(monkeypatch: pytest.MonkeyPatch, tmp_
     result = CliRunner().invoke(app, ["simulate", "--quick", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     last = result.stdout.strip().splitlines()[-1]
-    assert last.startswith("default type-I at .05 (phi=0.9, n=50): ")
+    assert last.startswith("lagged type-I at .05 (phi=0.9, n=50): ")
     assert "; naive t-test: " in last
     assert (tmp_path / "calibration.csv").exists() and (tmp_path / "calibration_type1.png").exists()

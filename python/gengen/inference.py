@@ -28,7 +28,6 @@ from gengen.errors import InvalidArgumentError
 
 __all__ = [
     "AUTOCORRELATION_WARNING_THRESHOLD",
-    "DEFAULT_INFERENCE",
     "LaggedPartialCorrMatrix",
     "PrewhitenedPartialCorrMatrix",
     "lagged_partial_corr_matrix",
@@ -37,8 +36,6 @@ __all__ = [
 
 ResidualMethod = Literal["pearson", "spearman"]
 
-#: The inference gengen uses unless told otherwise (chosen by the calibration study, docs/calibration.md).
-DEFAULT_INFERENCE = "lagged"
 
 #: Lag-1 autocorrelation of the residuals from which a method that assumes independent checkpoints is unsafe:
 #: at φ = 0.25 in both series Bartlett's variance factor (1 + φ²)/(1 − φ²) is 1.13, and the naive 5% test

@@ -34,7 +34,7 @@ def simulate_command(
 ) -> None:
     """Type-I error, power and interval coverage of every inference method on autocorrelated trajectories.
 
-    The last line printed is ``default type-I at .05 (phi=0.9, n=50): X; naive t-test: Y`` (with ``--grid``:
+    The last line printed is ``lagged type-I at .05 (phi=0.9, n=50): X; naive t-test: Y`` (with ``--grid``:
     the largest type-I error of the default among unflagged rows, and its cell).
     """
     if grid:
