@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import errno
 import functools
+import os
 import sqlite3
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import typer
@@ -67,6 +69,27 @@ def describe_os_error(error: OSError) -> str:
     if error.filename2 is not None:
         where = f"{where} -> {error.filename2}"
     return f"{where}: {meaning}"
+
+
+def check_output_folder(path: Path, option: str = "--out") -> None:
+    """Refuse an output folder that could not be created, before any work is done (nothing is created).
+
+    A file where the folder (or one of its parents) should be, or a parent folder without write permission,
+    is a GengenError naming ``option`` and the path in the way.
+    """
+    if path.exists():
+        if not path.is_dir():
+            raise GengenError(f"{option}: {path} is a file, expected a folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise GengenError(f"{option}: {path}: permission denied (the folder is not writable)")
+        return
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise GengenError(f"{option}: {parent} is a file, so the folder {path} cannot be created")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise GengenError(f"{option}: {parent}: permission denied, so the folder {path} cannot be created")
 
 
 def user_error_message(error: BaseException) -> str | None:

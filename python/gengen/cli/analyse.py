@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from gengen.cli._common import SEED_RANGE, user_errors_exit
+from gengen.cli._common import SEED_RANGE, check_output_folder, user_errors_exit
 from gengen.errors import GengenError
 from gengen.limits import MAX_RESAMPLES
 
@@ -55,9 +55,7 @@ def analyse_command(
     scheme: Annotated[str, typer.Option(help="Resampling scheme: block, circular, free (= iid).")] = "block",
     block_length: Annotated[int | None, typer.Option(help="Block length (default: from n).")] = None,
     n_perm: Annotated[int, typer.Option(help="Permutations per group.", max=MAX_RESAMPLES)] = 9999,
-    n_boot: Annotated[
-        int, typer.Option(help="Sieve and bootstrap resamples per group.", max=MAX_RESAMPLES)
-    ] = 1999,
+    n_boot: Annotated[int, typer.Option(help="Sieve and bootstrap resamples per group.", max=MAX_RESAMPLES)] = 1999,
     adjust: Annotated[
         str, typer.Option(help="p-value adjustment: holm, hochberg, hommel, bonferroni, BH, BY, none.")
     ] = "holm",
@@ -101,6 +99,7 @@ def analyse_command(
     from gengen.analyse import analyse, load_scores
 
     scores = load_scores(store)
+    check_output_folder(out)
     try:
         analysis = analyse(
             scores,

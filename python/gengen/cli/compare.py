@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gengen.cli._common import SEED_RANGE, user_errors_exit
+from gengen.cli._common import SEED_RANGE, check_output_folder, user_errors_exit
 from gengen.limits import MAX_RESAMPLES
 
 
@@ -25,6 +25,8 @@ def compare_command(
     from gengen.analyse import Analysis
     from gengen.compare import compare
 
+    if out is not None:
+        check_output_folder(out)
     comparison = compare(
         Analysis.from_dir(analysis_dir),
         source_level=source,
