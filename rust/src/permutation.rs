@@ -335,4 +335,167 @@ mod tests {
             count_exceedances(&run, 3, 0..500)
         );
     }
+    #[test]
+    fn p_is_b_plus_one_over_permutations_plus_one() {
+        // Counts made by hand: 4 of 99 permutations reach pair (0, 1), none reach (0, 2), all reach (1, 2).
+        // (b + 1)/(B + 1) = 0.05, 0.01, 1; b/B would give 0.0404, 0, 1 and (b + 1)/B 0.0505, 0.0101, 1.0101.
+        let m = 3;
+        let mut counts = ExceedanceCounts::zeros(m);
+        counts.permutations = 99;
+        counts.pairwise[1] = 4;
+        counts.pairwise[m + 2] = 99;
+        counts.family_wise[1] = 9;
+        counts.family_wise[2] = 19;
+        counts.family_wise[m + 2] = 99;
+        let (p, p_fwer) = p_values(&counts, m);
+        for (a, b, want, want_fwer) in [(0, 1, 0.05, 0.1), (0, 2, 0.01, 0.2), (1, 2, 1.0, 1.0)] {
+            for (x, y) in [(a, b), (b, a)] {
+                assert!(
+                    (p.get(x, y) - want).abs() < 1e-15,
+                    "p({x}, {y}) = {}",
+                    p.get(x, y)
+                );
+                assert!(
+                    (p_fwer.get(x, y) - want_fwer).abs() < 1e-15,
+                    "p_fwer({x}, {y}) = {}",
+                    p_fwer.get(x, y)
+                );
+            }
+        }
+        for i in 0..m {
+            assert_eq!(p.get(i, i), 0.0);
+        }
+    }
+
+    #[test]
+    fn p_values_match_counts_from_explicit_refits() {
+        // Every permuted response ŷ_b + P e_b is refitted from scratch and correlated with e_a; b counts
+        // |r*| ≥ |r| per pair and for the max over pairs. With B = 39 the rules (b + 1)/(B + 1), b/B and
+        // (b + 1)/B differ by at least 1/1560 whenever b < B, far above the 1e-12 tolerance.
+        let n = 24;
+        let m = 3;
+        let base = noise(n, m, 21);
+        // Moderate dependence on column 0 so that the counts are neither 0 nor B.
+        let mix = |j: usize, weight: f64| -> Vec<f64> {
+            base.col(j)
+                .iter()
+                .zip(base.col(0))
+                .map(|(y, x)| y + weight * x)
+                .collect()
+        };
+        let (second, third) = (mix(1, 0.25), mix(2, 0.4));
+        let scores = Mat::from_columns(n, &[base.col(0), &second, &third]).unwrap();
+        let covar = noise(n, 2, 22);
+        let permutations = 39u64;
+        let seed = 17;
+        let residualiser = LinearResidualiser::new(&covar, "covar").unwrap();
+        let residuals: Vec<Vec<f64>> = (0..m)
+            .map(|j| {
+                let mut e = vec![0.0; n];
+                residualiser.residualise_into(scores.col(j), &mut e);
+                e
+            })
+            .collect();
+        let observed =
+            |a: usize, b: usize| crate::pcor::correlation_of_centred(&residuals[a], &residuals[b]).abs();
+        // Two blocks of 12 and circular shifts draw the identity often (1/2, 1/48): its r* equals r up to
+        // rounding and must count, which the tie tolerance guarantees.
+        for scheme in [
+            PermutationScheme::Free,
+            PermutationScheme::Block { length: 5 },
+            PermutationScheme::Block { length: 12 },
+            PermutationScheme::Circular { mirror: true },
+        ] {
+            let mut pairwise = vec![0u64; m * m];
+            let mut family_wise = vec![0u64; m * m];
+            let mut order = vec![0; n];
+            for index in 0..permutations {
+                permutation_into(n, scheme, seed, index, &mut order);
+                let mut r_star = vec![0.0; m * m];
+                for b in 1..m {
+                    let fitted: Vec<f64> = scores
+                        .col(b)
+                        .iter()
+                        .zip(&residuals[b])
+                        .map(|(y, e)| y - e)
+                        .collect();
+                    let y_star: Vec<f64> = (0..n).map(|i| fitted[i] + residuals[b][order[i]]).collect();
+                    let mut e_star = vec![0.0; n];
+                    residualiser.residualise_into(&y_star, &mut e_star);
+                    for a in 0..b {
+                        r_star[a * m + b] = crate::pcor::correlation_of_centred(&residuals[a], &e_star).abs();
+                    }
+                }
+                let largest = r_star.iter().copied().fold(0.0, f64::max);
+                for a in 0..m {
+                    for b in (a + 1)..m {
+                        let threshold = observed(a, b) * (1.0 - TIE_TOLERANCE);
+                        pairwise[a * m + b] += u64::from(r_star[a * m + b] >= threshold);
+                        family_wise[a * m + b] += u64::from(largest >= threshold);
+                    }
+                }
+            }
+            // The data must make the rules distinguishable: some count strictly between 0 and B.
+            assert!(
+                pairwise.iter().any(|&c| c > 0 && c < permutations),
+                "{scheme:?}: {pairwise:?}"
+            );
+            let run = PreparedRun::linear(&scores, &covar, Method::Pearson, scheme).unwrap();
+            let (p, p_fwer) = p_values(&count_exceedances(&run, seed, 0..permutations), m);
+            let denominator = permutations as f64 + 1.0;
+            for a in 0..m {
+                for b in (a + 1)..m {
+                    let want = (pairwise[a * m + b] as f64 + 1.0) / denominator;
+                    let want_fwer = (family_wise[a * m + b] as f64 + 1.0) / denominator;
+                    assert!(
+                        (p.get(a, b) - want).abs() < 1e-12,
+                        "{scheme:?}: p({a}, {b}) = {} vs {want}",
+                        p.get(a, b)
+                    );
+                    assert!(
+                        (p_fwer.get(a, b) - want_fwer).abs() < 1e-12,
+                        "{scheme:?}: p_fwer({a}, {b}) = {} vs {want_fwer}",
+                        p_fwer.get(a, b)
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn block_length_sets_the_p_value_of_a_perfect_correlation() {
+        // Two identical columns (r = 1): a permutation reaches |r| only when it is the identity. Blocks of
+        // length L in n = 12 make 12/L blocks put in random order, so the identity has probability 1/(12/L)!
+        // and p ≈ 1/2, 1/6, 1/24, 1/720 for L = 6, 4, 3, 2; a free permutation is the identity with
+        // probability 1/12!, a circular shift 1/12, a mirrored circular shift 1/24. Each count is checked
+        // within 4.5 binomial standard deviations (deterministic for the seed), so using another block
+        // length than the one asked for (the default ⌈12^⅓⌉ = 3, or free) fails.
+        let n = 12;
+        let permutations = 2400u64;
+        let x = noise(n, 1, 31);
+        let scores = Mat::from_columns(n, &[x.col(0), x.col(0)]).unwrap();
+        let covar = noise(n, 1, 32);
+        let cases = [
+            (PermutationScheme::Block { length: 6 }, 1.0 / 2.0),
+            (PermutationScheme::Block { length: 4 }, 1.0 / 6.0),
+            (PermutationScheme::Block { length: 3 }, 1.0 / 24.0),
+            (PermutationScheme::Block { length: 2 }, 1.0 / 720.0),
+            (PermutationScheme::Free, 1.0 / 479_001_600.0),
+            (PermutationScheme::Circular { mirror: false }, 1.0 / 12.0),
+            (PermutationScheme::Circular { mirror: true }, 1.0 / 24.0),
+        ];
+        for (scheme, identity) in cases {
+            let run = PreparedRun::linear(&scores, &covar, Method::Pearson, scheme).unwrap();
+            let counts = count_exceedances(&run, 8, 0..permutations);
+            let (p, _) = p_values(&counts, 2);
+            let b = counts.pairwise[1] as f64;
+            let expected = permutations as f64 * identity;
+            let sd = (permutations as f64 * identity * (1.0 - identity)).sqrt();
+            assert!(
+                (b - expected).abs() <= 4.5 * sd + 1.0,
+                "{scheme:?}: {b} of {permutations} reached r = 1, expected {expected:.1} ± {sd:.1}"
+            );
+            assert!((p.get(0, 1) - (b + 1.0) / (permutations as f64 + 1.0)).abs() < 1e-15);
+        }
+    }
 }

@@ -355,4 +355,277 @@ mod tests {
             assert_eq!(block[2], block[0] + 2);
         }
     }
+
+    /// Realistic series lengths with ⌈n^⅓⌉ worked out by hand: cubes (where a cube root that came out a hair
+    /// above the integer would round the block length up by one) and lengths whose cube root lies just above an
+    /// integer (where rounding to nearest would round down).
+    const SIZES: [(usize, usize); 11] = [
+        (27, 3),
+        (30, 4),
+        (50, 4),
+        (64, 4),
+        (100, 5),
+        (130, 6),
+        (200, 6),
+        (343, 7),
+        (500, 8),
+        (730, 10),
+        (1000, 10),
+    ];
+
+    /// Each size with the default block length and with the default + 2, so that a generator that ignores
+    /// the length it is given (and uses the default) fails.
+    fn sizes_and_lengths() -> Vec<(usize, usize)> {
+        SIZES
+            .iter()
+            .flat_map(|&(n, length)| [(n, length), (n, length + 2)])
+            .collect()
+    }
+
+    /// Pearson's χ² of `counts` against cells of probability ∝ `weights` must stay below df + 6·√(2 df) (about
+    /// 6 standard deviations of the statistic): loose enough for any honest seed, tight enough for a cell that
+    /// is never or always hit; and every cell must be hit.
+    fn assert_fits(counts: &[u64], weights: &[u64], what: &str) {
+        let total = counts.iter().sum::<u64>() as f64;
+        let weight = weights.iter().sum::<u64>() as f64;
+        let mut chi2 = 0.0;
+        for (&c, &w) in counts.iter().zip(weights) {
+            let expected = total * w as f64 / weight;
+            assert!(expected >= 10.0, "{what}: too few draws for the χ² check");
+            chi2 += (c as f64 - expected).powi(2) / expected;
+        }
+        let df = (counts.len() - 1) as f64;
+        assert!(
+            chi2 < df + 6.0 * (2.0 * df).sqrt(),
+            "{what}: χ² = {chi2:.1} on {df} df"
+        );
+        assert!(
+            counts.iter().all(|&c| c > 0),
+            "{what}: a cell is never drawn: {counts:?}"
+        );
+    }
+
+    fn assert_uniform(counts: &[u64], what: &str) {
+        assert_fits(counts, &vec![1; counts.len()], what);
+    }
+
+    fn assert_within(count: f64, expected: f64, sd: f64, what: &str) {
+        assert!(
+            (count - expected).abs() <= 5.0 * sd,
+            "{what}: {count} vs {expected:.1} ± {sd:.1}"
+        );
+    }
+
+    #[test]
+    fn default_block_length_is_the_rounded_up_cube_root() {
+        for (n, length) in SIZES {
+            assert_eq!(default_block_length(n), length, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn free_permutations_at_realistic_sizes() {
+        // A uniform permutation has one fixed point on average (variance 1); out[0] and out[n − 1] are uniform
+        // (checked in 20 bins of near-equal size, ⌊20 i / n⌋).
+        let draws = 2000u64;
+        for (n, _) in SIZES {
+            let bin = |i: usize| 20 * i / n;
+            let mut bin_sizes = vec![0u64; 20];
+            (0..n).for_each(|i| bin_sizes[bin(i)] += 1);
+            let mut out = vec![0; n];
+            let mut fixed_points = 0u64;
+            let mut first = vec![0u64; 20];
+            let mut last = vec![0u64; 20];
+            let mut seen = vec![false; n];
+            for index in 0..draws {
+                permutation_into(n, PermutationScheme::Free, 5, index, &mut out);
+                seen.iter_mut().for_each(|s| *s = false);
+                for &i in &out {
+                    assert!(i < n && !seen[i], "n = {n}: not a permutation");
+                    seen[i] = true;
+                }
+                fixed_points += out.iter().enumerate().filter(|&(j, &i)| i == j).count() as u64;
+                first[bin(out[0])] += 1;
+                last[bin(out[n - 1])] += 1;
+            }
+            let expected = draws as f64;
+            assert_within(fixed_points as f64, expected, expected.sqrt(), "fixed points");
+            assert_fits(&first, &bin_sizes, &format!("free, n = {n}: out[0]"));
+            assert_fits(&last, &bin_sizes, &format!("free, n = {n}: out[n - 1]"));
+        }
+    }
+
+    #[test]
+    fn block_permutations_keep_every_block_whole_at_realistic_sizes() {
+        for (n, length) in sizes_and_lengths() {
+            let blocks = n.div_ceil(length);
+            let mut out = vec![0; n];
+            let mut first_block = vec![0u64; blocks];
+            let mut identity = 0u64;
+            for index in 0..(20 * blocks as u64) {
+                permutation_into(n, PermutationScheme::Block { length }, 6, index, &mut out);
+                // Walk the output block by block: each starts at a multiple of the length, runs on
+                // consecutively to its end (the last block of the series is the short one), and appears once.
+                let mut used = vec![false; blocks];
+                let mut position = 0;
+                while position < n {
+                    let start = out[position];
+                    assert_eq!(
+                        start % length,
+                        0,
+                        "n = {n}, L = {length}: block starts at {start}"
+                    );
+                    let block = start / length;
+                    assert!(block < blocks && !used[block], "n = {n}: block {block} twice");
+                    used[block] = true;
+                    let end = (start + length).min(n);
+                    assert!(
+                        (start..end).zip(&out[position..]).all(|(want, &got)| want == got),
+                        "n = {n}, L = {length}: block {block} broken"
+                    );
+                    position += end - start;
+                }
+                assert!(used.iter().all(|&u| u));
+                first_block[out[0] / length] += 1;
+                identity += u64::from(out.iter().enumerate().all(|(j, &i)| i == j));
+            }
+            assert_uniform(
+                &first_block,
+                &format!("block, n = {n}, L = {length}: first block"),
+            );
+            assert_eq!(identity, 0, "n = {n}: {blocks} blocks left in place");
+        }
+    }
+
+    #[test]
+    fn circular_permutations_are_rotations_at_realistic_sizes() {
+        for (n, _) in SIZES {
+            for mirror in [false, true] {
+                // Ten draws per shift: every one of the n shifts must come up.
+                let draws = 10 * n as u64;
+                let mut shifts = vec![0u64; n];
+                let mut reversed = 0u64;
+                let mut out = vec![0; n];
+                for index in 0..draws {
+                    permutation_into(n, PermutationScheme::Circular { mirror }, 7, index, &mut out);
+                    let shift = out[0];
+                    // out[1] tells a rotation from a reflection; the whole array is checked on the first 100.
+                    let rotation = out[1] == (shift + 1) % n;
+                    if index < 100 {
+                        let forward = (0..n).all(|j| out[j] == (shift + j) % n);
+                        let backward = (0..n).all(|j| out[j] == (shift + n - j) % n);
+                        assert!(
+                            forward == rotation && (forward || backward),
+                            "n = {n}: {out:?} is no rotation"
+                        );
+                    }
+                    reversed += u64::from(!rotation);
+                    shifts[shift] += 1;
+                }
+                assert_uniform(&shifts, &format!("circular, n = {n}, mirror = {mirror}: shift"));
+                if mirror {
+                    let half = draws as f64 / 2.0;
+                    assert_within(reversed as f64, half, (half / 2.0).sqrt(), "reversed");
+                } else {
+                    assert_eq!(reversed, 0);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn iid_bootstrap_at_realistic_sizes() {
+        // Each index is drawn R times in all over R resamples, and is missing from a resample with
+        // probability (1 − 1/n)^n ≈ e⁻¹.
+        let draws = 100u64;
+        for (n, _) in SIZES {
+            let mut out = vec![0; n];
+            let mut counts = vec![0u64; n];
+            let mut here = vec![0u64; n];
+            let mut missing = 0u64;
+            for index in 0..draws {
+                bootstrap_into(n, BootstrapScheme::Iid, 8, index, &mut out);
+                here.iter_mut().for_each(|c| *c = 0);
+                for &i in &out {
+                    assert!(i < n);
+                    here[i] += 1;
+                }
+                missing += here.iter().filter(|&&c| c == 0).count() as u64;
+                for (total, c) in counts.iter_mut().zip(&here) {
+                    *total += c;
+                }
+            }
+            assert_uniform(&counts, &format!("iid, n = {n}"));
+            let q = (1.0 - 1.0 / n as f64).powi(n as i32);
+            let cells = (draws * n as u64) as f64;
+            // Missing indices of one resample are negatively correlated, so the binomial sd is an upper bound.
+            assert_within(
+                missing as f64,
+                cells * q,
+                (cells * q * (1.0 - q)).sqrt(),
+                "missing",
+            );
+        }
+    }
+
+    #[test]
+    fn moving_blocks_at_realistic_sizes() {
+        for (n, length) in sizes_and_lengths() {
+            let starts = n - length + 1;
+            let blocks = n.div_ceil(length);
+            let mut start_counts = vec![0u64; starts];
+            let mut out = vec![0; n];
+            for index in 0..(20 * starts as u64).div_ceil(blocks as u64) {
+                bootstrap_into(n, BootstrapScheme::MovingBlock { length }, 9, index, &mut out);
+                // Blocks sit at positions 0, L, 2L, …; each is L consecutive checkpoints (the last one cut at
+                // n) starting anywhere in [0, n − L].
+                assert_eq!(out.chunks(length).count(), blocks);
+                for chunk in out.chunks(length) {
+                    let start = chunk[0];
+                    assert!(start < starts, "n = {n}, L = {length}: start {start}");
+                    for (offset, &i) in chunk.iter().enumerate() {
+                        assert_eq!(i, start + offset, "n = {n}, L = {length}: {chunk:?}");
+                    }
+                    start_counts[start] += 1;
+                }
+            }
+            assert_uniform(
+                &start_counts,
+                &format!("moving blocks, n = {n}, L = {length}: starts"),
+            );
+        }
+    }
+
+    #[test]
+    fn circular_blocks_at_realistic_sizes() {
+        for (n, length) in sizes_and_lengths() {
+            let blocks = n.div_ceil(length);
+            let mut start_counts = vec![0u64; n];
+            let mut wrapped = 0u64;
+            // A block of c checkpoints wraps when it starts in the last c − 1 positions: probability (c − 1)/n.
+            let (mut expected_wraps, mut variance) = (0.0, 0.0);
+            let mut out = vec![0; n];
+            for index in 0..(20 * n as u64).div_ceil(blocks as u64) {
+                bootstrap_into(n, BootstrapScheme::CircularBlock { length }, 10, index, &mut out);
+                // Blocks may start anywhere and wrap from n − 1 to 0.
+                for chunk in out.chunks(length) {
+                    let start = chunk[0];
+                    assert!(start < n);
+                    for (offset, &i) in chunk.iter().enumerate() {
+                        assert_eq!(i, (start + offset) % n, "n = {n}, L = {length}: {chunk:?}");
+                    }
+                    start_counts[start] += 1;
+                    wrapped += u64::from(start + chunk.len() > n);
+                    let share = (chunk.len() - 1) as f64 / n as f64;
+                    expected_wraps += share;
+                    variance += share * (1.0 - share);
+                }
+            }
+            assert_uniform(
+                &start_counts,
+                &format!("circular blocks, n = {n}, L = {length}: starts"),
+            );
+            assert_within(wrapped as f64, expected_wraps, variance.sqrt(), "wrapped");
+        }
+    }
 }
