@@ -341,3 +341,38 @@ def test_report_at_64_test_sets_in_chromium(written: Path, tmp_path: Path) -> No
         set(row.split("|")) == {"suite-topic_00", "arc_easy"} for row in measured["filtered"]
     )
     assert measured["panels"] == M + 1
+
+
+def test_figure_cache_redraws_only_when_something_changed(tmp_path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    from gengen.report.cache import CACHE_FILE, FigureCache, digest
+
+    calls = []
+
+    def draw() -> Figure:
+        calls.append(1)
+        figure = Figure(figsize=(2, 2))
+        figure.subplots().plot([0, 1], [0, 1])
+        return figure
+
+    same, changed = digest(pd.DataFrame({"a": [1, 2]}), "x"), digest(pd.DataFrame({"a": [1, 3]}), "x")
+    assert same != changed and same == digest(pd.DataFrame({"a": [1, 2]}), "x")
+    assert digest(pd.DataFrame({"a": [1, 2]})) != digest(pd.DataFrame({"b": [1, 2]}))
+    cache = FigureCache(tmp_path)
+    data, width = cache.figure("x", same, draw)
+    cache.save()
+    assert len(calls) == 1 and width == 192 and (tmp_path / "x.svg").is_file()
+    again = FigureCache(tmp_path)
+    assert again.figure("x", same, draw) == (data, width) and len(calls) == 1
+    again.figure("x", changed, draw)
+    assert len(calls) == 2
+    (tmp_path / CACHE_FILE).write_text("{not json", encoding="utf-8")
+    FigureCache(tmp_path).figure("x", changed, draw)
+    assert len(calls) == 3
+    cache = FigureCache(tmp_path)
+    cache.figure("x", changed, draw)
+    cache.save()
+    (tmp_path / "x.svg").unlink()
+    FigureCache(tmp_path).figure("x", changed, draw)
+    assert len(calls) == 5

@@ -10,6 +10,7 @@ in that file only means the figures are drawn again.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 CACHE_FILE = ".gengen-figures.json"
 
 
+@functools.cache
 def _code_fingerprint() -> bytes:
     """What the figures look like besides their data: the drawing code, matplotlib and the PNG resolution."""
     digest = hashlib.sha256(Path(fig.__file__).read_bytes())
