@@ -263,7 +263,7 @@ ar_order_aic <- function(e, control, max_order) {
   # gengen.sieve.fit_autoregression's order: AIC over p = 0..max_order of the dynamic regression
   # e_t ~ [1, Z_t, .., Z_{t-p}] + [e_{t-1}, .., e_{t-p}], every order fitted on the rows t = max_order + 1..n.
   n <- length(e)
-  if (anyNA(e) || n - max_order < max_order + 6L) return(NA_integer_)
+  if (anyNA(e) || n < max_order + 6L) return(NA_integer_)  # gengen's sieve needs n >= k + 5 + max_order
   rows <- (max_order + 1L):n
   count <- length(rows)
   q <- NCOL(control)

@@ -245,6 +245,49 @@ def test_script_matches_gengen_analyse(
         )
 
 
+def short_run_scores(seed: int = 12) -> pd.DataFrame:
+    """One simulated run per length n in 6 … 45 (sieve max_order 1 … 4; n = 6 too short for the sieve): ID a
+    noisy learning curve, four OOD test sets following it with AR(1), AR(2) or white noise. (With this seed no
+    short OOD series has exactly the ID's ranks, which gengen refuses for Spearman: nothing left to correlate.)"""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in (6, 7, 9, 12, 21, 33, 45):
+        steps = np.arange(n) * 100
+        id_score = 0.3 + 0.4 * (1 - np.exp(-np.arange(n) / (n / 3))) + 0.01 * rng.normal(size=n)
+        for j, (phi1, phi2) in enumerate([(0.0, 0.0), (0.8, 0.0), (1.2, -0.5), (0.5, 0.3)]):
+            noise = np.zeros(n + 50)
+            shocks = rng.normal(size=n + 50)
+            for t in range(2, n + 50):
+                noise[t] = phi1 * noise[t - 1] + phi2 * noise[t - 2] + shocks[t]
+            # A weak ID effect: with strong ones the ranks of a short series would equal the ID's (nothing left).
+            values = 0.2 + 0.1 * id_score + 0.02 * noise[50:]
+            rows.extend(
+                ("sim", f"n{n:02d}", int(t), f"ood{j}", "acc", float(v)) for t, v in zip(steps, values, strict=True)
+            )
+        rows.extend(
+            ("sim", f"n{n:02d}", int(t), ID_TESTSET, "acc", float(v)) for t, v in zip(steps, id_score, strict=True)
+        )
+    return pd.DataFrame(rows, columns=["model", "run", "step", "testset", "metric", "value"])
+
+
+@pytest.mark.parametrize("method", ["pearson", "spearman"])
+def test_script_short_runs_match_gengen(method: Method, tmp_path: Path, record_comparison: Any) -> None:
+    """Runs of 6 to 45 checkpoints: the AR orders (max_order 1 to 4, none where the sieve cannot run) and every
+    other deterministic column agree with gengen's default."""
+    scores = short_run_scores()
+    path = tmp_path / "short.csv"
+    scores.to_csv(path, index=False, float_format="%.17g")
+    r_pairs = script_table(path, tmp_path / "out.csv", "--id", ID_TESTSET, "--method", method)
+    g_pairs = gengen_analysis(scores, method, "holm")
+    too_short = r_pairs["n"] < 7
+    assert r_pairs.loc[too_short, ["ar_order_a", "ar_order_b"]].isna().all().all()
+    assert r_pairs.loc[~too_short, ["ar_order_a", "ar_order_b"]].notna().all().all()
+    rows = compare_tables(r_pairs, g_pairs[[*KEY, "level", "n", "k", *DETERMINISTIC]], f"short runs ({method})")
+    long_runs = r_pairs[r_pairs["n"] >= 33]
+    assert long_runs[["ar_order_a", "ar_order_b"]].to_numpy().max() >= 2  # the AR(2) series needs more than one lag
+    record_comparison("R/gengen_analyse.R rows (AR orders, max_order 1-4) vs gengen.analyse on short runs", rows)
+
+
 def across_run_scores(seed: int = 7) -> pd.DataFrame:
     """Two models x 30 runs, one final score per run and test set (plus two earlier steps that across-run mode
     must ignore when asked for explicitly): ID and five OOD test sets sharing a run-level factor."""
