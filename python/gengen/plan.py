@@ -15,8 +15,9 @@ The memory model (bytes, per GPU)::
 
     weights      full: 4 P (fp32 master) + 2 P (bf16 autocast copies); LoRA: P × bytes of the base dtype
     training     full: 12 P (fp32 gradients, two Adam moments); LoRA: 16 bytes × adapter parameters
-    activations  tokens × layers × (14 h + 8 i) × e / 2, or with gradient checkpointing
-                 tokens × (layers × h × e + (14 h + 8 i) × e / 2)          (e: bytes of the compute dtype)
+    activations  tokens × layers × a × e, or with gradient checkpointing tokens × (layers × h × e + 2 a × e)
+                 a = 12 h + 2.25 i (OPT) or 22 h + 4.75 i (Llama-style) values per token and layer,
+                 measured on the CPU (see :func:`activation_elements`; e: bytes of the compute dtype)
     logits       micro-batch × vocabulary × 4 × 3 (only the last position is projected)
     FSDP over N  weights, gradients and optimiser states / N, plus two gathered layers in bf16
     overhead     ``overhead_gib`` (CUDA context, allocator), and 10 % on top of the rest
@@ -50,6 +51,7 @@ __all__ = [
     "KNOWN_SHAPES",
     "ModelShape",
     "PlanRow",
+    "activation_elements",
     "evaluation_steps",
     "model_shape",
     "plan_study",
@@ -315,6 +317,18 @@ def _dtype_bytes(precision: str) -> int:
     return 4 if precision == "fp32" else 2
 
 
+def activation_elements(shape: ModelShape) -> float:
+    """Values saved for the backward pass per token and layer, in units of the compute dtype.
+
+    Measured (peak RSS of CPU fp32 training, ``benches/README.md``): OPT keeps about 12 h + 2.25 i values
+    (LayerNorms, q/k/v, attention output, fc1 and its activation); Llama-style blocks about 22 h + 4.75 i
+    (RMSNorms computed in fp32, OLMo2's q/k norms, rotary copies, the gated MLP's three products).
+    """
+    if shape.kind == "opt":
+        return 12 * shape.hidden + 2.25 * shape.intermediate
+    return 22 * shape.hidden + 4.75 * shape.intermediate
+
+
 def training_memory(
     shape: ModelShape, training: TrainingConfig, *, shards: int = 1, targets: Sequence[str] = LORA_DEFAULT_TARGETS
 ) -> dict[str, float]:
@@ -345,9 +359,10 @@ def training_memory(
         parts["gathered layers"] = 2 * 2 * shape.largest_block()
     micro = math.ceil(training.batch_size / shards)
     tokens = micro * training.max_length
-    per_layer = (14 * shape.hidden + 8 * shape.intermediate) * e / 2
+    per_layer = activation_elements(shape) * e
     if training.gradient_checkpointing:
-        parts["activations"] = tokens * (shape.layers * shape.hidden * e + per_layer)
+        # Layer inputs are kept; the layer being recomputed holds its activations and their gradients.
+        parts["activations"] = tokens * (shape.layers * shape.hidden * e + 2 * per_layer)
     else:
         parts["activations"] = tokens * shape.layers * per_layer
     parts["logits"] = micro * shape.vocab * 4 * 3
