@@ -97,6 +97,8 @@ def test_strategy_moves_to_fsdp_when_one_gpu_is_too_small() -> None:
     assert rows["opt-2.7b"].train_strategy == "1 GPU"
     assert rows["opt-30b"].train_strategy == "FSDP over 2" and rows["opt-30b"].train_gib <= 40
     assert rows["olmo2-32b"].score_strategy == "device map over 2"
+    text = cli("plan", str(STUDIES / "paper-mnli-full.toml"), "--gpus", "2", "--gpu-memory", "40").stdout
+    assert "note: FSDP is an estimate" in text  # the trainer does not shard yet, and the plan says so
 
 
 def test_memory_model_by_hand() -> None:
