@@ -504,7 +504,10 @@ def report(
         meter.step(f"page ({cache.drawn} figures drawn, {cache.reused} unchanged since the last report)")
         summary = pd.DataFrame(analysis.summary()["groups"])
         if not summary.empty:
-            summary = summary.drop(columns=["strongest_pair"])
+            # Counts only: the methods (lists per group in summary.json) are in each section's settings.
+            summary = summary[
+                [c for c in summary.columns if not summary[c].map(lambda v: isinstance(v, (list, dict))).any()]
+            ]
             summary = summary.iloc[
                 sorted(
                     range(len(summary)),

@@ -370,11 +370,16 @@ JS = r"""
     var holder = make("div", "tm-panels");
     root.appendChild(holder);
     function sx(step) { return step < 0 ? -Math.log10(1 - step) : Math.log10(1 + step); }
-    var allSteps = [];
-    spec.groups.forEach(function (g) { allSteps = allSteps.concat(g.steps); });
-    var xmin = Math.min.apply(null, allSteps.map(sx)), xmax = Math.max.apply(null, allSteps.map(sx));
-    if (!(xmax > xmin)) { xmax = xmin + 1; }
-    var lastStep = Math.max.apply(null, allSteps);
+    // Loops rather than Math.min.apply: thousands of steps × many groups would overflow the argument list.
+    var xmin = Infinity, xmax = -Infinity, lastStep = -Infinity;
+    spec.groups.forEach(function (g) {
+      g.steps.forEach(function (step) {
+        xmin = Math.min(xmin, sx(step));
+        xmax = Math.max(xmax, sx(step));
+        lastStep = Math.max(lastStep, step);
+      });
+    });
+    if (!(xmax > xmin)) { xmax = (isFinite(xmin) ? xmin : 0) + 1; }
     function stepText(s) {
       if (s >= 1e6) { return Number((s / 1e6).toPrecision(3)) + "M"; }
       return s >= 1e3 ? Number((s / 1e3).toPrecision(3)) + "k" : String(s);
