@@ -623,6 +623,19 @@ pub fn run_cell(
     seed: u64,
     cell: u32,
 ) -> Result<Vec<MethodTally>> {
+    let mut tallies = start_cell(spec, options, replicates)?;
+    tally_replicates(spec, options, 0..replicates, seed, cell, &mut tallies);
+    Ok(tallies)
+}
+
+/// Checks a cell's design and returns its empty tallies, one per method the options select; fill them with
+/// [`tally_replicates`] over `0..replicates`, in order and in as many slices as wanted (the binding checks for
+/// Ctrl-C between slices). Slices in order give exactly the tallies of [`run_cell`].
+pub fn start_cell(
+    spec: &TrajectorySpec,
+    options: &StudyOptions,
+    replicates: u64,
+) -> Result<Vec<MethodTally>> {
     spec.validate()?;
     if replicates == 0 {
         return Err(StatsError::invalid("replicates", "must be at least 1"));
@@ -633,8 +646,21 @@ pub fn run_cell(
             format!("at most {} per cell, got {replicates}", u32::MAX),
         ));
     }
-    let methods = options.methods();
-    let outcomes: Vec<Vec<Option<Outcome>>> = (0..replicates)
+    Ok(options.methods().into_iter().map(MethodTally::new).collect())
+}
+
+/// Simulates the replicates `range` of a cell in parallel and adds their outcomes to `tallies` (from
+/// [`start_cell`]) in replicate order.
+pub fn tally_replicates(
+    spec: &TrajectorySpec,
+    options: &StudyOptions,
+    range: std::ops::Range<u64>,
+    seed: u64,
+    cell: u32,
+    tallies: &mut [MethodTally],
+) {
+    let methods: Vec<Inference> = tallies.iter().map(|t| t.method).collect();
+    let outcomes: Vec<Vec<Option<Outcome>>> = range
         .into_par_iter()
         .map(|rep| {
             let index = (u64::from(cell) << 32) | rep;
@@ -644,7 +670,6 @@ pub fn run_cell(
             evaluate(&run, &methods, options, test_seed)
         })
         .collect();
-    let mut tallies: Vec<MethodTally> = methods.iter().map(|&m| MethodTally::new(m)).collect();
     for row in &outcomes {
         for (tally, outcome) in tallies.iter_mut().zip(row) {
             if let Some(outcome) = outcome {
@@ -652,7 +677,6 @@ pub fn run_cell(
             }
         }
     }
-    Ok(tallies)
 }
 
 #[cfg(test)]
@@ -739,6 +763,24 @@ mod tests {
         for tally in &one {
             assert_eq!(tally.evaluated, 40, "{:?}", tally.method);
         }
+    }
+
+    #[test]
+    fn slices_of_replicates_tally_as_one_call() {
+        // The binding tallies a cell in slices (to check for Ctrl-C between them): same numbers as one call.
+        let spec = TrajectorySpec::new(30, 2, Noise::Ar1 { phi: 0.5 }, Shape::Linear, 0.3);
+        let options = StudyOptions {
+            n_perm: 19,
+            n_boot: 19,
+            gam: false,
+            gam_lagged_k: 4,
+        };
+        let whole = run_cell(&spec, &options, 25, 7, 1).unwrap();
+        let mut sliced = start_cell(&spec, &options, 25).unwrap();
+        for range in [0..3, 3..4, 4..17, 17..25] {
+            tally_replicates(&spec, &options, range, 7, 1, &mut sliced);
+        }
+        assert_eq!(whole, sliced);
     }
 
     #[test]

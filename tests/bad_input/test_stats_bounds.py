@@ -301,6 +301,21 @@ def test_ctrl_c_stops_a_long_permutation_test() -> None:
     assert "KeyboardInterrupt" in done.stderr, done.stderr[-2000:]
 
 
+LONG_SIMULATION = """
+from gengen import _core
+print("started", flush=True)
+_core.calibration_cell(200, "ar1", 0.9, "linear", 0.0, 1_000_000, 0, 0, 199, 199, False, 6, 1.0, 0.1)
+print("finished", flush=True)
+"""
+
+
+def test_ctrl_c_stops_a_calibration_cell() -> None:
+    # A million replicates with permutation and bootstrap tests run for hours; Ctrl-C ends them between slices.
+    done = _interrupt([sys.executable, "-c", LONG_SIMULATION], after=1.0)
+    assert "finished" not in done.stdout
+    assert "KeyboardInterrupt" in done.stderr, done.stderr[-2000:]
+
+
 def test_ctrl_c_ends_a_cli_analysis_with_one_line(tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
     steps, testsets = 300, [f"ood_{i}" for i in range(12)]

@@ -11,9 +11,12 @@ use crate::autocorr::{
 use crate::bounds::{check_array, check_resamples};
 use crate::error::StatsError;
 use crate::pcor::Method;
-use crate::simulate::{run_cell, simulate, Noise, Shape, StudyOptions, TrajectorySpec};
+use crate::simulate::{simulate, start_cell, tally_replicates, Noise, Shape, StudyOptions, TrajectorySpec};
 
 use super::{to_mat, to_numpy};
+
+/// Replicates of a calibration cell simulated between two checks for Ctrl-C.
+const CELL_SLICE: u64 = 256;
 
 #[allow(clippy::too_many_arguments)]
 fn spec_from(
@@ -108,7 +111,15 @@ fn calibration_cell(
         gam,
         gam_lagged_k,
     };
-    let tallies = py.allow_threads(|| run_cell(&spec, &options, replicates, seed, cell))?;
+    // In slices of replicates, checking for Ctrl-C between them: a cell can run for minutes.
+    let mut tallies = start_cell(&spec, &options, replicates)?;
+    let mut start = 0;
+    while start < replicates {
+        let end = (start + CELL_SLICE).min(replicates);
+        py.allow_threads(|| tally_replicates(&spec, &options, start..end, seed, cell, &mut tallies));
+        py.check_signals()?;
+        start = end;
+    }
     Ok(tallies
         .into_iter()
         .map(|t| {
