@@ -289,9 +289,10 @@ def test_slurm_parameters_and_option_errors(tmp_path: Path) -> None:
     assert parameters == {
         "name": "gengen",
         "timeout_min": 90,
-        "cpus_per_task": 8,
+        "cpus_per_task": 4,
         "slurm_partition": "gpu",
         "gpus_per_node": 2,
+        "tasks_per_node": 2,
         "mem_gb": 31,
         "slurm_setup": ["module load cuda"],
     }

@@ -294,7 +294,7 @@ def current_world() -> World:
             return World()
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         if backend == "nccl":
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
         # Process 0 scores every test set while the others wait: allow for long evaluations.
         dist.init_process_group(backend, timeout=datetime.timedelta(hours=4))
     return World(dist.get_rank(), dist.get_world_size())

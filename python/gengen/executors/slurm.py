@@ -41,6 +41,10 @@ def slurm_parameters(settings: ExecutorConfig, resources: ResourcesConfig) -> di
     }
     if resources.gpus:
         parameters["gpus_per_node"] = int(resources.gpus)
+    if resources.gpus > 1:
+        # One task per GPU: the run trains data parallel over all of them (gengen.train.World), not on cuda:0.
+        parameters["tasks_per_node"] = int(resources.gpus)
+        parameters["cpus_per_task"] = max(1, resources.cpus // int(resources.gpus))
     if resources.memory_gb is not None:
         parameters["mem_gb"] = math.ceil(resources.memory_gb)
     if settings.setup:

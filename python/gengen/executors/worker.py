@@ -23,6 +23,20 @@ def _print(line: str) -> None:
     print(line, flush=True)
 
 
+def _join_slurm_tasks() -> None:
+    """In a Slurm job of several tasks (one per GPU), export torch.distributed's variables for this task.
+
+    gengen.train then trains the run data parallel over the tasks; task 0 writes the spool and its result is
+    the job's.
+    """
+    if int(os.environ.get("SLURM_NTASKS", "1")) <= 1 or "RANK" in os.environ:
+        return
+    from submitit.helpers import TorchDistributedEnvironment
+
+    # Every task sees every GPU of the node; gengen.train picks cuda:LOCAL_RANK.
+    TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+
+
 def execute_run(task: RunTask, log: Callable[[str], None] = _print) -> RunResult:
     """Train and score one run into its spool (resuming it), and report how it went.
 
@@ -41,8 +55,10 @@ def execute_run(task: RunTask, log: Callable[[str], None] = _print) -> RunResult
     config, run = task.config, task.run
     start = time.perf_counter()
     try:
+        _join_slurm_tasks()
         job_id = os.environ.get("SLURM_JOB_ID") or (read_state(config, run) or {}).get("job_id")
-        write_state(config, run, "running", attempt=task.attempt, **({"job_id": job_id} if job_id else {}))
+        if os.environ.get("RANK", "0") == "0":  # one writer of the run's state
+            write_state(config, run, "running", attempt=task.attempt, **({"job_id": job_id} if job_id else {}))
         import torch
 
         from gengen.train import train_run
