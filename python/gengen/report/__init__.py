@@ -22,6 +22,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -487,7 +488,7 @@ def report(
                 cache,
                 f"residuals_{stem}",
                 digest(*inputs, rows[["testset_a", "testset_b", "r_partial"]], scatter_pairs),
-                lambda model=model, run=run: fig.residual_scatter(analysis, model, run, scatter_pairs),
+                partial(fig.residual_scatter, analysis, model, run, scatter_pairs),
                 f"Residuals after regressing out the ID score, {label}: the strongest partial correlations.",
             )
             meter.step(f"trajectories {label}")
@@ -496,7 +497,7 @@ def report(
                 cache,
                 f"trajectories_{stem}",
                 digest(*inputs, directions, fig.TOP_TRAJECTORIES),
-                lambda model=model, run=run: fig.trajectories(analysis, model, run),
+                partial(fig.trajectories, analysis, model, run),
                 f"ID and the OOD test sets that move most over training, {label}.",
             )
             group_records.append({"label": label, "figures": [residuals, lines]})
