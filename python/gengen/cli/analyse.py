@@ -60,6 +60,10 @@ def analyse_command(
         str, typer.Option(help="p-value adjustment: holm, hochberg, hommel, bonferroni, BH, BY, none.")
     ] = "holm",
     alpha: Annotated[float, typer.Option(help="Significance level on adjusted p-values.")] = 0.05,
+    ci_level: Annotated[
+        float,
+        typer.Option(help="Level of the intervals (the deciding p is below 1 - level exactly when they exclude 0)."),
+    ] = 0.95,
     by: Annotated[
         str | None,
         typer.Option(help="Columns defining a pooling cell, comma-separated (default: model,size,shots)."),
@@ -116,6 +120,7 @@ def analyse_command(
             n_boot=n_boot,
             adjust=adjust,
             alpha=alpha,
+            ci_level=ci_level,
             by=by,
             pooling=None if pooling == "none" else pooling,
             mode=mode,
