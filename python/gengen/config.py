@@ -260,7 +260,8 @@ class EvaluationConfig:
 
     Step 0 (before training) and the last step are always scored; ``steps`` adds explicit steps, ``every``
     every N optimiser steps and ``log_points`` that many log-spaced steps between 1 and the last step.
-    ``max_tokens`` caps the padded tokens of a scoring batch (``batch_size`` caps its rows).
+    ``max_tokens`` caps the padded tokens of a scoring batch (``batch_size`` caps its rows). ``device_map``
+    spreads a model too large for one GPU over all visible GPUs when ``gengen score`` loads it (accelerate).
     """
 
     steps: tuple[int, ...] = ()
@@ -270,6 +271,7 @@ class EvaluationConfig:
     batch_size: int = 32
     metrics: tuple[str, ...] = METRICS
     max_tokens: int | None = None
+    device_map: bool = False
 
 
 @dataclass(frozen=True)
@@ -905,6 +907,7 @@ def _evaluation(section: _Section) -> EvaluationConfig:
         batch_size=section.number("batch_size", 32, integer=True, positive=True),
         metrics=metrics,
         max_tokens=section.number("max_tokens", None, integer=True, positive=True),
+        device_map=section.boolean("device_map", False),
     )
     section.finish()
     return config

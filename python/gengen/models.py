@@ -128,6 +128,7 @@ def load_model(
     device: torch.device | None = None,
     quantization: str = "none",
     label: str | None = None,
+    device_map: str | None = None,
 ) -> Any:
     """A causal LM from a hub id or a local folder, in ``dtype`` on ``device``, with the KV cache off.
 
@@ -143,6 +144,9 @@ def load_model(
         Load the weights in 8 or 4 bits (bitsandbytes, CUDA only): a QLoRA base.
     label : str, optional
         The model's name in the study, for error messages.
+    device_map : str, optional
+        ``"auto"``: spread the layers over every visible GPU (then the CPU) with accelerate, for a model larger
+        than one GPU; ``device`` is then ignored.
 
     Raises
     ------
@@ -168,13 +172,15 @@ def load_model(
             bnb_4bit_compute_dtype=dtype,
         )
         options["device_map"] = {"": device.index or 0}
+    elif device_map is not None:
+        options["device_map"] = device_map
     try:
         model: Any = AutoModelForCausalLM.from_pretrained(path, **options)
     except (OSError, ValueError, KeyError) as error:
         raise ConfigError(f"{where}: cannot load it ({_first_line(error)})") from None
     # Scoring and training read one position per prompt: a KV cache would only cost memory.
     model.config.use_cache = False
-    return model if quantization != "none" else model.to(device)
+    return model if quantization != "none" or device_map is not None else model.to(device)
 
 
 def answer_token_ids(tokenizer: Any, answers: Sequence[str]) -> tuple[int, int]:

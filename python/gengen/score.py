@@ -319,12 +319,17 @@ class SeriesLoader:
     device : torch.device
     swap_adapters : bool
         False reloads the base for every adapter (the slow path, kept to check the fast one against).
+    device_map : bool
+        Spread each model over every visible GPU (``evaluation.device_map``).
     """
 
-    def __init__(self, precision: Precision, device: torch.device, *, swap_adapters: bool = True):
+    def __init__(
+        self, precision: Precision, device: torch.device, *, swap_adapters: bool = True, device_map: bool = False
+    ):
         self.precision = precision
         self.device = device
         self.swap_adapters = swap_adapters
+        self.device_map = "auto" if device_map else None
         self.model: Any = None
         self.base_path: str | None = None
         self.adapter: str | None = None
@@ -339,7 +344,11 @@ class SeriesLoader:
         self.base_path = self.adapter = None
         self.base_loads += 1
         self.model = load_model(
-            checkpoint.path, revision=checkpoint.revision, dtype=self.precision.weights, device=self.device
+            checkpoint.path,
+            revision=checkpoint.revision,
+            dtype=self.precision.weights,
+            device=self.device,
+            device_map=self.device_map,
         )
         return self.model
 
@@ -362,8 +371,10 @@ class SeriesLoader:
         else:
             self.model = None
             self.base_loads += 1
-            base = load_model(base_path, dtype=self.precision.weights, device=self.device)
-            self.model = peft.PeftModel.from_pretrained(base, str(folder), adapter_name=name).to(self.device)
+            base = load_model(base_path, dtype=self.precision.weights, device=self.device, device_map=self.device_map)
+            self.model = peft.PeftModel.from_pretrained(base, str(folder), adapter_name=name)
+            if self.device_map is None:
+                self.model = self.model.to(self.device)
             self.base_path = base_path
         self.adapter = name
         return self.model
@@ -420,7 +431,7 @@ def score_checkpoints(
     device = select_device(config.training.device)
     # The same dtypes as the evaluations during training (one function decides both).
     precision = precision_for(config.training.precision, config.training.method, device)
-    loader = SeriesLoader(precision, device, swap_adapters=swap_adapters)
+    loader = SeriesLoader(precision, device, swap_adapters=swap_adapters, device_map=config.evaluation.device_map)
     first = checkpoints[0]
     tokenizer = load_tokenizer(tokenizer_path or first.path, None if tokenizer_path else first.revision)
     answer_ids = answer_token_ids(tokenizer, config.task.answers)

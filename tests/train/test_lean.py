@@ -231,3 +231,21 @@ def test_neutral_class_drop_or_no_and_labels_with_a_source(tmp_path: Path) -> No
         spec(columns={"premise": "x"})
     with pytest.raises(ConfigError, match=r"give either 'labels' or 'neutral'"):
         spec(labels=labels, neutral="No")
+
+
+def test_device_map_scoring_equals_plain_scoring(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
+    """``evaluation.device_map`` loads through accelerate's device map (all on the CPU here): same numbers."""
+    from gengen.score import find_checkpoints, score_checkpoints
+
+    extra = 'method = "lora"\nkeep_checkpoints = "all"\nlora = { r = 4, alpha = 8 }'
+    text = study_toml(assets, tmp_path / "out", families=("smollm3",), max_steps=4, every=2, extra=extra)
+    config = load_config(write_study(tmp_path, text))
+    run_study(config, log=lambda _: None, progress=False)
+    series = find_checkpoints([config.run_dir(config.runs()[0])])
+    plain = score_checkpoints(config, series, model_name="plain", log=lambda _: None)
+    mapped_config = load_config(write_study(tmp_path, text + "device_map = true\n"))
+    assert mapped_config.evaluation.device_map
+    mapped = score_checkpoints(mapped_config, series, model_name="mapped", log=lambda _: None)
+    np.testing.assert_array_equal(
+        mapped.sort_values(KEY)["value"].to_numpy(), plain.sort_values(KEY)["value"].to_numpy()
+    )

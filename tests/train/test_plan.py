@@ -99,6 +99,7 @@ def test_strategy_moves_to_fsdp_when_one_gpu_is_too_small() -> None:
     assert rows["olmo2-32b"].score_strategy == "device map over 2"
     text = cli("plan", str(STUDIES / "paper-mnli-full.toml"), "--gpus", "2", "--gpu-memory", "40").stdout
     assert "note: FSDP is an estimate" in text  # the trainer does not shard yet, and the plan says so
+    assert "set evaluation.device_map = true" in text
 
 
 def test_memory_model_by_hand() -> None:
@@ -173,7 +174,10 @@ def train(model, steps):
 
 # One step of a very small model first, so that one-off allocations (thread pools, kernels) are in the baseline.
 size = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 300, **special}
-small = OPTConfig(**size, ffn_dim=64, word_embed_proj_dim=32) if family == "opt" else SmolLM3Config(**size, intermediate_size=64)
+if family == "opt":
+    small = OPTConfig(**size, ffn_dim=64, word_embed_proj_dim=32)
+else:
+    small = SmolLM3Config(**size, intermediate_size=64)
 train(AutoModelForCausalLM.from_config(small), 1)
 ctypes.CDLL("libc.so.6").malloc_trim(0)
 before = psutil.Process().memory_info().rss
