@@ -711,6 +711,8 @@ def run_study(
     world = current_world()
     if world.size > 1 and jobs > 1:
         raise ConfigError("--jobs: runs are trained one at a time when several processes share each run (torchrun)")
+    if world.size > 1 and world.main:
+        log(f"{config.name}: each run trained data parallel over {world.size} processes")
     if jobs > 1 and len(runs) > 1:
         from gengen.executors.local import process_pool
 

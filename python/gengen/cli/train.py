@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -22,6 +24,14 @@ def train_command(
     threads: Annotated[
         int | None, typer.Option(help="CPU threads for torch per process (default: torch's).", min=1)
     ] = None,
+    gpus: Annotated[
+        int,
+        typer.Option(
+            help="Train each run data parallel over this many GPUs (torchrun, one process per GPU; "
+            "without CUDA, that many CPU processes).",
+            min=1,
+        ),
+    ] = 1,
 ) -> None:
     """Fine-tune and score every run of a study; re-running resumes where it stopped.
 
@@ -29,6 +39,7 @@ def train_command(
     checkpoint is saved at evaluation steps, so a killed run resumes from its last checkpoint.
     """
     from gengen.config import check_model_sources, load_config
+    from gengen.errors import ConfigError
 
     study = load_config(config)
     runs = study.select_runs(model)
@@ -39,6 +50,10 @@ def train_command(
         for run in runs:
             typer.echo(f"  {run.model.name} ({run.model.path}) {run.key} -> {study.run_dir(run)}")
         return
+    if gpus > 1 and "RANK" not in os.environ:
+        if jobs > 1:
+            raise ConfigError("--jobs: give either --jobs (several runs at once) or --gpus (one run over several GPUs)")
+        raise typer.Exit(code=_launch(gpus, config, model, threads))
     import torch
 
     from gengen.train import run_study
@@ -54,9 +69,26 @@ def train_command(
         threads_per_job=threads or 1,
     )
     written = sum(o.rows_written for o in outcomes)
+    if os.environ.get("RANK", "0") != "0":
+        return  # the other processes of a data-parallel run: process 0 reports
     typer.echo(f"{len(outcomes)} runs done, {written} scores written to {study.output}")
+
+
+def _launch(gpus: int, config: Path, models: list[str] | None, threads: int | None) -> int:
+    """Run this command again under torchrun, once per GPU; the processes form one torch.distributed world."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}"]
+    command += ["-m", "gengen.cli.train"]
+    command += ["train", str(config)] + [f"--model={m}" for m in models or []]
+    command += [f"--threads={threads}"] if threads is not None else []
+    return subprocess.call(command)
 
 
 def register(app: typer.Typer) -> None:
     """Add ``gengen train`` to the CLI."""
     app.command("train")(train_command)
+
+
+if __name__ == "__main__":  # the entry point of the processes _launch starts
+    from gengen.cli import main
+
+    main(sys.argv[1:])
