@@ -249,3 +249,26 @@ def test_device_map_scoring_equals_plain_scoring(assets: dict[str, Any], study_t
     np.testing.assert_array_equal(
         mapped.sort_values(KEY)["value"].to_numpy(), plain.sort_values(KEY)["value"].to_numpy()
     )
+
+
+@pytest.mark.parametrize("layout", ["data/validation-00000-of-00001.parquet", "plain_text/validation/0000.parquet"])
+def test_registered_sets_read_local_copies_of_the_hubs_parquet_files(layout: str, tmp_path: Path) -> None:
+    """HANS in the hub's parquet layouts (push_to_hub's data/ and the refs/convert/parquet branch), read offline."""
+    from gengen.data import load_examples
+    from gengen.data.registry import REGISTRY
+
+    rows = pd.DataFrame(
+        {"premise": ["a b", "c d", "e f"], "hypothesis": ["a", "c", "f"], "label": [0, 1, 0], "heuristic": ["x"] * 3}
+    )
+    target = tmp_path / "hans" / layout
+    target.parent.mkdir(parents=True)
+    rows.to_parquet(target)
+    data = lora_config("opt", method="full")
+    data["testsets"] = [
+        {"name": "mnli", "source": "mnli"},
+        {"name": "hans", "source": "hans", "path": str(tmp_path / "hans")},
+    ]
+    spec = parse_config(data, base=tmp_path).testsets[1]
+    assert load_examples(spec)["label"].tolist() == [1, 0, 1]  # 0 entailment -> Yes (1)
+    # The hub download goes to the parquet conversion, not the loading script.
+    assert (REGISTRY["hans"].revision, REGISTRY["hans"].data_dir) == ("refs/convert/parquet", "plain_text")

@@ -128,7 +128,7 @@ def _read_file(path: Path, split: str | None, where: str) -> pd.DataFrame:
 
 
 def _read_local(path: Path, split: str | None, where: str) -> pd.DataFrame:
-    """A local file, or a folder holding ``<split>.<ext>`` or a ``datasets.save_to_disk`` output."""
+    """A local file, or a folder holding ``<split>.<ext>``, the hub's parquet files or a ``save_to_disk`` output."""
     if path.is_file():
         return _read_file(path, split, where)
     if not path.is_dir():
@@ -138,6 +138,16 @@ def _read_local(path: Path, split: str | None, where: str) -> pd.DataFrame:
             candidate = path / f"{split}{ext}"
             if candidate.is_file():
                 return _read_file(candidate, split, where)
+    if split is not None:
+        # A copy of the hub's parquet files: data/<split>-00000-of-00001.parquet (datasets' push_to_hub layout),
+        # or <split>/*.parquet and <config>/<split>/*.parquet (the refs/convert/parquet branch).
+        shards = sorted(path.glob(f"data/{split}-*.parquet")) or sorted(path.glob(f"{split}/*.parquet"))
+        shards = shards or sorted(path.glob(f"*/{split}/*.parquet"))
+        if shards:
+            try:
+                return pd.concat([pd.read_parquet(shard) for shard in shards], ignore_index=True)
+            except (OSError, ValueError) as error:
+                raise InputError(f"{where}: {shards[0]}: cannot read ({error})") from None
     if (path / "dataset_dict.json").is_file() or (path / "dataset_info.json").is_file():
         import datasets
 
@@ -154,7 +164,12 @@ def _load_hub(entry: RegisteredDataset, split: str) -> pd.DataFrame:
     """Download (or read from the Hugging Face cache) one split of a registered data set."""
     import datasets
 
-    loaded = datasets.load_dataset(entry.hub_id, entry.config, split=split)
+    # Data sets that ship a loading script (HANS) are read from the hub's parquet conversion instead: datasets
+    # >= 3 no longer runs loading scripts.
+    options = {"revision": entry.revision, "data_dir": entry.data_dir}
+    loaded = datasets.load_dataset(
+        entry.hub_id, entry.config, split=split, **{k: v for k, v in options.items() if v is not None}
+    )
     return loaded.to_pandas()
 
 

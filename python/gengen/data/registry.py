@@ -40,6 +40,9 @@ class RegisteredDataset:
         Hub label value -> ``"Yes"``, ``"No"`` or ``"drop"``; values not listed are dropped.
     note : str
         One line on the mapping, for the docs.
+    revision, data_dir : str or None
+        Where the hub keeps loadable files when the repository's main branch has only a loading script:
+        the parquet conversion branch (``refs/convert/parquet``) and its configuration folder.
     neutral : int or None
         The hub label of the neutral class of a three-way set (dropped by default; a study may map it to No
         with ``neutral = "No"``); None for two-way sets.
@@ -56,6 +59,8 @@ class RegisteredDataset:
     labels: MappingProxyType
     note: str
     neutral: int | None = None
+    revision: str | None = None
+    data_dir: str | None = None
 
 
 def _entry(
@@ -67,10 +72,13 @@ def _entry(
     columns: tuple[str, str, str],
     labels: dict,
     note: str,
+    **hub: str,
 ) -> RegisteredDataset:
     # A three-way set is one whose mapping drops label 1 (neutral) and keeps 0 and 2.
     neutral = 1 if labels.get(1) == DROP and labels.get(2) == NO else None
-    return RegisteredDataset(key, hub_id, config, test_split, splits, *columns, MappingProxyType(labels), note, neutral)
+    return RegisteredDataset(
+        key, hub_id, config, test_split, splits, *columns, MappingProxyType(labels), note, neutral, **hub
+    )
 
 
 _THREE_WAY = {0: YES, 1: DROP, 2: NO}  # entailment, neutral, contradiction
@@ -140,6 +148,9 @@ REGISTRY: MappingProxyType[str, RegisteredDataset] = MappingProxyType(
                 _NLI,
                 {0: YES, 1: NO},
                 "0 entailment -> Yes, 1 non-entailment -> No",
+                # The main branch holds only hans.py, a loading script datasets >= 3 refuses to run.
+                revision="refs/convert/parquet",
+                data_dir="plain_text",
             ),
             _entry(
                 "anli_r1",
