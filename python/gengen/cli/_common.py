@@ -184,7 +184,10 @@ def run_app(app: typer.Typer, argv: Sequence[str] | None = None) -> int:
         0 on success, 2 for a user error, 130 when interrupted, or the status a command exited with.
     """
     try:
-        result = app(args=None if argv is None else list(argv), prog_name="gengen", standalone_mode=False)
+        with warnings.catch_warnings():
+            # Also for warnings raised while a command module loads, before its decorator runs.
+            warnings.showwarning = _show_warning
+            result = app(args=None if argv is None else list(argv), prog_name="gengen", standalone_mode=False)
     except typer.TyperException as error:
         # Typer vendors click: its usage errors (bad option value, missing argument, unknown option) derive
         # from TyperException and carry click's one-sentence message.
