@@ -100,6 +100,8 @@ impl FastBootstrapRun {
 const MAX_TABLE_VALUES: usize = 1 << 18;
 /// Table entries summed at once, in registers.
 const SUM_LANES: usize = 32;
+/// The last entries of a row are summed this many at a time (table rows are padded to a multiple of it).
+const SUM_TAIL: usize = 16;
 
 /// The first N values of `values` as an array (the callers' strides guarantee there are N); copying them
 /// into registers is what the tiles do anyway, and the conversion cannot fail.
@@ -118,7 +120,7 @@ struct MomentTables {
     /// Possible block starts: n − L + 1 (moving blocks) or n (circular blocks, which wrap around).
     starts: usize,
     /// Values per row: the w(w + 1)/2 upper-triangle cross products (row-major, w = m + k), then the w column
-    /// sums, padded to a multiple of [`SUM_LANES`].
+    /// sums, padded to a multiple of [`SUM_TAIL`].
     entries: usize,
     /// Row `start`: the full block of L rows from `start`; row `starts + start`: the cut last block.
     values: Vec<f64>,
@@ -134,7 +136,7 @@ impl MomentTables {
         };
         let width = run.m + run.k;
         let triangle = width * (width + 1) / 2;
-        let entries = (triangle + width).div_ceil(SUM_LANES) * SUM_LANES;
+        let entries = (triangle + width).div_ceil(SUM_TAIL) * SUM_TAIL;
         let starts = if circular { n } else { n - length + 1 };
         if length < 2 || 2 * starts * entries > MAX_TABLE_VALUES {
             return None;
@@ -166,35 +168,10 @@ impl MomentTables {
         })
     }
 
-    /// The moments of a resample whose blocks read table rows `table_rows`, in `moments`'s layout.
-    fn moments(&self, run: &FastBootstrapRun, table_rows: &[u32], products: &mut [f64], sums: &mut [f64]) {
-        let mut acc = [0.0; SUM_LANES];
-        let width = run.m + run.k;
-        let triangle = width * (width + 1) / 2;
-        let (mut a, mut b) = (0, 0);
-        for chunk in 0..self.entries / SUM_LANES {
-            acc.iter_mut().for_each(|v| *v = 0.0);
-            add_rows(
-                &self.values,
-                table_rows,
-                self.entries,
-                chunk * SUM_LANES,
-                &mut acc,
-            );
-            for (j, &value) in acc.iter().enumerate() {
-                let index = chunk * SUM_LANES + j;
-                if index < triangle {
-                    products[a * run.stride + b] = value;
-                    b += 1;
-                    if b == width {
-                        a += 1;
-                        b = a;
-                    }
-                } else if index < triangle + width {
-                    sums[index - triangle] = value;
-                }
-            }
-        }
+    /// The summed table rows `table_rows` of a resample into `packed` (a table row's layout: the upper
+    /// triangle of cross products, then the column sums).
+    fn moments(&self, table_rows: &[u32], packed: &mut [f64]) {
+        sum_rows(&self.values, table_rows, self.entries, packed);
     }
 }
 
@@ -207,36 +184,50 @@ fn block_rows(n: usize, length: usize, starts: usize, rows: &[usize], out: &mut 
     }
 }
 
-/// acc[j] += Σ_r values[r · entries + offset + j] over the table rows `rows`.
+/// Σ_r values[r · entries + offset + j] over the table rows `rows`, for j < N, summed in registers.
 #[inline(always)]
-fn add_rows_generic(values: &[f64], rows: &[u32], entries: usize, offset: usize, acc: &mut [f64; SUM_LANES]) {
+fn add_rows_lanes<const N: usize>(values: &[f64], rows: &[u32], entries: usize, offset: usize) -> [f64; N] {
+    let mut acc = [0.0; N];
     for &r in rows {
-        let row: [f64; SUM_LANES] = lanes(&values[r as usize * entries + offset..]);
-        for j in 0..SUM_LANES {
+        let row: [f64; N] = lanes(&values[r as usize * entries + offset..]);
+        for j in 0..N {
             acc[j] += row[j];
         }
+    }
+    acc
+}
+
+/// packed[j] = Σ_r values[r · entries + j] over the table rows `rows`: [`SUM_LANES`] entries at a time, then
+/// the last [`SUM_TAIL`] (entries are padded to a multiple of [`SUM_TAIL`], not of [`SUM_LANES`], so that
+/// no more than 15 padding zeros are added per row).
+#[inline(always)]
+fn sum_rows_generic(values: &[f64], rows: &[u32], entries: usize, packed: &mut [f64]) {
+    let mut offset = 0;
+    while offset + SUM_LANES <= entries {
+        packed[offset..offset + SUM_LANES]
+            .copy_from_slice(&add_rows_lanes::<SUM_LANES>(values, rows, entries, offset));
+        offset += SUM_LANES;
+    }
+    while offset < entries {
+        packed[offset..offset + SUM_TAIL]
+            .copy_from_slice(&add_rows_lanes::<SUM_TAIL>(values, rows, entries, offset));
+        offset += SUM_TAIL;
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn add_rows_avx2(
-    values: &[f64],
-    rows: &[u32],
-    entries: usize,
-    offset: usize,
-    acc: &mut [f64; SUM_LANES],
-) {
-    add_rows_generic(values, rows, entries, offset, acc)
+unsafe fn sum_rows_avx2(values: &[f64], rows: &[u32], entries: usize, packed: &mut [f64]) {
+    sum_rows_generic(values, rows, entries, packed)
 }
 
-fn add_rows(values: &[f64], rows: &[u32], entries: usize, offset: usize, acc: &mut [f64; SUM_LANES]) {
+fn sum_rows(values: &[f64], rows: &[u32], entries: usize, packed: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { add_rows_avx2(values, rows, entries, offset, acc) };
+        return unsafe { sum_rows_avx2(values, rows, entries, packed) };
     }
-    add_rows_generic(values, rows, entries, offset, acc)
+    sum_rows_generic(values, rows, entries, packed)
 }
 
 /// Σ_i d_{rows[i]}[a0..a0+4] ⊗ d_{rows[i]}[b0..b0+8].
@@ -301,14 +292,16 @@ fn moments(run: &FastBootstrapRun, rows: &[usize], products: &mut [f64], sums: &
 
 /// Work space of [`from_moments`], allocated once per run and chunk of replicates.
 struct Scratch {
-    /// Covariance matrix, w × w row-major (both triangles).
+    /// Covariance matrix, w × w row-major (upper triangle).
     cov: Vec<f64>,
     /// Cholesky factor of S_zz, k × k row-major.
     chol: Vec<f64>,
     /// L⁻¹ S_zx, k × m row-major.
     w: Vec<f64>,
-    /// √ of the partial variances.
+    /// 1 / √ of the partial variances.
     scale: Vec<f64>,
+    /// Column means of the resample.
+    means: Vec<f64>,
 }
 
 impl Scratch {
@@ -319,27 +312,40 @@ impl Scratch {
             chol: vec![0.0; run.k * run.k],
             w: vec![0.0; run.k * run.m],
             scale: vec![0.0; run.m],
+            means: vec![0.0; width],
         }
     }
 }
 
-/// Pair correlations (a < b, row-major) of one resample from its moments, or `None` when the moment form
-/// cannot be trusted for it (see the module documentation).
+/// Pair correlations (a < b, row-major) of one resample from its moments — `product(a, b)` = Σ d_a d_b for
+/// a ≤ b and `sum(a)` = Σ d_a over its rows — or `None` when the moment form cannot be trusted for it (see
+/// the module documentation).
+#[inline(always)]
 fn from_moments(
     run: &FastBootstrapRun,
-    products: &[f64],
-    sums: &[f64],
+    product: impl Fn(usize, usize) -> f64,
+    sum: impl Fn(usize) -> f64,
     work: &mut Scratch,
 ) -> Option<Vec<f64>> {
-    let (m, k, s) = (run.m, run.k, run.stride);
+    let (m, k) = (run.m, run.k);
     let width = m + k;
-    let count = run.n as f64;
-    let Scratch { cov, chol, w, scale } = work;
+    // Multiplications by 1/n rather than divisions: a replicate is only a few hundred operations, and
+    // divisions were a third of them.
+    let inverse = 1.0 / run.n as f64;
+    let Scratch {
+        cov,
+        chol,
+        w,
+        scale,
+        means,
+    } = work;
+    for (a, mean) in means.iter_mut().enumerate() {
+        *mean = sum(a) * inverse;
+    }
     for a in 0..width {
         for b in a..width {
-            let value = products[a * s + b] / count - (sums[a] / count) * (sums[b] / count);
-            cov[a * width + b] = value;
-            cov[b * width + a] = value;
+            // Upper triangle only: every read below is of an entry with a ≤ b.
+            cov[a * width + b] = product(a, b) * inverse - means[a] * means[b];
         }
         if cov[a * width + a] <= MIN_VARIANCE_FRACTION * run.variance[a] {
             return None;
@@ -349,7 +355,7 @@ fn from_moments(
     // Cholesky factor L of S_zz, then W = L⁻¹ S_zx.
     for i in 0..k {
         for j in 0..=i {
-            let mut value = cov(m + i, m + j);
+            let mut value = cov(m + j, m + i);
             for p in 0..j {
                 value -= chol[i * k + p] * chol[j * k + p];
             }
@@ -365,7 +371,7 @@ fn from_moments(
     }
     for a in 0..m {
         for i in 0..k {
-            let mut value = cov(m + i, a);
+            let mut value = cov(a, m + i);
             for p in 0..i {
                 value -= chol[i * k + p] * w[p * m + a];
             }
@@ -378,12 +384,12 @@ fn from_moments(
         if p <= MIN_PARTIAL_FRACTION * cov(a, a) {
             return None;
         }
-        *value = p.sqrt();
+        *value = 1.0 / p.sqrt();
     }
     let mut out = Vec::with_capacity(m * (m - 1) / 2);
     for a in 0..m {
         for b in (a + 1)..m {
-            out.push((partial(a, b) / (scale[a] * scale[b])).clamp(-1.0, 1.0));
+            out.push((partial(a, b) * scale[a] * scale[b]).clamp(-1.0, 1.0));
         }
     }
     Some(out)
@@ -423,21 +429,34 @@ fn replicate_chunk(
             let m = run.scores.ncols();
             let mut products = vec![0.0; layout.stride * layout.stride];
             let mut sums = vec![0.0; layout.stride];
+            let mut packed = vec![0.0; layout.blocks.as_ref().map_or(0, |tables| tables.entries)];
+            let width = layout.m + layout.k;
+            let triangle = width * (width + 1) / 2;
+            // Where row a of the upper triangle starts in a table row: (a, b) sits at start[a] + b.
+            let start: Vec<usize> = (0..width).map(|a| a * width - a * (a + 1) / 2).collect();
             let mut work = Scratch::new(layout);
             resamples
                 .iter()
                 .enumerate()
                 .map(|(i, rows)| {
-                    match &layout.blocks {
-                        Some(tables) => tables.moments(
-                            layout,
-                            &table_rows[i * per_resample..(i + 1) * per_resample],
-                            &mut products,
-                            &mut sums,
-                        ),
-                        None => moments(layout, rows, &mut products, &mut sums),
-                    }
-                    from_moments(layout, &products, &sums, &mut work).unwrap_or_else(|| {
+                    let replicate = match &layout.blocks {
+                        Some(tables) => {
+                            tables
+                                .moments(&table_rows[i * per_resample..(i + 1) * per_resample], &mut packed);
+                            from_moments(
+                                layout,
+                                |a, b| packed[start[a] + b],
+                                |a| packed[triangle + a],
+                                &mut work,
+                            )
+                        }
+                        None => {
+                            moments(layout, rows, &mut products, &mut sums);
+                            let s = layout.stride;
+                            from_moments(layout, |a, b| products[a * s + b], |a| sums[a], &mut work)
+                        }
+                    };
+                    replicate.unwrap_or_else(|| {
                         pair_correlations(
                             &run.scores.gather_rows(rows),
                             &run.covar.gather_rows(rows),
