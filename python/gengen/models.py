@@ -6,6 +6,7 @@ Imported only by the training and scoring code: it imports torch and transformer
 from __future__ import annotations
 
 import importlib.util
+import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ __all__ = [
     "answer_token_ids",
     "encode_prompts",
     "last_token_logits",
+    "load_adapter",
     "load_model",
     "load_tokenizer",
     "precision_for",
@@ -176,11 +178,36 @@ def load_model(
         options["device_map"] = device_map
     try:
         model: Any = AutoModelForCausalLM.from_pretrained(path, **options)
+    except pickle.UnpicklingError as error:
+        # transformers reads .bin weights with torch's weights-only loader: a pickle that is more than tensors
+        # is refused (never run); say so in one line.
+        raise ConfigError(f"{where}: refused its weights (not plain tensors: {_first_line(error)[:120]})") from None
     except (OSError, ValueError, KeyError) as error:
         raise ConfigError(f"{where}: cannot load it ({_first_line(error)})") from None
     # Scoring and training read one position per prompt: a KV cache would only cost memory.
     model.config.use_cache = False
     return model if quantization != "none" or device_map is not None else model.to(device)
+
+
+def load_adapter(model: Any, folder: str, *, name: str = "default", is_trainable: bool = False) -> Any:
+    """Load the peft (LoRA) adapter in ``folder``: over a base model, or next to a PeftModel's adapters.
+
+    Returns the PeftModel. Errors (a missing or damaged adapter, a pickle that is more than tensors, which
+    peft's weights-only loader refuses without running it) are one-line ConfigErrors naming the folder.
+    """
+    import peft
+
+    try:
+        if isinstance(model, peft.PeftModel):
+            model.load_adapter(folder, adapter_name=name, is_trainable=is_trainable)
+            return model
+        return peft.PeftModel.from_pretrained(model, folder, adapter_name=name, is_trainable=is_trainable)
+    except pickle.UnpicklingError as error:
+        raise ConfigError(
+            f"adapter {folder}: refused its weights (not plain tensors: {_first_line(error)[:120]})"
+        ) from None
+    except (OSError, ValueError, KeyError) as error:
+        raise ConfigError(f"adapter {folder}: cannot load it ({_first_line(error)})") from None
 
 
 def answer_token_ids(tokenizer: Any, answers: Sequence[str]) -> tuple[int, int]:

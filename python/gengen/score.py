@@ -33,6 +33,7 @@ from gengen.models import (
     answer_token_ids,
     encode_prompts,
     last_token_logits,
+    load_adapter,
     load_model,
     load_tokenizer,
     pad_batch,
@@ -355,8 +356,6 @@ class SeriesLoader:
     def _adapter(self, folder: Path, step: int) -> Any:
         import json
 
-        import peft
-
         try:
             base_path = str(json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"])
         except (OSError, ValueError, KeyError, TypeError) as error:
@@ -364,7 +363,7 @@ class SeriesLoader:
         name = f"step{step}"
         if self.swap_adapters and self.base_path == base_path and self.model is not None:
             previous = self.adapter
-            self.model.load_adapter(str(folder), adapter_name=name)
+            load_adapter(self.model, str(folder), name=name)
             self.model.set_adapter(name)
             if previous is not None and previous != name:
                 self.model.delete_adapter(previous)
@@ -372,7 +371,7 @@ class SeriesLoader:
             self.model = None
             self.base_loads += 1
             base = load_model(base_path, dtype=self.precision.weights, device=self.device, device_map=self.device_map)
-            self.model = peft.PeftModel.from_pretrained(base, str(folder), adapter_name=name)
+            self.model = load_adapter(base, str(folder), name=name)
             if self.device_map is None:
                 self.model = self.model.to(self.device)
             self.base_path = base_path

@@ -44,6 +44,7 @@ from gengen.models import (
     answer_token_ids,
     encode_prompts,
     last_token_logits,
+    load_adapter,
     load_model,
     load_tokenizer,
     pad_batch,
@@ -378,7 +379,7 @@ def _build_model(
     elif training.gradient_checkpointing:
         _enable_checkpointing(base)
     if checkpoint is not None:
-        return peft.PeftModel.from_pretrained(base, str(checkpoint), is_trainable=True).to(device)
+        return load_adapter(base, str(checkpoint), is_trainable=True).to(device)
     lora = training.lora
     settings = peft.LoraConfig(
         r=lora.r,

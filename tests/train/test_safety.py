@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -195,3 +196,30 @@ def test_unknown_hub_model_fails_in_one_line(assets: dict[str, Any], study_toml:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: model 'opt-tiny': tokenizer 'nobody-gengen/no-such-model': cannot load it")
+
+
+@pytest.mark.parametrize("kind", ["model", "adapter"])
+def test_planted_weights_in_a_checkpoint_are_refused_without_running(
+    kind: str, assets: dict[str, Any], study_toml: Any, tmp_path: Path
+) -> None:
+    """``gengen score`` on a checkpoint whose weights are a code-running pickle: one error line, nothing run."""
+    marker = tmp_path / "pwned"
+    study = write_study(tmp_path, study_toml(assets, tmp_path / "out", families=("opt",)))
+    checkpoint = tmp_path / "series" / "checkpoint-5"
+    if kind == "model":
+        shutil.copytree(assets["models"]["opt"], checkpoint)
+        (checkpoint / "model.safetensors").unlink()
+        torch.save({"weight": _Planted(marker)}, checkpoint / "pytorch_model.bin")
+    else:
+        checkpoint.mkdir(parents=True)
+        adapter = {"peft_type": "LORA", "base_model_name_or_path": str(assets["models"]["opt"]), "r": 4}
+        adapter |= {"lora_alpha": 8, "target_modules": ["q_proj", "v_proj"], "task_type": "CAUSAL_LM"}
+        (checkpoint / "adapter_config.json").write_text(json.dumps(adapter))
+        torch.save({"weight": _Planted(marker)}, checkpoint / "adapter_model.bin")
+        shutil.copy(assets["models"]["opt"] / "tokenizer.json", checkpoint)
+        shutil.copy(assets["models"]["opt"] / "tokenizer_config.json", checkpoint)
+    code, _, stderr = cli("score", str(study), "--name", "planted", "--checkpoints", str(checkpoint))
+    assert code == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "refused its weights" in lines[0], stderr
+    assert not marker.exists()
