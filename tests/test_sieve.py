@@ -32,17 +32,18 @@ def residuals_of(y: np.ndarray, covar: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------------------- closed forms
 def test_with_white_residuals_the_test_is_fishers_z_on_ppcors_degrees_of_freedom() -> None:
-    """When AIC picks AR(0) for every series, the sieve's replicates equal their white twins, so the variance
-    ratio is exactly 1: se_z = 1/sqrt(n - 3 - k), df = n - 2 - k, and p is Fisher's z test referred to t."""
+    """When AIC picks AR(0) for every series and their spread is flat, the sieve's replicates equal their white
+    twins, so the variance ratio is exactly 1: se_z = 1/sqrt(n - 3 - k), df = n - 2 - k, and p is Fisher's z
+    test referred to t."""
     n, m = 40, 3
     for seed in range(100):  # the first white-noise data set whose series all get AR(0) (a precondition)
         rng = np.random.default_rng(seed)
         covar = np.linspace(0.4, 0.8, n) + rng.normal(0, 0.01, n)
         scores = covar[:, None] + rng.normal(0, 0.02, (n, m))
         result = sieve_partial_corr_matrix(scores, covar, n_boot=199, seed=2)
-        if (result.ar_order == 0).all():
+        if (result.ar_order == 0).all() and (result.spread_slope == 0).all():
             break
-    assert (result.ar_order == 0).all(), "precondition: white residuals"
+    assert (result.ar_order == 0).all() and (result.spread_slope == 0).all(), "precondition: white residuals"
     for a, b in zip(*np.triu_indices(m, 1), strict=True):
         r = np.corrcoef(residuals_of(scores[:, a], covar), residuals_of(scores[:, b], covar))[0, 1]
         z = math.atanh(r) * math.sqrt(n - 3 - 1)

@@ -39,7 +39,7 @@ from gengen.analyse.core import consistent_interval
 from gengen.analyse.meta import fisher_meta
 from gengen.errors import GengenError
 from gengen.inference import lagged_partial_corr_matrix
-from gengen.sieve import nonlinear_columns, sieve_column_notes, sieve_partial_corr_matrix
+from gengen.sieve import curvature_notes, curvature_shift, sieve_column_notes, sieve_partial_corr_matrix
 
 __all__ = ["GRID", "QUICK_GRID", "GridCell", "grid_study", "grid_tables", "simulate_pair_runs"]
 
@@ -178,8 +178,8 @@ def _single_run_methods(
     covar = id_scores[:, None]
     result = sieve_partial_corr_matrix(scores, covar, n_boot=n_boot, seed=seed)
     notes = sieve_column_notes(result, list(LABELS))
-    curved = nonlinear_columns(scores, covar, list(LABELS))
-    flags = "; ".join([*notes[0], *notes[1], *curved.values()])
+    curved = curvature_notes([curvature_shift(scores, covar)[0, 1]], [result.se_z[0, 1]])
+    flags = "; ".join([*notes[0], *notes[1], *[note for note in curved if note]])
     yield "sieve", float(result.p_value[0, 1]), (float(result.ci_low[0, 1]), float(result.ci_high[0, 1])), flags
     if with_gam:
         try:

@@ -51,10 +51,11 @@ from gengen.errors import DegenerateDataError, InvalidArgumentError
 __all__ = [
     "SIEVE_METHOD",
     "SievePartialCorrMatrix",
+    "curvature_notes",
+    "curvature_shift",
     "default_max_order",
     "fit_autoregression",
     "ljung_box",
-    "nonlinear_columns",
     "sieve_column_notes",
     "sieve_partial_corr_matrix",
 ]
@@ -68,6 +69,11 @@ SIEVE_METHOD = (
 #: Largest modulus of an AR model's roots that the bootstrap generates from: a unit root (a random walk) has no
 #: stationary distribution, and a root this close to 1 already behaves like one over a few hundred checkpoints.
 MAX_ROOT = 0.99
+
+#: Whether the sieve lets the innovations' spread change along the run, and never reports more information than
+#: independent checkpoints would give (docs/calibration.md measures both choices).
+HETEROSKEDASTIC = True
+INFLATION_FLOOR = True
 
 #: Replicates used to estimate the small-sample bias of the AR coefficients, and how often it is re-evaluated.
 BIAS_REPLICATES = 200
@@ -119,6 +125,8 @@ class SievePartialCorrMatrix:
         Ljung–Box p-value of the AR innovations of each column (small: autocorrelation the AR model missed).
     variance_ratio : ndarray of shape (m,)
         Ratio of the innovations' standard deviation in the first third of the run to the last third.
+    spread_slope : ndarray of shape (m,)
+        Change of the innovations' log variance over the run that the replicates follow (0: constant spread).
     n, k, n_boot, max_order : int
     ci_level : float
     method, fit : str
@@ -137,6 +145,7 @@ class SievePartialCorrMatrix:
     ar_coef: NDArray[np.float64]
     ljung_box_p: NDArray[np.float64]
     variance_ratio: NDArray[np.float64]
+    spread_slope: NDArray[np.float64]
     n: int
     k: int
     n_boot: int
@@ -460,6 +469,33 @@ def ljung_box(innovations: ArrayLike, lags: int, fitted_order: ArrayLike | int =
     )
 
 
+def _innovation_spread(
+    innovations: NDArray[np.float64], n: int, start: int
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Standard deviation of each column's innovations along the run, (m, n), from a log-linear fit in time, and
+    the slope of log variance per run length that it uses (m,).
+
+    ``log ε_t²`` is regressed on ``[1, t/(n − 1)]`` over t = start … n − 1; the fit is extrapolated to the first
+    ``start`` checkpoints. Only ratios between time points matter to a correlation, so the fit's constant
+    (E log χ²₁) is left alone.
+    """
+    count = innovations.shape[1]
+    time = np.arange(start, n) / max(n - 1, 1)
+    design = np.column_stack([np.ones(count), time])
+    log_square = np.log(innovations**2 + 1e-12 * (innovations**2).mean(axis=1, keepdims=True) + 1e-300)
+    coef = np.linalg.lstsq(design, log_square.T, rcond=None)[0]  # (2, m)
+    # Var log χ²₁ = π²/2: the slope's standard error under a constant spread. The slope is shrunk towards 0 by
+    # the positive-part factor 1 − 1/t², so that noise alone rarely tilts the spread (and with a constant spread
+    # the test stays exactly Fisher's), while a clear trend is kept almost whole.
+    slope_se = math.sqrt((math.pi**2 / 2) / max(float(((time - time.mean()) ** 2).sum()), 1e-300))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shrink = np.where(coef[1] != 0, np.maximum(0.0, 1.0 - (slope_se / coef[1]) ** 2), 0.0)
+    slope = np.clip(coef[1] * shrink, -np.log(100.0), np.log(100.0))  # at most a hundredfold change in variance
+    full_time = np.arange(n) / max(n - 1, 1)
+    spread = np.exp(0.5 * slope[:, None] * (full_time[None, :] - full_time.mean()))
+    return spread, slope
+
+
 def _variance_ratio(innovations: NDArray[np.float64]) -> NDArray[np.float64]:
     """Standard deviation of the innovations in the first third of the run over that in the last third."""
     third = max(innovations.shape[-1] // 3, 2)
@@ -477,17 +513,21 @@ def _variance_ratio(innovations: NDArray[np.float64]) -> NDArray[np.float64]:
 #: Diagnostic thresholds; docs/calibration.md measures the flag rates they give on the calibration grid.
 LJUNG_BOX_FLAG = 0.01
 VARIANCE_RATIO_FLAG = 2.5
-NONLINEAR_P_FLAG = 0.001
+NONLINEAR_SHIFT_FLAG = 0.2
 
 
 def sieve_column_notes(result: SievePartialCorrMatrix, labels: list[str]) -> list[list[str]]:
     """The sieve's warnings about each test set: what its AR model did not capture.
 
     A column is flagged when its AR innovations are still autocorrelated (Ljung–Box p below
-    :data:`LJUNG_BOX_FLAG`) or when their spread changes over the run (the standard deviation in the first third
-    over that in the last third beyond :data:`VARIANCE_RATIO_FLAG` either way): the sieve assumes neither.
+    :data:`LJUNG_BOX_FLAG`), or when their spread in the first third of the run differs from that in the last
+    third by more than :data:`VARIANCE_RATIO_FLAG` in standard deviation *and* significantly (the log variance
+    ratio beyond 2.58 standard errors, :math:`\\sqrt{2/(k_1 - 1) + 2/(k_2 - 1)}`), which the sieve's log-linear
+    spread may not follow.
     """
     notes: list[list[str]] = []
+    third = max((result.n - result.max_order) // 3, 2)
+    log_ratio_se = math.sqrt(4.0 / (third - 1)) if third > 1 else math.inf
     for j, label in enumerate(labels):
         column = []
         if result.ljung_box_p[j] < LJUNG_BOX_FLAG:
@@ -496,50 +536,58 @@ def sieve_column_notes(result: SievePartialCorrMatrix, labels: list[str]) -> lis
                 f"(Ljung–Box p = {result.ljung_box_p[j]:.2g})"
             )
         ratio = result.variance_ratio[j]
-        if np.isfinite(ratio) and max(ratio, 1 / ratio) > VARIANCE_RATIO_FLAG:
+        if (
+            np.isfinite(ratio)
+            and max(ratio, 1 / ratio) > VARIANCE_RATIO_FLAG
+            and abs(2 * math.log(ratio)) > 2.58 * log_ratio_se
+        ):
             column.append(f"{label}: variance changes over training (noise sd first/last third {ratio:.2g})")
         notes.append(column)
     return notes
 
 
-def nonlinear_columns(x: np.ndarray, covar: np.ndarray, labels: list[str]) -> dict[int, str]:
-    """Test sets whose dependence on ID looks curved, by a test that autocorrelated noise does not fool.
+def curvature_shift(scores: ArrayLike, covar: ArrayLike) -> NDArray[np.float64]:
+    r"""How much each pair's partial correlation moves when the control may curve: (m, m) of
+    :math:`|\operatorname{artanh} r(\cdot \mid 1, c) - \operatorname{artanh} r(\cdot \mid 1, c, c^2)|`.
 
-    Under the linear control, a curved ID effect leaves a shared component in the residuals of every test set
-    that follows it, and their partial correlation is then real but not the one intended; ``fit="gam"``
-    removes it (docs/calibration.md). Each score is regressed on the lagged design of the lagged test,
-    ``[1, y(t-1), ID(t), ID(t-1)]``, plus the squares of the centred ID terms; the two squares are F-tested
-    (χ²-approximated), and a test set is flagged at p < :data:`NONLINEAR_P_FLAG`.
+    A linear control leaves a curved ID effect in every residual that follows it, and two OOD test sets then
+    correlate through it; adding :math:`c^2` to the control removes most of that shared part, so a large shift
+    says the linear control is not enough (use ``fit="gam"``). With one control only; zeros otherwise.
     """
-    x = np.asarray(x, dtype=np.float64)
-    covar = np.asarray(covar, dtype=np.float64).reshape(x.shape[0], -1)
-    if covar.shape[1] != 1 or x.shape[0] < 12:
-        return {}
-    z = covar[:, 0] - covar[:, 0].mean()
-    scale = np.abs(z).max()
+    data = np.asarray(scores, dtype=np.float64)
+    control = np.asarray(covar, dtype=np.float64).reshape(data.shape[0], -1)
+    m = data.shape[1]
+    if control.shape[1] != 1 or data.shape[0] < 8:
+        return np.zeros((m, m))
+    c = control[:, 0] - control[:, 0].mean()
+    scale = np.abs(c).max()
     if scale == 0:
-        return {}
-    z = z / scale
-    base = np.column_stack([np.ones(x.shape[0] - 1), z[1:], z[:-1]])
-    squares = np.column_stack([z[1:] ** 2, z[:-1] ** 2])
-    flagged = {}
-    for j in range(x.shape[1]):
-        y = x[1:, j]
-        reduced = np.column_stack([base, x[:-1, j]])
-        full = np.column_stack([reduced, squares])
-        rss = []
-        for design in (reduced, full):
-            coef, *_ = np.linalg.lstsq(design, y, rcond=None)
-            rss.append(float(((y - design @ coef) ** 2).sum()))
-        denominator_df = len(y) - np.linalg.matrix_rank(full)
-        extra = np.linalg.matrix_rank(full) - np.linalg.matrix_rank(reduced)
-        if extra < 1 or denominator_df < 3 or rss[1] <= 0:
-            continue
-        f_statistic = ((rss[0] - rss[1]) / extra) / (rss[1] / denominator_df)
-        p = float(_core.chi_squared_sf(f_statistic * extra, float(extra)))
-        if p < NONLINEAR_P_FLAG:
-            flagged[j] = f"{labels[j]}: ID effect looks non-linear (curvature p = {p:.1g}); use fit='gam'"
-    return flagged
+        return np.zeros((m, m))
+    c = c / scale
+    shifts = []
+    for design in (np.column_stack([np.ones_like(c), c]), np.column_stack([np.ones_like(c), c, c**2])):
+        q, _ = np.linalg.qr(design)
+        residuals = (data - q @ (q.T @ data)).T
+        with np.errstate(divide="ignore", invalid="ignore"):
+            shifts.append(np.arctanh(np.clip(_correlations(residuals), -1 + 1e-15, 1 - 1e-15)))
+    shift = np.abs(shifts[0] - shifts[1])
+    np.fill_diagonal(shift, 0.0)
+    return np.nan_to_num(shift, nan=0.0)
+
+
+def curvature_notes(shift: ArrayLike, se_z: ArrayLike) -> list[str]:
+    """The non-linearity note of each pair (empty when none), given the pairs' curvature shifts and standard
+    errors of artanh r: flagged when the shift exceeds both :data:`NONLINEAR_SHIFT_FLAG` and ``se_z``."""
+    notes = []
+    for moved, se in zip(np.asarray(shift, dtype=float), np.asarray(se_z, dtype=float), strict=True):
+        limit = max(NONLINEAR_SHIFT_FLAG, se if np.isfinite(se) else 0.0)
+        notes.append(
+            f"ID effect looks non-linear: artanh r_partial moves by {moved:.2f} when ID also enters squared; "
+            "use fit='gam'"
+            if moved > limit
+            else ""
+        )
+    return notes
 
 
 def _ranks(values: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -701,18 +749,26 @@ def sieve_partial_corr_matrix(
     ljung_box_p = ljung_box(innovations, lags=min(10, max(innovations.shape[1] // 5, 2)), fitted_order=order)
     variance_ratio = _variance_ratio(innovations)
 
+    # The innovations' spread along the run (log-linear in training time): shocks are resampled standardised and
+    # given the spread of the time point they drive, so a run whose noise shrinks as training goes on keeps that.
+    spread, spread_slope = _innovation_spread(innovations, n, max_order)
+    if not HETEROSKEDASTIC:
+        spread, spread_slope = np.ones((m, n)), np.zeros(m)
+    pool = innovations / spread[:, max_order:]
     burn = _burn_in(coef)
+    spread_path = np.concatenate([np.repeat(spread[:, :1], burn, axis=1), spread], axis=1)  # (m, burn + n)
     moments = np.zeros((4, m, m))  # sums of z and z² for the AR replicates and for their white twins
     chunk = max(1, min(n_boot, int(2e6 // max(m * (n + burn), 1))))
     done = 0
     while done < n_boot:
         size = min(chunk, n_boot - done)
         # One set of time points for every test set: the replicates keep the innovations' cross-correlation.
-        picks = rng.integers(0, innovations.shape[1], size=(size, burn + n))
-        shocks = innovations[:, picks].transpose(1, 0, 2)  # (size, m, burn + n)
+        picks = rng.integers(0, pool.shape[1], size=(size, burn + n))
+        shocks = pool[:, picks].transpose(1, 0, 2)  # (size, m, burn + n), standardised
         start = _stationary_draws(coef, variance, rng, size)
-        autoregressive = _residualise(_generate(coef, shocks, n, start), operators)
-        # The same shocks without the autoregression: what this resampling gives for independent checkpoints.
+        autoregressive = _residualise(_generate(coef, shocks * spread_path, n, start), operators)
+        # The same shocks without autoregression or changing spread: what this resampling gives for independent,
+        # identically distributed checkpoints.
         white = _residualise(shocks[..., -n:], operators)
         for slot, replicate in ((0, autoregressive), (2, white)):
             z = np.arctanh(np.clip(_correlations(replicate), -1 + 1e-15, 1 - 1e-15))
@@ -724,6 +780,10 @@ def sieve_partial_corr_matrix(
     # that the resampling's own small-sample error cancels, scales Fisher's 1/(n − 3 − k).
     with np.errstate(divide="ignore", invalid="ignore"):
         inflation = np.where(variances[1] > 0, variances[0] / variances[1], np.nan)
+        if INFLATION_FLOOR:
+            # Never more information than independent checkpoints: a negative AR estimate on short, white residuals
+            # is far more often chance than real, and would shrink the standard error below Fisher's.
+            inflation = np.maximum(inflation, 1.0)
         se_z = np.sqrt(inflation / np.maximum(df - 1.0, 1e-300))
         # Effective degrees of freedom: n − 2 − k with independent checkpoints (then the test is ppcor's), fewer
         # as the autocorrelation leaves less information (Dutilleul's modified t-test does the same).
@@ -759,6 +819,7 @@ def sieve_partial_corr_matrix(
         ar_coef=coef,
         ljung_box_p=ljung_box_p,
         variance_ratio=variance_ratio,
+        spread_slope=spread_slope,
         n=n,
         k=control.shape[1],
         n_boot=n_boot,

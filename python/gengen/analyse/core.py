@@ -30,7 +30,8 @@ from gengen.inference import lagged_partial_corr_matrix
 from gengen.sieve import (
     SIEVE_METHOD,
     SievePartialCorrMatrix,
-    nonlinear_columns,
+    curvature_notes,
+    curvature_shift,
     sieve_column_notes,
     sieve_partial_corr_matrix,
 )
@@ -481,10 +482,17 @@ def analyse_group(
                         f"residual lag-1 autocorrelation {worst:.2f}: {', '.join(independent)} assume(s) "
                         "independent checkpoints"
                     )
-        if settings.fit == "linear" and settings.method != "kendall":
-            curved = nonlinear_columns(x, covar, labels)
-            for index, (a, b) in enumerate(zip(rows, cols, strict=True)):
-                diagnostics[index].extend(curved[j] for j in (a, b) if j in curved)
+        if settings.fit == "linear" and settings.method != "kendall" and k == 1:
+            ranked = settings.method == "spearman"
+            data = pd.DataFrame(x).rank().to_numpy() if ranked else x
+            control = pd.DataFrame(covar).rank().to_numpy() if ranked else covar
+            shift = curvature_shift(data, control)[rows, cols]
+            se = table["se_z"].to_numpy(dtype=float)
+            # Without the sieve, Fisher's standard error (which is too small under autocorrelation: conservative).
+            se = np.where(np.isfinite(se), se, 1.0 / np.sqrt(np.maximum(table["df"].to_numpy(dtype=float) - 1, 1)))
+            for index, note in enumerate(curvature_notes(shift, se)):
+                if note:
+                    diagnostics[index].append(note)
     table["diagnostics"] = ["; ".join(notes) for notes in diagnostics]
 
     for column, value in group.meta.items():
