@@ -152,7 +152,12 @@ def _long_table(source: Analysis | pd.DataFrame, which: str, alpha: float) -> pd
         table = pairs[pairs["level"] != "pooled_residuals"] if "level" in pairs.columns else pairs
         runs_per_model = table.groupby("model")["run"].nunique()
         label_columns = ["model"] if (runs_per_model == 1).all() else ["model", "run"]
-        table = table.assign(r=table["r_partial"], p=table["p_adjusted"])
+        # Sign and significance of one quantity: the estimand whose p-value was adjusted (r_partial by default;
+        # r_innovation when the lagged test decided the rows).
+        r = table["r_partial"]
+        if "estimand" in table.columns and "r_innovation" in table.columns:
+            r = r.where(table["estimand"] != "r_innovation", table["r_innovation"])
+        table = table.assign(r=r, p=table["p_adjusted"])
     group = table[label_columns].astype(str).agg("/".join, axis=1)
     out = pd.DataFrame(
         {
