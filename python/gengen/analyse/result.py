@@ -105,9 +105,8 @@ class Analysis:
         """
         model, run = self._resolve(model, run, level)
         rows = self.pairs[(self.pairs["level"] == level) & (self.pairs["model"] == model) & (self.pairs["run"] == run)]
-        order = [
-            name for name in self.settings["ood_resolved"] if name in set(rows["testset_a"]) | set(rows["testset_b"])
-        ]
+        present = set(rows["testset_a"]) | set(rows["testset_b"])  # once, not per name
+        order = [name for name in self.settings["ood_resolved"] if name in present]
         position = {name: i for i, name in enumerate(order)}
         values = np.full((len(order), len(order)), np.nan)
         i = rows["testset_a"].map(position).to_numpy(dtype=int)
