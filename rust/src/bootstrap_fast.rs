@@ -395,14 +395,22 @@ fn from_moments(
     Some(out)
 }
 
-/// Replicates `range` of the runs `members` (same n and scheme), each resample drawn once.
-fn replicate_chunk(
+/// One chunk of resamples, drawn once for every run of a group (same n and scheme): the resampled rows and,
+/// when the group's runs have block tables, each resample's table rows.
+struct Resamples {
+    rows: Vec<Vec<usize>>,
+    table_rows: Vec<u32>,
+    /// Table rows per resample, ⌈n/L⌉.
+    per_resample: usize,
+}
+
+fn draw_chunk(
     runs: &[BootstrapRun],
     fast: &[FastBootstrapRun],
     members: &[usize],
     seed: u64,
     range: Range<u64>,
-) -> Vec<Replicates> {
+) -> Resamples {
     let first = &runs[members[0]];
     let n = first.scores.nrows();
     let mut resamples = Vec::with_capacity((range.end - range.start) as usize);
@@ -421,52 +429,59 @@ fn replicate_chunk(
             block_rows(n, length, tables.starts, rows, &mut table_rows);
         }
     }
-    let per_resample = n.div_ceil(length);
-    members
+    Resamples {
+        rows: resamples,
+        table_rows,
+        per_resample: n.div_ceil(length),
+    }
+}
+
+/// The replicates of one run over one chunk of drawn resamples.
+fn replicate_run_chunk(run: &BootstrapRun, layout: &FastBootstrapRun, drawn: &Resamples) -> Replicates {
+    let Resamples {
+        rows: resamples,
+        table_rows,
+        per_resample,
+    } = drawn;
+    let per_resample = *per_resample;
+    let m = run.scores.ncols();
+    let mut products = vec![0.0; layout.stride * layout.stride];
+    let mut sums = vec![0.0; layout.stride];
+    let mut packed = vec![0.0; layout.blocks.as_ref().map_or(0, |tables| tables.entries)];
+    let width = layout.m + layout.k;
+    let triangle = width * (width + 1) / 2;
+    // Where row a of the upper triangle starts in a table row: (a, b) sits at start[a] + b.
+    let start: Vec<usize> = (0..width).map(|a| a * width - a * (a + 1) / 2).collect();
+    let mut work = Scratch::new(layout);
+    resamples
         .iter()
-        .map(|&r| {
-            let (run, layout) = (&runs[r], &fast[r]);
-            let m = run.scores.ncols();
-            let mut products = vec![0.0; layout.stride * layout.stride];
-            let mut sums = vec![0.0; layout.stride];
-            let mut packed = vec![0.0; layout.blocks.as_ref().map_or(0, |tables| tables.entries)];
-            let width = layout.m + layout.k;
-            let triangle = width * (width + 1) / 2;
-            // Where row a of the upper triangle starts in a table row: (a, b) sits at start[a] + b.
-            let start: Vec<usize> = (0..width).map(|a| a * width - a * (a + 1) / 2).collect();
-            let mut work = Scratch::new(layout);
-            resamples
-                .iter()
-                .enumerate()
-                .map(|(i, rows)| {
-                    let replicate = match &layout.blocks {
-                        Some(tables) => {
-                            tables
-                                .moments(&table_rows[i * per_resample..(i + 1) * per_resample], &mut packed);
-                            from_moments(
-                                layout,
-                                |a, b| packed[start[a] + b],
-                                |a| packed[triangle + a],
-                                &mut work,
-                            )
-                        }
-                        None => {
-                            moments(layout, rows, &mut products, &mut sums);
-                            let s = layout.stride;
-                            from_moments(layout, |a, b| products[a * s + b], |a| sums[a], &mut work)
-                        }
-                    };
-                    replicate.unwrap_or_else(|| {
-                        pair_correlations(
-                            &run.scores.gather_rows(rows),
-                            &run.covar.gather_rows(rows),
-                            Method::Pearson,
-                            &run.control,
-                        )
-                        .unwrap_or_else(|| vec![f64::NAN; m * (m - 1) / 2])
-                    })
-                })
-                .collect()
+        .enumerate()
+        .map(|(i, rows)| {
+            let replicate = match &layout.blocks {
+                Some(tables) => {
+                    tables.moments(&table_rows[i * per_resample..(i + 1) * per_resample], &mut packed);
+                    from_moments(
+                        layout,
+                        |a, b| packed[start[a] + b],
+                        |a| packed[triangle + a],
+                        &mut work,
+                    )
+                }
+                None => {
+                    moments(layout, rows, &mut products, &mut sums);
+                    let s = layout.stride;
+                    from_moments(layout, |a, b| products[a * s + b], |a| sums[a], &mut work)
+                }
+            };
+            replicate.unwrap_or_else(|| {
+                pair_correlations(
+                    &run.scores.gather_rows(rows),
+                    &run.covar.gather_rows(rows),
+                    Method::Pearson,
+                    &run.control,
+                )
+                .unwrap_or_else(|| vec![f64::NAN; m * (m - 1) / 2])
+            })
         })
         .collect()
 }
@@ -487,22 +502,28 @@ pub fn replicates_batch_fast(
             .or_default()
             .push(index);
     }
-    let tasks: Vec<(&Vec<usize>, Range<u64>)> = groups
-        .values()
-        .flat_map(|members| {
-            (range.start..range.end)
-                .step_by(CHUNK as usize)
-                .map(move |start| (members, start..(start + CHUNK).min(range.end)))
-        })
-        .collect();
-    // `collect` on an indexed parallel iterator keeps task order, so replicates stay in index order.
-    let chunks: Vec<(&Vec<usize>, Vec<Replicates>)> = tasks
-        .into_par_iter()
-        .map(|(members, chunk)| (members, replicate_chunk(runs, fast, members, seed, chunk)))
+    let chunks: Vec<Range<u64>> = (range.start..range.end)
+        .step_by(CHUNK as usize)
+        .map(|start| start..(start + CHUNK).min(range.end))
         .collect();
     let mut out: Vec<Replicates> = runs.iter().map(|_| Vec::new()).collect();
-    for (members, per_run) in chunks {
-        for (&r, rows) in members.iter().zip(per_run) {
+    for members in groups.values() {
+        let drawn: Vec<Resamples> = chunks
+            .par_iter()
+            .map(|chunk| draw_chunk(runs, fast, members, seed, chunk.clone()))
+            .collect();
+        // Run-major tasks: a thread takes consecutive chunks of the same run, so that run's moment tables stay
+        // in its cache instead of every table being streamed again for every chunk. `collect` on an indexed
+        // parallel iterator keeps task order, so each run's replicates stay in index order.
+        let tasks: Vec<(usize, &Resamples)> = members
+            .iter()
+            .flat_map(|&r| drawn.iter().map(move |d| (r, d)))
+            .collect();
+        let replicates: Vec<(usize, Replicates)> = tasks
+            .into_par_iter()
+            .map(|(r, d)| (r, replicate_run_chunk(&runs[r], &fast[r], d)))
+            .collect();
+        for (r, rows) in replicates {
             out[r].extend(rows);
         }
     }
