@@ -133,6 +133,29 @@ def run_resampling(impl: str, meta: dict, data: dict, report: dict, out: dict) -
     scores, covar = data["scores"], data["covar"]
     n = scores.shape[1]
     n_perm, n_boot = meta["n_perm"], meta["n_boot"]
+    # CPU seconds of this worker (all its threads) beside the wall time: on a shared machine other users'
+    # work stretches the wall clock, much less the CPU time a workload needs. Imports come first, untimed.
+    if impl in ("gengen", "candidate", "numpy"):
+        import threadpoolctl  # noqa: F401
+
+        from gengen import stats  # noqa: F401
+    cpu_start = time.process_time()
+    run_resampling_timed(impl, meta, data, report, out, scores, covar, n, n_perm, n_boot)
+    report["cpu_seconds"] = time.process_time() - cpu_start
+
+
+def run_resampling_timed(
+    impl: str,
+    meta: dict,
+    data: dict,
+    report: dict,
+    out: dict,
+    scores: Any,
+    covar: Any,
+    n: int,
+    n_perm: int,
+    n_boot: int,
+) -> None:
     if impl in ("gengen", "candidate"):
         from gengen import stats
 
@@ -593,66 +616,109 @@ def w1_permutation_work(w: bl.Workload) -> tuple[float, float]:
     return flops, draws
 
 
-def scaling(plan: Plan) -> list[tuple[str, float, float, float]]:
-    """gengen's cost as threads, checkpoints, permutations and test sets change: (what, before, after, ratio).
+@dataclass(frozen=True)
+class ScalingRow:
+    """One line of the scaling table: a change of one size, its cost before and after, per doubling."""
 
-    Each time is the best of three.
+    what: str
+    before: float
+    after: float
+    factor: float  # by how much the size grew (threads: 2)
+
+    @property
+    def ratio(self) -> float:
+        return self.after / self.before
+
+    @property
+    def per_doubling(self) -> float:
+        """The cost ratio for a doubling of the size: ratio ** (1 / log2(factor))."""
+        return self.ratio ** (1 / math.log2(self.factor))
+
+
+def cpu_seconds(call: Callable[[], object], repeats: int = 3) -> float:
+    """Best of ``repeats`` CPU seconds of this process for ``call()`` (run single-threaded by the callers).
+
+    CPU time rather than wall time: other users of the machine slow the wall clock of a shared machine far
+    more than this process's own CPU time.
+    """
+    best = math.inf
+    for _ in range(repeats):
+        start = time.process_time()
+        call()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def scaling(plan: Plan) -> list[ScalingRow]:
+    """gengen's cost as threads, checkpoints, permutations, test sets and runs change.
+
+    The size changes are timed on one thread, in CPU seconds (best of three); checkpoints use the default
+    block length ⌈n^⅓⌉ and W1's numbers of permutations and replicates, and the free scheme (the tiled
+    kernel, no block tables) is timed beside the block scheme as the linear baseline. The thread rows are
+    wall-clock speed-ups.
     """
     from gengen import stats
 
     perms = plan.scaling_perms
     base_runs, base_n, base_m = (10 if plan.quick else 50), 100, 7
 
-    def permutation_time(runs: int, n: int, m: int, n_perm: int, threads: int | None = None) -> float:
+    def permutations(runs: int, n: int, m: int, n_perm: int, scheme: str = "block", threads: int = 1) -> Callable:
         scores, covar = bl.trajectories(runs, n, m, seed=7)
-        best = math.inf
-        for _ in range(3):
-            start = time.perf_counter()
-            stats.permutation_test_batch(
-                list(scores),
-                list(covar),
-                n_perm=n_perm,
-                scheme="block",
-                block_length=5,
-                seed=1,
-                n_threads=threads,
-            )
-            best = min(best, time.perf_counter() - start)
-        return best
+        return lambda: stats.permutation_test_batch(
+            list(scores), list(covar), n_perm=n_perm, scheme=scheme, seed=1, family_wise=True, n_threads=threads
+        )
 
-    def bootstrap_time(threads: int | None) -> float:
-        scores, covar = bl.trajectories(base_runs, base_n, base_m, seed=7)
+    def bootstrap(runs: int, n: int, m: int, n_boot: int, threads: int = 1) -> Callable:
+        scores, covar = bl.trajectories(runs, n, m, seed=7)
+        return lambda: stats.bootstrap_ci_batch(
+            list(scores), list(covar), n_boot=n_boot, scheme="block", seed=1, n_threads=threads
+        )
+
+    def wall(call: Callable) -> float:
         best = math.inf
         for _ in range(3):
             start = time.perf_counter()
-            stats.bootstrap_ci_batch(
-                list(scores),
-                list(covar),
-                n_boot=perms // 5,
-                scheme="block",
-                block_length=5,
-                seed=1,
-                n_threads=threads,
-            )
+            call()
             best = min(best, time.perf_counter() - start)
         return best
 
     rows = []
-    one, two = (
-        permutation_time(base_runs, base_n, base_m, perms, 1),
-        permutation_time(base_runs, base_n, base_m, perms, 2),
-    )
-    rows.append(("permutation: 1 -> 2 threads (speed-up)", one, two, one / two))
-    one, two = bootstrap_time(1), bootstrap_time(2)
-    rows.append(("bootstrap: 1 -> 2 threads (speed-up)", one, two, one / two))
-    base = permutation_time(base_runs, base_n, base_m, perms)
-    for what, args in (
-        ("checkpoints n 100 -> 200 (cost ratio)", (base_runs, 2 * base_n, base_m, perms)),
-        ("permutations 1x -> 2x (cost ratio)", (base_runs, base_n, base_m, 2 * perms)),
-        ("test sets 7 -> 14, pairs 21 -> 91 (cost ratio)", (base_runs, base_n, 2 * base_m, perms)),
+    for what, make in (
+        (
+            "permutation: 1 -> 2 threads (speed-up, wall)",
+            lambda t: permutations(base_runs, base_n, base_m, perms, threads=t),
+        ),
+        ("bootstrap: 1 -> 2 threads (speed-up, wall)", lambda t: bootstrap(base_runs, base_n, base_m, perms // 5, t)),
     ):
-        new = permutation_time(*args)
-        rows.append((what, base, new, new / base))
+        one, two = wall(make(1)), wall(make(2))
+        rows.append(ScalingRow(what, two, one, 2.0))
+    # Checkpoints at W1's numbers of permutations and replicates: the block tables' O(n²/L) build is paid
+    # once per run, so how much it weighs depends on how many permutations share it.
+    sizes = (100, 200, 400, 1000)
+    for label, make in (
+        ("block permutations", lambda n: permutations(base_runs, n, base_m, plan.w1.n_perm)),
+        (
+            "free permutations (tiled kernel, linear baseline)",
+            lambda n: permutations(base_runs, n, base_m, plan.w1.n_perm, "free"),
+        ),
+        ("block bootstrap", lambda n: bootstrap(base_runs, n, base_m, plan.w1.n_boot)),
+    ):
+        times = [cpu_seconds(make(n)) for n in sizes]
+        for (n0, t0), (n1, t1) in itertools.pairwise(zip(sizes, times, strict=True)):
+            length0, length1 = stats.default_block_length(n0), stats.default_block_length(n1)
+            rows.append(ScalingRow(f"{label}: n {n0} -> {n1} (L {length0} -> {length1})", t0, t1, n1 / n0))
+    base = cpu_seconds(permutations(base_runs, base_n, base_m, perms))
+    pairs = lambda m: m * (m - 1) // 2  # noqa: E731
+    for what, call, factor in (
+        ("permutations 1x -> 2x", permutations(base_runs, base_n, base_m, 2 * perms), 2.0),
+        (
+            f"test sets 7 -> 10, pairs {pairs(7)} -> {pairs(10)}",
+            permutations(base_runs, base_n, 10, perms),
+            pairs(10) / pairs(7),
+        ),
+        (f"runs {base_runs} -> {2 * base_runs}", permutations(2 * base_runs, base_n, base_m, perms), 2.0),
+    ):
+        rows.append(ScalingRow(what, base, cpu_seconds(call), factor))
     return rows
 
 
@@ -674,10 +740,10 @@ def fmt_seconds(seconds: float | None) -> str:
 def print_table(title: str, outcomes: list[Outcome]) -> None:
     print(f"\n## {title}\n")
     print(
-        "| implementation | wall time | gengen/other (time) | speed-up of gengen | perm / boot | peak RSS MB "
-        "(after import) | numbers | note |"
+        "| implementation | wall time | gengen/other (time) | speed-up of gengen | perm / boot | CPU time (speed-up) "
+        "| peak RSS MB (after import) | numbers | note |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     gengen = next((o for o in outcomes if o.impl == "gengen" and o.seconds is not None), None)
     for o in outcomes:
         ratio = speed = "—"
@@ -691,7 +757,12 @@ def print_table(title: str, outcomes: list[Outcome]) -> None:
         numbers = "—" if check is None else ("agree" if check[0] else "DIFFER") + " " + json.dumps(check[1])
         rss = f"{o.peak_rss_mb:.0f} ({o.setup_rss_mb:.0f})" if not math.isnan(o.peak_rss_mb) else "—"
         wall = fmt_seconds(o.seconds) + (" (extrap.)" if o.extrapolated else "")
-        print(f"| {o.impl} | {wall} | {ratio} | {speed} | {parts} | {rss} | {numbers} | {o.note} |")
+        cpu = "—"
+        if "cpu_seconds" in o.report:
+            cpu = fmt_seconds(o.report["cpu_seconds"])
+            if gengen is not None and "cpu_seconds" in gengen.report:
+                cpu += f" ({o.report['cpu_seconds'] / gengen.report['cpu_seconds']:.3g}×)"
+        print(f"| {o.impl} | {wall} | {ratio} | {speed} | {parts} | {cpu} | {rss} | {numbers} | {o.note} |")
 
 
 def machine() -> str:
@@ -813,12 +884,16 @@ def main() -> None:
     if "scaling" not in args.skip:
         runs = 10 if plan.quick else 50
         print(
-            f"\n## Scaling (gengen, {runs} runs × 7 OOD × 100 checkpoints, block length 5, "
-            f"{plan.scaling_perms:,} permutations / {plan.scaling_perms // 5:,} replicates; best of 3)\n"
+            f"\n## Scaling (gengen, {runs} runs × 7 OOD × 100 checkpoints unless changed, default block length "
+            f"⌈n^⅓⌉, {plan.scaling_perms:,} permutations / {plan.scaling_perms // 5:,} replicates, checkpoints at "
+            f"W1's {plan.w1.n_perm:,} / {plan.w1.n_boot:,}; size changes in CPU seconds on 1 thread, best of 3)\n"
         )
-        print("| change | before | after | ratio |\n| --- | --- | --- | --- |")
-        for what, before, after, ratio in scaling(plan):
-            print(f"| {what} | {fmt_seconds(before)} | {fmt_seconds(after)} | {ratio:.2f} |")
+        print("| change | before | after | ratio | per doubling |\n| --- | --- | --- | --- | --- |")
+        for row in scaling(plan):
+            print(
+                f"| {row.what} | {fmt_seconds(row.before)} | {fmt_seconds(row.after)} | {row.ratio:.2f} | "
+                f"{row.per_doubling:.2f} |"
+            )
     print(f"\ntotal {time.perf_counter() - began:.0f} s")
     if "W1" in results:
         by = {o.impl: o for o in results["W1"]}
@@ -833,6 +908,9 @@ def main() -> None:
 
         if by.get("pingouin") is not None and by["pingouin"].extrapolated:
             print("(the pingouin time is extrapolated from a timed subsample of its calls; see the W1 table)")
+        numpy = by.get("numpy")
+        if g is not None and numpy is not None and "cpu_seconds" in g.report and "cpu_seconds" in numpy.report:
+            print(f"W1 CPU time, numpy / gengen: {numpy.report['cpu_seconds'] / g.report['cpu_seconds']:.3g}")
         print(f"W1 speedup vs numpy: {speed('numpy')}; vs pingouin: {speed('pingouin')}")
 
 
