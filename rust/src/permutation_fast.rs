@@ -10,11 +10,14 @@
 //!   row π(i) of E straight from a row-major copy (no gathered copy is written), 32 rows per pass so that a
 //!   pass stays in L1 while every tile reads it; tiles below the diagonal that no pair needs are skipped.
 //!   AVX2 is used when the CPU has it (runtime detection; the crate is built for baseline x86-64).
-//! - **Block tables** (block scheme, when they fit in 2 MiB per run): P moves whole blocks, so C is a sum of
-//!   one precomputed row of block cross products per placed block (`BlockTables`): ⌈n/L⌉ vector additions
-//!   instead of n (k + m) m multiply-adds.
-//! - Each permutation is drawn once per chunk and serves every run of the same length and scheme; |r*| is
-//!   compared with precomputed limits, and the family-wise counts come from each permutation's max |r*|.
+//! - **Block tables** (block scheme): P moves whole blocks, so C is a sum of one precomputed row of block
+//!   cross products per placed block (`BlockTables`): ⌈n/L⌉ vector additions instead of n (k + m) m
+//!   multiply-adds. Their build is O(n²/L) per run, so they are built (lazily, on the first call, in
+//!   parallel) only where a cost model says the permutations repay it and within a memory budget; elsewhere
+//!   the tiles keep the cost linear in n.
+//! - Each permutation is drawn once per chunk and serves every run of the same length and scheme; tasks are
+//!   run-major so a run's tables stay in cache; |r*| is compared with precomputed limits, and the
+//!   family-wise counts come from each permutation's max |r*|.
 //!
 //! What differs from the scalar kernel: only the order of the additions in the dot products, so r* agrees to
 //! rounding (~1e-16) and the counts are identical (the comparison allows a relative slack of 1e-10; the tests
