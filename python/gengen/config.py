@@ -94,6 +94,7 @@ __all__ = [
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 QUANTIZATIONS = ("none", "8bit", "4bit")
+STRATEGIES = ("ddp", "fsdp")
 METHODS = ("full", "lora")
 LOSSES = ("full_vocab", "answers")
 DEVICES = ("auto", "cpu", "cuda")
@@ -223,6 +224,10 @@ class TrainingConfig:
     Memory: with LoRA the frozen base is loaded in the compute dtype (bf16 where the GPU has it, else fp16;
     fp32 on the CPU unless asked), or in 8/4 bits with ``quantization`` (bitsandbytes, CUDA);
     ``gradient_checkpointing`` recomputes activations in the backward pass instead of keeping them.
+
+    Several processes (``gengen train --gpus N``): ``strategy = "ddp"`` keeps a whole model in each and sums
+    the gradients; ``"fsdp"`` shards parameters, gradients and optimiser states over them (PyTorch FSDP2), for
+    models whose training state does not fit one GPU.
     """
 
     method: str = "full"
@@ -244,6 +249,7 @@ class TrainingConfig:
     checkpoint_every: int | None = None
     gradient_checkpointing: bool = False
     quantization: str = "none"
+    strategy: str = "ddp"
 
 
 @dataclass(frozen=True)
@@ -862,7 +868,12 @@ def _training(section: _Section) -> TrainingConfig:
         checkpoint_every=section.number("checkpoint_every", None, integer=True, positive=True),
         gradient_checkpointing=section.boolean("gradient_checkpointing", False),
         quantization=section.string("quantization", "none", choices=QUANTIZATIONS),
+        strategy=section.string("strategy", "ddp", choices=STRATEGIES),
     )
+    if config.strategy == "fsdp" and config.quantization != "none":
+        raise section.error("strategy", "'fsdp' does not shard a quantised base; use 'ddp' with quantization")
+    if config.strategy == "fsdp" and config.precision == "fp16":
+        raise section.error("strategy", "'fsdp' runs in bf16 or fp32 (fp16 needs a sharded grad scaler)")
     if config.quantization != "none" and config.method != "lora":
         raise section.error("quantization", "a quantised base can only be trained with method = 'lora'")
     section.finish()

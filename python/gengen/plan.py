@@ -565,11 +565,6 @@ def format_plan(rows: Sequence[PlanRow], gpus: int, gpu_memory_gib: float) -> st
         )
     runs = sum(r.runs for r in rows)
     disk = sum(r.runs * r.disk_gib for r in rows)
-    if any(r.train_strategy.startswith("FSDP") for r in rows):
-        lines.append(
-            "note: FSDP is an estimate of what sharding would take; gengen train does not shard yet (torchrun gives "
-            "data parallel with a whole model per GPU): lower training.batch_size (raise grad_accum) or quantise"
-        )
     lines.append(f"total: {runs} runs, {sum(r.gpu_hours for r in rows):,.1f} GPU-hours, {disk:,.1f} GiB of checkpoints")
     return "\n".join(lines)
 

@@ -150,7 +150,9 @@ def score_encoded(
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode():
+        # no_grad, not inference_mode: an FSDP-sharded model re-gathers its parameters in the forward pass, and
+        # inference tensors made there could not be updated by the training steps that follow.
+        with torch.no_grad():
             for rows in batches:
                 ids, mask, lengths = pad_batch([encoded[i] for i in rows], pad_id, device)
                 logits = last_token_logits(model, ids, mask, lengths)

@@ -147,22 +147,28 @@ def _save_checkpoint(
     scaler: Any,
     tokens: int,
     keep: str,
+    model_state: dict[str, Any] | None = None,
+    optimizer_state: dict[str, Any] | None = None,
 ) -> None:
     """Write ``checkpoint-<step>`` atomically (a temporary folder renamed), then prune older ones.
 
     The folder is a loadable model with its tokenizer (so ``gengen score`` can read it alone) plus
     ``trainer_state.pt``: optimizer, scheduler, grad scaler and RNG states, the step and the tokens seen, as
     tensors and plain containers only, so that :func:`load_trainer_state` reads it without running code.
+    ``model_state`` and ``optimizer_state`` are the full states gathered from a sharded (FSDP) model.
     """
     final = run_dir / f"{CHECKPOINT_PREFIX}{step}"
     tmp = run_dir / f".{CHECKPOINT_PREFIX}{step}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
+    if model_state is not None:
+        model.save_pretrained(tmp, state_dict=model_state)
+    else:
+        model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     state = {
         "step": step,
         "tokens": tokens,
-        "optimizer": optimizer.state_dict(),
+        "optimizer": optimizer_state if optimizer_state is not None else optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
         "scaler": scaler.state_dict(),
         "rng": _rng_state(),
@@ -334,6 +340,26 @@ def _training_data(config: StudyConfig, run: RunSpec, train: pd.DataFrame) -> pd
     return balanced_sample(train, run.shots, run.data_seed)
 
 
+def _shard(model: Any, device: torch.device) -> None:
+    """Shard ``model`` over the processes with FSDP2: each decoder layer, then the rest, on ``device``."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(device.type, (torch.distributed.get_world_size(),))
+    for module in list(model.modules()):
+        if type(module).__name__.endswith("DecoderLayer"):
+            fully_shard(module, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+
+
+def _gather_states(model: Any, optimizer: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The full model and optimiser states of a sharded model, on the CPU (every process must call this)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_model_state_dict(model, options=options), get_optimizer_state_dict(model, optimizer, options=options)
+
+
 def _enable_checkpointing(model: Any) -> None:
     """Recompute activations in the backward pass (non-reentrant: no input gradient needed)."""
     # transformers 5 renames the method (and its argument); older versions only have the first name.
@@ -500,7 +526,11 @@ def train_run(
     torch.manual_seed(run.seed)
     random.seed(run.seed)
     state = load_trainer_state(resume_path / STATE_FILE) if resume_path is not None else None
-    model = _build_model(config, run, device, resume_path, precision)
+    sharded = world.size > 1 and training.strategy == "fsdp"
+    # A sharded model is loaded on the CPU, then each process keeps its shard on its device.
+    model = _build_model(config, run, torch.device("cpu") if sharded else device, resume_path, precision)
+    if sharded:
+        _shard(model, device)
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.ndim >= 2]
     no_decay = [p for p in params if p.ndim < 2]
@@ -512,7 +542,13 @@ def train_run(
     scaler = torch.amp.GradScaler(device.type, enabled=compute_dtype == torch.float16)
     tokens = 0
     if state is not None:
-        optimizer.load_state_dict(state["optimizer"])
+        if sharded:
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+            options = StateDictOptions(full_state_dict=True)
+            set_optimizer_state_dict(model, optimizer, optim_state_dict=state["optimizer"], options=options)
+        else:
+            optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         scaler.load_state_dict(state["scaler"])
         tokens = int(state["tokens"])
@@ -538,7 +574,8 @@ def train_run(
 
     def evaluate(model: Any, step: int) -> None:
         nonlocal written, done
-        if not world.main or all((step, t.name, m) in done for t in testsets for m in metrics):
+        # A sharded model needs every process in its forward passes; otherwise process 0 scores alone.
+        if (not world.main and not sharded) or all((step, t.name, m) in done for t in testsets for m in metrics):
             return
         began = time.perf_counter()
         with precision.context(device):
@@ -556,7 +593,7 @@ def train_run(
             )
         scoring["seconds"] += time.perf_counter() - began
         scoring["examples"] += sum(int(r["n_examples"]) for r in rows if r["metric"] == metrics[0])
-        if rows:
+        if rows and world.main:
             written += store.write_scores(pd.DataFrame(rows))
             done = done | {(step, r["testset"], r["metric"]) for r in rows}
 
@@ -579,15 +616,22 @@ def train_run(
                 tokens += used
                 window_tokens += used
                 share = micro[world.rank :: world.size]  # this process's examples of the micro-batch
+                weight = 1.0
                 if len(share) == 0:
-                    continue
+                    if not sharded:
+                        continue
+                    # FSDP's forward and backward are collective: take part with an example that counts 0.
+                    share, weight = micro[:1], 0.0
                 ids, mask, lengths = pad_batch([encoded_train[i] for i in share], pad_id, device)
                 gold = torch.from_numpy(gold_train[share]).to(device)
                 with precision.context(device):
                     logits = last_token_logits(model, ids, mask, lengths)
-                loss = _answer_loss(logits, gold, answers, config.task.loss) / n_step
+                loss = _answer_loss(logits, gold, answers, config.task.loss) / n_step * weight
+                if sharded:
+                    loss = loss * world.size  # FSDP averages the gradients over processes; the step needs their sum
                 scaler.scale(loss).backward()
-            world.sum_gradients(params)
+            if not sharded:
+                world.sum_gradients(params)
             if training.max_grad_norm is not None:
                 scaler.unscale_(optimizer)
                 torch.nn.utils.clip_grad_norm_(params, training.max_grad_norm)
@@ -599,6 +643,8 @@ def train_run(
                 elapsed = time.perf_counter() - window_start
                 evaluate(model, step)
                 every = training.checkpoint_every
+                if every is None or step % every == 0 or step == total:
+                    gathered = _gather_states(model, optimizer) if sharded else (None, None)
                 if world.main and (every is None or step % every == 0 or step == total):
                     _save_checkpoint(
                         run_dir,
@@ -610,6 +656,7 @@ def train_run(
                         scaler,
                         tokens,
                         training.keep_checkpoints,
+                        *gathered,
                     )
                 bar.update(
                     task,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,12 +27,14 @@ def write_study(folder: Path, text: str) -> Path:
     return folder / "study.toml"
 
 
-@pytest.mark.parametrize("method", ["full"])  # LoRA takes the same path (its adapters are the params)
-def test_two_processes_train_as_one(method: str, assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("strategy", "method"), [("ddp", "full"), ("fsdp", "full"), ("fsdp", "lora")])
+def test_two_processes_train_as_one(
+    strategy: str, method: str, assets: dict[str, Any], study_toml: Any, tmp_path: Path
+) -> None:
     from safetensors.torch import load_file
 
     # Micro-batches of 5, two per step: uneven shares (3 + 2 examples), so the sum over processes matters.
-    extra = "grad_accum = 2\n" + (
+    extra = f'grad_accum = 2\nstrategy = "{strategy}"\nkeep_checkpoints = "all"\n' + (
         'method = "lora"\nlora = { r = 4, alpha = 8, dropout = 0.0 }' if method == "lora" else ""
     )
     options = {"families": ("olmo2",), "max_steps": 6, "every": 3, "extra": extra}
@@ -65,3 +68,17 @@ def test_two_processes_train_as_one(method: str, assets: dict[str, Any], study_t
     assert a.keys() == b.keys()
     for key in a:
         np.testing.assert_allclose(b[key].numpy(), a[key].numpy(), rtol=0, atol=5e-5, err_msg=key)
+    if strategy != "fsdp":
+        return
+    # Resuming a sharded run from its gathered checkpoint (weights and full optimiser state) trains the
+    # remaining steps to the same weights.
+    shutil.rmtree(run_two.parent)
+    store = Store(tmp_path / "two" / "out")
+    run = load_config(path).runs()[0]
+    store.write_manifest(run.model.name, run.key, {**(store.manifest(run.model.name, run.key) or {}), "status": "x"})
+    again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "resuming from step 3" in again.stdout
+    resumed = load_file(run_two)
+    for key in a:
+        np.testing.assert_allclose(resumed[key].numpy(), a[key].numpy(), rtol=0, atol=5e-5, err_msg=key)

@@ -98,7 +98,7 @@ def test_strategy_moves_to_fsdp_when_one_gpu_is_too_small() -> None:
     assert rows["opt-30b"].train_strategy == "FSDP over 2" and rows["opt-30b"].train_gib <= 40
     assert rows["olmo2-32b"].score_strategy == "device map over 2"
     text = cli("plan", str(STUDIES / "paper-mnli-full.toml"), "--gpus", "2", "--gpu-memory", "40").stdout
-    assert "note: FSDP is an estimate" in text  # the trainer does not shard yet, and the plan says so
+    assert 'set training.strategy = "fsdp" and run gengen train --gpus 2' in text
     assert "set evaluation.device_map = true" in text
 
 
@@ -217,3 +217,23 @@ def test_estimate_within_25_percent_of_measured_peak(family: str, method: str, c
     )
     estimate = sum(training_memory(shape, training, targets=["q_proj", "v_proj"]).values())
     assert 0.75 <= estimate / measured["measured"] <= 1.25, (estimate / 2**20, measured["measured"] / 2**20)
+
+
+def test_training_strategy_is_checked_when_read(tmp_path: Path) -> None:
+    from gengen.config import parse_config
+    from gengen.errors import ConfigError
+
+    data: dict[str, Any] = {
+        "study": {"name": "s", "id_testset": "mnli"},
+        "models": [{"name": "m", "path": "org/m", "family": "olmo2", "size": "1b"}],
+        "task": {"train": {"source": "mnli"}},
+        "testsets": [{"name": "mnli", "source": "mnli"}],
+        "training": {"method": "lora", "strategy": "fsdp"},
+    }
+    assert parse_config(data, base=tmp_path).training.strategy == "fsdp"
+    data["training"]["quantization"] = "4bit"
+    with pytest.raises(ConfigError, match=r"training\.strategy: 'fsdp' does not shard a quantised base"):
+        parse_config(data, origin="study.toml", base=tmp_path)
+    data["training"] = {"strategy": "zero3"}
+    with pytest.raises(ConfigError, match=r"training\.strategy: expected one of 'ddp', 'fsdp', got 'zero3'"):
+        parse_config(data, origin="study.toml", base=tmp_path)

@@ -42,6 +42,8 @@ def plan_command(
         models=model,
     )
     typer.echo(format_plan(rows, gpus, gpu_memory))
+    if any(r.train_strategy.startswith("FSDP") for r in rows) and study.training.strategy != "fsdp":
+        typer.echo(f'note: training needs FSDP: set training.strategy = "fsdp" and run gengen train --gpus {gpus}')
     if any(r.score_strategy.startswith("device map") for r in rows) and not study.evaluation.device_map:
         typer.echo("note: scoring needs a device map over the GPUs: set evaluation.device_map = true")
     too_big = next((r for r in rows if not r.fits), None)
