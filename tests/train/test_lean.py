@@ -272,3 +272,14 @@ def test_registered_sets_read_local_copies_of_the_hubs_parquet_files(layout: str
     assert load_examples(spec)["label"].tolist() == [1, 0, 1]  # 0 entailment -> Yes (1)
     # The hub download goes to the parquet conversion, not the loading script.
     assert (REGISTRY["hans"].revision, REGISTRY["hans"].data_dir) == ("refs/convert/parquet", "plain_text")
+
+
+def test_quantised_base_needs_lora_cuda_and_bitsandbytes(assets: dict[str, Any], tmp_path: Path) -> None:
+    from gengen.models import load_model
+
+    with pytest.raises(ConfigError, match=r"training\.quantization: '4bit' needs a CUDA device"):
+        load_model(str(assets["models"]["opt"]), quantization="4bit", device=torch.device("cpu"))
+    data = lora_config("opt", method="full")
+    data["training"]["quantization"] = "8bit"
+    with pytest.raises(ConfigError, match=r"training\.quantization: a quantised base can only be trained with"):
+        parse_config(data, origin="study.toml", base=tmp_path)
