@@ -47,6 +47,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
 from gengen.errors import DegenerateDataError, InvalidArgumentError
+from gengen.inference import _inputs as checked_inputs
+from gengen.inference import _label
 
 __all__ = [
     "SIEVE_METHOD",
@@ -830,44 +832,18 @@ def sieve_partial_corr_matrix(
     )
 
 
-def _label(matrix: NDArray[np.float64], labels: list[str] | None) -> NDArray[np.float64] | pd.DataFrame:
-    return matrix if labels is None else pd.DataFrame(matrix, index=labels, columns=labels)
-
-
 def _inputs(
     scores: ArrayLike, covar: ArrayLike | None, method: str, fit: str
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], list[str] | None]:
-    if method not in ("pearson", "spearman"):
-        raise InvalidArgumentError(f"method: unknown value {method!r}; expected 'pearson' or 'spearman'")
+    """The lagged test's input checks (shared), plus what the sieve needs on top: finite values, two test sets."""
     if fit not in ("linear", "gam"):
         raise InvalidArgumentError(f"fit: unknown value {fit!r}; expected 'linear' or 'gam'")
-    labels = [str(c) for c in scores.columns] if isinstance(scores, pd.DataFrame) else None
-    try:
-        data = np.asarray(scores.to_numpy() if isinstance(scores, pd.DataFrame) else scores, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise InvalidArgumentError(f"scores: must be numeric ({error})") from None
-    if data.ndim != 2 or data.shape[1] < 2:
-        raise InvalidArgumentError(
-            f"scores: must be checkpoints × test sets with at least two test sets, got {data.shape}"
-        )
-    if not np.isfinite(data).all():
-        raise InvalidArgumentError("scores: must be finite (no NaN or infinity)")
-    if covar is None:
-        control = np.zeros((data.shape[0], 0))
-    else:
-        try:
-            raw = covar.to_numpy() if isinstance(covar, pd.DataFrame | pd.Series) else covar
-            control = np.asarray(raw, dtype=np.float64)
-        except (TypeError, ValueError) as error:
-            raise InvalidArgumentError(f"covar: must be numeric ({error})") from None
-        if control.ndim == 1:
-            control = control[:, None]
-        if control.ndim != 2 or control.shape[0] != data.shape[0]:
-            raise InvalidArgumentError(
-                f"covar: must have one row per checkpoint ({data.shape[0]}), got shape {control.shape}"
-            )
-        if not np.isfinite(control).all():
-            raise InvalidArgumentError("covar: must be finite (no NaN or infinity)")
+    data, control, labels = checked_inputs(scores, covar, method)
+    if data.shape[1] < 2:
+        raise InvalidArgumentError(f"scores: need at least two test sets (columns), got {data.shape[1]}")
+    for name, values in (("scores", data), ("covar", control)):
+        if not np.isfinite(values).all():
+            raise InvalidArgumentError(f"{name}: must be finite (no NaN or infinity)")
     if fit == "gam" and control.shape[1] == 0:
         raise InvalidArgumentError('covar: fit="gam" needs at least one control column')
     return data, control, labels
