@@ -516,6 +516,9 @@ def train_run(
     world.barrier()
     if world.main:
         record = _write_run_record(run_dir, config, run, total, steps, len(train))
+        if world.size > 1:
+            how = "sharded (FSDP)" if training.strategy == "fsdp" else "data parallel"
+            log(f"{run.model.name} {run.key}: trained {how} over {world.size} processes")
         store.write_manifest(run.model.name, run.key, {**record, "status": "running", "run_dir": str(run_dir)})
 
     device = select_device(training.device)
@@ -759,8 +762,6 @@ def run_study(
     world = current_world()
     if world.size > 1 and jobs > 1:
         raise ConfigError("--jobs: runs are trained one at a time when several processes share each run (torchrun)")
-    if world.size > 1 and world.main:
-        log(f"{config.name}: each run trained data parallel over {world.size} processes")
     if jobs > 1 and len(runs) > 1:
         from gengen.executors.local import process_pool
 

@@ -7,10 +7,14 @@ the executor's own failure reporting is only needed when a worker dies outright.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from gengen.executors.base import RunResult, RunTask, failure
 from gengen.executors.spool import RunSpool
@@ -21,6 +25,66 @@ __all__ = ["execute_run"]
 
 def _print(line: str) -> None:
     print(line, flush=True)
+
+
+OUTCOME_PREFIX = "gengen-outcome: "
+
+
+class _Outcome:
+    """What the processes of a data-parallel run report back (process 0's RunOutcome, in part)."""
+
+    def __init__(self, rows_written: int, skipped: bool):
+        self.rows_written = rows_written
+        self.skipped = skipped
+
+
+def _train_over_processes(task: RunTask, log: Callable[[str], None]) -> _Outcome | None:
+    """A run asking for several GPUs (``resources.gpus`` > 1) in one process (a Ray task, a local worker):
+    train it data parallel under torchrun, one process per GPU (without CUDA: CPU processes), into the same
+    spool. None when this process is already one of several (torchrun, a Slurm job's tasks) or one GPU suffices.
+
+    The processes get the study file's path and the run's key, never a pickle: nothing in the study folder is
+    executed.
+    """
+    from gengen.errors import ConfigError
+
+    gpus = int(task.config.resources.gpus)
+    if gpus <= 1 or "RANK" in os.environ or int(os.environ.get("SLURM_NTASKS", "1")) > 1:
+        return None
+    if task.config.source is None:
+        raise ConfigError("resources.gpus > 1: the study must be loaded from its file (the processes read it)")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}"]
+    command += ["-m", "gengen.executors.worker", str(task.config.source), task.run.model.name, task.run.key]
+    command += [str(task.threads)]
+    finished = subprocess.run(command, capture_output=True, text=True, check=False)
+    reported = [line for line in finished.stdout.splitlines() if line.startswith(OUTCOME_PREFIX)]
+    for line in finished.stdout.splitlines():
+        if not line.startswith(OUTCOME_PREFIX):
+            log(line)
+    if finished.returncode != 0 or not reported:
+        tail = " | ".join(finished.stderr.strip().splitlines()[-3:])
+        raise RuntimeError(f"{gpus} training processes failed (exit status {finished.returncode}): {tail}")
+    outcome = json.loads(reported[-1][len(OUTCOME_PREFIX) :])
+    return _Outcome(int(outcome["rows_written"]), bool(outcome["skipped"]))
+
+
+def _process_main(argv: list[str]) -> None:
+    """One of the processes _train_over_processes starts: train its share of the run; process 0 reports."""
+    import torch
+
+    from gengen.config import load_config
+    from gengen.train import train_run
+
+    path, model, key, threads = argv
+    config = load_config(path)
+    run = next(r for r in config.runs() if r.model.name == model and r.key == key)
+    torch.set_num_threads(int(threads))
+    spool = RunSpool(config.run_dir(run), study=config.name)
+    outcome = train_run(config, run, store=spool, log=_print, progress=False)
+    if os.environ.get("RANK", "0") == "0":
+        _print(OUTCOME_PREFIX + json.dumps({"rows_written": outcome.rows_written, "skipped": outcome.skipped}))
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 def _join_slurm_tasks() -> None:
@@ -65,7 +129,9 @@ def execute_run(task: RunTask, log: Callable[[str], None] = _print) -> RunResult
 
         torch.set_num_threads(task.threads)
         spool = RunSpool(config.run_dir(run), study=config.name)
-        outcome = train_run(config, run, store=spool, log=log, progress=False)
+        outcome: Any = _train_over_processes(task, log)
+        if outcome is None:
+            outcome = train_run(config, run, store=spool, log=log, progress=False)
         scores = tuple(spool.records())
         manifest = spool.manifest(run.model.name, run.key)
     except Exception as error:  # a failed run is reported, never raised: the other runs go on
@@ -81,3 +147,7 @@ def execute_run(task: RunTask, log: Callable[[str], None] = _print) -> RunResult
         scores=scores,
         manifest=manifest,
     )
+
+
+if __name__ == "__main__":
+    _process_main(sys.argv[1:])
