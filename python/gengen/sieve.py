@@ -76,6 +76,8 @@ MAX_ROOT = 0.99
 #: independent checkpoints would give (docs/calibration.md measures both choices).
 HETEROSKEDASTIC = True
 INFLATION_FLOOR = True
+#: Slopes of the innovations' log variance within this many standard errors of 0 are taken as 0.
+SPREAD_SHRINK = 0.5
 
 #: Replicates used to estimate the small-sample bias of the AR coefficients, and how often it is re-evaluated.
 BIAS_REPLICATES = 200
@@ -487,11 +489,12 @@ def _innovation_spread(
     log_square = np.log(innovations**2 + 1e-12 * (innovations**2).mean(axis=1, keepdims=True) + 1e-300)
     coef = np.linalg.lstsq(design, log_square.T, rcond=None)[0]  # (2, m)
     # Var log χ²₁ = π²/2: the slope's standard error under a constant spread. The slope is shrunk towards 0 by
-    # the positive-part factor 1 − 1/t², so that noise alone rarely tilts the spread (and with a constant spread
-    # the test stays exactly Fisher's), while a clear trend is kept almost whole.
+    # the positive-part factor 1 − (c/t)², c = SPREAD_SHRINK, so that a slope within c standard errors of 0 is
+    # taken as none (and with a constant spread the test stays exactly Fisher's), while a trend is kept nearly
+    # whole: with 50 checkpoints a threefold fall of the noise sd is only about two standard errors.
     slope_se = math.sqrt((math.pi**2 / 2) / max(float(((time - time.mean()) ** 2).sum()), 1e-300))
     with np.errstate(divide="ignore", invalid="ignore"):
-        shrink = np.where(coef[1] != 0, np.maximum(0.0, 1.0 - (slope_se / coef[1]) ** 2), 0.0)
+        shrink = np.where(coef[1] != 0, np.maximum(0.0, 1.0 - (SPREAD_SHRINK * slope_se / coef[1]) ** 2), 0.0)
     slope = np.clip(coef[1] * shrink, -np.log(100.0), np.log(100.0))  # at most a hundredfold change in variance
     full_time = np.arange(n) / max(n - 1, 1)
     spread = np.exp(0.5 * slope[:, None] * (full_time[None, :] - full_time.mean()))
