@@ -72,10 +72,6 @@ SIEVE_METHOD = (
 #: stationary distribution, and a root this close to 1 already behaves like one over a few hundred checkpoints.
 MAX_ROOT = 0.99
 
-#: Whether the sieve lets the innovations' spread change along the run, and never reports more information than
-#: independent checkpoints would give (docs/calibration.md measures both choices).
-HETEROSKEDASTIC = True
-INFLATION_FLOOR = True
 #: Slopes of the innovations' log variance within this many standard errors of 0 are taken as 0.
 SPREAD_SHRINK = 0.5
 
@@ -757,8 +753,6 @@ def sieve_partial_corr_matrix(
     # The innovations' spread along the run (log-linear in training time): shocks are resampled standardised and
     # given the spread of the time point they drive, so a run whose noise shrinks as training goes on keeps that.
     spread, spread_slope = _innovation_spread(innovations, n, max_order)
-    if not HETEROSKEDASTIC:
-        spread, spread_slope = np.ones((m, n)), np.zeros(m)
     pool = innovations / spread[:, max_order:]
     burn = _burn_in(coef)
     spread_path = np.concatenate([np.repeat(spread[:, :1], burn, axis=1), spread], axis=1)  # (m, burn + n)
@@ -785,10 +779,9 @@ def sieve_partial_corr_matrix(
     # that the resampling's own small-sample error cancels, scales Fisher's 1/(n − 3 − k).
     with np.errstate(divide="ignore", invalid="ignore"):
         inflation = np.where(variances[1] > 0, variances[0] / variances[1], np.nan)
-        if INFLATION_FLOOR:
-            # Never more information than independent checkpoints: a negative AR estimate on short, white residuals
-            # is far more often chance than real, and would shrink the standard error below Fisher's.
-            inflation = np.maximum(inflation, 1.0)
+        # Never more information than independent checkpoints: a negative AR estimate on short, white residuals
+        # is far more often chance than real, and would shrink the standard error below Fisher's.
+        inflation = np.maximum(inflation, 1.0)
         se_z = np.sqrt(inflation / np.maximum(df - 1.0, 1e-300))
         # Effective degrees of freedom: n − 2 − k with independent checkpoints (then the test is ppcor's), fewer
         # as the autocorrelation leaves less information (Dutilleul's modified t-test does the same).

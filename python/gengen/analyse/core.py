@@ -266,7 +266,7 @@ def _sieve_pairs(
     return out, problems
 
 
-def _deciding_p(settings: Settings, table: pd.DataFrame, *, lagged_ran: bool, sieve_ran: bool, note: str) -> str:
+def _deciding_p(settings: Settings, *, lagged_ran: bool, sieve_ran: bool, note: str) -> str:
     """The column of unadjusted p-values that decides ``significant`` in this table."""
     available = {
         "p_sieve": sieve_ran,
@@ -444,7 +444,7 @@ def analyse_group(
         out.update({"boot_ci_low": np.nan, "boot_ci_high": np.nan, "boot_ci_method": ""})
     table = pd.DataFrame(out)
 
-    deciding = _deciding_p(settings, table, lagged_ran=lagged_ran, sieve_ran=sieve_ran, note=note)
+    deciding = _deciding_p(settings, lagged_ran=lagged_ran, sieve_ran=sieve_ran, note=note)
     _interval_columns(table, deciding, settings)
     if "p_fwer" in table.columns:
         table["p_adjusted"] = table.pop("p_fwer")
