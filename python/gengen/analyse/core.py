@@ -233,6 +233,7 @@ def _sieve_pairs(
     fields = ("se_z", "df", "p_value", "ci_low", "ci_high")
     diagnostics: list[list[str]] = [[] for _ in rows]
     orders = (np.full(len(rows), np.nan), np.full(len(rows), np.nan))
+    values: dict[str, Any]
     try:
         result = compute(x)
     except GengenError:

@@ -178,7 +178,7 @@ class Analysis:
                 effect = rows["r_partial"]
                 if "estimand" in rows.columns and "r_innovation" in rows.columns:
                     effect = effect.where(rows["estimand"] != "r_innovation", rows["r_innovation"])
-                decision = {
+                decision: dict[str, Any] = {
                     column: sorted(str(value) for value in rows[column].dropna().unique())
                     for column in ("estimand", "p_adjusted_from", "p_deciding_method", "ci_method")
                     if column in rows.columns
