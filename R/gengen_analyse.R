@@ -260,7 +260,7 @@ consistent_interval <- function(r, statistic, df, level) {
 default_max_order <- function(n) as.integer(min(4, max(1, n %/% 10)))
 
 ar_order_aic <- function(e, control, max_order) {
-  # gengen.sieve.fit_autoregression's order: AIC over p = 0..max_order of the dynamic regression
+  # gengen.stats.sieve.fit_autoregression's order: AIC over p = 0..max_order of the dynamic regression
   # e_t ~ [1, Z_t, .., Z_{t-p}] + [e_{t-1}, .., e_{t-p}], every order fitted on the rows t = max_order + 1..n.
   n <- length(e)
   if (anyNA(e) || n < max_order + 6L) return(NA_integer_)  # gengen's sieve needs n >= k + 5 + max_order

@@ -20,4 +20,4 @@ step "ruff"
 step "stubtest (python/gengen/_core.pyi against the built extension)"
 .venv/bin/python -m mypy.stubtest gengen._core --ignore-missing-stub
 step "pytest"
-.venv/bin/python -m pytest --doctest-modules python/gengen/stats.py tests -q -ra "$@"
+.venv/bin/python -m pytest --doctest-modules python/gengen/stats tests -q -ra "$@"

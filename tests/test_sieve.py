@@ -1,6 +1,6 @@
 """The default inference (AR-sieve test and interval of r_partial) against closed forms and its own contract.
 
-References used here are independent of gengen.sieve: numpy least squares for the partial correlation and the
+References used here are independent of gengen.stats.sieve: numpy least squares for the partial correlation and the
 dynamic AR regression, scipy's t distribution for Fisher's z test, statsmodels' Ljung–Box test; calibration is
 checked by simulation against the nominal level with its Monte Carlo error.
 """
@@ -17,11 +17,11 @@ import scipy.stats
 from numpy.testing import assert_allclose
 
 import gengen
-from gengen.analyse.meta import fisher_meta
 from gengen.calibration import GridCell, simulate_pair_runs
 from gengen.compare import compare
 from gengen.errors import GengenError
-from gengen.sieve import fit_autoregression, ljung_box, sieve_partial_corr_matrix
+from gengen.stats.meta import fisher_meta
+from gengen.stats.sieve import fit_autoregression, ljung_box, sieve_partial_corr_matrix
 from tests.test_analyse import PYTHIA, load_pythia, synthetic
 
 

@@ -132,7 +132,7 @@ def _ar1(rng: np.random.Generator, n: int, phi: float) -> np.ndarray:
 
 
 def test_lagged_test_matches_least_squares_and_scipy() -> None:
-    from gengen.inference import lagged_partial_corr_matrix
+    from gengen.stats.lagged import lagged_partial_corr_matrix
 
     rng = np.random.default_rng(7)
     n = 45
@@ -153,7 +153,7 @@ def test_lagged_test_matches_least_squares_and_scipy() -> None:
 
 
 def test_lagged_gam_removes_a_nonlinear_link() -> None:
-    from gengen.inference import lagged_partial_corr_matrix
+    from gengen.stats.lagged import lagged_partial_corr_matrix
 
     rng = np.random.default_rng(9)
     n = 60
@@ -167,7 +167,7 @@ def test_lagged_gam_removes_a_nonlinear_link() -> None:
 
 
 def test_prewhitened_test_matches_numpy_and_scipy() -> None:
-    from gengen.inference import prewhitened_partial_corr_matrix
+    from gengen.stats.lagged import prewhitened_partial_corr_matrix
 
     rng = np.random.default_rng(8)
     n = 60
@@ -191,7 +191,7 @@ def test_prewhitened_test_matches_numpy_and_scipy() -> None:
 
 
 def test_autocorrelation_warning() -> None:
-    from gengen.analyse.autocorr import AUTOCORR_THRESHOLD, autocorrelation_warning
+    from gengen.stats.autocorr import AUTOCORR_THRESHOLD, autocorrelation_warning
 
     # One threshold, the one docs/calibration.md gives, and one piece of advice: the calibrated default.
     assert AUTOCORR_THRESHOLD == 0.25

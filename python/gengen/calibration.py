@@ -9,7 +9,7 @@ grid of issue 13:
 - OOD linear, saturating or non-monotone in ID;
 - n ∈ {15, 25, 50, 200} checkpoints; single runs, and 3 and 10 seeds pooled by meta-analysis,
 
-and measures, for the default (the AR-sieve test of ``r_partial``, :mod:`gengen.sieve`) and the alternatives
+and measures, for the default (the AR-sieve test of ``r_partial``, :mod:`gengen.stats.sieve`) and the alternatives
 (the same with a GAM control, the lagged test of ``r_innovation``, ppcor's t-test; pooled: meta-analysis with
 sieve variances or with ppcor's 1/(n − 3 − k)), the type-I error at α = .05 and .01, the power at ρ = 0.3,
 the coverage of the 95% intervals, the share of rows the analysis flags in ``diagnostics``, and the type-I
@@ -36,10 +36,10 @@ import pandas as pd
 
 from gengen import stats
 from gengen.analyse.core import consistent_interval
-from gengen.analyse.meta import fisher_meta
 from gengen.errors import GengenError
-from gengen.inference import lagged_partial_corr_matrix
-from gengen.sieve import curvature_notes, curvature_shift, sieve_column_notes, sieve_partial_corr_matrix
+from gengen.stats.lagged import lagged_partial_corr_matrix
+from gengen.stats.meta import fisher_meta
+from gengen.stats.sieve import curvature_notes, curvature_shift, sieve_column_notes, sieve_partial_corr_matrix
 
 __all__ = ["GRID", "QUICK_GRID", "GridCell", "grid_study", "grid_tables", "simulate_pair_runs"]
 

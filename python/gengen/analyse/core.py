@@ -20,14 +20,14 @@ import pandas as pd
 from gengen import _core as stats_core
 from gengen import stats
 from gengen.analyse.across_runs import across_run_groups, is_single_score_per_run
-from gengen.analyse.autocorr import AUTOCORR_THRESHOLD, autocorrelation_warning, lag1_autocorrelation
 from gengen.analyse.data import RUN_COLUMNS, Group, prepare, run_groups
 from gengen.analyse.options import DECIDING_ORDER, DEFAULT_BY, DEFAULT_INFERENCE, Settings, make_settings
 from gengen.analyse.pooled import meta_table, pooled_residual_groups
 from gengen.analyse.result import Analysis
 from gengen.errors import GengenError
-from gengen.inference import lagged_partial_corr_matrix
-from gengen.sieve import (
+from gengen.stats.autocorr import AUTOCORR_THRESHOLD, autocorrelation_warning, lag1_autocorrelation
+from gengen.stats.lagged import lagged_partial_corr_matrix
+from gengen.stats.sieve import (
     SIEVE_METHOD,
     SievePartialCorrMatrix,
     curvature_notes,
@@ -587,7 +587,7 @@ def analyse(
         Any of ``"sieve"`` (default), ``"lagged"``, ``"t-test"``, ``"permutation"``, ``"bootstrap"``. The first
         of sieve, lagged, permutation, t-test that was asked for gives the p-value that is adjusted and decides
         ``significant`` (across runs and for pooled residuals, which have no order, the permutation or t-test
-        p). The sieve (:mod:`gengen.sieve`) tests ``r_partial`` itself with an AR-sieve standard error that
+        p). The sieve (:mod:`gengen.stats.sieve`) tests ``r_partial`` itself with an AR-sieve standard error that
         stays valid on autocorrelated trajectories and gives its interval (``ci_low``, ``ci_high``); the lagged
         test is about another estimand, the correlation of the innovations (``r_innovation``), and has its own
         interval columns. Each row names its ``estimand``, the deciding p and its method, and ``diagnostics``

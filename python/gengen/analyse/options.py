@@ -83,7 +83,7 @@ def is_lower_better(metric: str, lower: Iterable[str] = LOWER_IS_BETTER, higher:
 
 INFERENCE_METHODS = ("sieve", "lagged", "t-test", "permutation", "bootstrap")
 #: The inference of the analysis unless told otherwise: the AR-sieve bootstrap of the partial correlation of
-#: levels (:mod:`gengen.sieve`), whose p-value and interval are about ``r_partial`` itself and which the
+#: levels (:mod:`gengen.stats.sieve`), whose p-value and interval are about ``r_partial`` itself and which the
 #: calibration study (docs/calibration.md) found to keep its type-I error on autocorrelated trajectories where
 #: ppcor's t-test, block permutations and block bootstraps do not.
 DEFAULT_INFERENCE = ("sieve",)

@@ -27,8 +27,8 @@ import pandas as pd
 
 from gengen import stats
 from gengen.analyse.data import Group
-from gengen.analyse.meta import fisher_meta
 from gengen.analyse.options import Settings
+from gengen.stats.meta import fisher_meta
 
 POOLED_COLUMNS = (
     "testset_a",
@@ -90,7 +90,7 @@ def _cells(table: pd.DataFrame, by: tuple[str, ...]) -> Iterator[tuple[dict[str,
 def meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """Fisher-z meta-analysis of the per-run partial correlations, per ``by`` cell with at least two runs.
 
-    Returns one row per cell × pair with the fields of :class:`gengen.analyse.meta.MetaResult`, the adjusted
+    Returns one row per cell × pair with the fields of :class:`gengen.stats.meta.MetaResult`, the adjusted
     fixed- and random-effects p-values (``settings.adjust`` across the pairs of the cell) and
     ``significant_random`` (adjusted random-effects p below ``settings.alpha``).
     """

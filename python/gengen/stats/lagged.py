@@ -40,7 +40,7 @@ ResidualMethod = Literal["pearson", "spearman"]
 #: Lag-1 autocorrelation of the residuals from which a method that assumes independent checkpoints is unsafe:
 #: at φ = 0.25 in both series Bartlett's variance factor (1 + φ²)/(1 − φ²) is 1.13, and the naive 5% test
 #: rejects about 6.5% of true nulls; it grows quickly beyond. The analysis warns from here
-#: (:func:`gengen.analyse.autocorr.autocorrelation_warning`).
+#: (:func:`gengen.stats.autocorr.autocorrelation_warning`).
 AUTOCORRELATION_WARNING_THRESHOLD = 0.25
 
 
@@ -209,7 +209,7 @@ def lagged_partial_corr_matrix(
     Examples
     --------
     >>> import numpy as np
-    >>> from gengen.inference import lagged_partial_corr_matrix
+    >>> from gengen.stats.lagged import lagged_partial_corr_matrix
     >>> rng = np.random.default_rng(0)
     >>> id_score = np.linspace(0.5, 0.9, 40) + rng.normal(0, 0.01, 40)
     >>> scores = id_score[:, None] + np.cumsum(rng.normal(0, 0.01, (40, 3)), axis=0)
@@ -272,7 +272,7 @@ def prewhitened_partial_corr_matrix(
     Examples
     --------
     >>> import numpy as np
-    >>> from gengen.inference import prewhitened_partial_corr_matrix
+    >>> from gengen.stats.lagged import prewhitened_partial_corr_matrix
     >>> rng = np.random.default_rng(1)
     >>> id_score = np.linspace(0.5, 0.9, 40)
     >>> scores = id_score[:, None] + rng.normal(0, 0.02, (40, 2))

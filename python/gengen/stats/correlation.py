@@ -23,7 +23,7 @@ recommended inference there.
 Checkpoint trajectories are autocorrelated, and ppcor's t-test then overstates significance (44% false
 positives at a nominal 5% with lag-1 autocorrelation 0.9 and 50 checkpoints). :func:`lagged_partial_corr_matrix`
 (gengen's default inference, see docs/calibration.md) and :func:`prewhitened_partial_corr_matrix` stay
-calibrated; they are defined in :mod:`gengen.inference` and exported here.
+calibrated; they are defined in :mod:`gengen.stats.lagged` and exported here.
 
 Limits
 ------
@@ -48,7 +48,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core, limits
 from gengen.errors import InvalidArgumentError
-from gengen.inference import (
+from gengen.stats.lagged import (
     LaggedPartialCorrMatrix,
     PrewhitenedPartialCorrMatrix,
     lagged_partial_corr_matrix,

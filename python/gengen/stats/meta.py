@@ -17,7 +17,7 @@ transformed back with tanh; two-sided p-values from the standard normal.
 The variance :math:`1/(n - 3 - k)` assumes independent checkpoints; with autocorrelated residuals it is too
 small, and so are the pooled standard errors (at AR(1) φ = 0.9, 50 checkpoints and three seeds, 45% false
 positives at a nominal 5%). The analysis therefore passes each run's own variance of z, the squared AR-sieve
-standard error ``se_z`` of the default inference (:mod:`gengen.sieve`), through ``variance``; the formula above
+standard error ``se_z`` of the default inference (:mod:`gengen.stats.sieve`), through ``variance``; the formula above
 is used only when no such variance exists (inference without the sieve, across-run tables).
 
 References

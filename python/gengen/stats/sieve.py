@@ -47,8 +47,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
 from gengen.errors import DegenerateDataError, InvalidArgumentError
-from gengen.inference import _inputs as checked_inputs
-from gengen.inference import _label
+from gengen.stats.lagged import _inputs as checked_inputs
+from gengen.stats.lagged import _label
 
 __all__ = [
     "SIEVE_METHOD",
@@ -696,7 +696,7 @@ def sieve_partial_corr_matrix(
     Examples
     --------
     >>> import numpy as np
-    >>> from gengen.sieve import sieve_partial_corr_matrix
+    >>> from gengen.stats.sieve import sieve_partial_corr_matrix
     >>> rng = np.random.default_rng(0)
     >>> id_score = np.linspace(0.5, 0.9, 60)
     >>> noise = np.cumsum(rng.normal(0, 0.01, (60, 3)), axis=0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gengen.inference import AUTOCORRELATION_WARNING_THRESHOLD
+from gengen.stats.lagged import AUTOCORRELATION_WARNING_THRESHOLD
 
 #: Lag-1 autocorrelation above which a p-value that assumes independence is flagged (docs/calibration.md: at
 #: 0.25 in both series the naive 5% test already rejects about 6.5% of true nulls).
