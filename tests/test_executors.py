@@ -244,7 +244,7 @@ def test_run_command_analyses_a_complete_study(reference: dict[str, Any], monkey
         calls.append((Path(store), Path(out), id_testset))
         return Path(out) / "report.html"
 
-    monkeypatch.setattr(importlib.import_module("gengen.analyse"), "run_study_analysis", fake)
+    monkeypatch.setattr(importlib.import_module("gengen.pipeline"), "run_study_analysis", fake)
     config = reference["config"]
     result = CliRunner().invoke(app, ["run", str(config.source), "--executor", "local"])
     assert result.exit_code == 0, result.output

@@ -21,7 +21,15 @@ from typer.testing import CliRunner
 
 from gengen.analyse import Analysis, analyse
 from gengen.compare import compare
-from gengen.report import report
+from gengen.errors import GengenError
+from gengen.report import (
+    plot_agreement,
+    plot_heatmaps,
+    plot_raw_vs_partial,
+    plot_residuals,
+    plot_trajectories,
+    report,
+)
 
 
 def load_pythia(root: Path) -> pd.DataFrame:
@@ -99,12 +107,26 @@ def test_report_is_self_contained_and_escaped(written: Path) -> None:
     assert sum(stem.startswith("residuals_") for stem in stems) == 2
 
 
-def test_figure_methods_return_figures(analysis: Analysis) -> None:
-    assert isinstance(analysis.plot_heatmaps(), Figure)
-    assert isinstance(analysis.plot_raw_vs_partial("pythia-410m"), Figure)
-    assert isinstance(analysis.plot_residuals("pythia-410m", pairs=[("arc_easy", "sciq")]), Figure)
-    assert isinstance(analysis.plot_trajectories("pythia-410m", "main"), Figure)
-    assert isinstance(compare(analysis, n_perm=9).plot(), Figure)
+def test_plot_functions_draw_the_analysis(analysis: Analysis) -> None:
+    """The public figures live in gengen.report and draw what the tables hold."""
+    heatmaps = plot_heatmaps(analysis)
+    assert isinstance(heatmaps, Figure)
+    assert len(heatmaps.axes) == len(analysis.groups()) + 1  # one panel per group and the colour bar
+    raw_partial = plot_raw_vs_partial(analysis, "pythia-410m")
+    assert raw_partial.get_suptitle() == "pythia-410m / main"
+    residuals = plot_residuals(analysis, "pythia-410m", pairs=[("arc_easy", "sciq")])
+    rows = analysis.pairs[(analysis.pairs["model"] == "pythia-410m") & (analysis.pairs["level"] == "run")]
+    pair = rows[rows["testset_a"].isin(["arc_easy", "sciq"]) & rows["testset_b"].isin(["arc_easy", "sciq"])]
+    assert residuals.axes[0].get_title() == f"partial r = {float(pair['r_partial'].iloc[0]):.2f}"
+    trajectories = plot_trajectories(analysis, "pythia-410m", "main")
+    assert "pythia-410m / main" in trajectories.axes[0].get_title()
+    comparison = compare(analysis, n_perm=9)
+    agreement = plot_agreement(comparison)
+    first = comparison.agreement.iloc[0]
+    titles = [ax.get_title() for ax in agreement.axes]
+    assert any(title.startswith(f"Mantel r = {first['mantel_r']:.2f}") for title in titles)
+    with pytest.raises(GengenError, match="not in the analysis"):
+        plot_trajectories(analysis, "no-such-model")
 
 
 def chromium_run(page: Path, screenshot: Path) -> list[str]:
@@ -183,7 +205,7 @@ def test_cli_report(analysis: Analysis, tmp_path: Path) -> None:
 
 
 def test_run_study_analysis_from_a_table(analysis: Analysis, tmp_path: Path) -> None:
-    from gengen.analyse import run_study_analysis
+    from gengen.pipeline import run_study_analysis
 
     table = tmp_path / "scores.parquet"
     pd.DataFrame(analysis.scores.drop(columns=["sign", "role"])).to_parquet(table)

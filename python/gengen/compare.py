@@ -8,7 +8,8 @@ the same :math:`p` OOD test sets:
 * **matrix correlation** (Mantel): the Pearson correlation :math:`r_M` of the upper triangles of :math:`A` and
   :math:`B` (from :func:`gengen.stats.partial_corr`), with a permutation p-value that permutes the test-set
   labels of :math:`B` jointly (rows and columns) — the pairs of one matrix are not independent, so the usual
-  t-test does not apply. The permutations come from :func:`gengen.stats.permutation_indices` (seeded);
+  t-test does not apply (:func:`gengen.stats.mantel`). The permutations come from
+  :func:`gengen.stats.permutation_indices` (seeded);
   :math:`p = (1 + \#\{r_M^{(b)} \ge r_M\}) / (1 + n_\text{perm})` for ``alternative="greater"`` (does the
   pattern carry over?), with :math:`|r|` for ``"two-sided"``;
 * **conflicts**: pairs significant and positive for one group and significant and negative for another.
@@ -30,16 +31,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from gengen import stats
 from gengen.errors import GengenError, InputError
+from gengen.stats.mantel import mantel
+from gengen.stats.options import ALTERNATIVES, DEFAULT_ALTERNATIVE, DEFAULT_N_PERM_MANTEL
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
     from gengen.analyse.result import Analysis
 
 SOURCES = ("runs", "pooled")
-ALTERNATIVES = ("greater", "two-sided")
 
 
 @dataclass
@@ -77,12 +76,6 @@ class Comparison:
         """The (test set × test set) matrix of ``r`` for ``group`` (diagonal 1)."""
         rows = self.per_pair[self.per_pair["group"] == group]
         return _square(rows)
-
-    def plot(self) -> Figure:
-        """The cross-model agreement figure (pairwise scatter of partial correlations, Mantel r and p)."""
-        from gengen.report.figures import agreement
-
-        return agreement(self)
 
     def to_dir(self, out: str | Path) -> dict[str, Path]:
         """Write ``compare_pairs.csv``, ``compare_agreement.csv``, ``compare_conflicts.csv`` and
@@ -181,50 +174,13 @@ def _orient(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(testset_a=a, testset_b=b)
 
 
-def upper_triangle(matrix: np.ndarray) -> np.ndarray:
-    """The entries above the diagonal, row by row."""
-    rows, cols = np.triu_indices(matrix.shape[0], 1)
-    return matrix[rows, cols]
-
-
-def mantel(
-    a: np.ndarray, b: np.ndarray, *, n_perm: int = 999, alternative: str = "greater", seed: int = 0
-) -> tuple[float, float]:
-    """Correlation of two symmetric matrices' upper triangles with a label-permutation p-value.
-
-    Parameters
-    ----------
-    a, b : ndarray, shape (p, p)
-        Symmetric matrices over the same labels in the same order (p ≥ 3).
-    n_perm : int
-        Permutations of ``b``'s labels (rows and columns together), from
-        :func:`gengen.stats.permutation_indices` with ``scheme="free"``.
-    alternative : {"greater", "two-sided"}
-    seed : int
-
-    Returns
-    -------
-    r, p : float
-    """
-    size = a.shape[0]
-    x = upper_triangle(a)
-    r = float(stats.partial_corr(x, upper_triangle(b)).r)
-    orders = np.asarray(stats.permutation_indices(size, n_perm, scheme="free", seed=seed))
-    permuted = np.array([stats.partial_corr(x, upper_triangle(b[np.ix_(order, order)])).r for order in orders])
-    if alternative == "greater":
-        exceed = np.sum(permuted >= r - 1e-12)
-    else:
-        exceed = np.sum(np.abs(permuted) >= abs(r) - 1e-12)
-    return r, float((exceed + 1) / (n_perm + 1))
-
-
 def compare(
     source: Analysis | pd.DataFrame,
     *,
     source_level: str = "runs",
     alpha: float = 0.05,
-    n_perm: int = 999,
-    alternative: str = "greater",
+    n_perm: int = DEFAULT_N_PERM_MANTEL,
+    alternative: str = DEFAULT_ALTERNATIVE,
     seed: int = 0,
 ) -> Comparison:
     """Compare the partial-correlation patterns of every two groups of an analysis.
@@ -284,13 +240,14 @@ def compare(
         b = matrix_b.loc[common, common].to_numpy()
         complete = [i for i in range(len(common)) if np.isfinite(a[i]).all() and np.isfinite(b[i]).all()]
         if len(complete) >= 3:
-            mantel_r, mantel_p = mantel(
+            test = mantel(
                 a[np.ix_(complete, complete)],
                 b[np.ix_(complete, complete)],
                 n_perm=n_perm,
-                alternative=alternative,
+                alternative=alternative,  # type: ignore[arg-type]  # checked against ALTERNATIVES above
                 seed=seed,
             )
+            mantel_r, mantel_p = test.r, test.p_value
         else:
             mantel_r, mantel_p = float("nan"), float("nan")
         agreement_rows.append(

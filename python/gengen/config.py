@@ -364,7 +364,7 @@ class AnalysisConfig:
     metric: str = "acc"
 
     def options(self) -> dict[str, str]:
-        """Keyword arguments for :func:`gengen.analyse.run_study_analysis`."""
+        """Keyword arguments for :func:`gengen.pipeline.run_study_analysis`."""
         return {"fit": self.fit, "metric": self.metric}
 
 

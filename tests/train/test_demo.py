@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +63,8 @@ def test_bundled_study_is_valid(tmp_path: Path) -> None:
     assert len(config.testsets) - 1 >= 5 and config.id_testset == "id"
 
 
-def test_finish_calls_the_analysis_hook_when_present(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import types
-
+def test_finish_summarises_then_runs_the_pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gengen.pipeline
     from gengen.store import Store
 
     rows = [
@@ -77,15 +75,13 @@ def test_finish_calls_the_analysis_hook_when_present(tmp_path: Path, monkeypatch
     ]
     Store(tmp_path / "study").write_scores(rows)
     calls = []
-    fake = types.ModuleType("gengen.analyse")
-    fake.run_study_analysis = lambda store, out, id_testset: calls.append((store, out, id_testset)) or out
-    monkeypatch.setitem(sys.modules, "gengen.analyse", fake)
+    fake = lambda store, out, id_testset: calls.append((store, out, id_testset)) or out / "report.html"  # noqa: E731
+    monkeypatch.setattr(gengen.pipeline, "run_study_analysis", fake)
     lines: list[str] = []
-    assert finish(tmp_path / "study", tmp_path / "report", "id", log=lines.append) == tmp_path / "report"
+    assert finish(tmp_path / "study", tmp_path / "report", "id", log=lines.append) == tmp_path / "report/report.html"
     assert calls == [(tmp_path / "study", tmp_path / "report", "id")]
     assert "final accuracy" in lines[0] and "0.800 (0.500)" in lines[0]
-    monkeypatch.setitem(sys.modules, "gengen.analyse", types.ModuleType("gengen.analyse"))
-    assert finish(tmp_path / "study", tmp_path / "report", "id", log=lines.append) is None
+    assert lines[-1] == f"report: {tmp_path / 'report' / 'report.html'}"
 
 
 def test_shrunken_demo_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

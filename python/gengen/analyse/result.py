@@ -1,4 +1,4 @@
-"""The :class:`Analysis` result: tables, warnings, settings, and the figures drawn from them."""
+"""The :class:`Analysis` result: tables, warnings and settings (its figures are drawn by :mod:`gengen.report`)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,13 @@ import math
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from gengen import stats
 from gengen.errors import GengenError, InputError
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 
 #: Distributions whose versions are recorded in ``summary.json`` and in the report.
 VERSIONED_PACKAGES = ("gengen", "numpy", "pandas", "scipy", "pyarrow", "matplotlib", "jinja2")
@@ -85,7 +82,14 @@ class Analysis:
         rows = self.pairs[self.pairs["level"] == level]
         return list(dict.fromkeys(zip(rows["model"], rows["run"], strict=True)))
 
-    def _resolve(self, model: str, run: str | None, level: str = "run") -> tuple[str, str]:
+    def resolve(self, model: str, run: str | None = None, level: str = "run") -> tuple[str, str]:
+        """The (model, run) key of one group: ``run`` may be omitted when the model has one run at ``level``.
+
+        Raises
+        ------
+        GengenError
+            The model is not in the analysis, has several runs and none was named, or has no such run.
+        """
         keys = [key for key in self.groups(level) if key[0] == model]
         if not keys:
             known = sorted({key[0] for key in self.groups(level)})
@@ -103,7 +107,7 @@ class Analysis:
 
         The diagonal is 1 for correlations and NaN for any other column.
         """
-        model, run = self._resolve(model, run, level)
+        model, run = self.resolve(model, run, level)
         rows = self.pairs[(self.pairs["level"] == level) & (self.pairs["model"] == model) & (self.pairs["run"] == run)]
         present = set(rows["testset_a"]) | set(rows["testset_b"])  # once, not per name
         order = [name for name in self.settings["ood_resolved"] if name in present]
@@ -119,7 +123,7 @@ class Analysis:
 
     def wide(self, model: str, run: str | None = None) -> pd.DataFrame:
         """(step × test set) scores of one run, ID column first, values sign-adjusted."""
-        model, run = self._resolve(model, run)
+        model, run = self.resolve(model, run)
         rows = self.scores[(self.scores["model"] == model) & (self.scores["run"] == run)]
         table = rows.pivot(index="step", columns="testset", values="value").sort_index()
         ood = [name for name in self.settings["ood_resolved"] if name in table.columns]
@@ -138,31 +142,6 @@ class Analysis:
             if table[name].nunique() > 1
         }
         return pd.DataFrame(out, index=table.index)
-
-    # ---------------------------------------------------------------- figures
-    def plot_heatmaps(self, value: str = "r_partial") -> Figure:
-        """Per-group heatmaps of ``value`` side by side, with marks on significant pairs."""
-        from gengen.report.figures import heatmaps
-
-        return heatmaps(self, value=value)
-
-    def plot_raw_vs_partial(self, model: str, run: str | None = None) -> Figure:
-        """Raw and partial correlation heatmaps of one run."""
-        from gengen.report.figures import raw_vs_partial
-
-        return raw_vs_partial(self, *self._resolve(model, run))
-
-    def plot_residuals(self, model: str, run: str | None = None, pairs: list[tuple[str, str]] | None = None) -> Figure:
-        """Residual scatter plots for ``pairs`` (default the strongest partial correlations) of one run."""
-        from gengen.report.figures import residual_scatter
-
-        return residual_scatter(self, *self._resolve(model, run), pairs=pairs)
-
-    def plot_trajectories(self, model: str, run: str | None = None) -> Figure:
-        """ID and OOD scores over steps for one run."""
-        from gengen.report.figures import trajectories
-
-        return trajectories(self, *self._resolve(model, run))
 
     # ------------------------------------------------------------------ files
     def summary(self) -> dict[str, Any]:

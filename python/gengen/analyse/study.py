@@ -1,9 +1,8 @@
-"""Loading a score table from a path, and the whole analysis of a study in one call."""
+"""Loading a score table from a path: a study folder, a ``*.sqlite`` store or a table file."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -41,33 +40,3 @@ def load_scores(path: str | Path) -> pd.DataFrame:
     from gengen.store import Store
 
     return Store(source).load()
-
-
-def run_study_analysis(store_path: str | Path, out_dir: str | Path, id_testset: str, **options: Any) -> Path:
-    """Load a store, analyse it, compare the groups and write the report — what ``gengen run`` ends with.
-
-    Parameters
-    ----------
-    store_path : str or Path
-        Study folder, ``*.sqlite`` store, or score-table file (see :func:`load_scores`).
-    out_dir : str or Path
-        Folder for ``pairs.csv``, ``summary.json``, the comparison tables, ``report.html`` and ``figures/``.
-    id_testset : str
-        The in-domain test set.
-    **options
-        Passed to :func:`gengen.analyse` (e.g. ``metric``, ``n_perm``, ``ood``).
-
-    Returns
-    -------
-    Path
-        The report's path (``out_dir/report.html``).
-    """
-    from gengen.analyse.core import analyse
-    from gengen.compare import compare
-    from gengen.report import report
-
-    analysis = analyse(load_scores(store_path), id_testset=id_testset, **options)
-    analysis.to_dir(out_dir)
-    comparison = compare(analysis)
-    comparison.to_dir(out_dir)
-    return report(analysis, comparison, out_dir)

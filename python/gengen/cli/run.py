@@ -57,7 +57,7 @@ def run_command(
         raise typer.Exit(code=RUN_FAILED_EXIT_CODE)
     if not analysis:
         return
-    from gengen.analyse import run_study_analysis
+    from gengen.pipeline import run_study_analysis
 
     target = out if out is not None else study.output / "analysis"
     report = run_study_analysis(study.output, target, study.id_testset, **study.analysis.options())

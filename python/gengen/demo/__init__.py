@@ -9,19 +9,16 @@
 * ``study.toml``: a copy of the bundled study (two seeds per model);
 
 then fine-tunes and scores every run into ``gengen.sqlite`` (resumable like any study) and ends with
-:func:`finish`: the analysis and report when :mod:`gengen.analyse` provides them, else a summary of the
-score table.
+:func:`finish`: a summary of the score table, then the analysis and report (:mod:`gengen.pipeline`).
 """
 
 from __future__ import annotations
 
-import importlib
 import shutil
 import time
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -116,26 +113,23 @@ def summarise(scores: pd.DataFrame, id_testset: str) -> str:
     return "\n".join(lines)
 
 
-def finish(store_path: Path, out_dir: Path, id_testset: str, *, log: Log = print) -> Path | None:
-    """The demo's last step: the analysis and report when available, else the score table's summary.
+def finish(store_path: Path, out_dir: Path, id_testset: str, *, log: Log = print) -> Path:
+    """The demo's last step: a summary of the score table, then the analysis, comparison and report.
 
-    Calls ``gengen.analyse.run_study_analysis(store_path, out_dir, id_testset)`` when that exists; always
-    prints the summary of the score table. Returns the report's path, if one was written.
+    Prints :func:`summarise` of the store, then runs :func:`gengen.pipeline.run_study_analysis`.
+
+    Returns
+    -------
+    Path
+        The report's path.
     """
+    from gengen.pipeline import run_study_analysis
     from gengen.store import Store
 
     scores = Store(store_path).load()
     log(summarise(scores, id_testset))
-    try:
-        analyse = importlib.import_module("gengen.analyse")
-    except ImportError:
-        return None
-    hook = getattr(analyse, "run_study_analysis", None)
-    if hook is None:
-        return None
-    report: Any = hook(store_path, out_dir, id_testset)
-    if report is not None:
-        log(f"report: {report}")
+    report = run_study_analysis(store_path, out_dir, id_testset)
+    log(f"report: {report}")
     return report
 
 

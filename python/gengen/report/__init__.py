@@ -358,6 +358,93 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def plot_heatmaps(analysis: Analysis, value: str = "r_partial") -> Figure:
+    """Per-group heatmaps of one pairs-table column side by side, with a dot on significant pairs.
+
+    Parameters
+    ----------
+    analysis : Analysis
+        From :func:`gengen.analyse` (or :meth:`Analysis.from_dir`).
+    value : str
+        The column drawn (``"r_partial"``, ``"r_raw"``, ...).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    return fig.heatmaps(analysis, value=value)
+
+
+def plot_raw_vs_partial(analysis: Analysis, model: str, run: str | None = None) -> Figure:
+    """Raw and partial correlation heatmaps of one run, side by side (test sets clustered).
+
+    Parameters
+    ----------
+    analysis : Analysis
+    model : str
+    run : str, optional
+        Needed only when ``model`` has several runs.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    return fig.raw_vs_partial(analysis, *analysis.resolve(model, run))
+
+
+def plot_residuals(
+    analysis: Analysis, model: str, run: str | None = None, pairs: list[tuple[str, str]] | None = None
+) -> Figure:
+    """Scatter plots of the residuals (after regressing out ID) of chosen pairs of one run, coloured by step.
+
+    Parameters
+    ----------
+    analysis : Analysis
+    model : str
+    run : str, optional
+        Needed only when ``model`` has several runs.
+    pairs : list of (str, str), optional
+        The pairs drawn (default the run's strongest partial correlations).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    return fig.residual_scatter(analysis, *analysis.resolve(model, run), pairs=pairs)
+
+
+def plot_trajectories(analysis: Analysis, model: str, run: str | None = None) -> Figure:
+    """ID and the OOD test sets whose scores move most, over the steps of one run.
+
+    Parameters
+    ----------
+    analysis : Analysis
+    model : str
+    run : str, optional
+        Needed only when ``model`` has several runs.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    return fig.trajectories(analysis, *analysis.resolve(model, run))
+
+
+def plot_agreement(comparison: Comparison) -> Figure:
+    """The cross-group agreement figure: partial correlations pair by pair, with Mantel r, p and sign agreement.
+
+    Parameters
+    ----------
+    comparison : Comparison
+        From :func:`gengen.compare.compare`.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    return fig.agreement(comparison)
+
+
 def report(
     analysis: Analysis,
     comparison: Comparison | None = None,
@@ -569,4 +656,12 @@ def report(
     return path
 
 
-__all__ = ["output_paths", "report"]
+__all__ = [
+    "output_paths",
+    "plot_agreement",
+    "plot_heatmaps",
+    "plot_raw_vs_partial",
+    "plot_residuals",
+    "plot_trajectories",
+    "report",
+]

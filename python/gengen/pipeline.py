@@ -1,0 +1,43 @@
+"""A study's scores to its report: analyse, then compare, then report — what ``gengen run`` and the demo end with.
+
+This is the one module that chains the three steps; :mod:`gengen.analyse`, :mod:`gengen.compare` and
+:mod:`gengen.report` each know only the data they are given (the report reads the analysis and comparison,
+never the other way round).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["run_study_analysis"]
+
+
+def run_study_analysis(store_path: str | Path, out_dir: str | Path, id_testset: str, **options: Any) -> Path:
+    """Load a store, analyse it, compare the groups and write the report.
+
+    Parameters
+    ----------
+    store_path : str or Path
+        Study folder, ``*.sqlite`` store, or score-table file (see :func:`gengen.analyse.load_scores`).
+    out_dir : str or Path
+        Folder for ``pairs.csv``, ``summary.json``, the comparison tables, ``report.html`` and ``figures/``.
+    id_testset : str
+        The in-domain test set.
+    **options
+        Passed to :func:`gengen.analyse` (e.g. ``metric``, ``n_perm``, ``ood``).
+
+    Returns
+    -------
+    Path
+        The report's path (``out_dir/report.html``).
+    """
+    from gengen.analyse import analyse, load_scores
+    from gengen.compare import compare
+    from gengen.report import report
+
+    analysis = analyse(load_scores(store_path), id_testset=id_testset, **options)
+    analysis.to_dir(out_dir)
+    comparison = compare(analysis)
+    comparison.to_dir(out_dir)
+    return report(analysis, comparison, out_dir)
