@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 from gengen import stats
-from gengen.analyse.core import consistent_interval
 from gengen.errors import GengenError
+from gengen.stats.correlation import consistent_interval
 from gengen.stats.lagged import lagged_partial_corr_matrix
 from gengen.stats.meta import fisher_meta
 from gengen.stats.sieve import curvature_notes, curvature_shift, sieve_column_notes, sieve_partial_corr_matrix

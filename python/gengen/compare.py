@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from gengen.errors import GengenError, InputError
-from gengen.stats.mantel import mantel
+from gengen.stats.matrices import mantel
 from gengen.stats.options import ALTERNATIVES, DEFAULT_ALTERNATIVE, DEFAULT_N_PERM_MANTEL
 
 if TYPE_CHECKING:

@@ -17,7 +17,6 @@ from warnings import catch_warnings, simplefilter
 import numpy as np
 import pandas as pd
 
-from gengen import _core as stats_core
 from gengen import stats
 from gengen.analyse.across_runs import across_run_groups, is_single_score_per_run
 from gengen.analyse.data import RUN_COLUMNS, Group, prepare, run_groups
@@ -26,6 +25,7 @@ from gengen.analyse.pooled import meta_table, pooled_residual_groups
 from gengen.analyse.result import Analysis
 from gengen.errors import GengenError
 from gengen.stats.autocorr import AUTOCORR_THRESHOLD, autocorrelation_warning, lag1_autocorrelation
+from gengen.stats.correlation import consistent_interval
 from gengen.stats.lagged import lagged_partial_corr_matrix
 from gengen.stats.sieve import (
     SIEVE_METHOD,
@@ -125,27 +125,6 @@ def check_size(group: Group, k: int) -> None:
 
 
 LAGGED_METHOD = "lagged regression (residuals on [1, y(t-1), ID(t), ID(t-1)], {fit} fit, t-test)"
-
-
-def consistent_interval(
-    r: np.ndarray, statistic: np.ndarray, df: np.ndarray, ci_level: float
-) -> tuple[np.ndarray, np.ndarray]:
-    r"""The Fisher-z interval of ``r`` whose standard error is the one its t statistic implies.
-
-    With :math:`z = \operatorname{artanh} r` and :math:`\mathrm{se} = z / t` (the limit
-    :math:`1/\sqrt{\mathrm{df}}` at r = 0), the interval :math:`\tanh(z \mp t_{\mathrm{df}, (1+\text{level})/2}\,
-    \mathrm{se})` contains ``r`` and excludes 0 exactly when the t-test's two-sided p-value is below
-    1 − level, so a row's interval and the p-value that decides it never disagree.
-    """
-    r = np.asarray(r, dtype=float)
-    t = np.asarray(statistic, dtype=float)
-    df = np.broadcast_to(np.asarray(df, dtype=float), r.shape)
-    z = np.arctanh(np.clip(r, -1 + 1e-15, 1 - 1e-15))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        se = np.where(np.abs(r) > 1e-12, z / t, 1.0 / np.sqrt(df))
-    quantile = np.array([stats_core.t_quantile(0.5 + ci_level / 2, float(d)) if d > 0 else np.nan for d in df.ravel()])
-    half = quantile.reshape(r.shape) * np.abs(se)
-    return np.tanh(z - half), np.tanh(z + half)
 
 
 def _pairwise_fallback(

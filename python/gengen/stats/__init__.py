@@ -1,92 +1,215 @@
-"""Every statistic gengen computes, typed and validated, over the Rust core :mod:`gengen._core`.
+"""Every statistic gengen computes: the typed, validated Python face of its Rust core :mod:`gengen._core`.
 
-The modules, from the bottom up (none imports the analysis, report, comparison, training or CLI layers):
+Every function takes numpy arrays (pandas Series and DataFrames are accepted; DataFrame column names become
+labels), validates them, and calls the core, which does the numerics in Rust, in parallel, with the GIL
+released. Bad input raises :class:`gengen.errors.InvalidArgumentError` or
+:class:`gengen.errors.DegenerateDataError` (both ``ValueError`` subclasses) naming the argument at fault. The
+numbers follow R's ppcor (Kim, 2015) for estimates and t-tests, R's ``p.adjust`` for adjustments, the
+Freedman–Lane scheme for permutation tests, and percentile/BCa bootstrap intervals.
 
-- :mod:`~gengen.stats.correlation`: partial and semi-partial correlations (ppcor's), their matrices and
-  batches, residuals, and R's ``p.adjust``;
-- :mod:`~gengen.stats.resampling`: Freedman–Lane permutation tests and bootstrap intervals;
+Checkpoint trajectories are autocorrelated, and ppcor's t-test then overstates significance (44% false
+positives at a nominal 5% with lag-1 autocorrelation 0.9 and 50 checkpoints). The AR-sieve test
+(:func:`sieve_partial_corr_matrix`, the analysis' default), the lagged regression
+(:func:`lagged_partial_corr_matrix`) and prewhitening (:func:`prewhitened_partial_corr_matrix`) stay calibrated
+(docs/calibration.md).
+
+The modules, from the bottom up (none imports the analysis, report, comparison, training or command-line
+layers; ``tests/test_stats_layering.py`` checks it):
+
+- :mod:`~gengen.stats.options`: the ``Literal`` option types, their choice lists and their defaults;
+- :mod:`~gengen.stats.validation`: the input checks every function shares;
 - :mod:`~gengen.stats.gam`: the GAM control (penalised regression splines);
+- :mod:`~gengen.stats.correlation`: partial and semi-partial correlations (ppcor's), their matrices and
+  batches, residuals;
+- :mod:`~gengen.stats.adjust`: R's ``p.adjust``;
+- :mod:`~gengen.stats.resampling`: Freedman–Lane permutation tests and bootstrap intervals;
 - :mod:`~gengen.stats.lagged`: the lagged-regression and prewhitened tests for autocorrelated trajectories;
 - :mod:`~gengen.stats.autocorr`: lag-1 autocorrelation of residuals and the warning it triggers;
-- :mod:`~gengen.stats.sieve`: the AR-sieve bootstrap of the partial correlation (the analysis' default);
-- :mod:`~gengen.stats.meta`: Fisher-z fixed and random-effects meta-analysis;
-- :mod:`~gengen.stats.mantel`: the Mantel test of two correlation matrices;
-- :mod:`~gengen.stats.options`: the ``Literal`` option types, their choices and defaults;
-- :mod:`~gengen.stats.validation`: the input checks every function shares.
+- :mod:`~gengen.stats.sieve`: the AR-sieve bootstrap of the partial correlation;
+- :mod:`~gengen.stats.meta`: Fisher-z fixed- and random-effects meta-analysis;
+- :mod:`~gengen.stats.matrices`: the Mantel test of two correlation matrices.
 
-Every public function is importable from here: ``from gengen.stats import partial_corr``.
+Every public name is importable from here (``from gengen.stats import partial_corr``); the modules load on
+first use (PEP 562), so that :mod:`gengen.stats.options` stays as light as the command line needs.
 """
 
 from __future__ import annotations
 
-from gengen.stats.autocorr import AUTOCORR_THRESHOLD, autocorrelation_warning, lag1_autocorrelation
-from gengen.stats.correlation import (  # noqa: F401  (option types, used by the R tests)
-    Adjustment,
-    BootstrapCI,
-    CorrMatrices,
-    GamFit,
-    Method,
-    PartialCorr,
-    PartialCorrMatrix,
-    PermutationTest,
-    bootstrap_ci,
-    bootstrap_ci_batch,
-    bootstrap_indices,
-    default_block_length,
-    gam_fit,
-    p_adjust,
-    partial_corr,
-    partial_corr_matrix,
-    partial_corr_matrix_batch,
-    pcor,
-    permutation_indices,
-    permutation_test,
-    permutation_test_batch,
-    residualise,
-    spcor,
-)
-from gengen.stats.lagged import (
-    LaggedPartialCorrMatrix,
-    PrewhitenedPartialCorrMatrix,
-    lagged_partial_corr_matrix,
-    prewhitened_partial_corr_matrix,
-)
-from gengen.stats.meta import MetaResult, fisher_meta
-from gengen.stats.sieve import (
-    SievePartialCorrMatrix,
-    curvature_notes,
-    curvature_shift,
-    fit_autoregression,
-    ljung_box,
-    sieve_column_notes,
-    sieve_partial_corr_matrix,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gengen.stats.adjust import (
+        p_adjust,
+    )
+    from gengen.stats.autocorr import (
+        AUTOCORR_THRESHOLD,
+        autocorrelation_warning,
+        lag1_autocorrelation,
+    )
+    from gengen.stats.correlation import (
+        CorrMatrices,
+        PartialCorr,
+        PartialCorrMatrix,
+        consistent_interval,
+        partial_corr,
+        partial_corr_matrix,
+        partial_corr_matrix_batch,
+        pcor,
+        residualise,
+        spcor,
+    )
+    from gengen.stats.gam import (
+        GamFit,
+        gam_fit,
+    )
+    from gengen.stats.lagged import (
+        LaggedPartialCorrMatrix,
+        PrewhitenedPartialCorrMatrix,
+        lagged_partial_corr_matrix,
+        prewhitened_partial_corr_matrix,
+    )
+    from gengen.stats.matrices import (
+        MantelTest,
+        mantel,
+        upper_triangle,
+    )
+    from gengen.stats.meta import (
+        MetaResult,
+        fisher_meta,
+    )
+    from gengen.stats.options import (
+        Adjustment,
+        Alternative,
+        BootstrapScheme,
+        Fit,
+        GamBasis,
+        GamMethod,
+        IntervalMethod,
+        Method,
+        PermutationScheme,
+        ResidualMethod,
+    )
+    from gengen.stats.resampling import (
+        BootstrapCI,
+        PermutationTest,
+        bootstrap_ci,
+        bootstrap_ci_batch,
+        bootstrap_indices,
+        default_block_length,
+        permutation_indices,
+        permutation_test,
+        permutation_test_batch,
+    )
+    from gengen.stats.sieve import (
+        SIEVE_METHOD,
+        SievePartialCorrMatrix,
+        curvature_notes,
+        curvature_shift,
+        default_max_order,
+        fit_autoregression,
+        ljung_box,
+        sieve_column_notes,
+        sieve_partial_corr_matrix,
+    )
+
+# Public name -> the module of this package that defines it.
+_MODULE_OF: dict[str, str] = {
+    "CorrMatrices": "correlation",
+    "PartialCorr": "correlation",
+    "PartialCorrMatrix": "correlation",
+    "consistent_interval": "correlation",
+    "partial_corr": "correlation",
+    "partial_corr_matrix": "correlation",
+    "partial_corr_matrix_batch": "correlation",
+    "pcor": "correlation",
+    "residualise": "correlation",
+    "spcor": "correlation",
+    "BootstrapCI": "resampling",
+    "PermutationTest": "resampling",
+    "bootstrap_ci": "resampling",
+    "bootstrap_ci_batch": "resampling",
+    "bootstrap_indices": "resampling",
+    "default_block_length": "resampling",
+    "permutation_indices": "resampling",
+    "permutation_test": "resampling",
+    "permutation_test_batch": "resampling",
+    "GamFit": "gam",
+    "gam_fit": "gam",
+    "p_adjust": "adjust",
+    "LaggedPartialCorrMatrix": "lagged",
+    "PrewhitenedPartialCorrMatrix": "lagged",
+    "lagged_partial_corr_matrix": "lagged",
+    "prewhitened_partial_corr_matrix": "lagged",
+    "AUTOCORR_THRESHOLD": "autocorr",
+    "autocorrelation_warning": "autocorr",
+    "lag1_autocorrelation": "autocorr",
+    "SIEVE_METHOD": "sieve",
+    "SievePartialCorrMatrix": "sieve",
+    "curvature_notes": "sieve",
+    "curvature_shift": "sieve",
+    "default_max_order": "sieve",
+    "fit_autoregression": "sieve",
+    "ljung_box": "sieve",
+    "sieve_column_notes": "sieve",
+    "sieve_partial_corr_matrix": "sieve",
+    "MetaResult": "meta",
+    "fisher_meta": "meta",
+    "MantelTest": "matrices",
+    "mantel": "matrices",
+    "upper_triangle": "matrices",
+    "Adjustment": "options",
+    "Alternative": "options",
+    "BootstrapScheme": "options",
+    "Fit": "options",
+    "GamBasis": "options",
+    "GamMethod": "options",
+    "IntervalMethod": "options",
+    "Method": "options",
+    "PermutationScheme": "options",
+    "ResidualMethod": "options",
+}
 
 __all__ = [
     "AUTOCORR_THRESHOLD",
+    "SIEVE_METHOD",
+    "Adjustment",
+    "Alternative",
     "BootstrapCI",
+    "BootstrapScheme",
     "CorrMatrices",
+    "Fit",
+    "GamBasis",
     "GamFit",
+    "GamMethod",
+    "IntervalMethod",
     "LaggedPartialCorrMatrix",
+    "MantelTest",
     "MetaResult",
+    "Method",
     "PartialCorr",
     "PartialCorrMatrix",
+    "PermutationScheme",
     "PermutationTest",
     "PrewhitenedPartialCorrMatrix",
+    "ResidualMethod",
     "SievePartialCorrMatrix",
     "autocorrelation_warning",
     "bootstrap_ci",
     "bootstrap_ci_batch",
     "bootstrap_indices",
+    "consistent_interval",
     "curvature_notes",
     "curvature_shift",
     "default_block_length",
+    "default_max_order",
     "fisher_meta",
     "fit_autoregression",
     "gam_fit",
     "lag1_autocorrelation",
     "lagged_partial_corr_matrix",
     "ljung_box",
+    "mantel",
     "p_adjust",
     "partial_corr",
     "partial_corr_matrix",
@@ -100,4 +223,20 @@ __all__ = [
     "sieve_column_notes",
     "sieve_partial_corr_matrix",
     "spcor",
+    "upper_triangle",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module defining a public name on first access, and cache the name here."""
+    try:
+        module = _MODULE_OF[name]
+    except KeyError:
+        raise AttributeError(f"module 'gengen.stats' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"gengen.stats.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

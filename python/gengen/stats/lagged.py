@@ -5,7 +5,8 @@ slowly, and the t-test of ppcor (which assumes independent rows) then rejects a 
 about 44% of the time at a nominal 5% with lag-1 autocorrelation 0.9 and 50 checkpoints (see
 ``docs/calibration.md``). This module holds the two corrections gengen's calibration study compared:
 
-- :func:`lagged_partial_corr_matrix` (gengen's default, ``inference="lagged"``): each score is regressed on
+- :func:`lagged_partial_corr_matrix` (``inference="lagged"``; the analysis' default is the AR-sieve test of
+  :mod:`gengen.stats.sieve`, which tests ``r_partial`` itself): each score is regressed on
   its own previous value and on the covariates now and one checkpoint before, which turns AR(1) noise into its
   white innovations; the residuals are correlated and t-tested.
 - :func:`prewhitened_partial_corr_matrix`: the ordinary residuals are filtered by their own bias-corrected
@@ -17,31 +18,21 @@ Both are computed by gengen's Rust core.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
-from gengen.errors import InvalidArgumentError
+from gengen.stats.options import DEFAULT_FIT, DEFAULT_METHOD, FITS, Fit, ResidualMethod
+from gengen.stats.validation import check_choice, labelled, trajectory_inputs
 
 __all__ = [
-    "AUTOCORRELATION_WARNING_THRESHOLD",
     "LaggedPartialCorrMatrix",
     "PrewhitenedPartialCorrMatrix",
     "lagged_partial_corr_matrix",
     "prewhitened_partial_corr_matrix",
 ]
-
-ResidualMethod = Literal["pearson", "spearman"]
-
-
-#: Lag-1 autocorrelation of the residuals from which a method that assumes independent checkpoints is unsafe:
-#: at φ = 0.25 in both series Bartlett's variance factor (1 + φ²)/(1 − φ²) is 1.13, and the naive 5% test
-#: rejects about 6.5% of true nulls; it grows quickly beyond. The analysis warns from here
-#: (:func:`gengen.stats.autocorr.autocorrelation_warning`).
-AUTOCORRELATION_WARNING_THRESHOLD = 0.25
 
 
 @dataclass(frozen=True)
@@ -128,48 +119,15 @@ class PrewhitenedPartialCorrMatrix:
     inference: str = "prewhitened"
 
 
-def _inputs(
-    scores: ArrayLike, covar: ArrayLike | None, method: str
-) -> tuple[NDArray[np.float64], NDArray[np.float64], list[str] | None]:
-    if method not in ("pearson", "spearman"):
-        raise InvalidArgumentError(f"method: unknown value {method!r}; expected 'pearson' or 'spearman'")
-    labels = [str(c) for c in scores.columns] if isinstance(scores, pd.DataFrame) else None
-    try:
-        data = np.asarray(scores.to_numpy() if isinstance(scores, pd.DataFrame) else scores, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise InvalidArgumentError(f"scores: must be numeric ({error})") from None
-    if data.ndim != 2:
-        raise InvalidArgumentError(f"scores: must be two-dimensional (checkpoints × test sets), got {data.shape}")
-    if covar is None:
-        control = np.zeros((data.shape[0], 0))
-    else:
-        try:
-            raw = covar.to_numpy() if isinstance(covar, pd.DataFrame | pd.Series) else covar
-            control = np.asarray(raw, dtype=np.float64)
-        except (TypeError, ValueError) as error:
-            raise InvalidArgumentError(f"covar: must be numeric ({error})") from None
-        if control.ndim == 1:
-            control = control[:, None]
-        if control.ndim != 2 or control.shape[0] != data.shape[0]:
-            raise InvalidArgumentError(
-                f"covar: must have one row per checkpoint ({data.shape[0]}), got shape {control.shape}"
-            )
-    return data, control, labels
-
-
-def _label(matrix: NDArray[np.float64], labels: list[str] | None) -> NDArray[np.float64] | pd.DataFrame:
-    return matrix if labels is None else pd.DataFrame(matrix, index=labels, columns=labels)
-
-
 def lagged_partial_corr_matrix(
     scores: ArrayLike,
     covar: ArrayLike | None = None,
     *,
-    method: ResidualMethod = "pearson",
-    fit: Literal["linear", "gam"] = "linear",
+    method: ResidualMethod = DEFAULT_METHOD,
+    fit: Fit = DEFAULT_FIT,
     k: int = 5,
 ) -> LaggedPartialCorrMatrix:
-    r"""Partial correlations of every pair of test sets, tested by lagged regression (gengen's default).
+    r"""Partial correlations of every pair of test sets, tested by lagged regression.
 
     Parameters
     ----------
@@ -217,18 +175,17 @@ def lagged_partial_corr_matrix(
     >>> result.p_value.shape, result.control_df.tolist(), float(result.df[0, 1])
     ((3, 3), [3.0, 3.0, 3.0], 34.0)
     """
-    data, control, labels = _inputs(scores, covar, method)
-    if fit not in ("linear", "gam"):
-        raise InvalidArgumentError(f"fit: unknown value {fit!r}; expected 'linear' or 'gam'")
+    data, control, labels = trajectory_inputs(scores, covar, method)
+    check_choice("fit", fit, FITS)
     r, r_innovation, statistic, p_value, df, lag1, control_df, n, n_covar = _core.lagged_partial_corr(
         data, control, method, fit, k
     )
     return LaggedPartialCorrMatrix(
-        r=_label(r, labels),
-        r_innovation=_label(r_innovation, labels),
-        statistic=_label(statistic, labels),
-        p_value=_label(p_value, labels),
-        df=_label(df, labels),
+        r=labelled(r, labels),
+        r_innovation=labelled(r_innovation, labels),
+        statistic=labelled(statistic, labels),
+        p_value=labelled(p_value, labels),
+        df=labelled(df, labels),
         lag1=np.asarray(lag1),
         control_df=np.asarray(control_df),
         n=int(n),
@@ -242,7 +199,7 @@ def prewhitened_partial_corr_matrix(
     scores: ArrayLike,
     covar: ArrayLike | None = None,
     *,
-    method: ResidualMethod = "pearson",
+    method: ResidualMethod = DEFAULT_METHOD,
     bias_correction: bool = True,
 ) -> PrewhitenedPartialCorrMatrix:
     r"""Partial correlations of every pair of test sets, tested after AR(1) prewhitening of the residuals.
@@ -279,16 +236,16 @@ def prewhitened_partial_corr_matrix(
     >>> prewhitened_partial_corr_matrix(scores, id_score).df
     36.0
     """
-    data, control, labels = _inputs(scores, covar, method)
+    data, control, labels = trajectory_inputs(scores, covar, method)
     r, r_whitened, statistic, p_value, naive_p, phi, lag1, n, k, df = _core.prewhitened_partial_corr(
         data, control, method, bias_correction
     )
     return PrewhitenedPartialCorrMatrix(
-        r=_label(r, labels),
-        r_whitened=_label(r_whitened, labels),
-        statistic=_label(statistic, labels),
-        p_value=_label(p_value, labels),
-        naive_p_value=_label(naive_p, labels),
+        r=labelled(r, labels),
+        r_whitened=labelled(r_whitened, labels),
+        statistic=labelled(statistic, labels),
+        p_value=labelled(p_value, labels),
+        naive_p_value=labelled(naive_p, labels),
         phi=np.asarray(phi),
         lag1=np.asarray(lag1),
         n=int(n),

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -47,8 +46,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
 from gengen.errors import DegenerateDataError, InvalidArgumentError
-from gengen.stats.lagged import _inputs as checked_inputs
-from gengen.stats.lagged import _label
+from gengen.stats.gam import gam_fit
+from gengen.stats.options import DEFAULT_CI_LEVEL, DEFAULT_FIT, DEFAULT_GAM_K, DEFAULT_METHOD, FITS, Fit, ResidualMethod
+from gengen.stats.validation import check_choice, labelled, trajectory_inputs
 
 __all__ = [
     "SIEVE_METHOD",
@@ -78,9 +78,6 @@ SPREAD_SHRINK = 0.5
 #: Replicates used to estimate the small-sample bias of the AR coefficients, and how often it is re-evaluated.
 BIAS_REPLICATES = 200
 BIAS_ITERATIONS = 2
-
-Method = Literal["pearson", "spearman"]
-Fit = Literal["linear", "gam"]
 
 
 def default_max_order(n: int) -> int:
@@ -607,15 +604,13 @@ def _operators(
         operator = np.eye(n) - q @ q.T
         residuals = operator @ data
         return residuals, operator, np.full(m, float(design.shape[1]))
-    from gengen import stats  # the GAM lives behind the typed API (its input checks and warnings)
-
-    fit_result = stats.gam_fit(data, control, k=k)
+    fit_result = gam_fit(data, control, k=k)
     lam = np.atleast_2d(np.asarray(fit_result.lam, dtype=np.float64))
     operators = np.empty((m, n, n))
     identity = np.eye(n)
     for j in range(m):
         # At fixed smoothing parameters the GAM is linear in y: its fitted values of the identity are H_j.
-        smoother = stats.gam_fit(identity, control, k=k, lam=lam[j]).fitted
+        smoother = gam_fit(identity, control, k=k, lam=lam[j]).fitted
         operators[j] = identity - smoother
     return np.asarray(fit_result.residuals), operators, np.atleast_1d(np.asarray(fit_result.edf, dtype=np.float64))
 
@@ -632,12 +627,12 @@ def sieve_partial_corr_matrix(
     scores: ArrayLike,
     covar: ArrayLike | None = None,
     *,
-    method: Method = "pearson",
-    fit: Fit = "linear",
+    method: ResidualMethod = DEFAULT_METHOD,
+    fit: Fit = DEFAULT_FIT,
     n_boot: int = 999,
-    ci_level: float = 0.95,
+    ci_level: float = DEFAULT_CI_LEVEL,
     max_order: int | None = None,
-    k: int = 10,
+    k: int = DEFAULT_GAM_K,
     seed: int = 0,
 ) -> SievePartialCorrMatrix:
     r"""Partial correlations of every pair of test sets, with AR-sieve standard errors, tests and intervals.
@@ -806,13 +801,13 @@ def sieve_partial_corr_matrix(
     np.fill_diagonal(ci_low, 1.0)
     np.fill_diagonal(ci_high, 1.0)
     return SievePartialCorrMatrix(
-        r=_label(r, labels),
-        se_z=_label(se_z, labels),
-        statistic=_label(statistic, labels),
-        df=_label(df_effective, labels),
-        p_value=_label(p_value, labels),
-        ci_low=_label(ci_low, labels),
-        ci_high=_label(ci_high, labels),
+        r=labelled(r, labels),
+        se_z=labelled(se_z, labels),
+        statistic=labelled(statistic, labels),
+        df=labelled(df_effective, labels),
+        p_value=labelled(p_value, labels),
+        ci_low=labelled(ci_low, labels),
+        ci_high=labelled(ci_high, labels),
         ar_order=order,
         ar_coef=coef,
         ljung_box_p=ljung_box_p,
@@ -831,10 +826,9 @@ def sieve_partial_corr_matrix(
 def _inputs(
     scores: ArrayLike, covar: ArrayLike | None, method: str, fit: str
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], list[str] | None]:
-    """The lagged test's input checks (shared), plus what the sieve needs on top: finite values, two test sets."""
-    if fit not in ("linear", "gam"):
-        raise InvalidArgumentError(f"fit: unknown value {fit!r}; expected 'linear' or 'gam'")
-    data, control, labels = checked_inputs(scores, covar, method)
+    """The checks of every test of trajectories, plus what the sieve needs on top: finite values, two test sets."""
+    check_choice("fit", fit, FITS)
+    data, control, labels = trajectory_inputs(scores, covar, method)
     if data.shape[1] < 2:
         raise InvalidArgumentError(f"scores: need at least two test sets (columns), got {data.shape[1]}")
     for name, values in (("scores", data), ("covar", control)):
