@@ -56,10 +56,12 @@ from gengen.score import EncodedTestset, encode_testsets, score_rows
 
 __all__ = [
     "RunOutcome",
+    "TrainContext",
+    "World",
+    "current_world",
     "evaluation_steps",
     "load_trainer_state",
     "planned_steps",
-    "run_study",
     "steps_per_epoch",
     "train_run",
     "update_batches",
@@ -307,8 +309,13 @@ def current_world() -> World:
     return World(dist.get_rank(), dist.get_world_size())
 
 
-class _Context:
-    """What every run of a study shares: tokenizer-dependent encodings, cached by tokenizer."""
+class TrainContext:
+    """What every run of a study trained in one process shares: tokenizer-dependent encodings, cached by tokenizer.
+
+    Parameters
+    ----------
+    config : StudyConfig
+    """
 
     def __init__(self, config: StudyConfig):
         self.config = config
@@ -467,7 +474,7 @@ def train_run(
     run: RunSpec,
     *,
     store: Any,
-    context: _Context | None = None,
+    context: TrainContext | None = None,
     log: Log = print,
     progress: bool = True,
     world: World | None = None,
@@ -498,7 +505,7 @@ def train_run(
     world = world or current_world()
     if not world.main:
         log, progress = (lambda _: None), False
-    context = context or _Context(config)
+    context = context or TrainContext(config)
     training = config.training
     tokenizer, answers, train_all, testsets = context.for_model(run)
     train = _training_data(config, run, train_all)
@@ -701,80 +708,3 @@ def _progress_bar(enabled: bool) -> Any:
         transient=True,
         disable=not (enabled and console.is_terminal),
     )
-
-
-# ---------------------------------------------------------------------------------------------- a study
-
-
-def _run_in_worker(config: StudyConfig, run: RunSpec, threads: int) -> RunOutcome:
-    """Run one run in a worker process (its own store connection, torch threads and caches)."""
-    from gengen.store import Store
-
-    torch.set_num_threads(threads)
-    outcome = train_run(config, run, store=Store(config.output, study=config.name), log=print, progress=False)
-    if outcome.skipped:
-        print(f"{run.model.name} {run.key}: complete, skipped", flush=True)
-    return outcome
-
-
-def run_study(
-    config: StudyConfig,
-    *,
-    store: Any = None,
-    models: Sequence[str] | None = None,
-    log: Log = print,
-    progress: bool = True,
-    jobs: int = 1,
-    threads_per_job: int = 1,
-) -> list[RunOutcome]:
-    """Run every (unfinished) run of a study, one after the other or ``jobs`` at a time.
-
-    Parameters
-    ----------
-    config : StudyConfig
-    store : gengen.store.Store, optional
-        Default: the store in ``config.output`` (``gengen.sqlite``). With ``jobs > 1`` each worker opens
-        that default store (the store is safe for several processes).
-    models : sequence of str, optional
-        Only the runs of these models.
-    log : callable
-        Receives progress lines (workers print theirs).
-    progress : bool
-        Show progress bars on a terminal (one process only).
-    jobs : int
-        Runs trained at once, each in its own process (for small models on a multi-core CPU).
-    threads_per_job : int
-        torch CPU threads of each worker process when ``jobs > 1``.
-
-    Returns
-    -------
-    list of RunOutcome
-        In the order of ``config.runs()``.
-    """
-    from gengen.store import Store
-
-    if jobs < 1:
-        raise ConfigError(f"--jobs: expected a positive integer, got {jobs}")
-    from gengen.config import check_model_sources
-
-    runs = config.select_runs(models)
-    check_model_sources(config, [m for m in config.models if any(r.model == m for r in runs)])
-    world = current_world()
-    if world.size > 1 and jobs > 1:
-        raise ConfigError("--jobs: runs are trained one at a time when several processes share each run (torchrun)")
-    if jobs > 1 and len(runs) > 1:
-        from gengen.executors.local import process_pool
-
-        Store(config.output, study=config.name)  # create the database once, before the workers race to
-        with process_pool(min(jobs, len(runs))) as pool:
-            futures = [pool.submit(_run_in_worker, config, run, threads_per_job) for run in runs]
-            return [future.result() for future in futures]
-    store = store if store is not None else Store(config.output, study=config.name)
-    shared = _Context(config)
-    outcomes = []
-    for run in runs:
-        outcome = train_run(config, run, store=store, context=shared, log=log, progress=progress, world=world)
-        if outcome.skipped and world.main:
-            log(f"{run.model.name} {run.key}: complete, skipped")
-        outcomes.append(outcome)
-    return outcomes

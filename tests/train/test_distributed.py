@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from gengen.config import load_config
+from gengen.executors.direct import train_study
 from gengen.store import Store
-from gengen.train import run_study
 
 pytestmark = [pytest.mark.train, pytest.mark.distributed]
 
@@ -43,7 +43,7 @@ def test_two_processes_train_as_one(
         return study_toml(assets, out, **options).replace("batch_size = 8", "batch_size = 5", 1)
 
     single = load_config(write_study(tmp_path / "one", text(tmp_path / "one" / "out")))
-    run_study(single, log=lambda _: None, progress=False)
+    train_study(single, log=lambda _: None, progress=False)
 
     path = write_study(tmp_path / "two", text(tmp_path / "two" / "out"))
     # `gengen train --gpus 2` relaunches itself under torchrun: two processes, gloo without CUDA.
@@ -97,7 +97,7 @@ def test_executor_trains_a_run_over_the_gpus_it_asks_for(
         return study_toml(assets, out, **options).replace("batch_size = 8", "batch_size = 5", 1) + resources
 
     single = load_config(write_study(tmp_path / "one", text(tmp_path / "one" / "out")))
-    run_study(single, log=lambda _: None, progress=False)
+    train_study(single, log=lambda _: None, progress=False)
     config = load_config(write_study(tmp_path / "two", text(tmp_path / "two" / "out", "\n[resources]\ngpus = 2\n")))
     lines: list[str] = []
     execution = execute_study(config, executor="local", log=lines.append)

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from gengen.config import TrainingConfig, load_config
-from gengen.train import planned_steps, run_study, steps_per_epoch, update_batches
+from gengen.executors.direct import train_study
+from gengen.train import planned_steps, steps_per_epoch, update_batches
 
 pytestmark = pytest.mark.train
 
@@ -63,7 +64,7 @@ def test_warmup_then_linear_decay_at_chosen_steps(
 ) -> None:
     recorder = StepRecorder(monkeypatch)
     text = study_toml(assets, tmp_path / "out", families=("opt",), max_steps=12, every=12)
-    run_study(load_config(write_study(tmp_path, text)), log=lambda _: None, progress=False)
+    train_study(load_config(write_study(tmp_path, text)), log=lambda _: None, progress=False)
     peak, total = 5e-3, 12  # the fixture's learning_rate and max_steps (warmup_steps = 2)
     assert len(recorder.lrs) == total
     # Step s (1-based) of the warmup uses peak * s / warmup; then the rate falls linearly, by peak / (total -
@@ -80,7 +81,7 @@ def test_two_half_batches_accumulated_equal_one_full_batch(
     for name, batch in (("full", "batch_size = 8"), ("accumulated", "batch_size = 4\ngrad_accum = 2")):
         text = study_toml(assets, tmp_path / name / "out", families=("opt",), max_steps=6, every=6)
         config = load_config(write_study(tmp_path / name, text.replace("batch_size = 8", batch, 1)))
-        run_study(config, log=lambda _: None, progress=False)
+        train_study(config, log=lambda _: None, progress=False)
         weights[name] = final_weights(config, 6)
     # Adam divides by the root of the squared gradients, so rounding in near-zero gradients moves a weight by a
     # few 1e-6; a lost half batch (zero_grad inside the accumulation loop) moves weights by ~lr = 5e-3 a step.
@@ -97,17 +98,17 @@ def test_resumed_process_trains_only_the_remaining_steps(
 ) -> None:
     options = {"families": ("opt",), "max_steps": 12, "every": 6}
     reference = load_config(write_study(tmp_path / "ref", study_toml(assets, tmp_path / "ref" / "out", **options)))
-    run_study(reference, log=lambda _: None, progress=False)
+    train_study(reference, log=lambda _: None, progress=False)
 
     path = write_study(tmp_path / "cut", study_toml(assets, tmp_path / "cut" / "out", **options))
     with monkeypatch.context() as patch:
         first = StepRecorder(patch, stop_after=8)  # dies during step 9, after the checkpoint of step 6
         with pytest.raises(Interrupted):
-            run_study(load_config(path), log=lambda _: None, progress=False)
+            train_study(load_config(path), log=lambda _: None, progress=False)
     assert len(first.lrs) == 8
     second = StepRecorder(monkeypatch)
-    outcomes = run_study(load_config(path), log=lambda _: None, progress=False)
-    assert outcomes[0].resumed_from == 6
+    execution = train_study(load_config(path), log=lambda _: None, progress=False)
+    assert [r.resumed_from for r in execution.results.values()] == [6]
     assert len(second.lrs) == 12 - 6  # steps 7..12, not 1..12 nor 9..12
     peak = 5e-3
     assert second.lrs[0] == pytest.approx(peak * (13 - 7) / 10, rel=1e-12)  # the schedule resumes at step 7
@@ -145,6 +146,6 @@ def test_gradient_checkpointing_changes_memory_not_results(
             extra=f"gradient_checkpointing = {flag}",
         )
         config = load_config(write_study(tmp_path / name, text))
-        run_study(config, log=lambda _: None, progress=False)
+        train_study(config, log=lambda _: None, progress=False)
         weights[name] = final_weights(config, 3)
     assert_same_weights(weights["plain"], weights["checkpointed"], rtol=0, atol=5e-5)

@@ -13,8 +13,8 @@ import torch
 
 from gengen.config import load_config, parse_config
 from gengen.errors import ConfigError
+from gengen.executors.direct import train_study
 from gengen.store import Store
-from gengen.train import run_study
 
 pytestmark = pytest.mark.train
 peft = pytest.importorskip("peft")
@@ -33,7 +33,7 @@ def test_lora_without_explicit_targets(family: str, assets: dict[str, Any], stud
     extra = 'method = "lora"\nlora = { r = 4, alpha = 8 }'
     text = study_toml(assets, tmp_path / "out", families=(family,), max_steps=4, every=4, extra=extra)
     config = load_config(write_study(tmp_path, text))
-    run_study(config, log=lambda _: None, progress=False)
+    train_study(config, log=lambda _: None, progress=False)
     adapter = config.run_dir(config.runs()[0]) / "checkpoint-4" / "adapter_config.json"
     assert set(json.loads(adapter.read_text())["target_modules"]) == {"q_proj", "v_proj"}
     scores = Store(tmp_path / "out").load(metric="logprob").sort_values(KEY)
@@ -108,7 +108,7 @@ def test_bf16_lora_scores_during_training_equal_gengen_score(
     extra = 'method = "lora"\nkeep_checkpoints = "all"\nlora = { r = 4, alpha = 8, dropout = 0.0 }'
     text = study_toml(assets, tmp_path / "out", families=("olmo2",), max_steps=4, every=2, extra=extra)
     config = load_config(write_study(tmp_path, text.replace('precision = "fp32"', 'precision = "bf16"')))
-    run_study(config, log=lambda _: None, progress=False)
+    train_study(config, log=lambda _: None, progress=False)
     rows = score_checkpoints(
         config, find_checkpoints([config.run_dir(config.runs()[0])]), model_name="later", log=lambda _: None
     )
@@ -128,7 +128,7 @@ def test_adapter_swap_scores_equal_reload_scores(assets: dict[str, Any], study_t
     extra = 'method = "lora"\nkeep_checkpoints = "all"\nlora = { r = 4, alpha = 8 }'
     text = study_toml(assets, tmp_path / "out", families=("opt",), max_steps=6, every=2, extra=extra)
     config = load_config(write_study(tmp_path, text))
-    run_study(config, log=lambda _: None, progress=False)
+    train_study(config, log=lambda _: None, progress=False)
     series = find_checkpoints([config.run_dir(config.runs()[0])])
     assert [c.step for c in series] == [2, 4, 6]
     lines: list[str] = []
@@ -240,7 +240,7 @@ def test_device_map_scoring_equals_plain_scoring(assets: dict[str, Any], study_t
     extra = 'method = "lora"\nkeep_checkpoints = "all"\nlora = { r = 4, alpha = 8 }'
     text = study_toml(assets, tmp_path / "out", families=("smollm3",), max_steps=4, every=2, extra=extra)
     config = load_config(write_study(tmp_path, text))
-    run_study(config, log=lambda _: None, progress=False)
+    train_study(config, log=lambda _: None, progress=False)
     series = find_checkpoints([config.run_dir(config.runs()[0])])
     plain = score_checkpoints(config, series, model_name="plain", log=lambda _: None)
     mapped_config = load_config(write_study(tmp_path, text + "device_map = true\n"))

@@ -15,8 +15,9 @@ import torch
 
 from gengen.config import load_config, safe_folder_name
 from gengen.errors import ConfigError, GengenError
+from gengen.executors.direct import train_study
 from gengen.store import Store
-from gengen.train import STATE_FILE, run_study
+from gengen.train import STATE_FILE
 
 pytestmark = pytest.mark.train
 
@@ -51,7 +52,7 @@ def test_planted_trainer_state_is_refused_without_running(
     config = load_config(write_study(tmp_path, study_toml(assets, tmp_path / "out", families=("opt",))))
     plant_checkpoint(config.run_dir(config.runs()[0]), assets["models"]["opt"], marker)
     with pytest.raises(GengenError, match=r"trainer_state.pt: refused as resume state") as caught:
-        run_study(config, log=lambda _: None, progress=False)
+        train_study(config, log=lambda _: None, progress=False)
     assert "\n" not in str(caught.value)
     assert not marker.exists(), "unpickling the resume state ran code"
 
@@ -80,7 +81,7 @@ def test_a_genuine_trainer_state_still_resumes(assets: dict[str, Any], study_tom
     config = load_config(
         write_study(tmp_path, study_toml(assets, tmp_path / "out", families=("opt",), max_steps=4, every=2))
     )
-    run_study(config, log=lambda _: None, progress=False)
+    train_study(config, log=lambda _: None, progress=False)
     state = load_trainer_state(config.run_dir(config.runs()[0]) / "checkpoint-4" / STATE_FILE)
     assert state["step"] == 4 and state["tokens"] > 0
     assert state["optimizer"]["state"] and state["scheduler"]["last_epoch"] == 4
@@ -97,7 +98,7 @@ def test_model_names_never_lead_outside_the_output(
     run = config.runs()[0]
     runs = (tmp_path / "study" / "out" / "runs").resolve()
     assert config.run_dir(run).resolve().parent.parent == runs
-    run_study(config, log=lambda _: None, progress=False)
+    train_study(config, log=lambda _: None, progress=False)
     created = {p.resolve() for p in tmp_path.rglob("*")}
     outside = [p for p in created if not p.is_relative_to(tmp_path / "study")]
     assert outside == []

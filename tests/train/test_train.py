@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 
 from gengen.config import load_config
+from gengen.executors.direct import train_study
 from gengen.store import Store
-from gengen.train import evaluation_steps, planned_steps, run_study, update_indices
+from gengen.train import evaluation_steps, planned_steps, update_indices
 
 pytestmark = pytest.mark.train
 
@@ -34,8 +35,8 @@ def write_study(tmp_path: Path, text: str) -> Path:
 def test_tiny_end_to_end_run(family: str, assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
     out = tmp_path / "out"
     config = load_config(write_study(tmp_path, study_toml(assets, out, families=(family,), max_steps=12, every=6)))
-    outcomes = run_study(config, log=lambda _: None, progress=False)
-    assert [o.skipped for o in outcomes] == [False]
+    execution = train_study(config, log=lambda _: None, progress=False)
+    assert execution.skipped == [] and [r.ok for r in execution.results.values()] == [True]
     scores = Store(out).load()
     assert sorted(scores["step"].unique()) == [0, 6, 12]
     assert sorted(scores["testset"].unique()) == ["id", "negation", "unseen_vocab"]
@@ -64,15 +65,15 @@ def test_tiny_end_to_end_run(family: str, assets: dict[str, Any], study_toml: An
     manifest = Store(out).manifest(f"{family}-tiny", "seed=1")
     assert manifest is not None and manifest["status"] == "complete" and manifest["seed"] == 1
     # A second run of the same study does nothing.
-    again = run_study(config, log=lambda _: None, progress=False)
-    assert [o.skipped for o in again] == [True]
+    again = train_study(config, log=lambda _: None, progress=False)
+    assert again.skipped == [(f"{family}-tiny", "seed=1")] and not again.results
     assert len(Store(out).load()) == len(scores)
 
 
 def test_learning_moves_id_accuracy(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
     out = tmp_path / "out"
     config = load_config(write_study(tmp_path, study_toml(assets, out, families=("opt",), max_steps=60, every=60)))
-    run_study(config, log=lambda _: None, progress=False)
+    train_study(config, log=lambda _: None, progress=False)
     scores = Store(out).load(testset="id", metric="logprob")
     start, end = scores.sort_values("step")["value"].to_numpy()[[0, -1]]
     assert end > start + 0.5  # the gold answer's log-probability rises from about log(1/vocab)
@@ -82,8 +83,8 @@ RUNNER = """
 import sys, torch
 torch.set_num_threads(1)
 from gengen.config import load_config
-from gengen.train import run_study
-run_study(load_config(sys.argv[1]), progress=False)
+from gengen.executors.direct import train_study
+train_study(load_config(sys.argv[1]), progress=False)
 """
 
 
@@ -114,7 +115,7 @@ def test_killed_run_resumes_without_duplicates(assets: dict[str, Any], study_tom
     options = {"families": ("opt",), "max_steps": 90, "every": 10, "extra": 'keep_checkpoints = "all"'}
     reference = tmp_path / "reference"
     config = load_config(write_study(reference, study_toml(assets, reference / "out", **options)))
-    run_study(config, log=lambda _: None, progress=False)
+    train_study(config, log=lambda _: None, progress=False)
     expected = Store(reference / "out").load().sort_values(KEY).reset_index(drop=True)
 
     killed = tmp_path / "killed"
@@ -144,7 +145,7 @@ def test_score_checkpoint_series_matches_training_scores(
         tmp_path, study_toml(assets, out, families=("olmo2",), max_steps=12, every=4, extra='keep_checkpoints = "all"')
     )
     config = load_config(study)
-    run_study(config, log=lambda _: None, progress=False)
+    train_study(config, log=lambda _: None, progress=False)
     run_dir = config.run_dir(config.runs()[0])
     result = CliRunner().invoke(
         app,
@@ -198,7 +199,7 @@ def test_lora_run_and_scoring_its_checkpoints(
     config = load_config(
         write_study(tmp_path, study_toml(assets, out, families=(family,), max_steps=8, every=4, extra=lora))
     )
-    run_study(config, log=lambda _: None, progress=False)
+    train_study(config, log=lambda _: None, progress=False)
     run_dir = config.run_dir(config.runs()[0])
     assert (run_dir / "checkpoint-8" / "adapter_config.json").is_file()
     trained = Store(out).load()
@@ -220,7 +221,7 @@ def test_few_shot_runs_are_balanced_samples(assets: dict[str, Any], study_toml: 
     )
     config = load_config(write_study(tmp_path, text))
     assert [r.key for r in config.runs()] == ["seed=1,shots=8,data_seed=0", "seed=1,shots=8,data_seed=1"]
-    run_study(config, log=lambda _: None, progress=False)
+    train_study(config, log=lambda _: None, progress=False)
     scores = Store(out).load()
     assert sorted(scores["run"].unique()) == ["seed=1,shots=8,data_seed=0", "seed=1,shots=8,data_seed=1"]
     assert scores["shots"].eq(8).all()

@@ -56,22 +56,22 @@ def train_command(
         raise typer.Exit(code=_launch(gpus, config, model, threads))
     import torch
 
-    from gengen.train import run_study
+    from gengen.executors.direct import train_study
 
     if threads is not None:
         torch.set_num_threads(threads)
-    outcomes = run_study(
+    execution = train_study(
         study,
         models=model or None,
         progress=sys.stderr.isatty(),
         log=typer.echo,
         jobs=jobs,
-        threads_per_job=threads or 1,
+        threads=threads or 1,
     )
-    written = sum(o.rows_written for o in outcomes)
     if os.environ.get("RANK", "0") != "0":
         return  # the other processes of a data-parallel run: process 0 reports
-    typer.echo(f"{len(outcomes)} runs done, {written} scores written to {study.output}")
+    finished = len(execution.results) + len(execution.skipped)
+    typer.echo(f"{finished} runs done, {execution.rows_merged} scores written to {study.output}")
 
 
 def _launch(gpus: int, config: Path, models: list[str] | None, threads: int | None) -> int:

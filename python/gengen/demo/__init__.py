@@ -162,7 +162,7 @@ def run_demo(
     import torch
 
     from gengen.config import load_config
-    from gengen.train import run_study
+    from gengen.executors.direct import train_study
 
     start = time.perf_counter()
     out = Path(out)
@@ -171,7 +171,7 @@ def run_demo(
     study = prepare_demo(out, log=log)
     config = load_config(study)
     torch.set_num_threads(threads)
-    run_study(config, log=log, progress=progress, jobs=jobs, threads_per_job=threads)
+    train_study(config, log=log, progress=progress, jobs=jobs, threads=threads)
     log(f"trained and scored {len(config.runs())} runs in {time.perf_counter() - start:.0f} s")
     finish(config.output, out / "report", config.id_testset, log=log)
     return out

@@ -1,9 +1,10 @@
 """Executors: run a study's grid of fine-tuning runs on this machine, on Ray or on Slurm.
 
-:func:`execute_study` is the driver behind ``gengen run``. It plans the runs, skips those complete in the
-study's store, hands the others to an executor (:mod:`~gengen.executors.local`, :mod:`~gengen.executors.ray`,
-:mod:`~gengen.executors.slurm`), retries failed runs up to ``retries`` times, and merges every finished run
-into the store.
+:func:`execute_study` is the one study driver, behind ``gengen run``, ``gengen train`` and the demo. It plans
+the runs, skips those complete in the study's store, hands the others to an executor
+(:mod:`~gengen.executors.local`, :mod:`~gengen.executors.ray`, :mod:`~gengen.executors.slurm`, or the direct
+executor of ``gengen train``, :mod:`~gengen.executors.direct`), retries failed runs up to ``retries`` times,
+and merges every finished run into the store. Every executor's workers call :func:`gengen.train.train_run`.
 
 Who writes what (see ``docs/executors.md``):
 
@@ -194,7 +195,7 @@ def merge_run(config: StudyConfig, store: Any, run: RunSpec, result: RunResult |
 def execute_study(
     config: StudyConfig,
     *,
-    executor: str | None = None,
+    executor: str | Executor | None = None,
     jobs: int | None = None,
     retries: int | None = None,
     threads: int | None = None,
@@ -209,10 +210,12 @@ def execute_study(
     Parameters
     ----------
     config : StudyConfig
-    executor : {"local", "ray", "slurm"}, optional
-        Overrides ``executor.kind``.
+    executor : {"local", "ray", "slurm"} or Executor, optional
+        Overrides ``executor.kind``; or the executor itself (e.g.
+        :class:`~gengen.executors.direct.DirectExecutor`, configured by its caller).
     jobs : int, optional
-        Overrides ``executor.jobs`` (local: runs at once; Ray/Slurm: cap on runs in flight).
+        Overrides ``executor.jobs`` (local: runs at once; Ray/Slurm: cap on runs in flight); not used with
+        an executor given as such.
     retries : int, optional
         Overrides ``executor.retries``.
     threads : int, optional
@@ -234,27 +237,26 @@ def execute_study(
     from gengen.store import Store
 
     began = time.perf_counter()
-    settings = resolve_settings(config, executor=executor, jobs=jobs, retries=retries, threads=threads)
+    given = executor if isinstance(executor, Executor) else None
+    kind_asked = executor if isinstance(executor, str) else None
+    settings = resolve_settings(config, executor=kind_asked, jobs=jobs, retries=retries, threads=threads)
+    kind = given.name if given is not None else settings.kind
     task_threads = settings.threads or config.resources.cpus
-    runs = config.runs()
-    if models is not None:
-        unknown = sorted(set(models) - {m.name for m in config.models})
-        if unknown:
-            names = ", ".join(m.name for m in config.models)
-            raise ConfigError(f"--model {unknown[0]!r}: not a model of the study ({names})")
-        runs = [r for r in runs if r.model.name in models]
+    runs = config.select_runs(models)
     store = Store(config.output, study=config.name)
+    record = write_state if given is None or given.records_state else _no_state
     skipped: list[tuple[str, str]] = []
     queue: list[RunSpec] = []
     for run in runs:
         if _complete_in_store(store, run):
             skipped.append((run.model.name, run.key))
             if (read_state(config, run) or {}).get("status") != "done":
-                write_state(config, run, "done", attempt=0, executor=settings.kind)
+                record(config, run, "done", attempt=0, executor=kind)
             continue
-        _prime_spool(config, store, run)
+        if given is None or not given.writes_store:
+            _prime_spool(config, store, run)
         if not (read_state(config, run) or {}).get("job_id"):
-            write_state(config, run, "pending", attempt=0, executor=settings.kind)
+            record(config, run, "pending", attempt=0, executor=kind)
         queue.append(run)
     if skipped:
         log(f"{len(skipped)} of {len(runs)} runs already complete, skipped")
@@ -262,18 +264,22 @@ def execute_study(
     attempts: dict[tuple[str, str], int] = {}
     merged = 0
     if queue:
-        backend = make_executor(config, settings, log=log)
+        backend = given if given is not None else make_executor(config, settings, log=log)
         log(f"{len(queue)} runs to {backend.name}" + (f", {settings.retries} retries each" if settings.retries else ""))
         with backend:
-            merged = _drive(config, store, backend, queue, settings, task_threads, results, attempts, log)
+            merged = _drive(config, store, backend, queue, settings, task_threads, results, attempts, log, record)
     return StudyExecution(
-        executor=settings.kind,
+        executor=kind,
         results=results,
         skipped=skipped,
         attempts=attempts,
         rows_merged=merged,
         seconds=time.perf_counter() - began,
     )
+
+
+def _no_state(config: StudyConfig, run: RunSpec, status: str, **fields: Any) -> None:
+    """Stands for :func:`write_state` in the processes that leave run state to another."""
 
 
 def _drive(
@@ -286,8 +292,10 @@ def _drive(
     results: dict[tuple[str, str], RunResult],
     attempts: dict[tuple[str, str], int],
     log: Log,
+    record: Callable[..., None] = write_state,
 ) -> int:
-    """Submit, wait, retry and merge until every run is done or out of attempts; return rows merged."""
+    """Submit, wait, retry and merge until every run is done or out of attempts; return rows merged (or, when
+    the runs write the store themselves, rows written)."""
     merged = 0
     waiting: list[RunSpec] = []
     flight: list[tuple[Any, RunTask]] = []
@@ -310,11 +318,11 @@ def _drive(
             key = (run.model.name, run.key)
             attempts[key] = attempts.get(key, 0) + 1
             task = RunTask(config, run, attempts[key], threads)
-            write_state(config, run, "pending", attempt=task.attempt, executor=backend.name)
+            record(config, run, "pending", attempt=task.attempt, executor=backend.name)
             handle = backend.submit(task)
             job_id = backend.job_id(handle)
             if job_id is not None:
-                write_state(config, run, "pending", attempt=task.attempt, executor=backend.name, job_id=job_id)
+                record(config, run, "pending", attempt=task.attempt, executor=backend.name, job_id=job_id)
             flight.append((handle, task))
         finished = set(backend.wait([handle for handle, _ in flight]))
         for position in sorted(finished):
@@ -322,7 +330,9 @@ def _drive(
             result = backend.result(handle, task)
             run, key = task.run, (task.run.model.name, task.run.key)
             rows = 0
-            if result.ok:
+            if result.ok and backend.writes_store:
+                rows = result.rows_written
+            elif result.ok:
                 try:
                     rows = merge_run(config, store, run, result)
                 except GengenError as error:
@@ -330,14 +340,15 @@ def _drive(
             results[key] = result
             if result.ok:
                 merged += rows
-                write_state(config, run, "done", attempt=task.attempt, executor=backend.name, worker=result.host)
-                log(f"{task.label}: done ({rows} scores merged, {result.seconds:.1f} s on {result.host})")
+                record(config, run, "done", attempt=task.attempt, executor=backend.name, worker=result.host)
+                how = "written" if backend.writes_store else "merged"
+                log(f"{task.label}: done ({rows} scores {how}, {result.seconds:.1f} s on {result.host})")
             elif task.attempt <= settings.retries:
-                write_state(config, run, "pending", attempt=task.attempt, error=result.error, executor=backend.name)
+                record(config, run, "pending", attempt=task.attempt, error=result.error, executor=backend.name)
                 log(f"{task.label}: attempt {task.attempt} failed ({result.error}); retrying")
                 waiting.append(run)
             else:
-                write_state(
+                record(
                     config,
                     run,
                     "failed",

@@ -1,7 +1,10 @@
 """What every executor shares: the task sent to a worker, the result it sends back, and the executor interface.
 
-An executor only moves :class:`RunTask` values to workers and :class:`RunResult` values back; it never touches
-the study's store. The driver (:func:`gengen.executors.execute_study`) submits, waits, retries and merges.
+An executor moves :class:`RunTask` values to workers and :class:`RunResult` values back. The driver
+(:func:`gengen.executors.execute_study`) submits, waits, retries and merges; workers call the per-run function
+of :mod:`gengen.train`. Only an executor that says so (:attr:`Executor.writes_store`: the direct executor of
+``gengen train``, whose runs commit each evaluation to the store as it is computed) lets its runs touch the
+study's store; the others' runs write their run folder's spool, which the driver merges.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ class RunResult:
     rows_written : int
         Score rows the attempt wrote to the run's spool.
     skipped : bool
-        The run was already complete in its spool.
+        The run was already complete in its spool (or store).
     seconds : float
         Wall time of the attempt in the worker.
     host : str
@@ -76,6 +79,8 @@ class RunResult:
         depends on seeing the worker's files through a network file system's caches.
     manifest : dict or None
         The run's manifest when it finished.
+    resumed_from : int or None
+        The checkpoint step training restarted from (None: from the start, or not known).
     """
 
     model: str
@@ -89,6 +94,7 @@ class RunResult:
     host: str = ""
     scores: tuple[dict[str, Any], ...] | None = None
     manifest: dict[str, Any] | None = None
+    resumed_from: int | None = None
 
 
 def failure(task: RunTask, error: BaseException | str, *, details: str | None = None) -> RunResult:
@@ -111,6 +117,8 @@ class Executor(abc.ABC):
     """
 
     name: str = ""
+    #: The runs write the study's store themselves (scores as computed, then the manifest): nothing to merge.
+    writes_store: bool = False
 
     def __enter__(self) -> Executor:
         self.start()
@@ -126,6 +134,12 @@ class Executor(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the backend (default: nothing to do)."""
+
+    @property
+    def records_state(self) -> bool:
+        """Whether this process writes the runs' ``state.json`` (default True; False in all but the first of
+        several processes that drive one study together under torchrun)."""
+        return True
 
     @property
     def capacity(self) -> int | None:

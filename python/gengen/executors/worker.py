@@ -146,6 +146,7 @@ def execute_run(task: RunTask, log: Callable[[str], None] = _print) -> RunResult
         host=socket.gethostname(),
         scores=scores,
         manifest=manifest,
+        resumed_from=getattr(outcome, "resumed_from", None),
     )
 
 

@@ -1,0 +1,203 @@
+"""The package's import graph has no cycle, and its layers import downwards only.
+
+Every ``import`` in ``python/gengen`` counts — at module top, inside functions (the imports that hide a cycle
+from Python, which would otherwise fail at start-up) and under ``TYPE_CHECKING`` — with relative imports
+resolved. Nodes are modules; a package's ``__init__`` is a node of its own, so ``from gengen.analyse.core
+import x`` is an edge to ``gengen.analyse.core`` only.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "python"
+
+#: The statistics layer: it computes and validates, and knows nothing of what uses it.
+STATISTICS = ("gengen.stats", "gengen._core", "gengen.errors", "gengen.limits")
+#: Layers above the statistics, lowest first: each may import the ones before it, never those after.
+LAYERS = (
+    ("gengen.analyse",),
+    ("gengen.compare",),
+    ("gengen.report",),
+    ("gengen.pipeline",),
+)
+#: What runs the fine-tuning: a run's trainer below the study driver (the executors).
+TRAINING = (("gengen.train",), ("gengen.executors",))
+#: Applications on top of the library: nothing in the library imports them.
+APPLICATIONS = ("gengen.cli", "gengen.demo")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE_ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def is_package(path: Path) -> bool:
+    return path.name == "__init__.py"
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → the gengen modules it imports anywhere in its source."""
+    files = {module_name(path): path for path in (PACKAGE_ROOT / "gengen").rglob("*.py")}
+    # Extension modules (the Rust core) are nodes without imports, known by their type stubs.
+    extensions = {module_name(path) for path in (PACKAGE_ROOT / "gengen").rglob("*.pyi")} - set(files)
+    graph: dict[str, set[str]] = {name: set() for name in [*files, *extensions]}
+
+    def target(name: str) -> str | None:
+        """The module ``name`` refers to: itself, or the nearest enclosing module we have (``a.b.func``)."""
+        while name:
+            if name in graph:
+                return name
+            name = name.rpartition(".")[0]
+        return None
+
+    for name, path in files.items():  # extension modules import nothing from gengen
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        package = name if is_package(path) else name.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[: len(base) - (node.level - 1)]
+                    stem = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    stem = node.module or ""
+                # `from pkg import sub` imports the submodule when there is one, else a name of pkg.
+                names = [f"{stem}.{alias.name}" if f"{stem}.{alias.name}" in graph else stem for alias in node.names]
+            else:
+                continue
+            for imported in names:
+                found = target(imported) if imported.startswith("gengen") else None
+                if found is not None and found != name:
+                    graph[name].add(found)
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (a → … → a) through every strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph[node]):
+            if successor not in index:
+                connect(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return [cycle_through(graph, component) for component in components]
+
+
+def cycle_through(graph: dict[str, set[str]], component: list[str]) -> list[str]:
+    """A shortest path from the component's first module back to itself, inside the component."""
+    members, start = set(component), component[0]
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for successor in sorted(graph[node] & members):
+                if successor == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return [*reversed(path), start]
+                if successor not in previous:
+                    previous[successor] = node
+                    following.append(successor)
+        frontier = following
+    raise AssertionError(f"no cycle through {component}")  # a strongly connected component always has one
+
+
+def within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes)
+
+
+def test_the_graph_is_read_from_every_kind_of_import() -> None:
+    """The parser sees function-local, TYPE_CHECKING and relative imports (else the checks below prove nothing)."""
+    graph = import_graph()
+    assert len(graph) > 50 and "gengen.analyse" in graph and "gengen.analyse.core" in graph
+    assert "gengen.errors" in graph["gengen"]  # top-level import
+    assert "gengen._core" in graph["gengen.stats.correlation"]  # `from gengen import _core`: the extension module
+    assert "gengen.store" in graph["gengen.analyse.study"]  # imported inside a function
+    assert "gengen.analyse.result" in graph["gengen.report.figures"]  # imported under TYPE_CHECKING
+    assert "gengen.report.figures" in graph["gengen.report"]  # `from gengen.report import figures`
+
+
+def test_find_cycles_reports_a_hidden_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
+    assert find_cycles(graph) == [["a", "b", "c", "a"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles() -> None:
+    cycles = find_cycles(import_graph())
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def layering_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every edge that imports upwards, with the rule it breaks."""
+    found = []
+    for module, imports in sorted(graph.items()):
+        for imported in sorted(imports):
+            edge = f"{module} imports {imported}"
+            if within(module, STATISTICS) and not within(imported, STATISTICS):
+                if within(imported, tuple(p for layer in (*LAYERS, *TRAINING) for p in layer) + APPLICATIONS):
+                    found.append(f"{edge}: the statistics layer imports what uses it")
+            if within(imported, APPLICATIONS) and not within(module, APPLICATIONS):
+                found.append(f"{edge}: the library imports an application (cli, demo)")
+            for layers in (LAYERS, TRAINING):
+                for rank, layer in enumerate(layers):
+                    above = tuple(p for higher in layers[rank + 1 :] for p in higher)
+                    if within(module, layer) and within(imported, above):
+                        found.append(f"{edge}: a lower layer imports a higher one")
+    return found
+
+
+def test_layers_import_downwards_only() -> None:
+    violations = layering_violations(import_graph())
+    assert not violations, "layering violations:\n" + "\n".join(violations)
+
+
+@pytest.mark.parametrize(
+    ("module", "imported"),
+    [
+        ("gengen.stats", "gengen.analyse"),
+        ("gengen.errors", "gengen.train"),
+        ("gengen.analyse.core", "gengen.report"),
+        ("gengen.compare", "gengen.pipeline"),
+        ("gengen.train", "gengen.executors"),
+        ("gengen.store", "gengen.cli"),
+    ],
+)
+def test_layering_check_catches_a_wrong_edge(module: str, imported: str) -> None:
+    graph = import_graph()
+    graph[module] = graph[module] | {imported}
+    assert any(v.startswith(f"{module} imports {imported}:") for v in layering_violations(graph))
