@@ -13,7 +13,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use _core::bootstrap::{replicates_batch, BootstrapRun};
 use _core::control::Control;
 use _core::matrix::Mat;
-use _core::pcor::Method;
+use _core::method::Method;
 use _core::permutation::{count_exceedances_batch, PreparedRun};
 use _core::rng::{BootstrapScheme, PermutationScheme, Xoshiro256pp};
 use _core::{bootstrap_fast, permutation_fast};
@@ -55,7 +55,7 @@ fn compare(c: &mut Criterion, label: &str, runs: usize, n: usize, m: usize, leng
     assert_eq!(
         count_exceedances_batch(&prepared, 7, 0..perms),
         count_exceedances_batch_fast(&fast, 7, 0..perms),
-        "the prototype must count exactly as the scalar kernel"
+        "the fast kernel must count exactly as the scalar kernel"
     );
     let mut group = c.benchmark_group(label);
     group.sample_size(10);

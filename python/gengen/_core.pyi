@@ -1,8 +1,11 @@
 """Type stubs of gengen._core, the Rust extension. Use gengen.stats: it validates arguments and documents them.
 
 Matrices are float64 numpy arrays of shape (n, m) (observations × variables), in any memory order. Errors are
-raised as gengen.errors.InvalidArgumentError or gengen.errors.DegenerateDataError.
+raised as gengen.errors.InvalidArgumentError or gengen.errors.DegenerateDataError. Results are frozen result
+objects whose attributes are read-only.
 """
+
+from typing import final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -10,6 +13,172 @@ from numpy.typing import NDArray
 __version__: str
 
 _Float2D = NDArray[np.float64]
+_Float1D = NDArray[np.float64]
+
+@final
+class PartialCorrResult:
+    """ppcor's pcor.test / spcor.test of one pair."""
+
+    @property
+    def r(self) -> float: ...
+    @property
+    def statistic(self) -> float: ...
+    @property
+    def p_value(self) -> float: ...
+    @property
+    def df(self) -> float: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def k(self) -> int: ...
+
+@final
+class PpcorResult:
+    """ppcor's pcor (semi=False) or spcor (semi=True) of every pair of columns."""
+
+    @property
+    def estimate(self) -> _Float2D: ...
+    @property
+    def statistic(self) -> _Float2D: ...
+    @property
+    def p_value(self) -> _Float2D: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def k(self) -> int: ...
+
+@final
+class CorrMatrixResult:
+    """One run's partial correlation matrices, with the df of each pair's test and the df spent per column."""
+
+    @property
+    def r(self) -> _Float2D: ...
+    @property
+    def statistic(self) -> _Float2D: ...
+    @property
+    def p_value(self) -> _Float2D: ...
+    @property
+    def pair_df(self) -> _Float2D: ...
+    @property
+    def control_df(self) -> _Float1D: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def k(self) -> int: ...
+
+@final
+class PermutationResult:
+    """One run's permutation test: r, pairwise and family-wise p-values, the block length used."""
+
+    @property
+    def r(self) -> _Float2D: ...
+    @property
+    def p_value(self) -> _Float2D: ...
+    @property
+    def p_fwer(self) -> _Float2D: ...
+    @property
+    def block_length(self) -> int | None: ...
+
+@final
+class BootstrapResult:
+    """One run's bootstrap intervals: r, bounds, valid replicates per pair (floats), the block length used."""
+
+    @property
+    def r(self) -> _Float2D: ...
+    @property
+    def ci_low(self) -> _Float2D: ...
+    @property
+    def ci_high(self) -> _Float2D: ...
+    @property
+    def n_valid(self) -> _Float2D: ...
+    @property
+    def block_length(self) -> int | None: ...
+
+@final
+class GamFitResult:
+    """fitted (n, m), residuals (n, m), edf (m,), lam (m, q), score (m,), k used per control."""
+
+    @property
+    def fitted(self) -> _Float2D: ...
+    @property
+    def residuals(self) -> _Float2D: ...
+    @property
+    def edf(self) -> _Float1D: ...
+    @property
+    def lam(self) -> _Float2D: ...
+    @property
+    def score(self) -> _Float1D: ...
+    @property
+    def k_used(self) -> list[int]: ...
+
+@final
+class CalibrationTally:
+    """One method's tallies over a calibration cell."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def control(self) -> str: ...
+    @property
+    def evaluated(self) -> int: ...
+    @property
+    def reject_05(self) -> int: ...
+    @property
+    def reject_01(self) -> int: ...
+    @property
+    def ci_evaluated(self) -> int: ...
+    @property
+    def covered(self) -> int: ...
+    @property
+    def ci_width_sum(self) -> float: ...
+
+@final
+class LaggedResult:
+    """The lagged-regression test of every pair of columns."""
+
+    @property
+    def estimate(self) -> _Float2D: ...
+    @property
+    def innovation_estimate(self) -> _Float2D: ...
+    @property
+    def statistic(self) -> _Float2D: ...
+    @property
+    def p_value(self) -> _Float2D: ...
+    @property
+    def df(self) -> _Float2D: ...
+    @property
+    def lag1(self) -> _Float1D: ...
+    @property
+    def control_df(self) -> _Float1D: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def k(self) -> int: ...
+
+@final
+class PrewhitenedResult:
+    """The AR(1)-prewhitened test of every pair of columns."""
+
+    @property
+    def estimate(self) -> _Float2D: ...
+    @property
+    def whitened_estimate(self) -> _Float2D: ...
+    @property
+    def statistic(self) -> _Float2D: ...
+    @property
+    def p_value(self) -> _Float2D: ...
+    @property
+    def naive_p_value(self) -> _Float2D: ...
+    @property
+    def phi(self) -> _Float1D: ...
+    @property
+    def lag1(self) -> _Float1D: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def k(self) -> int: ...
+    @property
+    def df(self) -> float: ...
 
 def partial_corr(
     x: NDArray[np.float64],
@@ -18,14 +187,14 @@ def partial_corr(
     method: str,
     semi: str | None = None,
     fit: tuple[int, str, str] | None = None,
-) -> tuple[float, float, float, float, int, int]:
-    """(r, statistic, p_value, df, n, k) of ppcor's pcor.test / spcor.test."""
+) -> PartialCorrResult:
+    """ppcor's pcor.test / spcor.test."""
 
 def fisher_ci(r: float, df: float, level: float) -> tuple[float, float]:
     """Fisher-z interval of a partial correlation whose t-test has df degrees of freedom."""
 
-def ppcor_matrices(data: _Float2D, method: str, semi: bool) -> tuple[_Float2D, _Float2D, _Float2D, int, int]:
-    """(estimate, statistic, p_value, n, k) of ppcor's pcor (semi=False) or spcor (semi=True)."""
+def ppcor_matrices(data: _Float2D, method: str, semi: bool) -> PpcorResult:
+    """ppcor's pcor (semi=False) or spcor (semi=True)."""
 
 def residualise(y: _Float2D, covar: _Float2D) -> _Float2D:
     """Residuals of each column of y on [1, covar]."""
@@ -36,8 +205,8 @@ def partial_corr_matrix_batch(
     method: str,
     fit: tuple[int, str, str] | None = None,
     n_threads: int | None = None,
-) -> list[tuple[_Float2D, _Float2D, _Float2D, _Float2D, NDArray[np.float64], int, int]]:
-    """Per run: (r, statistic, p_value, df per pair, df spent on the control per column, n, k)."""
+) -> list[CorrMatrixResult]:
+    """One result per run."""
 
 def permutation_test_batch(
     scores: list[_Float2D],
@@ -50,8 +219,8 @@ def permutation_test_batch(
     seed: int = 0,
     fit: tuple[int, str, str] | None = None,
     n_threads: int | None = None,
-) -> list[tuple[_Float2D, _Float2D, _Float2D, int | None]]:
-    """Per run: (r, p_value, p_fwer, block_length used)."""
+) -> list[PermutationResult]:
+    """One result per run."""
 
 def bootstrap_ci_batch(
     scores: list[_Float2D],
@@ -65,8 +234,8 @@ def bootstrap_ci_batch(
     seed: int = 0,
     fit: tuple[int, str, str] | None = None,
     n_threads: int | None = None,
-) -> list[tuple[_Float2D, _Float2D, _Float2D, _Float2D, int | None]]:
-    """Per run: (r, ci_low, ci_high, n_valid, block_length used)."""
+) -> list[BootstrapResult]:
+    """One result per run."""
 
 def permutation_indices(
     n: int, n_perm: int, scheme: str, block_length: int | None = None, mirror: bool = False, seed: int = 0
@@ -104,8 +273,8 @@ def gam_fit(
     basis: str = "cr",
     lam: list[float] | None = None,
     n_threads: int | None = None,
-) -> tuple[_Float2D, _Float2D, NDArray[np.float64], _Float2D, NDArray[np.float64], list[int]]:
-    """(fitted (n, m), residuals (n, m), edf (m,), lam (m, q), score (m,), k used per control)."""
+) -> GamFitResult:
+    """GAM fits of every column of y."""
 
 # --- simulation study and autocorrelation-aware tests (rust/src/py/simulate.rs, issue 9) ---
 def simulate_run(
@@ -137,8 +306,8 @@ def calibration_cell(
     gam_lagged_k: int,
     noise_sd: float,
     id_noise_sd: float,
-) -> list[tuple[str, str, int, int, int, int, int, float]]:
-    """Per method: (method, control, evaluated, reject_05, reject_01, ci_evaluated, covered, ci_width_sum)."""
+) -> list[CalibrationTally]:
+    """One tally per method."""
 
 def lagged_partial_corr(
     scores: _Float2D,
@@ -146,10 +315,10 @@ def lagged_partial_corr(
     method: str,
     fit: str = "linear",
     k: int = ...,  # default 5
-) -> tuple[_Float2D, _Float2D, _Float2D, _Float2D, _Float2D, NDArray[np.float64], NDArray[np.float64], int, int]:
-    """(estimate, innovation_estimate, statistic, p_value, df, lag1, control_df, n, k) of the lagged test."""
+) -> LaggedResult:
+    """The lagged test of every pair of columns."""
 
 def prewhitened_partial_corr(
     scores: _Float2D, covar: _Float2D, method: str, bias_correction: bool = True
-) -> tuple[_Float2D, _Float2D, _Float2D, _Float2D, _Float2D, NDArray[np.float64], NDArray[np.float64], int, int, float]:
-    """(estimate, whitened_estimate, statistic, p_value, naive_p_value, phi, lag1, n, k, df)."""
+) -> PrewhitenedResult:
+    """The prewhitened test of every pair of columns."""

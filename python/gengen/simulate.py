@@ -316,7 +316,10 @@ def calibration_study(
             0.02,
             0.01,
         )
-        for method, control, evaluated, reject_05, reject_01, ci_evaluated, covered, width_sum in tallies:
+        for tally in tallies:
+            method, control, evaluated = tally.method, tally.control, tally.evaluated
+            reject_05, reject_01, ci_evaluated = tally.reject_05, tally.reject_01, tally.ci_evaluated
+            covered, width_sum = tally.covered, tally.ci_width_sum
             rows.append(
                 {
                     "n": cell.n,

@@ -37,7 +37,8 @@ use crate::dist::{normal_quantile, t_two_sided};
 use crate::error::{Result, StatsError};
 use crate::gam::{GamOptions, GamSmoother};
 use crate::matrix::{check_finite, dot, norm, Mat};
-use crate::pcor::{test_statistic, unit_residuals, Method};
+use crate::method::Method;
+use crate::pcor::{test_statistic, unit_residuals};
 use crate::rank::rank_columns;
 use crate::residualise::LinearResidualiser;
 

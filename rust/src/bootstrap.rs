@@ -15,7 +15,7 @@ use crate::control::{residualise_run, Control};
 use crate::dist::{normal_cdf, normal_quantile};
 use crate::error::{Result, StatsError};
 use crate::matrix::{dot, Mat};
-use crate::pcor::Method;
+use crate::method::Method;
 use crate::rng::{bootstrap_into, BootstrapScheme};
 
 const CHUNK: u64 = 32;

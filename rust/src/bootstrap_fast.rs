@@ -1,5 +1,5 @@
-//! Moment-form bootstrap replicates for the Pearson partial correlation (prototype of a replacement for
-//! [`crate::bootstrap::replicates_batch`]).
+//! Moment-form bootstrap replicates for the Pearson partial correlation: the kernel
+//! [`crate::batch`] chooses over [`crate::bootstrap::replicates_batch`] for the linear control.
 //!
 //! A resample's partial correlations depend on its rows only through the cross-product matrix of
 //! [X Z] (scores, then covariates). With the data centred on their full-sample means once, a replicate
@@ -16,25 +16,25 @@
 //! Spearman replicates re-rank every resample and GAM-controlled ones refit the smoother: both keep the
 //! exact path.
 //!
-//! Wiring it in (`py/mod.rs`, `bootstrap_ci_batch`): when the method is Pearson and every
-//! `FastBootstrapRun::new(&run)` is `Some`, call [`replicates_batch_fast`] per slice instead of
+//! How it is chosen ([`crate::batch::bootstrap_ci_batch`]): when the method is Pearson and every
+//! `FastBootstrapRun::new(&run)` is `Some`, [`replicates_batch_fast`] serves every slice instead of
 //! `replicates_batch`; the output has the same shape and order.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 
 use rayon::prelude::*;
 
 use crate::bootstrap::{pair_correlations, BootstrapRun};
-use crate::pcor::Method;
+use crate::fast_kernel::{
+    add_table_rows, chunk_ranges, group_runs, lanes, outer_add, SUM_TAIL, TILE_A, TILE_B,
+};
+use crate::method::Method;
 use crate::rng::{bootstrap_into, BootstrapScheme};
 
 const CHUNK: u64 = 32;
 
 /// One row of pair correlations per replicate.
 type Replicates = Vec<Vec<f64>>;
-const TILE_A: usize = 4;
-const TILE_B: usize = 8;
 /// A replicate whose partial variance falls below this fraction of its variance takes the exact path.
 const MIN_PARTIAL_FRACTION: f64 = 1e-5;
 /// A replicate in which a column's variance falls below this fraction of the full-sample one takes the
@@ -98,20 +98,6 @@ impl FastBootstrapRun {
 
 /// Largest block tables used, in f64 values per run (2 MiB).
 const MAX_TABLE_VALUES: usize = 1 << 18;
-/// Table entries summed at once, in registers.
-const SUM_LANES: usize = 32;
-/// The last entries of a row are summed this many at a time (table rows are padded to a multiple of it).
-const SUM_TAIL: usize = 16;
-
-/// The first N values of `values` as an array (the callers' strides guarantee there are N); copying them
-/// into registers is what the tiles do anyway, and the conversion cannot fail.
-#[inline(always)]
-fn lanes<const N: usize>(values: &[f64]) -> [f64; N] {
-    let mut out = [0.0; N];
-    out.copy_from_slice(&values[..N]);
-    out
-}
-
 /// A block bootstrap resample is ⌈n/L⌉ blocks of consecutive rows (the last one cut to n mod L rows when
 /// L does not divide n), so its moments are sums of per-block moments. The tables hold, for every possible
 /// block start, the block's upper-triangle cross products and column sums: a replicate then costs ⌈n/L⌉ row
@@ -171,7 +157,8 @@ impl MomentTables {
     /// The summed table rows `table_rows` of a resample into `packed` (a table row's layout: the upper
     /// triangle of cross products, then the column sums).
     fn moments(&self, table_rows: &[u32], packed: &mut [f64]) {
-        sum_rows(&self.values, table_rows, self.entries, packed);
+        packed.fill(0.0);
+        add_table_rows(&self.values, table_rows, self.entries, packed);
     }
 }
 
@@ -184,52 +171,6 @@ fn block_rows(n: usize, length: usize, starts: usize, rows: &[usize], out: &mut 
     }
 }
 
-/// Σ_r values[r · entries + offset + j] over the table rows `rows`, for j < N, summed in registers.
-#[inline(always)]
-fn add_rows_lanes<const N: usize>(values: &[f64], rows: &[u32], entries: usize, offset: usize) -> [f64; N] {
-    let mut acc = [0.0; N];
-    for &r in rows {
-        let row: [f64; N] = lanes(&values[r as usize * entries + offset..]);
-        for j in 0..N {
-            acc[j] += row[j];
-        }
-    }
-    acc
-}
-
-/// packed[j] = Σ_r values[r · entries + j] over the table rows `rows`: [`SUM_LANES`] entries at a time, then
-/// the last [`SUM_TAIL`] (entries are padded to a multiple of [`SUM_TAIL`], not of [`SUM_LANES`], so that
-/// no more than 15 padding zeros are added per row).
-#[inline(always)]
-fn sum_rows_generic(values: &[f64], rows: &[u32], entries: usize, packed: &mut [f64]) {
-    let mut offset = 0;
-    while offset + SUM_LANES <= entries {
-        packed[offset..offset + SUM_LANES]
-            .copy_from_slice(&add_rows_lanes::<SUM_LANES>(values, rows, entries, offset));
-        offset += SUM_LANES;
-    }
-    while offset < entries {
-        packed[offset..offset + SUM_TAIL]
-            .copy_from_slice(&add_rows_lanes::<SUM_TAIL>(values, rows, entries, offset));
-        offset += SUM_TAIL;
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn sum_rows_avx2(values: &[f64], rows: &[u32], entries: usize, packed: &mut [f64]) {
-    sum_rows_generic(values, rows, entries, packed)
-}
-
-fn sum_rows(values: &[f64], rows: &[u32], entries: usize, packed: &mut [f64]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { sum_rows_avx2(values, rows, entries, packed) };
-    }
-    sum_rows_generic(values, rows, entries, packed)
-}
-
 /// Σ_i d_{rows[i]}[a0..a0+4] ⊗ d_{rows[i]}[b0..b0+8].
 #[inline(always)]
 fn tile(run: &FastBootstrapRun, rows: &[usize], a0: usize, b0: usize) -> [[f64; TILE_B]; TILE_A] {
@@ -238,11 +179,7 @@ fn tile(run: &FastBootstrapRun, rows: &[usize], a0: usize, b0: usize) -> [[f64; 
         let row = &run.rows[source * run.stride..][..run.stride];
         let l: [f64; TILE_A] = lanes(&row[a0..]);
         let g: [f64; TILE_B] = lanes(&row[b0..]);
-        for a in 0..TILE_A {
-            for b in 0..TILE_B {
-                acc[a][b] += l[a] * g[b];
-            }
-        }
+        outer_add(&mut acc, &l, &g);
     }
     acc
 }
@@ -495,19 +432,13 @@ pub fn replicates_batch_fast(
     seed: u64,
     range: Range<u64>,
 ) -> Vec<Replicates> {
-    let mut groups: BTreeMap<(usize, String), Vec<usize>> = BTreeMap::new();
-    for (index, run) in runs.iter().enumerate() {
-        groups
-            .entry((run.scores.nrows(), format!("{:?}", run.scheme)))
-            .or_default()
-            .push(index);
-    }
-    let chunks: Vec<Range<u64>> = (range.start..range.end)
-        .step_by(CHUNK as usize)
-        .map(|start| start..(start + CHUNK).min(range.end))
-        .collect();
+    let groups = group_runs(
+        runs.iter()
+            .map(|run| (run.scores.nrows(), format!("{:?}", run.scheme))),
+    );
+    let chunks = chunk_ranges(range, CHUNK);
     let mut out: Vec<Replicates> = runs.iter().map(|_| Vec::new()).collect();
-    for members in groups.values() {
+    for members in &groups {
         let drawn: Vec<Resamples> = chunks
             .par_iter()
             .map(|chunk| draw_chunk(runs, fast, members, seed, chunk.clone()))

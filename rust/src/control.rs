@@ -12,7 +12,7 @@
 use crate::error::{Result, StatsError};
 use crate::gam::{FixedSmoother, GamOptions, GamSmoother};
 use crate::matrix::{norm, Mat};
-use crate::pcor::Method;
+use crate::method::Method;
 use crate::rank::rank_columns;
 use crate::residualise::{column_name, is_constant, LinearResidualiser, MIN_RESIDUAL_FRACTION};
 

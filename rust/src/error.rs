@@ -28,6 +28,23 @@ impl StatsError {
             problem: problem.into(),
         }
     }
+
+    /// The same error naming run `run` ("run 2: covar: …") when a batch has several runs.
+    pub fn in_run(self, run: usize, runs: usize) -> Self {
+        if runs == 1 {
+            return self;
+        }
+        match self {
+            StatsError::InvalidArgument { name, problem } => StatsError::InvalidArgument {
+                name: format!("run {run}: {name}"),
+                problem,
+            },
+            StatsError::Degenerate { name, problem } => StatsError::Degenerate {
+                name: format!("run {run}: {name}"),
+                problem,
+            },
+        }
+    }
 }
 
 impl fmt::Display for StatsError {

@@ -8,14 +8,17 @@
 
 pub mod adjust;
 pub mod autocorr;
+pub mod batch;
 pub mod bootstrap;
 pub mod bootstrap_fast;
 pub mod bounds;
 pub mod control;
 pub mod dist;
 pub mod error;
+pub mod fast_kernel;
 pub mod gam;
 pub mod matrix;
+pub mod method;
 pub mod pcor;
 pub mod permutation;
 pub mod permutation_fast;
@@ -24,6 +27,9 @@ pub mod residualise;
 pub mod rng;
 pub mod sieve;
 pub mod simulate;
+
+#[cfg(test)]
+mod layering;
 
 #[cfg(feature = "python")]
 mod py;

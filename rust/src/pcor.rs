@@ -17,38 +17,9 @@ use crate::control::{pair_df, residualise_run, Control};
 use crate::dist::{normal_quantile, normal_two_sided, t_two_sided};
 use crate::error::{Result, StatsError};
 use crate::matrix::{check_finite, dot, norm, Mat};
+use crate::method::Method;
 use crate::rank::{average_ranks, kendall_matrix, rank_columns};
 use crate::residualise::{is_constant, orthonormal_basis, LinearResidualiser, MAX_CONDITION_NUMBER};
-
-/// Which correlation the statistic is built on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    Pearson,
-    Spearman,
-    Kendall,
-}
-
-impl Method {
-    pub fn parse(name: &str) -> Result<Self> {
-        match name {
-            "pearson" => Ok(Method::Pearson),
-            "spearman" => Ok(Method::Spearman),
-            "kendall" => Ok(Method::Kendall),
-            other => Err(StatsError::invalid(
-                "method",
-                format!("unknown method {other:?}; expected one of \"pearson\", \"spearman\", \"kendall\""),
-            )),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Method::Pearson => "pearson",
-            Method::Spearman => "spearman",
-            Method::Kendall => "kendall",
-        }
-    }
-}
 
 /// From which variable the covariates are removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,7 +23,7 @@ use rayon::prelude::*;
 use crate::control::{residualise_run, ColumnMaker, Control, RunResiduals};
 use crate::error::Result;
 use crate::matrix::{dot, norm, Mat};
-use crate::pcor::Method;
+use crate::method::Method;
 use crate::residualise::LinearResidualiser;
 use crate::rng::{permutation_into, PermutationScheme};
 

@@ -1,5 +1,6 @@
-//! GEMM-form Freedman–Lane counting for the linear control (prototype of a replacement for the inner loop of
-//! [`crate::permutation::count_exceedances_batch`]).
+//! GEMM-form Freedman–Lane counting for the linear control: the kernel [`crate::batch`] chooses over
+//! [`crate::permutation::count_exceedances_batch`] (the scalar reference kernel) whenever the control is
+//! linear.
 //!
 //! For a permutation P, every number the count needs is an entry of one small matrix product:
 //! with L = [Q E] (n × (k + m): the orthonormal covariate basis, then the unit residuals) and G = P E (the
@@ -24,24 +25,23 @@
 //! check equality for every scheme). No fused multiply-add is used, so the results are the same bit for bit
 //! with and without AVX2, and do not depend on the number of threads.
 //!
-//! Wiring it in (`py/mod.rs`, `permutation_test_batch`): build `prepare_fast(&prepared)` once, then per slice
-//! call [`count_exceedances_batch_fast`] when it is `Some`, else `count_exceedances_batch` as now.
+//! How it is chosen ([`crate::batch::permutation_test_batch`]): `prepare_fast(&prepared)` once per call; when
+//! it is `Some`, [`count_exceedances_batch_fast`] serves every slice, else `count_exceedances_batch`.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
+use crate::fast_kernel::{
+    add_table_rows, chunk_ranges, group_runs, lanes, outer_add, SUM_LANES, TILE_A, TILE_B,
+};
 use crate::matrix::Mat;
 use crate::permutation::{ExceedanceCounts, PreparedRun, TIE_TOLERANCE};
 use crate::rng::{permutation_into, PermutationScheme};
 
 /// Permutations per task: each task draws them once and applies them to every run of its group.
 const CHUNK: u64 = 64;
-/// Register tile: rows of L (covariate basis and residuals) by columns of G (permuted residuals).
-const TILE_A: usize = 4;
-const TILE_B: usize = 8;
 
 /// One run laid out for the tiled kernel.
 pub struct FastRun {
@@ -294,11 +294,19 @@ impl BlockLayout {
                     }
                 }
             });
+        // Table rows a slot can read: its aligned and shifted rows of every full block, and its short row.
+        let rows_per_slot = if self.short > 0 {
+            2 * self.full + 1
+        } else {
+            self.full
+        };
+        let slot_bytes = rows_per_slot * self.entries * std::mem::size_of::<f64>();
         BlockTables {
             entries: self.entries,
             offset: self.offset,
             values,
             slots: self.slots,
+            slots_per_pass: (PASS_BYTES / slot_bytes.max(1)).max(1),
         }
     }
 }
@@ -327,11 +335,7 @@ fn block_cross_generic(run: &FastRun, start: usize, source: usize, len: usize, p
             for j in 0..len {
                 let l: [f64; TILE_A] = lanes(&run.left[(start + j) * run.width + a0..]);
                 let g: [f64; TILE_B] = lanes(&run.rows[(source + j) * run.stride + b0..]);
-                for a in 0..TILE_A {
-                    for b in 0..TILE_B {
-                        acc[a][b] += l[a] * g[b];
-                    }
-                }
+                outer_add(&mut acc, &l, &g);
             }
             for (a, values) in acc.iter().enumerate() {
                 product[(a0 + a) * run.stride + b0..][..TILE_B].copy_from_slice(values);
@@ -365,12 +369,29 @@ struct BlockTables {
     values: Vec<f64>,
     /// Blocks per permutation, ⌈n/L⌉.
     slots: usize,
+    /// Slots summed per pass over a span of permutations (see [`BlockTables::sum_span`]).
+    slots_per_pass: usize,
 }
 
+/// Bytes of table rows one pass of [`BlockTables::sum_span`] reads: a quarter of a 1 MiB L2, so that they
+/// stay there, with the span's sums, while every permutation of the span reads them.
+const PASS_BYTES: usize = 1 << 18;
+
 impl BlockTables {
-    /// C's needed entries for a permutation whose table rows are `rows` (from [`block_rows`]).
-    fn sum_into(&self, rows: &[u32], sums: &mut [f64]) {
-        add_rows(&self.values, rows, self.entries, sums);
+    /// C's needed entries for every permutation of a span (`perms[p]`: its table rows from [`block_rows`])
+    /// into `sums` (one row of `entries` per permutation). Slot-major passes: the table rows a slot can read
+    /// (its aligned, shifted and short rows) are contiguous, so a pass over a few slots reads a cache-sized
+    /// part of the tables for all the span's permutations, instead of each permutation reading rows anywhere
+    /// in tables that may not fit in cache (O(n²/L) values). Each entry still adds its rows in slot order,
+    /// so the sums are the same bit for bit as one permutation at a time.
+    fn sum_span(&self, perms: &[&[u32]], sums: &mut [f64]) {
+        sums.fill(0.0);
+        for first in (0..self.slots).step_by(self.slots_per_pass) {
+            let last = (first + self.slots_per_pass).min(self.slots);
+            for (rows, out) in perms.iter().zip(sums.chunks_exact_mut(self.entries)) {
+                add_table_rows(&self.values, &rows[first..last], self.entries, out);
+            }
+        }
     }
 }
 
@@ -396,50 +417,6 @@ fn block_rows(n: usize, length: usize, order: &[u32], rows: &mut Vec<u32>) {
     }
 }
 
-/// The first N values of `values` as an array (the callers' strides guarantee there are N); copying them
-/// into registers is what the tiles do anyway, and the conversion cannot fail.
-#[inline(always)]
-fn lanes<const N: usize>(values: &[f64]) -> [f64; N] {
-    let mut out = [0.0; N];
-    out.copy_from_slice(&values[..N]);
-    out
-}
-
-/// Entries summed at once, in registers (8 AVX2 accumulators, enough independent additions to hide their
-/// latency).
-const SUM_LANES: usize = 32;
-
-/// sums[j] = Σ_r values[r · entries + j] over the table rows `rows`, [`SUM_LANES`] entries at a time.
-#[inline(always)]
-fn add_rows_generic(values: &[f64], rows: &[u32], entries: usize, sums: &mut [f64]) {
-    for (c, out) in sums.chunks_exact_mut(SUM_LANES).enumerate() {
-        let mut acc = [0.0; SUM_LANES];
-        for &r in rows {
-            let start = r as usize * entries + c * SUM_LANES;
-            let row: [f64; SUM_LANES] = lanes(&values[start..]);
-            for j in 0..SUM_LANES {
-                acc[j] += row[j];
-            }
-        }
-        out.copy_from_slice(&acc);
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn add_rows_avx2(values: &[f64], rows: &[u32], entries: usize, sums: &mut [f64]) {
-    add_rows_generic(values, rows, entries, sums)
-}
-
-fn add_rows(values: &[f64], rows: &[u32], entries: usize, sums: &mut [f64]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { add_rows_avx2(values, rows, entries, sums) };
-    }
-    add_rows_generic(values, rows, entries, sums)
-}
-
 /// Rows of L and P E taken per pass over the tiles: a pass's rows (≤ 32 × (width + stride) values) stay in
 /// L1 while every tile reads them, instead of each tile streaming all n rows from L2.
 const ROWS_PER_PASS: usize = 32;
@@ -459,11 +436,7 @@ fn tile(
         let l: [f64; TILE_A] = lanes(&run.left[i * run.width + a0..]);
         let start = source as usize * run.stride + b0;
         let g: [f64; TILE_B] = lanes(&run.rows[start..]);
-        for a in 0..TILE_A {
-            for b in 0..TILE_B {
-                acc[a][b] += l[a] * g[b];
-            }
-        }
+        outer_add(&mut acc, &l, &g);
     }
     acc
 }
@@ -586,20 +559,35 @@ fn draw_chunk(
     Draws { orders, table_rows }
 }
 
-/// Exceedance counts of one run over one chunk of drawn permutations.
-fn count_run_chunk(run: &FastRun, draws: &Draws) -> ExceedanceCounts {
+/// Most chunks of drawn permutations counted by one task (1,024 permutations): the more permutations share
+/// a task, the more of them read each part of a run's block tables while it is in cache (see
+/// [`BlockTables::sum_span`]); tables beyond the caches are then streamed from memory once per task.
+const SPAN: usize = 16;
+
+/// Chunks per task: [`SPAN`], or fewer when that would leave fewer than four tasks per thread.
+fn span_for(chunks: usize, runs: usize) -> usize {
+    let tasks_wanted = 4 * rayon::current_num_threads();
+    (chunks * runs / tasks_wanted).clamp(1, SPAN)
+}
+
+/// Exceedance counts of one run over a span of chunks of drawn permutations.
+fn count_run_span(run: &FastRun, span: &[Draws]) -> ExceedanceCounts {
     let n = run.n;
     let mut counts = zeros(run.m);
-    let mut largest = Vec::with_capacity(CHUNK as usize);
+    let mut largest = Vec::with_capacity(SPAN * CHUNK as usize);
     if let Some(tables) = run.tables() {
-        let mut sums = vec![0.0; tables.entries];
-        for rows in draws.table_rows.chunks_exact(tables.slots) {
-            tables.sum_into(rows, &mut sums);
+        let perms: Vec<&[u32]> = span
+            .iter()
+            .flat_map(|draws| draws.table_rows.chunks_exact(tables.slots))
+            .collect();
+        let mut sums = vec![0.0; perms.len() * tables.entries];
+        tables.sum_span(&perms, &mut sums);
+        for sums in sums.chunks_exact(tables.entries) {
             largest.push(count_one(run, |row, b| sums[tables.offset[b] + row], &mut counts));
         }
     } else {
         let mut product = vec![0.0; run.width * run.stride];
-        for permuted in draws.orders.chunks_exact(n) {
+        for permuted in span.iter().flat_map(|draws| draws.orders.chunks_exact(n)) {
             products(run, permuted, &mut product);
             largest.push(count_one(
                 run,
@@ -624,19 +612,10 @@ pub fn prepare_fast(runs: &[PreparedRun]) -> Option<Vec<FastRun>> {
 /// the block tables for the later ones. The result does not depend on the thread count.
 pub fn count_exceedances_batch_fast(runs: &[FastRun], seed: u64, range: Range<u64>) -> Vec<ExceedanceCounts> {
     ensure_tables(runs, range.end - range.start);
-    let mut groups: BTreeMap<(usize, String), Vec<usize>> = BTreeMap::new();
-    for (index, run) in runs.iter().enumerate() {
-        groups
-            .entry((run.n, format!("{:?}", run.scheme)))
-            .or_default()
-            .push(index);
-    }
-    let chunks: Vec<Range<u64>> = (range.start..range.end)
-        .step_by(CHUNK as usize)
-        .map(|start| start..(start + CHUNK).min(range.end))
-        .collect();
+    let groups = group_runs(runs.iter().map(|run| (run.n, format!("{:?}", run.scheme))));
+    let chunks = chunk_ranges(range, CHUNK);
     let mut totals: Vec<ExceedanceCounts> = runs.iter().map(|run| zeros(run.m)).collect();
-    for members in groups.values() {
+    for members in &groups {
         let first = &runs[members[0]];
         let rows_needed = members.iter().any(|&r| runs[r].tables().is_some());
         let orders_needed = members.iter().any(|&r| runs[r].tables().is_none());
@@ -646,13 +625,14 @@ pub fn count_exceedances_batch_fast(runs: &[FastRun], seed: u64, range: Range<u6
             .collect();
         // Run-major tasks: a thread takes consecutive chunks of the same run, so that run's block tables stay
         // in its cache instead of every table being streamed again for every chunk.
-        let tasks: Vec<(usize, &Draws)> = members
+        let span = span_for(draws.len(), members.len());
+        let tasks: Vec<(usize, &[Draws])> = members
             .iter()
-            .flat_map(|&r| draws.iter().map(move |d| (r, d)))
+            .flat_map(|&r| draws.chunks(span).map(move |chunks| (r, chunks)))
             .collect();
         let partial: Vec<(usize, ExceedanceCounts)> = tasks
             .into_par_iter()
-            .map(|(r, d)| (r, count_run_chunk(&runs[r], d)))
+            .map(|(r, span)| (r, count_run_span(&runs[r], span)))
             .collect();
         for (r, counts) in &partial {
             totals[*r].merge(counts);
@@ -664,7 +644,7 @@ pub fn count_exceedances_batch_fast(runs: &[FastRun], seed: u64, range: Range<u6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pcor::Method;
+    use crate::method::Method;
     use crate::permutation::count_exceedances_batch;
     use crate::rng::Xoshiro256pp;
 
@@ -765,6 +745,29 @@ mod tests {
             assert_eq!(count_exceedances_batch_fast(&fast, 5, 0..500), expected);
             assert_same_counts(&runs, 8, 0..500);
         }
+    }
+
+    #[test]
+    fn slot_passes_sum_as_one_pass() {
+        // One slot per pass (tables far beyond the cache take several) counts as the single pass that small
+        // tables take, short last block (37 = 7·5 + 2) included.
+        let runs = prepared(
+            &[(37, 6, 2), (37, 9, 1)],
+            PermutationScheme::Block { length: 5 },
+            Method::Pearson,
+        );
+        let expected = count_exceedances_batch(&runs, 3, 0..700);
+        let mut fast = fast_runs(&runs);
+        force(&mut fast, true);
+        assert!(fast
+            .iter()
+            .all(|f| f.tables().is_some_and(|t| t.slots_per_pass >= t.slots)));
+        for run in fast.iter_mut() {
+            if let Some(Some(tables)) = run.blocks.get_mut() {
+                tables.slots_per_pass = 1;
+            }
+        }
+        assert_eq!(count_exceedances_batch_fast(&fast, 3, 0..700), expected);
     }
 
     #[test]

@@ -241,6 +241,23 @@ pub fn column_name(name: &str, j: usize, ncols: usize) -> String {
     }
 }
 
+/// Residuals of each column of `y` on [1, covar] (least squares), n × m.
+pub fn residualise_columns(y: &Mat, covar: &Mat) -> Result<Mat> {
+    if covar.nrows() != y.nrows() {
+        return Err(StatsError::invalid(
+            "covar",
+            format!("has {} rows but y has {}", covar.nrows(), y.nrows()),
+        ));
+    }
+    let residualiser = LinearResidualiser::new(covar, "covar")?;
+    let mut out = Mat::zeros(y.nrows(), y.ncols());
+    for j in 0..y.ncols() {
+        check_finite(&column_name("y", j, y.ncols()), y.col(j))?;
+        residualiser.residualise_into(y.col(j), out.col_mut(j));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

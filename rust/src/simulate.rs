@@ -25,12 +25,14 @@ use crate::autocorr::{
     ar1_coefficient, bartlett_effective_n, centred_correlation, effective_n_test, fisher_interval,
     lagged_gam_residuals, lagged_residuals, prewhitened_pair, pyper_peterman_effective_n,
 };
+use crate::batch::Progress;
 use crate::bootstrap::{interval, replicates, BootstrapRun, IntervalMethod};
 use crate::control::Control;
 use crate::error::{Result, StatsError};
 use crate::gam::{GamOptions, GamSmoother};
 use crate::matrix::{dot, Mat};
-use crate::pcor::{self, Method};
+use crate::method::Method;
+use crate::pcor;
 use crate::permutation::{count_exceedances, PreparedRun};
 use crate::rng::{default_block_length, BootstrapScheme, PermutationScheme, Purpose, Xoshiro256pp};
 
@@ -625,6 +627,30 @@ pub fn run_cell(
 ) -> Result<Vec<MethodTally>> {
     let mut tallies = start_cell(spec, options, replicates)?;
     tally_replicates(spec, options, 0..replicates, seed, cell, &mut tallies);
+    Ok(tallies)
+}
+
+/// Replicates of a calibration cell simulated between two calls of `progress` (a cell can run for minutes).
+pub const CELL_SLICE: u64 = 256;
+
+/// One cell of the calibration study: `replicates` simulated runs tallied per method, in slices of
+/// [`CELL_SLICE`] replicates with `progress` called after each (the binding checks for Ctrl-C there).
+pub fn calibration_cell<E: From<StatsError>>(
+    spec: &TrajectorySpec,
+    options: &StudyOptions,
+    replicates: u64,
+    seed: u64,
+    cell: u32,
+    progress: Progress<'_, E>,
+) -> std::result::Result<Vec<MethodTally>, E> {
+    let mut tallies = start_cell(spec, options, replicates)?;
+    let mut start = 0;
+    while start < replicates {
+        let end = (start + CELL_SLICE).min(replicates);
+        tally_replicates(spec, options, start..end, seed, cell, &mut tallies);
+        progress()?;
+        start = end;
+    }
     Ok(tallies)
 }
 

@@ -244,7 +244,8 @@ def partial_corr(
         raise InvalidArgumentError(f"y: has {y_values.shape[0]} values but x has {x_values.shape[0]}")
     covariates = as_covar(covar, x_values.shape[0])
     fit_argument = core_fit(fit, gam_options)
-    r, statistic, p_value, df, n, k = _core.partial_corr(x_values, y_values, covariates, method, semi, fit_argument)
+    result = _core.partial_corr(x_values, y_values, covariates, method, semi, fit_argument)
+    r, statistic, p_value, df, n, k = result.r, result.statistic, result.p_value, result.df, result.n, result.k
     ci = _core.fisher_ci(r, df, float(ci_level))
     return PartialCorr(r, statistic, p_value, df, n, k, ci, float(ci_level), method, semi, fit)
 
@@ -293,7 +294,8 @@ def consistent_interval(
 def _ppcor(data: ArrayLike, method: Method, semi: bool) -> CorrMatrices:
     check_choice("method", method, METHODS)
     array, labels = as_table("data", data)
-    estimate, statistic, p_value, n, k = _core.ppcor_matrices(array, method, semi)
+    result = _core.ppcor_matrices(array, method, semi)
+    estimate, statistic, p_value, n, k = result.estimate, result.statistic, result.p_value, result.n, result.k
     if labels is not None:
         estimate, statistic, p_value = (
             pd.DataFrame(matrix, index=labels, columns=labels) for matrix in (estimate, statistic, p_value)
@@ -514,16 +516,16 @@ def partial_corr_matrix_batch(
     results = _core.partial_corr_matrix_batch(tables, covars, method, fit_argument, check_threads(n_threads))
     return [
         PartialCorrMatrix(
-            r,
-            statistic,
-            p_value,
-            float(n - 2 - k) if fit == "linear" else pair_df,
-            n,
-            k,
+            run.r,
+            run.statistic,
+            run.p_value,
+            float(run.n - 2 - run.k) if fit == "linear" else run.pair_df,
+            run.n,
+            run.k,
             method,
             fit,
             names,
-            None if fit == "linear" else control_df,
+            None if fit == "linear" else run.control_df,
         )
-        for (r, statistic, p_value, pair_df, control_df, n, k), names in zip(results, labels, strict=True)
+        for run, names in zip(results, labels, strict=True)
     ]

@@ -126,8 +126,14 @@ def gam_fit(
     if controls.shape[1] == 0:
         raise InvalidArgumentError('covar: fit="gam" needs at least one control column')
     fixed = None if lam is None else [float(v) for v in np.atleast_1d(as_float_array("lam", lam))]
-    fitted, residuals, edf, lam_out, score, k_used = _core.gam_fit(
-        table, controls, k, gam_method, gam_basis, fixed, check_threads(n_threads)
+    result = _core.gam_fit(table, controls, k, gam_method, gam_basis, fixed, check_threads(n_threads))
+    fitted, residuals, edf, lam_out, score, k_used = (
+        result.fitted,
+        result.residuals,
+        result.edf,
+        result.lam,
+        result.score,
+        result.k_used,
     )
     if any(used < k for used in k_used):
         warnings.warn(f"k: lowered from {k} to {tuple(k_used)} (too few distinct control values)", stacklevel=2)

@@ -177,19 +177,17 @@ def lagged_partial_corr_matrix(
     """
     data, control, labels = trajectory_inputs(scores, covar, method)
     check_choice("fit", fit, FITS)
-    r, r_innovation, statistic, p_value, df, lag1, control_df, n, n_covar = _core.lagged_partial_corr(
-        data, control, method, fit, k
-    )
+    result = _core.lagged_partial_corr(data, control, method, fit, k)
     return LaggedPartialCorrMatrix(
-        r=labelled(r, labels),
-        r_innovation=labelled(r_innovation, labels),
-        statistic=labelled(statistic, labels),
-        p_value=labelled(p_value, labels),
-        df=labelled(df, labels),
-        lag1=np.asarray(lag1),
-        control_df=np.asarray(control_df),
-        n=int(n),
-        k=int(n_covar),
+        r=labelled(result.estimate, labels),
+        r_innovation=labelled(result.innovation_estimate, labels),
+        statistic=labelled(result.statistic, labels),
+        p_value=labelled(result.p_value, labels),
+        df=labelled(result.df, labels),
+        lag1=np.asarray(result.lag1),
+        control_df=np.asarray(result.control_df),
+        n=int(result.n),
+        k=int(result.k),
         method=method,
         fit=fit,
     )
@@ -237,19 +235,17 @@ def prewhitened_partial_corr_matrix(
     36.0
     """
     data, control, labels = trajectory_inputs(scores, covar, method)
-    r, r_whitened, statistic, p_value, naive_p, phi, lag1, n, k, df = _core.prewhitened_partial_corr(
-        data, control, method, bias_correction
-    )
+    result = _core.prewhitened_partial_corr(data, control, method, bias_correction)
     return PrewhitenedPartialCorrMatrix(
-        r=labelled(r, labels),
-        r_whitened=labelled(r_whitened, labels),
-        statistic=labelled(statistic, labels),
-        p_value=labelled(p_value, labels),
-        naive_p_value=labelled(naive_p, labels),
-        phi=np.asarray(phi),
-        lag1=np.asarray(lag1),
-        n=int(n),
-        k=int(k),
-        df=float(df),
+        r=labelled(result.estimate, labels),
+        r_whitened=labelled(result.whitened_estimate, labels),
+        statistic=labelled(result.statistic, labels),
+        p_value=labelled(result.p_value, labels),
+        naive_p_value=labelled(result.naive_p_value, labels),
+        phi=np.asarray(result.phi),
+        lag1=np.asarray(result.lag1),
+        n=int(result.n),
+        k=int(result.k),
+        df=float(result.df),
         method=method,
     )

@@ -275,8 +275,18 @@ def permutation_test_batch(
         n_threads,
     )
     return [
-        PermutationTest(r, p, p_fwer if family_wise else None, n_perm, scheme, length, bool(mirror), seed, names)
-        for (r, p, p_fwer, length), names in zip(results, labels, strict=True)
+        PermutationTest(
+            run.r,
+            run.p_value,
+            run.p_fwer if family_wise else None,
+            n_perm,
+            scheme,
+            run.block_length,
+            bool(mirror),
+            seed,
+            names,
+        )
+        for run, names in zip(results, labels, strict=True)
     ]
 
 
@@ -414,8 +424,9 @@ def bootstrap_ci_batch(
         n_threads,
     )
     out = []
-    for (r, low, high, valid, length), names in zip(results, labels, strict=True):
-        n_valid = valid.astype(np.int64)
+    for run, names in zip(results, labels, strict=True):
+        r, low, high, length = run.r, run.ci_low, run.ci_high, run.block_length
+        n_valid = run.n_valid.astype(np.int64)
         off_diagonal = ~np.eye(r.shape[0], dtype=bool)
         if np.any(n_valid[off_diagonal] < n_boot):
             warnings.warn(

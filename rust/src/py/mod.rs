@@ -1,57 +1,54 @@
-//! The binding layer: the only code that knows Python.
+//! The binding layer: the only code that knows Python. It converts arguments, calls the core and maps
+//! errors; the orchestration (kernel choice, thread pool, slices) lives in [`crate::batch`].
 //!
-//! Arrays arrive as numpy arrays (any memory order) and are copied into column-major [`Mat`]s; results go back
-//! as new numpy arrays. Heavy loops run with the GIL released, in slices of work between which the binding
-//! checks for Ctrl-C. Every [`StatsError`] becomes a `gengen.errors` exception (a `ValueError` subclass).
+//! Arrays arrive as numpy arrays (any memory order) and are copied into column-major [`Mat`]s; results go
+//! back as frozen result objects holding new numpy arrays. Heavy calls run with the GIL released; the core
+//! calls back between slices of work, and the callback takes the GIL to check for Ctrl-C. Every
+//! [`StatsError`] becomes a `gengen.errors` exception (`InvalidArgumentError` or `DegenerateDataError`, both
+//! `ValueError` subclasses).
 
 use numpy::ndarray::{Array1, Array2, ArrayView2, ShapeBuilder};
 use numpy::{
     IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3,
 };
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyType;
 
 mod simulate;
 
 use crate::adjust::{p_adjust as adjust, Adjustment};
-use crate::bootstrap::{jackknife, replicates_batch, run_intervals, BootstrapRun, IntervalMethod};
-use crate::bounds::{check_array, check_resamples, check_threads, try_filled, try_with_capacity};
+use crate::batch::{self, BootstrapRequest, PermutationRequest, SLICE};
+use crate::bootstrap::IntervalMethod;
+use crate::bounds::{check_array, try_filled, try_with_capacity};
 use crate::control::Control;
 use crate::error::StatsError;
-use crate::gam::{Basis, GamFit, GamOptions, GamSmoother, SmoothMethod};
+use crate::gam::{Basis, GamOptions, SmoothMethod};
 use crate::matrix::Mat;
-use crate::pcor::{self, Method, Semi};
-use crate::permutation::{count_exceedances_batch, p_values, ExceedanceCounts, PreparedRun};
-use crate::residualise::LinearResidualiser;
+use crate::method::Method;
+use crate::pcor::{self, Semi};
 use crate::rng::{
     bootstrap_into, default_block_length as block_rule, permutation_into, BootstrapScheme, PermutationScheme,
 };
 
-/// Permutations or replicates computed between two checks for Ctrl-C.
-const SLICE: u64 = 1024;
+pyo3::import_exception_bound!(gengen.errors, InvalidArgumentError);
+pyo3::import_exception_bound!(gengen.errors, DegenerateDataError);
 
 impl From<StatsError> for PyErr {
     fn from(error: StatsError) -> PyErr {
-        let class = match error {
-            StatsError::InvalidArgument { .. } => "InvalidArgumentError",
-            StatsError::Degenerate { .. } => "DegenerateDataError",
-        };
         let message = error.to_string();
-        Python::with_gil(|py| {
-            let exception_type = py
-                .import("gengen.errors")
-                .and_then(|module| module.getattr(class))
-                .and_then(|attribute| attribute.downcast_into::<PyType>().map_err(PyErr::from));
-            match exception_type {
-                Ok(exception_type) => PyErr::from_type(exception_type, message),
-                Err(_) => PyValueError::new_err(message),
-            }
-        })
+        match error {
+            StatsError::InvalidArgument { .. } => InvalidArgumentError::new_err(message),
+            StatsError::Degenerate { .. } => DegenerateDataError::new_err(message),
+        }
     }
 }
 
 type CoreResult<T> = PyResult<T>;
+
+/// The callback the core calls between slices of work (on this thread, with the GIL released): it takes the
+/// GIL and runs Python's signal handlers, so that Ctrl-C raises `KeyboardInterrupt` out of the call.
+fn check_signals() -> PyResult<()> {
+    Python::with_gil(|py| py.check_signals())
+}
 
 /// The control from the binding's `fit` argument: None for the linear fit, or (k, method, basis) for GAM.
 type FitArgument = Option<(usize, String, String)>;
@@ -82,63 +79,29 @@ fn to_mat(array: &ArrayView2<'_, f64>) -> Mat {
     Mat::from_col_major(nrows, ncols, data).unwrap_or_else(|_| Mat::zeros(nrows, ncols))
 }
 
-fn to_numpy<'py>(py: Python<'py>, m: &Mat) -> Bound<'py, PyArray2<f64>> {
+fn to_numpy(py: Python<'_>, m: &Mat) -> Py<PyArray2<f64>> {
     let array = Array2::from_shape_vec((m.nrows(), m.ncols()).f(), m.as_slice().to_vec())
         .unwrap_or_else(|_| Array2::zeros((m.nrows(), m.ncols())));
-    array.into_pyarray(py)
+    array.into_pyarray(py).unbind()
 }
 
-fn with_threads<T: Send>(n_threads: Option<usize>, work: impl FnOnce() -> T + Send) -> CoreResult<T> {
-    match n_threads {
-        None => Ok(work()),
-        Some(count) => {
-            let count = check_threads(count)?;
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(count)
-                .build()
-                .map_err(|e| StatsError::invalid("n_threads", e.to_string()))?;
-            Ok(pool.install(work))
-        }
-    }
+fn vector(py: Python<'_>, values: Vec<f64>) -> Py<PyArray1<f64>> {
+    Array1::from(values).into_pyarray(py).unbind()
 }
 
-fn runs_from(
-    scores: &[PyReadonlyArray2<'_, f64>],
-    covars: &[PyReadonlyArray2<'_, f64>],
-) -> CoreResult<Vec<(Mat, Mat)>> {
-    if scores.len() != covars.len() {
-        return Err(StatsError::invalid(
-            "covar",
-            format!(
-                "{} covariate matrices for {} runs of scores",
-                covars.len(),
-                scores.len()
-            ),
-        )
-        .into());
-    }
-    Ok(scores
-        .iter()
-        .zip(covars)
-        .map(|(s, c)| (to_mat(&s.as_array()), to_mat(&c.as_array())))
-        .collect())
+fn mats(arrays: &[PyReadonlyArray2<'_, f64>]) -> Vec<Mat> {
+    arrays.iter().map(|a| to_mat(&a.as_array())).collect()
 }
 
-/// Names an error after the run it came from when there are several.
-fn in_run(error: StatsError, run: usize, runs: usize) -> StatsError {
-    if runs == 1 {
-        return error;
-    }
-    match error {
-        StatsError::InvalidArgument { name, problem } => StatsError::InvalidArgument {
-            name: format!("run {run}: {name}"),
-            problem,
-        },
-        StatsError::Degenerate { name, problem } => StatsError::Degenerate {
-            name: format!("run {run}: {name}"),
-            problem,
-        },
-    }
+/// ppcor's `pcor.test` / `spcor.test` of one pair.
+#[pyclass(frozen, get_all, module = "gengen._core")]
+pub struct PartialCorrResult {
+    r: f64,
+    statistic: f64,
+    p_value: f64,
+    df: f64,
+    n: usize,
+    k: usize,
 }
 
 #[pyfunction]
@@ -150,7 +113,7 @@ fn partial_corr(
     method: &str,
     semi: Option<&str>,
     fit: FitArgument,
-) -> CoreResult<(f64, f64, f64, f64, usize, usize)> {
+) -> CoreResult<PartialCorrResult> {
     let method = Method::parse(method)?;
     let semi = Semi::parse(semi)?;
     let control = control_from(&fit)?;
@@ -158,7 +121,14 @@ fn partial_corr(
     let y = y.as_array().to_vec();
     let covar = to_mat(&covar.as_array());
     let s = pcor::partial_corr_with(&x, &y, &covar, method, semi, &control)?;
-    Ok((s.r, s.statistic, s.p_value, s.df, s.n, s.k))
+    Ok(PartialCorrResult {
+        r: s.r,
+        statistic: s.statistic,
+        p_value: s.p_value,
+        df: s.df,
+        n: s.n,
+        k: s.k,
+    })
 }
 
 #[pyfunction]
@@ -166,30 +136,33 @@ fn fisher_ci(r: f64, df: f64, level: f64) -> CoreResult<(f64, f64)> {
     Ok(pcor::fisher_ci(r, df, level)?)
 }
 
-#[allow(clippy::type_complexity)]
+/// ppcor's `pcor` (or `spcor`) of every pair of columns.
+#[pyclass(frozen, get_all, module = "gengen._core")]
+pub struct PpcorResult {
+    estimate: Py<PyArray2<f64>>,
+    statistic: Py<PyArray2<f64>>,
+    p_value: Py<PyArray2<f64>>,
+    n: usize,
+    k: usize,
+}
+
 #[pyfunction]
-fn ppcor_matrices<'py>(
-    py: Python<'py>,
-    data: PyReadonlyArray2<'py, f64>,
+fn ppcor_matrices(
+    py: Python<'_>,
+    data: PyReadonlyArray2<'_, f64>,
     method: &str,
     semi: bool,
-) -> CoreResult<(
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    usize,
-    usize,
-)> {
+) -> CoreResult<PpcorResult> {
     let method = Method::parse(method)?;
     let data = to_mat(&data.as_array());
     let out = py.allow_threads(|| pcor::ppcor_matrices(&data, method, semi))?;
-    Ok((
-        to_numpy(py, &out.estimate),
-        to_numpy(py, &out.statistic),
-        to_numpy(py, &out.p_value),
-        out.n,
-        out.k,
-    ))
+    Ok(PpcorResult {
+        estimate: to_numpy(py, &out.estimate),
+        statistic: to_numpy(py, &out.statistic),
+        p_value: to_numpy(py, &out.p_value),
+        n: out.n,
+        k: out.k,
+    })
 }
 
 #[pyfunction]
@@ -197,91 +170,74 @@ fn residualise<'py>(
     py: Python<'py>,
     y: PyReadonlyArray2<'py, f64>,
     covar: PyReadonlyArray2<'py, f64>,
-) -> CoreResult<Bound<'py, PyArray2<f64>>> {
+) -> CoreResult<Py<PyArray2<f64>>> {
     let y = to_mat(&y.as_array());
     let covar = to_mat(&covar.as_array());
-    if covar.nrows() != y.nrows() {
-        return Err(StatsError::invalid(
-            "covar",
-            format!("has {} rows but y has {}", covar.nrows(), y.nrows()),
-        )
-        .into());
-    }
-    let residualiser = LinearResidualiser::new(&covar, "covar")?;
-    let mut out = Mat::zeros(y.nrows(), y.ncols());
-    for j in 0..y.ncols() {
-        crate::matrix::check_finite(&crate::residualise::column_name("y", j, y.ncols()), y.col(j))?;
-        residualiser.residualise_into(y.col(j), out.col_mut(j));
-    }
-    Ok(to_numpy(py, &out))
+    Ok(to_numpy(
+        py,
+        &crate::residualise::residualise_columns(&y, &covar)?,
+    ))
 }
 
-/// (r, statistic, p_value, df per pair, degrees of freedom spent on the control per column, n, k).
-type MatrixResult<'py> = (
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray1<f64>>,
-    usize,
-    usize,
-);
+/// One run's partial correlation matrices.
+#[pyclass(frozen, get_all, module = "gengen._core")]
+pub struct CorrMatrixResult {
+    r: Py<PyArray2<f64>>,
+    statistic: Py<PyArray2<f64>>,
+    p_value: Py<PyArray2<f64>>,
+    /// Degrees of freedom of each pair's test.
+    pair_df: Py<PyArray2<f64>>,
+    /// Degrees of freedom each column spent on the control.
+    control_df: Py<PyArray1<f64>>,
+    n: usize,
+    k: usize,
+}
 
 #[pyfunction]
 #[pyo3(signature = (scores, covars, method, fit=None, n_threads=None))]
-fn partial_corr_matrix_batch<'py>(
-    py: Python<'py>,
-    scores: Vec<PyReadonlyArray2<'py, f64>>,
-    covars: Vec<PyReadonlyArray2<'py, f64>>,
+fn partial_corr_matrix_batch(
+    py: Python<'_>,
+    scores: Vec<PyReadonlyArray2<'_, f64>>,
+    covars: Vec<PyReadonlyArray2<'_, f64>>,
     method: &str,
     fit: FitArgument,
     n_threads: Option<usize>,
-) -> CoreResult<Vec<MatrixResult<'py>>> {
-    use rayon::prelude::*;
+) -> CoreResult<Vec<CorrMatrixResult>> {
     let method = Method::parse(method)?;
     let control = control_from(&fit)?;
-    let runs = runs_from(&scores, &covars)?;
-    let count = runs.len();
-    let results: Vec<Result<pcor::CorrMatrices, StatsError>> = py.allow_threads(|| {
-        with_threads(n_threads, || {
-            runs.par_iter()
-                .enumerate()
-                .map(|(i, (s, c))| {
-                    pcor::partial_corr_matrix_with(s, c, method, &control).map_err(|e| in_run(e, i, count))
-                })
-                .collect()
+    let (scores, covars) = (mats(&scores), mats(&covars));
+    let results =
+        py.allow_threads(|| batch::partial_corr_matrix_batch(scores, covars, method, &control, n_threads))?;
+    Ok(results
+        .into_iter()
+        .map(|m| CorrMatrixResult {
+            r: to_numpy(py, &m.estimate),
+            statistic: to_numpy(py, &m.statistic),
+            p_value: to_numpy(py, &m.p_value),
+            pair_df: to_numpy(py, &m.pair_df),
+            control_df: vector(py, m.control_df),
+            n: m.n,
+            k: m.k,
         })
-    })?;
-    let mut out = Vec::with_capacity(count);
-    for result in results {
-        let m = result?;
-        out.push((
-            to_numpy(py, &m.estimate),
-            to_numpy(py, &m.statistic),
-            to_numpy(py, &m.p_value),
-            to_numpy(py, &m.pair_df),
-            Array1::from(m.control_df.clone()).into_pyarray(py),
-            m.n,
-            m.k,
-        ));
-    }
-    Ok(out)
+        .collect())
 }
 
-type PermutationResult<'py> = (
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Option<usize>,
-);
+/// One run's permutation test.
+#[pyclass(frozen, get_all, module = "gengen._core")]
+pub struct PermutationResult {
+    r: Py<PyArray2<f64>>,
+    p_value: Py<PyArray2<f64>>,
+    p_fwer: Py<PyArray2<f64>>,
+    block_length: Option<usize>,
+}
 
 #[allow(clippy::too_many_arguments)]
 #[pyfunction]
 #[pyo3(signature = (scores, covars, method, n_perm, scheme, block_length=None, mirror=false, seed=0, fit=None, n_threads=None))]
-fn permutation_test_batch<'py>(
-    py: Python<'py>,
-    scores: Vec<PyReadonlyArray2<'py, f64>>,
-    covars: Vec<PyReadonlyArray2<'py, f64>>,
+fn permutation_test_batch(
+    py: Python<'_>,
+    scores: Vec<PyReadonlyArray2<'_, f64>>,
+    covars: Vec<PyReadonlyArray2<'_, f64>>,
     method: &str,
     n_perm: u64,
     scheme: &str,
@@ -290,74 +246,49 @@ fn permutation_test_batch<'py>(
     seed: u64,
     fit: FitArgument,
     n_threads: Option<usize>,
-) -> CoreResult<Vec<PermutationResult<'py>>> {
-    let method = Method::parse(method)?;
-    let control = control_from(&fit)?;
-    let n_perm = check_resamples("n_perm", n_perm, 1)?;
-    if let Some(count) = n_threads {
-        check_threads(count)?;
-    }
-    let runs = runs_from(&scores, &covars)?;
-    let count = runs.len();
-    let mut prepared = Vec::with_capacity(count);
-    for (i, (s, c)) in runs.iter().enumerate() {
-        let n = s.nrows();
-        let plan =
-            PermutationScheme::parse(scheme, block_length, mirror, n).map_err(|e| in_run(e, i, count))?;
-        pcor::check_degrees_of_freedom(n, c.ncols()).map_err(|e| in_run(e, i, count))?;
-        prepared.push(PreparedRun::new(s, c, method, &control, plan).map_err(|e| in_run(e, i, count))?);
-    }
-    let fast = crate::permutation_fast::prepare_fast(&prepared);
-    let mut totals: Vec<ExceedanceCounts> = Vec::new();
-    let mut start = 0;
-    while start < n_perm {
-        let end = (start + SLICE).min(n_perm);
-        let slice = py.allow_threads(|| {
-            with_threads(n_threads, || match &fast {
-                Some(fast) => crate::permutation_fast::count_exceedances_batch_fast(fast, seed, start..end),
-                None => count_exceedances_batch(&prepared, seed, start..end),
-            })
-        })?;
-        if totals.is_empty() {
-            totals = slice;
-        } else {
-            for (total, part) in totals.iter_mut().zip(&slice) {
-                total.merge(part);
-            }
-        }
-        py.check_signals()?;
-        start = end;
-    }
-    Ok(prepared
-        .iter()
-        .zip(&totals)
-        .map(|(run, counts)| {
-            let (p, p_fwer) = p_values(counts, run.m);
-            (
-                to_numpy(py, &run.r),
-                to_numpy(py, &p),
-                to_numpy(py, &p_fwer),
-                run.scheme.block_length(),
-            )
+) -> CoreResult<Vec<PermutationResult>> {
+    let request = PermutationRequest {
+        method: Method::parse(method)?,
+        control: control_from(&fit)?,
+        n_perm,
+        scheme: scheme.to_string(),
+        block_length,
+        mirror,
+        seed,
+        n_threads,
+    };
+    let (scores, covars) = (mats(&scores), mats(&covars));
+    let results =
+        py.allow_threads(|| batch::permutation_test_batch(scores, covars, &request, &check_signals))?;
+    Ok(results
+        .into_iter()
+        .map(|run| PermutationResult {
+            r: to_numpy(py, &run.r),
+            p_value: to_numpy(py, &run.p_value),
+            p_fwer: to_numpy(py, &run.p_fwer),
+            block_length: run.block_length,
         })
         .collect())
 }
 
-type BootstrapResult<'py> = (
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Option<usize>,
-);
+/// One run's bootstrap intervals.
+#[pyclass(frozen, get_all, module = "gengen._core")]
+pub struct BootstrapResult {
+    r: Py<PyArray2<f64>>,
+    ci_low: Py<PyArray2<f64>>,
+    ci_high: Py<PyArray2<f64>>,
+    /// Valid (non-degenerate) replicates per pair, as floats.
+    n_valid: Py<PyArray2<f64>>,
+    block_length: Option<usize>,
+}
 
 #[allow(clippy::too_many_arguments)]
 #[pyfunction]
 #[pyo3(signature = (scores, covars, method, n_boot, scheme, block_length=None, ci_level=0.95, ci_method="percentile", seed=0, fit=None, n_threads=None))]
-fn bootstrap_ci_batch<'py>(
-    py: Python<'py>,
-    scores: Vec<PyReadonlyArray2<'py, f64>>,
-    covars: Vec<PyReadonlyArray2<'py, f64>>,
+fn bootstrap_ci_batch(
+    py: Python<'_>,
+    scores: Vec<PyReadonlyArray2<'_, f64>>,
+    covars: Vec<PyReadonlyArray2<'_, f64>>,
     method: &str,
     n_boot: u64,
     scheme: &str,
@@ -367,123 +298,42 @@ fn bootstrap_ci_batch<'py>(
     seed: u64,
     fit: FitArgument,
     n_threads: Option<usize>,
-) -> CoreResult<Vec<BootstrapResult<'py>>> {
-    let method = Method::parse(method)?;
-    let control = control_from(&fit)?;
-    let interval_method = IntervalMethod::parse(ci_method)?;
-    let n_boot = check_resamples("n_boot", n_boot, 2)?;
-    if let Some(count) = n_threads {
-        check_threads(count)?;
-    }
-    if !(ci_level > 0.0 && ci_level < 1.0) {
-        return Err(StatsError::invalid(
-            "ci_level",
-            format!("must lie strictly between 0 and 1, got {ci_level}"),
-        )
-        .into());
-    }
-    let runs = runs_from(&scores, &covars)?;
-    // Every replicate of every pair is kept until the intervals are taken: bound that before resampling.
-    let pairs: usize = runs
-        .iter()
-        .map(|(s, _)| s.ncols() * s.ncols().saturating_sub(1) / 2 + 3)
-        .sum();
-    check_array(
-        "n_boot",
-        &[n_boot as usize, pairs],
-        8,
-        "keeping the bootstrap replicates",
-    )?;
-    let count = runs.len();
-    let mut prepared = Vec::with_capacity(count);
-    let mut observed = Vec::with_capacity(count);
-    for (i, (s, c)) in runs.into_iter().enumerate() {
-        let n = s.nrows();
-        pcor::check_degrees_of_freedom(n, c.ncols()).map_err(|e| in_run(e, i, count))?;
-        let plan = BootstrapScheme::parse(scheme, block_length, n).map_err(|e| in_run(e, i, count))?;
-        // The observed estimates, with the full error checking of the point estimate.
-        let estimate =
-            pcor::partial_corr_matrix_with(&s, &c, method, &control).map_err(|e| in_run(e, i, count))?;
-        observed.push(estimate.estimate);
-        prepared.push(BootstrapRun {
-            scores: s,
-            covar: c,
-            scheme: plan,
-            control,
-        });
-    }
-    let fast_boot: Option<Vec<crate::bootstrap_fast::FastBootstrapRun>> = if method == Method::Pearson {
-        prepared
-            .iter()
-            .map(crate::bootstrap_fast::FastBootstrapRun::new)
-            .collect()
-    } else {
-        None
+) -> CoreResult<Vec<BootstrapResult>> {
+    let request = BootstrapRequest {
+        method: Method::parse(method)?,
+        control: control_from(&fit)?,
+        ci_method: IntervalMethod::parse(ci_method)?,
+        n_boot,
+        scheme: scheme.to_string(),
+        block_length,
+        ci_level,
+        seed,
+        n_threads,
     };
-    let mut collected: Vec<Vec<Vec<f64>>> = prepared.iter().map(|_| Vec::new()).collect();
-    let mut start = 0;
-    while start < n_boot {
-        let end = (start + SLICE).min(n_boot);
-        let slice = py.allow_threads(|| {
-            with_threads(n_threads, || match &fast_boot {
-                Some(fast) => crate::bootstrap_fast::replicates_batch_fast(&prepared, fast, seed, start..end),
-                None => replicates_batch(&prepared, method, seed, start..end),
-            })
-        })?;
-        for (all, part) in collected.iter_mut().zip(slice) {
-            all.extend(part);
-        }
-        py.check_signals()?;
-        start = end;
-    }
-    // BCa's leave-one-checkpoint-out fits (n refits per run, GAM ones included), one run at a time so that
-    // Ctrl-C is honoured between runs.
-    let mut jackknives: Vec<Option<Vec<Vec<f64>>>> = Vec::with_capacity(prepared.len());
-    for run in &prepared {
-        if interval_method != IntervalMethod::Bca {
-            jackknives.push(None);
-            continue;
-        }
-        let jack = py.allow_threads(|| {
-            with_threads(n_threads, || {
-                jackknife(&run.scores, &run.covar, method, &run.control)
-            })
-        })?;
-        jackknives.push(Some(jack));
-        py.check_signals()?;
-    }
-    let intervals: Vec<(Mat, Mat, Mat)> = py.allow_threads(|| {
-        with_threads(n_threads, || {
-            collected
-                .iter()
-                .zip(observed.iter().zip(&jackknives))
-                .map(|(reps, (estimate, jack))| {
-                    run_intervals(reps, estimate, jack.as_deref(), ci_level, interval_method)
-                })
-                .collect()
+    let (scores, covars) = (mats(&scores), mats(&covars));
+    let results = py.allow_threads(|| batch::bootstrap_ci_batch(scores, covars, &request, &check_signals))?;
+    Ok(results
+        .into_iter()
+        .map(|run| BootstrapResult {
+            r: to_numpy(py, &run.r),
+            ci_low: to_numpy(py, &run.ci_low),
+            ci_high: to_numpy(py, &run.ci_high),
+            n_valid: to_numpy(py, &run.n_valid),
+            block_length: run.block_length,
         })
-    })?;
-    let mut out = Vec::with_capacity(count);
-    for ((run, estimate), (low, high, valid)) in prepared.iter().zip(&observed).zip(&intervals) {
-        out.push((
-            to_numpy(py, estimate),
-            to_numpy(py, low),
-            to_numpy(py, high),
-            to_numpy(py, valid),
-            run.scheme.block_length(),
-        ));
-    }
-    Ok(out)
+        .collect())
 }
 
-type GamResult<'py> = (
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray1<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray1<f64>>,
-    Vec<usize>,
-);
+/// GAM fits of every column of y.
+#[pyclass(frozen, get_all, module = "gengen._core")]
+pub struct GamFitResult {
+    fitted: Py<PyArray2<f64>>,
+    residuals: Py<PyArray2<f64>>,
+    edf: Py<PyArray1<f64>>,
+    lam: Py<PyArray2<f64>>,
+    score: Py<PyArray1<f64>>,
+    k_used: Vec<usize>,
+}
 
 /// GAM control, mgcv's `y ~ s(z_1, k, bs = basis) + … + s(z_q, k, bs = basis)` per column of `y`, with λ
 /// chosen per column by GCV or REML (or fixed at `lam`, one value per control).
@@ -499,60 +349,23 @@ fn gam_fit<'py>(
     basis: &str,
     lam: Option<Vec<f64>>,
     n_threads: Option<usize>,
-) -> CoreResult<GamResult<'py>> {
-    use rayon::prelude::*;
+) -> CoreResult<GamFitResult> {
     let y = to_mat(&y.as_array());
     let covar = to_mat(&covar.as_array());
-    if covar.nrows() != y.nrows() {
-        return Err(StatsError::invalid(
-            "covar",
-            format!("has {} rows but y has {}", covar.nrows(), y.nrows()),
-        )
-        .into());
-    }
     let options = GamOptions {
         k,
         method: SmoothMethod::parse(method, "gam_method")?,
         basis: Basis::parse(basis, "gam_basis")?,
     };
-    let smoother = GamSmoother::new(&covar, &options, "covar")?;
-    let fits: Result<Vec<GamFit>, StatsError> = py.allow_threads(|| {
-        with_threads(n_threads, || match &lam {
-            None => smoother.residualise_columns(&y, "y"),
-            Some(lam) => (0..y.ncols())
-                .into_par_iter()
-                .map(|j| {
-                    crate::matrix::check_finite(
-                        &crate::residualise::column_name("y", j, y.ncols()),
-                        y.col(j),
-                    )?;
-                    smoother.fit_column_with_lambda(y.col(j), lam)
-                })
-                .collect(),
-        })
-    })?;
-    let fits = fits?;
-    let (n, m, q) = (y.nrows(), y.ncols(), smoother.q());
-    let mut fitted = Mat::zeros(n, m);
-    let mut residuals = Mat::zeros(n, m);
-    let mut lambda = Mat::zeros(m, q);
-    for (j, fit) in fits.iter().enumerate() {
-        fitted.col_mut(j).copy_from_slice(&fit.fitted);
-        residuals.col_mut(j).copy_from_slice(&fit.residuals);
-        for (c, value) in fit.lambda.iter().enumerate() {
-            lambda.set(j, c, *value);
-        }
-    }
-    let edf: Vec<f64> = fits.iter().map(|f| f.edf).collect();
-    let score: Vec<f64> = fits.iter().map(|f| f.score).collect();
-    Ok((
-        to_numpy(py, &fitted),
-        to_numpy(py, &residuals),
-        Array1::from(edf).into_pyarray(py),
-        to_numpy(py, &lambda),
-        Array1::from(score).into_pyarray(py),
-        smoother.k_used().to_vec(),
-    ))
+    let fits = py.allow_threads(|| batch::gam_fit(&y, &covar, &options, lam.as_deref(), n_threads))?;
+    Ok(GamFitResult {
+        fitted: to_numpy(py, &fits.fitted),
+        residuals: to_numpy(py, &fits.residuals),
+        edf: vector(py, fits.edf),
+        lam: to_numpy(py, &fits.lambda),
+        score: vector(py, fits.score),
+        k_used: fits.k_used,
+    })
 }
 
 /// A (rows, n) table of indices, row `i` filled by `fill(i, row)`; its size is checked before anything is
@@ -697,6 +510,12 @@ fn default_block_length(n: usize) -> usize {
 }
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<PartialCorrResult>()?;
+    module.add_class::<PpcorResult>()?;
+    module.add_class::<CorrMatrixResult>()?;
+    module.add_class::<PermutationResult>()?;
+    module.add_class::<BootstrapResult>()?;
+    module.add_class::<GamFitResult>()?;
     module.add_function(wrap_pyfunction!(partial_corr, module)?)?;
     module.add_function(wrap_pyfunction!(fisher_ci, module)?)?;
     module.add_function(wrap_pyfunction!(ppcor_matrices, module)?)?;

@@ -1,8 +1,7 @@
 //! Bindings of the simulation study ([`crate::simulate`]) and of the autocorrelation-aware tests
 //! ([`crate::autocorr`]).
 
-use numpy::ndarray::Array1;
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray2};
+use numpy::{PyArray1, PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 
 use crate::autocorr::{
@@ -10,13 +9,10 @@ use crate::autocorr::{
 };
 use crate::bounds::{check_array, check_resamples};
 use crate::error::StatsError;
-use crate::pcor::Method;
-use crate::simulate::{simulate, start_cell, tally_replicates, Noise, Shape, StudyOptions, TrajectorySpec};
+use crate::method::Method;
+use crate::simulate::{simulate, Noise, Shape, StudyOptions, TrajectorySpec};
 
-use super::{to_mat, to_numpy};
-
-/// Replicates of a calibration cell simulated between two checks for Ctrl-C.
-const CELL_SLICE: u64 = 256;
+use super::{check_signals, to_mat, to_numpy, vector};
 
 #[allow(clippy::too_many_arguments)]
 fn spec_from(
@@ -50,14 +46,14 @@ fn spec_from(
 }
 
 /// (id (n,), ood (n, m)).
-type RunArrays<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>);
+type RunArrays = (Py<PyArray1<f64>>, Py<PyArray2<f64>>);
 
 /// One simulated run: (id (n,), ood (n, m)).
 #[allow(clippy::too_many_arguments)]
 #[pyfunction]
 #[pyo3(signature = (n, m, noise, phi, shape, shared, noise_sd, id_noise_sd, seed, index))]
-fn simulate_run<'py>(
-    py: Python<'py>,
+fn simulate_run(
+    py: Python<'_>,
     n: usize,
     m: usize,
     noise: &str,
@@ -68,15 +64,24 @@ fn simulate_run<'py>(
     id_noise_sd: f64,
     seed: u64,
     index: u64,
-) -> PyResult<RunArrays<'py>> {
+) -> PyResult<RunArrays> {
     let spec = spec_from(n, m, noise, phi, shape, shared, noise_sd, id_noise_sd)?;
     let run = simulate(&spec, seed, index)?;
-    Ok((Array1::from_vec(run.id).into_pyarray(py), to_numpy(py, &run.ood)))
+    Ok((vector(py, run.id), to_numpy(py, &run.ood)))
 }
 
-/// One tallied method: (method, control, evaluated, reject_05, reject_01, ci_evaluated, covered,
-/// ci_width_sum).
-type TallyRow = (String, String, u64, u64, u64, u64, u64, f64);
+/// One method's tallies over a calibration cell.
+#[pyclass(frozen, get_all, module = "gengen._core")]
+pub struct CalibrationTally {
+    method: String,
+    control: String,
+    evaluated: u64,
+    reject_05: u64,
+    reject_01: u64,
+    ci_evaluated: u64,
+    covered: u64,
+    ci_width_sum: f64,
+}
 
 /// Runs one cell of the calibration study with the GIL released.
 #[allow(clippy::too_many_arguments)]
@@ -99,7 +104,7 @@ fn calibration_cell(
     gam_lagged_k: usize,
     noise_sd: f64,
     id_noise_sd: f64,
-) -> PyResult<Vec<TallyRow>> {
+) -> PyResult<Vec<CalibrationTally>> {
     let spec = spec_from(n, 2, noise, phi, shape, shared, noise_sd, id_noise_sd)?;
     check_resamples("replicates", replicates, 0)?;
     // 0 permutations or replicates leaves those methods out of the cell.
@@ -111,58 +116,51 @@ fn calibration_cell(
         gam,
         gam_lagged_k,
     };
-    // In slices of replicates, checking for Ctrl-C between them: a cell can run for minutes.
-    let mut tallies = start_cell(&spec, &options, replicates)?;
-    let mut start = 0;
-    while start < replicates {
-        let end = (start + CELL_SLICE).min(replicates);
-        py.allow_threads(|| tally_replicates(&spec, &options, start..end, seed, cell, &mut tallies));
-        py.check_signals()?;
-        start = end;
-    }
+    let tallies = py.allow_threads(|| {
+        crate::simulate::calibration_cell(&spec, &options, replicates, seed, cell, &check_signals)
+    })?;
     Ok(tallies
         .into_iter()
-        .map(|t| {
-            (
-                t.method.name().to_string(),
-                t.method.control().to_string(),
-                t.evaluated,
-                t.reject_05,
-                t.reject_01,
-                t.ci_evaluated,
-                t.covered,
-                t.ci_width_sum,
-            )
+        .map(|t| CalibrationTally {
+            method: t.method.name().to_string(),
+            control: t.method.control().to_string(),
+            evaluated: t.evaluated,
+            reject_05: t.reject_05,
+            reject_01: t.reject_01,
+            ci_evaluated: t.ci_evaluated,
+            covered: t.covered,
+            ci_width_sum: t.ci_width_sum,
         })
         .collect())
 }
 
-/// (estimate, innovation_estimate, statistic, p_value, df, lag1, control_df, n, k).
-type LaggedResult<'py> = (
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray1<f64>>,
-    Bound<'py, PyArray1<f64>>,
-    usize,
-    usize,
-);
+/// The lagged-regression test of every pair of columns.
+#[pyclass(frozen, get_all, module = "gengen._core")]
+pub struct LaggedResult {
+    estimate: Py<PyArray2<f64>>,
+    innovation_estimate: Py<PyArray2<f64>>,
+    statistic: Py<PyArray2<f64>>,
+    p_value: Py<PyArray2<f64>>,
+    df: Py<PyArray2<f64>>,
+    lag1: Py<PyArray1<f64>>,
+    control_df: Py<PyArray1<f64>>,
+    n: usize,
+    k: usize,
+}
 
 /// The lagged-regression test of every pair of columns
 /// ([`crate::autocorr::lagged_partial_corr_matrix_with`]); `fit` is "linear" or "gam" (basis dimension `k`
 /// per smooth).
 #[pyfunction]
 #[pyo3(signature = (scores, covar, method, fit="linear", k=LAGGED_GAM_K))]
-fn lagged_partial_corr<'py>(
-    py: Python<'py>,
+fn lagged_partial_corr(
+    py: Python<'_>,
     scores: PyReadonlyArray2<'_, f64>,
     covar: PyReadonlyArray2<'_, f64>,
     method: &str,
     fit: &str,
     k: usize,
-) -> PyResult<LaggedResult<'py>> {
+) -> PyResult<LaggedResult> {
     let method = Method::parse(method)?;
     let control = match fit {
         "linear" => LaggedControl::Linear,
@@ -183,65 +181,69 @@ fn lagged_partial_corr<'py>(
     let scores = to_mat(&scores.as_array());
     let covar = to_mat(&covar.as_array());
     let out = py.allow_threads(|| lagged_partial_corr_matrix_with(&scores, &covar, method, control))?;
-    Ok((
-        to_numpy(py, &out.estimate),
-        to_numpy(py, &out.innovation_estimate),
-        to_numpy(py, &out.statistic),
-        to_numpy(py, &out.p_value),
-        to_numpy(py, &out.df),
-        Array1::from_vec(out.lag1).into_pyarray(py),
-        Array1::from_vec(out.control_df).into_pyarray(py),
-        out.n,
-        out.k,
-    ))
+    Ok(LaggedResult {
+        estimate: to_numpy(py, &out.estimate),
+        innovation_estimate: to_numpy(py, &out.innovation_estimate),
+        statistic: to_numpy(py, &out.statistic),
+        p_value: to_numpy(py, &out.p_value),
+        df: to_numpy(py, &out.df),
+        lag1: vector(py, out.lag1),
+        control_df: vector(py, out.control_df),
+        n: out.n,
+        k: out.k,
+    })
 }
 
-/// (estimate, whitened_estimate, statistic, p_value, naive_p_value, phi, lag1, n, k, df).
-type PrewhitenedResult<'py> = (
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Bound<'py, PyArray1<f64>>,
-    Bound<'py, PyArray1<f64>>,
-    usize,
-    usize,
-    f64,
-);
+/// The AR(1)-prewhitened test of every pair of columns.
+#[pyclass(frozen, get_all, module = "gengen._core")]
+pub struct PrewhitenedResult {
+    estimate: Py<PyArray2<f64>>,
+    whitened_estimate: Py<PyArray2<f64>>,
+    statistic: Py<PyArray2<f64>>,
+    p_value: Py<PyArray2<f64>>,
+    naive_p_value: Py<PyArray2<f64>>,
+    phi: Py<PyArray1<f64>>,
+    lag1: Py<PyArray1<f64>>,
+    n: usize,
+    k: usize,
+    df: f64,
+}
 
 /// The AR(1)-prewhitened test of every pair of columns
 /// ([`crate::autocorr::prewhitened_partial_corr_matrix`]).
 #[pyfunction]
 #[pyo3(signature = (scores, covar, method, bias_correction=true))]
-fn prewhitened_partial_corr<'py>(
-    py: Python<'py>,
+fn prewhitened_partial_corr(
+    py: Python<'_>,
     scores: PyReadonlyArray2<'_, f64>,
     covar: PyReadonlyArray2<'_, f64>,
     method: &str,
     bias_correction: bool,
-) -> PyResult<PrewhitenedResult<'py>> {
+) -> PyResult<PrewhitenedResult> {
     let method = Method::parse(method)?;
     let scores = to_mat(&scores.as_array());
     let covar = to_mat(&covar.as_array());
     let out =
         py.allow_threads(|| prewhitened_partial_corr_matrix(&scores, &covar, method, bias_correction))?;
-    Ok((
-        to_numpy(py, &out.estimate),
-        to_numpy(py, &out.whitened_estimate),
-        to_numpy(py, &out.statistic),
-        to_numpy(py, &out.p_value),
-        to_numpy(py, &out.naive_p_value),
-        Array1::from_vec(out.phi).into_pyarray(py),
-        Array1::from_vec(out.lag1).into_pyarray(py),
-        out.n,
-        out.k,
-        out.df,
-    ))
+    Ok(PrewhitenedResult {
+        estimate: to_numpy(py, &out.estimate),
+        whitened_estimate: to_numpy(py, &out.whitened_estimate),
+        statistic: to_numpy(py, &out.statistic),
+        p_value: to_numpy(py, &out.p_value),
+        naive_p_value: to_numpy(py, &out.naive_p_value),
+        phi: vector(py, out.phi),
+        lag1: vector(py, out.lag1),
+        n: out.n,
+        k: out.k,
+        df: out.df,
+    })
 }
 
 /// Adds the simulation and autocorrelation functions to `gengen._core`.
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<CalibrationTally>()?;
+    module.add_class::<LaggedResult>()?;
+    module.add_class::<PrewhitenedResult>()?;
     module.add_function(wrap_pyfunction!(simulate_run, module)?)?;
     module.add_function(wrap_pyfunction!(calibration_cell, module)?)?;
     module.add_function(wrap_pyfunction!(lagged_partial_corr, module)?)?;
