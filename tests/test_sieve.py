@@ -21,7 +21,15 @@ from gengen.calibration import GridCell, simulate_pair_runs
 from gengen.compare import compare
 from gengen.errors import GengenError
 from gengen.stats.meta import fisher_meta
-from gengen.stats.sieve import fit_autoregression, ljung_box, sieve_partial_corr_matrix
+from gengen.stats.sieve import (
+    curvature_notes,
+    curvature_shift,
+    fit_autoregression,
+    gam_control_z,
+    ljung_box,
+    sieve_column_notes,
+    sieve_partial_corr_matrix,
+)
 from tests.test_analyse import PYTHIA, load_pythia, synthetic
 
 
@@ -172,6 +180,64 @@ def test_pooled_false_positive_rate_stays_below_0_065_at_three_seeds_ar1_0_9() -
     assert upper_bound(rates["sieve fixed"], replicates) <= 0.065, rates
     assert upper_bound(rates["sieve random"], replicates) <= 0.065, rates
     assert rates["naive fixed"] > 0.2, rates  # the failure this replaces is visible at this size
+
+
+# --------------------------------------------------------------------------- the non-linearity flag
+def test_gam_control_z_is_the_gam_partial_correlation() -> None:
+    rng = np.random.default_rng(4)
+    control = np.sort(rng.uniform(0, 1, 60))
+    scores = np.column_stack([np.sqrt(control), control**2, np.sin(3 * control)]) + 0.05 * rng.standard_normal((60, 3))
+    z = gam_control_z(scores, control)
+    r_gam = np.asarray(gengen.stats.partial_corr_matrix(scores, control, fit="gam").r)
+    off = ~np.eye(3, dtype=bool)
+    reference = np.where(off, np.arctanh(np.where(off, r_gam, 0.0)), np.nan)
+    assert_allclose(z[off], reference[off], atol=1e-9)
+    assert np.isnan(gam_control_z(scores, np.column_stack([control, control**3]))).all()  # one control only
+
+
+def test_a_verdict_that_depends_on_the_control_is_flagged_both_ways() -> None:
+    # artanh r_gam / se_z on df against scipy's t: 0.1 / 0.2 on 30 df gives p = 0.62, 0.6 / 0.2 gives 0.0053.
+    notes = curvature_notes(
+        [0.0, 0.0, 0.0, 0.3],
+        [0.2, 0.2, 0.2, 0.2],
+        p_value=[0.01, 0.01, 0.3, 0.01],
+        z_gam=[0.1, 0.6, 0.6, 0.1],
+        df=[30, 30, 30, 30],
+    )
+    assert f"p = {2 * scipy.stats.t.sf(0.5, 30):.2g}" in notes[0] and "fit='gam'" in notes[0]
+    assert notes[1] == ""  # significant either way
+    assert f"p = {2 * scipy.stats.t.sf(3.0, 30):.2g}" in notes[2]  # significant only under the GAM
+    assert notes[3].startswith("ID effect looks non-linear")  # the squared-term shift speaks first
+    assert curvature_notes([0.0], [0.2]) == [""]  # without the GAM comparison only the shift counts
+
+
+def test_unflagged_rows_hold_their_level_under_a_saturating_link() -> None:
+    """The linear control leaves a saturating ID effect in both residuals: most null pairs are significant
+    (r_partial is truly non-zero there), so the rows must be flagged; among the rest the level holds."""
+    cell = GridCell("saturating, ar1(0.9)", shape="saturating")
+    rng = np.random.default_rng(8)
+    unflagged = rejected = significant = 0
+    replicates = 150
+    for replicate in range(replicates):
+        scores, id_scores = simulate_pair_runs(cell, 0.0, rng)
+        data, covar = scores[0], id_scores[0][:, None]
+        result = sieve_partial_corr_matrix(data, covar, n_boot=99, seed=replicate)
+        p = result.p_value[0, 1]
+        curved = curvature_notes(
+            [curvature_shift(data, covar)[0, 1]],
+            [result.se_z[0, 1]],
+            p_value=[p],
+            z_gam=[gam_control_z(data, covar)[0, 1]],
+            df=[result.df[0, 1]],
+        )
+        flagged = any(sieve_column_notes(result, ["a", "b"])[0] + sieve_column_notes(result, ["a", "b"])[1])
+        significant += p < 0.05
+        if not (flagged or curved[0]):
+            unflagged += 1
+            rejected += p < 0.05
+    assert significant / replicates > 0.4  # the failure the flag answers is there
+    assert unflagged > 5
+    assert upper_bound(rejected / unflagged, unflagged) <= 0.065, (rejected, unflagged)
 
 
 # ----------------------------------------------------------------------------------- the analysis

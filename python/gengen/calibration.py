@@ -39,7 +39,13 @@ from gengen.errors import GengenError
 from gengen.stats.correlation import consistent_interval
 from gengen.stats.lagged import lagged_partial_corr_matrix
 from gengen.stats.meta import fisher_meta
-from gengen.stats.sieve import curvature_notes, curvature_shift, sieve_column_notes, sieve_partial_corr_matrix
+from gengen.stats.sieve import (
+    curvature_notes,
+    curvature_shift,
+    gam_control_z,
+    sieve_column_notes,
+    sieve_partial_corr_matrix,
+)
 
 __all__ = ["GRID", "QUICK_GRID", "GridCell", "grid_study", "grid_tables", "simulate_pair_runs"]
 
@@ -178,7 +184,13 @@ def _single_run_methods(
     covar = id_scores[:, None]
     result = sieve_partial_corr_matrix(scores, covar, n_boot=n_boot, seed=seed)
     notes = sieve_column_notes(result, list(LABELS))
-    curved = curvature_notes([curvature_shift(scores, covar)[0, 1]], [result.se_z[0, 1]])
+    curved = curvature_notes(
+        [curvature_shift(scores, covar)[0, 1]],
+        [result.se_z[0, 1]],
+        p_value=[result.p_value[0, 1]],
+        z_gam=[gam_control_z(scores, covar)[0, 1]],
+        df=[result.df[0, 1]],
+    )
     flags = "; ".join([*notes[0], *notes[1], *[note for note in curved if note]])
     yield "sieve", float(result.p_value[0, 1]), (float(result.ci_low[0, 1]), float(result.ci_high[0, 1])), flags
     if with_gam:

@@ -45,7 +45,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
-from gengen.errors import DegenerateDataError, InvalidArgumentError
+from gengen.errors import DegenerateDataError, GengenError, InvalidArgumentError
 from gengen.stats.gam import gam_fit
 from gengen.stats.options import DEFAULT_CI_LEVEL, DEFAULT_FIT, DEFAULT_GAM_K, DEFAULT_METHOD, FITS, Fit, ResidualMethod
 from gengen.stats.validation import check_choice, labelled, trajectory_inputs
@@ -573,18 +573,71 @@ def curvature_shift(scores: ArrayLike, covar: ArrayLike) -> NDArray[np.float64]:
     return np.nan_to_num(shift, nan=0.0)
 
 
-def curvature_notes(shift: ArrayLike, se_z: ArrayLike) -> list[str]:
-    """The non-linearity note of each pair (empty when none), given the pairs' curvature shifts and standard
-    errors of artanh r: flagged when the shift exceeds both :data:`NONLINEAR_SHIFT_FLAG` and ``se_z``."""
+def gam_control_z(scores: ArrayLike, covar: ArrayLike, k: int = DEFAULT_GAM_K) -> NDArray[np.float64]:
+    r"""Every pair's :math:`\operatorname{artanh} r` when a GAM, not a line, takes the control out: (m, m).
+
+    The residuals are those of ``fit="gam"`` (one penalised spline of the single control per test set). NaN
+    everywhere with more than one control, fewer than 8 checkpoints, or when the GAM cannot be fitted: the
+    comparison it feeds (:func:`curvature_notes`) is then skipped.
+    """
+    data = np.asarray(scores, dtype=np.float64)
+    control = np.asarray(covar, dtype=np.float64).reshape(data.shape[0], -1)
+    m = data.shape[1]
+    missing = np.full((m, m), np.nan)
+    if control.shape[1] != 1 or data.shape[0] < 8:
+        return missing
+    try:
+        residuals = np.asarray(gam_fit(data, control, k=k).residuals, dtype=np.float64)
+    except (GengenError, np.linalg.LinAlgError):
+        return missing
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.arctanh(np.clip(_correlations(residuals.T), -1 + 1e-15, 1 - 1e-15))
+    np.fill_diagonal(z, np.nan)
+    return z
+
+
+def curvature_notes(
+    shift: ArrayLike,
+    se_z: ArrayLike,
+    *,
+    p_value: ArrayLike | None = None,
+    z_gam: ArrayLike | None = None,
+    df: ArrayLike | None = None,
+    alpha: float = 0.05,
+) -> list[str]:
+    r"""The non-linearity note of each pair (empty when none).
+
+    A pair is flagged when its curvature shift (:func:`curvature_shift`) exceeds both
+    :data:`NONLINEAR_SHIFT_FLAG` and ``se_z``, or, given ``p_value``, ``z_gam`` (:func:`gam_control_z`) and
+    ``df``, when its verdict at ``alpha`` depends on the control: the test of :math:`\operatorname{artanh}
+    r_{\mathrm{gam}} / \mathrm{se}_z` on ``df`` and the row's own ``p_value`` fall on different sides of
+    ``alpha``. The second rule matters where the first is too coarse: a saturating ID effect under a linear
+    control makes most null pairs significant, and the squared term alone does not see all of them.
+    """
+    moved_all = np.asarray(shift, dtype=float)
+    se_all = np.asarray(se_z, dtype=float)
+    count = moved_all.size
+    p_all = np.full(count, np.nan) if p_value is None else np.asarray(p_value, dtype=float)
+    z_all = np.full(count, np.nan) if z_gam is None else np.asarray(z_gam, dtype=float)
+    df_all = np.full(count, np.nan) if df is None else np.asarray(df, dtype=float)
     notes = []
-    for moved, se in zip(np.asarray(shift, dtype=float), np.asarray(se_z, dtype=float), strict=True):
+    for moved, se, p, z, dof in zip(moved_all, se_all, p_all, z_all, df_all, strict=True):
         limit = max(NONLINEAR_SHIFT_FLAG, se if np.isfinite(se) else 0.0)
-        notes.append(
-            f"ID effect looks non-linear: artanh r_partial moves by {moved:.2f} when ID also enters squared; "
-            "use fit='gam'"
-            if moved > limit
-            else ""
-        )
+        if moved > limit:
+            notes.append(
+                f"ID effect looks non-linear: artanh r_partial moves by {moved:.2f} when ID also enters squared; "
+                "use fit='gam'"
+            )
+            continue
+        if np.isfinite(p) and np.isfinite(z) and np.isfinite(se) and se > 0 and np.isfinite(dof) and dof > 0:
+            p_gam = _core.t_two_sided(float(z / se), float(dof))
+            if (p < alpha) != (p_gam < alpha):
+                notes.append(
+                    f"verdict depends on the control: under a GAM control r_partial = {math.tanh(z):.2f} "
+                    f"(p = {p_gam:.2g} on the same standard error); use fit='gam'"
+                )
+                continue
+        notes.append("")
     return notes
 
 
