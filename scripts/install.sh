@@ -81,4 +81,6 @@ fi
 
 log "gengen and its test, dev, R and cluster extras (building the Rust extension)"
 "${PIP[@]}" -e ".[test,dev,r,cluster]"
+# lm-eval extra (issue 19): after torch, so that pip keeps the torch wheel installed above.
+[[ -n "${GENGEN_NO_TRAIN:-}" ]] || { log "lm-eval extra (lm-evaluation-harness)"; "${PIP[@]}" -e ".[lm-eval]"; }
 log "done: $(.venv/bin/python -c 'import gengen; print("gengen", gengen.__version__)')"

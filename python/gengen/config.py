@@ -81,6 +81,7 @@ __all__ = [
     "DataSpec",
     "EvaluationConfig",
     "ExecutorConfig",
+    "LmEvalConfig",
     "LoraConfig",
     "ModelSpec",
     "ResourcesConfig",
@@ -105,6 +106,7 @@ DEFAULT_PROMPT = "{premise} Question: {hypothesis} Yes or No?"
 EXECUTORS = ("local", "ray", "slurm")
 NEUTRAL = ("drop", "No")
 FITS = ("linear", "gam")
+BACKENDS = ("gengen", "lm-eval")
 
 # LoRA: the linear layers of each family's blocks (what `target_modules` may name) and the default targets
 # (the query and value projections, as in the LoRA paper and peft's OPT/Llama defaults). Llama-style families
@@ -261,6 +263,28 @@ class DataRegime:
 
 
 @dataclass(frozen=True)
+class LmEvalConfig:
+    """What ``gengen score`` asks lm-evaluation-harness for when ``evaluation.backend = "lm-eval"``.
+
+    Attributes
+    ----------
+    tasks : tuple of str
+        lm-eval task, group or tag names (``hellaswag``, ``arc_easy``, ``gengen_nli``...).
+    num_fewshot : int or None
+        In-context examples (None: each task's default).
+    limit : int, float or None
+        Examples per task: a count, or a fraction (< 1) of each task; None: all.
+    include_paths : tuple of str
+        Folders of further task YAML files (relative paths are read against the study file's folder).
+    """
+
+    tasks: tuple[str, ...]
+    num_fewshot: int | None = None
+    limit: int | float | None = None
+    include_paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class EvaluationConfig:
     """When checkpoints are scored, and how.
 
@@ -268,6 +292,9 @@ class EvaluationConfig:
     every N optimiser steps and ``log_points`` that many log-spaced steps between 1 and the last step.
     ``max_tokens`` caps the padded tokens of a scoring batch (``batch_size`` caps its rows). ``device_map``
     spreads a model too large for one GPU over all visible GPUs when ``gengen score`` loads it (accelerate).
+    ``backend = "lm-eval"`` makes ``gengen score`` score the tasks of ``[evaluation.lm_eval]`` with
+    lm-evaluation-harness instead of the study's test sets (which may then be left out; training, if any,
+    still evaluates its ``[[testsets]]`` with gengen's scorer).
     """
 
     steps: tuple[int, ...] = ()
@@ -278,6 +305,8 @@ class EvaluationConfig:
     metrics: tuple[str, ...] = METRICS
     max_tokens: int | None = None
     device_map: bool = False
+    backend: str = "gengen"
+    lm_eval: LmEvalConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -772,16 +801,20 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
     task_section.finish()
     task = TaskConfig(train=train, prompt=prompt, answers=(answers[0], answers[1]), loss=loss)
 
+    evaluation = _evaluation(top.table("evaluation", required=False), base)
+    lm_eval_tasks = evaluation.lm_eval.tasks if evaluation.lm_eval is not None else ()
     testsets = []
-    for section in top.tables("testsets"):
+    # Scored by lm-eval, a study may have no test sets of its own.
+    for section in top.tables("testsets") if not lm_eval_tasks or top.has("testsets") else []:
         testset_name = check_name(section.string("name"), f"{origin}: {section.key('name')}")
         testsets.append(_data_spec(section, testset_name, base, default_split=None))
     testset_names = [t.name for t in testsets]
     duplicated = sorted({n for n in testset_names if testset_names.count(n) > 1})
     if duplicated:
         raise top.error("testsets", f"test set name {duplicated[0]!r} appears more than once")
-    if id_testset not in testset_names:
-        raise study.error("id_testset", f"{id_testset!r} is not one of the test sets ({', '.join(testset_names)})")
+    if id_testset not in (*testset_names, *lm_eval_tasks):
+        known = ", ".join((*testset_names, *lm_eval_tasks))
+        raise study.error("id_testset", f"{id_testset!r} is not one of the test sets ({known})")
 
     training_section = top.table("training", required=False)
     training = _training(training_section)
@@ -794,7 +827,6 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
         raise regime.error("data_seeds", "must not be empty")
     regime.finish()
 
-    evaluation = _evaluation(top.table("evaluation", required=False))
     resources = _resources(top.table("resources", required=False))
     executor = _executor(top.table("executor", required=False), base)
     analysis_section = top.table("analysis", required=False)
@@ -903,7 +935,7 @@ def _check_lora_targets(training: TrainingConfig, models: Sequence[ModelSpec], s
                 )
 
 
-def _evaluation(section: _Section) -> EvaluationConfig:
+def _evaluation(section: _Section, base: Path) -> EvaluationConfig:
     metrics = section.list_of("metrics", section.str_item, METRICS)
     for i, metric in enumerate(metrics):
         if metric not in METRICS:
@@ -919,6 +951,33 @@ def _evaluation(section: _Section) -> EvaluationConfig:
         metrics=metrics,
         max_tokens=section.number("max_tokens", None, integer=True, positive=True),
         device_map=section.boolean("device_map", False),
+        backend=section.string("backend", "gengen", choices=BACKENDS),
+        lm_eval=_lm_eval(section.table("lm_eval"), base) if section.has("lm_eval") else None,
+    )
+    if config.backend == "lm-eval" and config.lm_eval is None:
+        raise section.error("lm_eval", "missing: backend 'lm-eval' needs [evaluation.lm_eval] with its tasks")
+    if config.backend != "lm-eval" and config.lm_eval is not None:
+        raise section.error("backend", "set it to 'lm-eval' to score the tasks of [evaluation.lm_eval]")
+    section.finish()
+    return config
+
+
+def _lm_eval(section: _Section, base: Path) -> LmEvalConfig:
+    tasks = section.list_of("tasks", section.str_item)
+    if not tasks or len(set(tasks)) != len(tasks):
+        raise section.error("tasks", f"expected a non-empty list of distinct task names, got {list(tasks)!r}")
+    limit = section.number("limit", None, positive=True)
+    if limit is not None and limit >= 1 and not float(limit).is_integer():
+        raise section.error("limit", f"expected a count (an integer) or a fraction below 1, got {limit}")
+    include_paths = tuple(_resolve(p, base, local=True) for p in section.list_of("include_paths", section.str_item, ()))
+    for i, path in enumerate(include_paths):
+        if not Path(path).is_dir():
+            raise section.error(f"include_paths[{i}]", f"no such folder: {path}")
+    config = LmEvalConfig(
+        tasks=tasks,
+        num_fewshot=section.number("num_fewshot", None, integer=True, minimum=0),
+        limit=None if limit is None else (int(limit) if limit >= 1 else limit),
+        include_paths=include_paths,
     )
     section.finish()
     return config
