@@ -231,122 +231,20 @@ struct Evaluation {
 }
 
 impl GamSmoother {
-    /// Builds the smoother of the `n × q` control matrix `control` (one column per control).
+    /// Builds the smoother of the `n × q` control matrix `control` (one column per control), in four steps:
+    /// the spline basis of each control ([`smooth_terms`]), the additive model matrix and its embedded
+    /// penalties ([`model_matrix`]), the Demmler–Reinsch reparametrisation that makes every λ a diagonal or
+    /// small dense problem ([`demmler_reinsch`], [`reparametrised_penalties`]), and the `log λ` search space
+    /// shared by all columns ([`search_space`]).
     ///
     /// `name` is the argument name used in error messages.
     pub fn new(control: &Mat, options: &GamOptions, name: &str) -> Result<Self> {
-        let n = control.nrows();
-        let q = control.ncols();
-        if q == 0 {
-            return Err(StatsError::invalid(
-                name,
-                "needs at least one control column for fit=\"gam\"",
-            ));
-        }
-        if options.k < 3 {
-            return Err(StatsError::invalid(
-                "k",
-                format!("must be at least 3 for a cubic spline, got {}", options.k),
-            ));
-        }
-        if n < 4 {
-            return Err(StatsError::invalid(
-                name,
-                format!("has {n} rows; a GAM fit needs at least 4"),
-            ));
-        }
-        let mut terms = Vec::with_capacity(q);
-        for j in 0..q {
-            let label = column_name(name, j, q);
-            let column = control.col(j);
-            check_finite(&label, column)?;
-            let distinct = basis::distinct_sorted(column);
-            if distinct.len() == 1 {
-                return Err(StatsError::degenerate(
-                    label,
-                    "is constant, so a smooth of it is not identifiable",
-                ));
-            }
-            if distinct.len() < 3 {
-                return Err(StatsError::degenerate(
-                    label,
-                    format!(
-                        "has {} distinct values; a cubic regression spline needs at least 3",
-                        distinct.len()
-                    ),
-                ));
-            }
-            let mut k = options.k.min(distinct.len());
-            if q == 1 {
-                // Keep at least one residual degree of freedom.
-                k = k.min(n - 1);
-            }
-            terms.push(match options.basis {
-                Basis::CubicRegression => basis::cr_term(column, &distinct, k)?,
-                Basis::ThinPlate => basis::tp_term(column, &distinct, k)?,
-            });
-        }
-        let p = 1 + terms.iter().map(|t| t.k - 1).sum::<usize>();
-        if p >= n {
-            return Err(StatsError::invalid(
-                name,
-                format!("has {n} rows, too few for the {p} coefficients of the additive model; lower k"),
-            ));
-        }
-
-        // Model matrix [1, X_1, …, X_q] and penalties embedded in p × p.
-        let mut x = DMatrix::<f64>::zeros(n, p);
-        x.column_mut(0).fill(1.0);
-        let mut penalties = Vec::with_capacity(q);
-        let mut offset = 1;
-        for term in &terms {
-            let width = term.k - 1;
-            x.view_mut((0, offset), (n, width)).copy_from(&term.x);
-            let mut s = DMatrix::<f64>::zeros(p, p);
-            s.view_mut((offset, offset), (width, width)).copy_from(&term.s);
-            penalties.push(s);
-            offset += width;
-        }
-
-        let qr = x.qr();
-        let q_x = qr.q();
-        let r = qr.r();
-        let mut b = r.transpose() * &r;
-        for s in &penalties {
-            b += s;
-        }
-        let b = (&b + b.transpose()) * 0.5;
-        let eig = SymmetricEigen::try_new(b, f64::EPSILON, 10_000).ok_or_else(|| {
-            StatsError::degenerate(name, "eigen-decomposition of the GAM system did not converge")
-        })?;
-        let b_max = eig.eigenvalues.max();
-        if eig.eigenvalues.iter().any(|&v| v <= b_max * 1e-12 || v.is_nan()) {
-            return Err(StatsError::degenerate(
-                name,
-                "controls are collinear, so their smooths are not jointly identifiable",
-            ));
-        }
-        let log_det_b: f64 = eig.eigenvalues.iter().map(|v| v.ln()).sum();
-        let mut t = eig.eigenvectors;
-        for (mut column, value) in t.column_iter_mut().zip(eig.eigenvalues.iter()) {
-            column /= value.sqrt();
-        }
-        let svd = SVD::try_new(&r * &t, true, true, f64::EPSILON, 10_000)
-            .ok_or_else(|| StatsError::degenerate(name, "SVD of the GAM system did not converge"))?;
-        let (Some(w), Some(v_t)) = (svd.u, svd.v_t) else {
-            return Err(StatsError::degenerate(
-                name,
-                "SVD of the GAM system returned no vectors",
-            ));
-        };
-        let keep: Vec<usize> = (0..p)
-            .filter(|&i| svd.singular_values[i] > MIN_SINGULAR_VALUE)
-            .collect();
-        let sigma: Vec<f64> = keep.iter().map(|&i| svd.singular_values[i].min(1.0)).collect();
-        let rank = keep.len();
-        let basis = &q_x * w.select_columns(&keep);
-        let log_det_offset = log_det_b + 2.0 * sigma.iter().map(|s| s.ln()).sum::<f64>();
-
+        let (n, q) = (control.nrows(), control.ncols());
+        let terms = smooth_terms(control, options, name)?;
+        let (x, penalties) = model_matrix(&terms, n, name)?;
+        let reparametrised = demmler_reinsch(&x, &penalties, name)?;
+        let p = x.ncols();
+        let rank = reparametrised.sigma.len();
         let mut penalty_ranks: Vec<usize> = terms.iter().map(|t| t.penalty_rank()).collect();
         if q == 1 {
             // Directions dropped for lack of data carried penalty only.
@@ -355,77 +253,21 @@ impl GamSmoother {
         let penalty_log_dets = terms
             .iter()
             .zip(&penalty_ranks)
-            .map(|(term, &rank)| {
-                let mut values: Vec<f64> = term.s.symmetric_eigenvalues().iter().copied().collect();
-                values.sort_by(|a, b| b.total_cmp(a));
-                values
-                    .iter()
-                    .take(rank)
-                    .map(|v| v.max(f64::MIN_POSITIVE).ln())
-                    .sum()
-            })
+            .map(|(term, &rank)| penalty_log_det(term, rank))
             .collect();
-
-        // Penalty eigenvalues of the unpenalised directions are zero up to rounding; they are set to exactly
-        // zero so that a huge λ leaves those directions alone.
-        let (penalty, eigenvalues): (Penalty, Vec<Vec<f64>>) = if q == 1 {
-            let mut s: Vec<f64> = sigma.iter().map(|s| (1.0 / (s * s) - 1.0).max(0.0)).collect();
-            let mut order: Vec<usize> = (0..rank).collect();
-            order.sort_by(|&a, &b| s[a].total_cmp(&s[b]));
-            for &i in order.iter().take(rank.saturating_sub(penalty_ranks[0])) {
-                s[i] = 0.0;
-            }
-            (Penalty::Diagonal(s.clone()), vec![s])
-        } else {
-            let v = v_t.transpose().select_columns(&keep);
-            let mut g = &t * v;
-            for (mut column, s) in g.column_iter_mut().zip(&sigma) {
-                column /= *s;
-            }
-            let mut dense = Vec::with_capacity(q);
-            let mut values = Vec::with_capacity(q);
-            for (s, &rank_j) in penalties.iter().zip(&penalty_ranks) {
-                let m = g.transpose() * s * &g;
-                let eig = SymmetricEigen::try_new((&m + m.transpose()) * 0.5, f64::EPSILON, 10_000)
-                    .ok_or_else(|| {
-                        StatsError::degenerate(name, "eigen-decomposition of a penalty did not converge")
-                    })?;
-                let mut order: Vec<usize> = (0..rank).collect();
-                order.sort_by(|&a, &b| eig.eigenvalues[a].total_cmp(&eig.eigenvalues[b]));
-                let mut ev: Vec<f64> = eig.eigenvalues.iter().map(|v| v.max(0.0)).collect();
-                for &i in order.iter().take(rank.saturating_sub(rank_j)) {
-                    ev[i] = 0.0;
-                }
-                let mut scaled = eig.eigenvectors.clone();
-                for (mut column, v) in scaled.column_iter_mut().zip(&ev) {
-                    column *= *v;
-                }
-                let m = scaled * eig.eigenvectors.transpose();
-                dense.push((&m + m.transpose()) * 0.5);
-                values.push(ev);
-            }
-            (Penalty::Dense(dense), values)
-        };
-        let bounds: Vec<(f64, f64)> = eigenvalues
-            .iter()
-            .zip(&penalty_ranks)
-            .map(|(values, &rank)| search_bounds(values, rank))
-            .collect();
-        let (grid, grid_step) = match &penalty {
-            Penalty::Diagonal(_) => (Vec::new(), Vec::new()),
-            Penalty::Dense(matrices) => shared_grid(matrices, &bounds, rank),
-        };
-
+        let (penalty, eigenvalues) =
+            reparametrised_penalties(&reparametrised, &penalties, &penalty_ranks, name)?;
+        let (bounds, grid, grid_step) = search_space(&penalty, &eigenvalues, &penalty_ranks, rank);
         Ok(GamSmoother {
             n,
             options: *options,
             k_used: terms.iter().map(|t| t.k).collect(),
             knots: terms.into_iter().map(|t| t.knots).collect(),
-            basis,
+            basis: reparametrised.basis,
             penalty,
             penalty_ranks,
             penalty_log_dets,
-            log_det_offset,
+            log_det_offset: reparametrised.log_det_offset,
             null_dim: 1 + q,
             bounds,
             grid,
@@ -820,6 +662,241 @@ impl FixedSmoother {
     }
 }
 
+/// Step 1: checks the controls and builds each one's spline term (basis and penalty), its basis dimension
+/// lowered to the number of distinct values (and, with one control, to n − 1).
+fn smooth_terms(control: &Mat, options: &GamOptions, name: &str) -> Result<Vec<basis::SmoothTerm>> {
+    let (n, q) = (control.nrows(), control.ncols());
+    if q == 0 {
+        return Err(StatsError::invalid(
+            name,
+            "needs at least one control column for fit=\"gam\"",
+        ));
+    }
+    if options.k < 3 {
+        return Err(StatsError::invalid(
+            "k",
+            format!("must be at least 3 for a cubic spline, got {}", options.k),
+        ));
+    }
+    if n < 4 {
+        return Err(StatsError::invalid(
+            name,
+            format!("has {n} rows; a GAM fit needs at least 4"),
+        ));
+    }
+    let mut terms = Vec::with_capacity(q);
+    for j in 0..q {
+        let label = column_name(name, j, q);
+        let column = control.col(j);
+        check_finite(&label, column)?;
+        let distinct = basis::distinct_sorted(column);
+        if distinct.len() == 1 {
+            return Err(StatsError::degenerate(
+                label,
+                "is constant, so a smooth of it is not identifiable",
+            ));
+        }
+        if distinct.len() < 3 {
+            return Err(StatsError::degenerate(
+                label,
+                format!(
+                    "has {} distinct values; a cubic regression spline needs at least 3",
+                    distinct.len()
+                ),
+            ));
+        }
+        let mut k = options.k.min(distinct.len());
+        if q == 1 {
+            // Keep at least one residual degree of freedom.
+            k = k.min(n - 1);
+        }
+        terms.push(match options.basis {
+            Basis::CubicRegression => basis::cr_term(column, &distinct, k)?,
+            Basis::ThinPlate => basis::tp_term(column, &distinct, k)?,
+        });
+    }
+    Ok(terms)
+}
+
+/// Step 2: the model matrix [1, X_1, …, X_q] (n × p) and each term's penalty embedded in p × p.
+fn model_matrix(
+    terms: &[basis::SmoothTerm],
+    n: usize,
+    name: &str,
+) -> Result<(DMatrix<f64>, Vec<DMatrix<f64>>)> {
+    let p = 1 + terms.iter().map(|t| t.k - 1).sum::<usize>();
+    if p >= n {
+        return Err(StatsError::invalid(
+            name,
+            format!("has {n} rows, too few for the {p} coefficients of the additive model; lower k"),
+        ));
+    }
+    let mut x = DMatrix::<f64>::zeros(n, p);
+    x.column_mut(0).fill(1.0);
+    let mut penalties = Vec::with_capacity(terms.len());
+    let mut offset = 1;
+    for term in terms {
+        let width = term.k - 1;
+        x.view_mut((0, offset), (n, width)).copy_from(&term.x);
+        let mut s = DMatrix::<f64>::zeros(p, p);
+        s.view_mut((offset, offset), (width, width)).copy_from(&term.s);
+        penalties.push(s);
+        offset += width;
+    }
+    Ok((x, penalties))
+}
+
+/// The Demmler–Reinsch reparametrisation of a model matrix X = Q R with penalties S_j: with
+/// B = RᵀR + Σ S_j = T⁻ᵀ T⁻¹ (eigen-decomposition) and R T = W Σ Vᵀ (SVD), the fit at any λ lives in the
+/// orthonormal basis U = Q W, where the unit-λ penalty is diagonal.
+struct Reparametrisation {
+    /// n × r orthonormal basis U of the model space (directions with singular value above
+    /// [`MIN_SINGULAR_VALUE`]).
+    basis: DMatrix<f64>,
+    /// The kept singular values, capped at 1.
+    sigma: Vec<f64>,
+    /// Indices of the kept singular values.
+    keep: Vec<usize>,
+    /// T (p × p).
+    t: DMatrix<f64>,
+    /// Vᵀ of the SVD.
+    v_t: DMatrix<f64>,
+    /// `log|B| + 2 Σ log σ`, the λ-free part of the REML log-determinant.
+    log_det_offset: f64,
+}
+
+/// Step 3: the Demmler–Reinsch reparametrisation of `x` and `penalties`; collinear controls (B singular)
+/// are an error.
+fn demmler_reinsch(x: &DMatrix<f64>, penalties: &[DMatrix<f64>], name: &str) -> Result<Reparametrisation> {
+    let p = x.ncols();
+    let qr = x.clone().qr();
+    let q_x = qr.q();
+    let r = qr.r();
+    let mut b = r.transpose() * &r;
+    for s in penalties {
+        b += s;
+    }
+    let b = (&b + b.transpose()) * 0.5;
+    let eig = SymmetricEigen::try_new(b, f64::EPSILON, 10_000).ok_or_else(|| {
+        StatsError::degenerate(name, "eigen-decomposition of the GAM system did not converge")
+    })?;
+    let b_max = eig.eigenvalues.max();
+    if eig.eigenvalues.iter().any(|&v| v <= b_max * 1e-12 || v.is_nan()) {
+        return Err(StatsError::degenerate(
+            name,
+            "controls are collinear, so their smooths are not jointly identifiable",
+        ));
+    }
+    let log_det_b: f64 = eig.eigenvalues.iter().map(|v| v.ln()).sum();
+    let mut t = eig.eigenvectors;
+    for (mut column, value) in t.column_iter_mut().zip(eig.eigenvalues.iter()) {
+        column /= value.sqrt();
+    }
+    let svd = SVD::try_new(&r * &t, true, true, f64::EPSILON, 10_000)
+        .ok_or_else(|| StatsError::degenerate(name, "SVD of the GAM system did not converge"))?;
+    let (Some(w), Some(v_t)) = (svd.u, svd.v_t) else {
+        return Err(StatsError::degenerate(
+            name,
+            "SVD of the GAM system returned no vectors",
+        ));
+    };
+    let keep: Vec<usize> = (0..p)
+        .filter(|&i| svd.singular_values[i] > MIN_SINGULAR_VALUE)
+        .collect();
+    let sigma: Vec<f64> = keep.iter().map(|&i| svd.singular_values[i].min(1.0)).collect();
+    let basis = &q_x * w.select_columns(&keep);
+    let log_det_offset = log_det_b + 2.0 * sigma.iter().map(|s| s.ln()).sum::<f64>();
+    Ok(Reparametrisation {
+        basis,
+        sigma,
+        keep,
+        t,
+        v_t,
+        log_det_offset,
+    })
+}
+
+/// `log|S|₊` of a term's penalty: the sum of the logs of its `rank` largest eigenvalues.
+fn penalty_log_det(term: &basis::SmoothTerm, rank: usize) -> f64 {
+    let mut values: Vec<f64> = term.s.symmetric_eigenvalues().iter().copied().collect();
+    values.sort_by(|a, b| b.total_cmp(a));
+    values
+        .iter()
+        .take(rank)
+        .map(|v| v.max(f64::MIN_POSITIVE).ln())
+        .sum()
+}
+
+/// The penalties in the reparametrised basis, with each one's eigenvalues: diagonal with one control, dense
+/// r × r with several. Penalty eigenvalues of the unpenalised directions are zero up to rounding; they are
+/// set to exactly zero so that a huge λ leaves those directions alone.
+fn reparametrised_penalties(
+    dr: &Reparametrisation,
+    penalties: &[DMatrix<f64>],
+    penalty_ranks: &[usize],
+    name: &str,
+) -> Result<(Penalty, Vec<Vec<f64>>)> {
+    let rank = dr.sigma.len();
+    if penalties.len() == 1 {
+        let mut s: Vec<f64> = dr.sigma.iter().map(|s| (1.0 / (s * s) - 1.0).max(0.0)).collect();
+        let mut order: Vec<usize> = (0..rank).collect();
+        order.sort_by(|&a, &b| s[a].total_cmp(&s[b]));
+        for &i in order.iter().take(rank.saturating_sub(penalty_ranks[0])) {
+            s[i] = 0.0;
+        }
+        return Ok((Penalty::Diagonal(s.clone()), vec![s]));
+    }
+    let v = dr.v_t.transpose().select_columns(&dr.keep);
+    let mut g = &dr.t * v;
+    for (mut column, s) in g.column_iter_mut().zip(&dr.sigma) {
+        column /= *s;
+    }
+    let mut dense = Vec::with_capacity(penalties.len());
+    let mut values = Vec::with_capacity(penalties.len());
+    for (s, &rank_j) in penalties.iter().zip(penalty_ranks) {
+        let m = g.transpose() * s * &g;
+        let eig =
+            SymmetricEigen::try_new((&m + m.transpose()) * 0.5, f64::EPSILON, 10_000).ok_or_else(|| {
+                StatsError::degenerate(name, "eigen-decomposition of a penalty did not converge")
+            })?;
+        let mut order: Vec<usize> = (0..rank).collect();
+        order.sort_by(|&a, &b| eig.eigenvalues[a].total_cmp(&eig.eigenvalues[b]));
+        let mut ev: Vec<f64> = eig.eigenvalues.iter().map(|v| v.max(0.0)).collect();
+        for &i in order.iter().take(rank.saturating_sub(rank_j)) {
+            ev[i] = 0.0;
+        }
+        let mut scaled = eig.eigenvectors.clone();
+        for (mut column, v) in scaled.column_iter_mut().zip(&ev) {
+            column *= *v;
+        }
+        let m = scaled * eig.eigenvectors.transpose();
+        dense.push((&m + m.transpose()) * 0.5);
+        values.push(ev);
+    }
+    Ok((Penalty::Dense(dense), values))
+}
+
+/// The `log λ` search space, shared by every column: bounds per control from its penalty's eigenvalues
+/// and, with several controls, the precomputed grid of trial λ vectors and its step per control.
+#[allow(clippy::type_complexity)]
+fn search_space(
+    penalty: &Penalty,
+    eigenvalues: &[Vec<f64>],
+    penalty_ranks: &[usize],
+    rank: usize,
+) -> (Vec<(f64, f64)>, Vec<GridPoint>, Vec<f64>) {
+    let bounds: Vec<(f64, f64)> = eigenvalues
+        .iter()
+        .zip(penalty_ranks)
+        .map(|(values, &rank)| search_bounds(values, rank))
+        .collect();
+    let (grid, grid_step) = match penalty {
+        Penalty::Diagonal(_) => (Vec::new(), Vec::new()),
+        Penalty::Dense(matrices) => shared_grid(matrices, &bounds, rank),
+    };
+    (bounds, grid, grid_step)
+}
+
 /// `I + Σ_j exp(ρ_j) P_j` (r × r).
 fn penalised_system(matrices: &[DMatrix<f64>], rho: &[f64], r: usize) -> DMatrix<f64> {
     let mut a = DMatrix::<f64>::identity(r, r);
@@ -899,396 +976,4 @@ fn search_bounds(values: &[f64], rank: usize) -> (f64, f64) {
 }
 
 #[cfg(test)]
-#[allow(clippy::excessive_precision)] // R prints 17 significant digits; they are pasted as printed.
-mod tests {
-    use super::*;
-
-    /// `i <- 1:40; x <- i/40 + 0.3*sin(i); y <- cos(3*x) + 0.2*sin(7*i)`
-    fn reference_data() -> (Vec<f64>, Vec<f64>) {
-        let x: Vec<f64> = (1..=40)
-            .map(|i| i as f64 / 40.0 + 0.3 * (i as f64).sin())
-            .collect();
-        let y = x
-            .iter()
-            .enumerate()
-            .map(|(i, xi)| (3.0 * xi).cos() + 0.2 * (7.0 * (i + 1) as f64).sin())
-            .collect();
-        (x, y)
-    }
-
-    fn smoother(controls: &[&[f64]], k: usize, method: SmoothMethod) -> GamSmoother {
-        let control = Mat::from_columns(controls[0].len(), controls).unwrap();
-        GamSmoother::new(
-            &control,
-            &GamOptions {
-                k,
-                method,
-                basis: Basis::CubicRegression,
-            },
-            "covar",
-        )
-        .unwrap()
-    }
-
-    fn relative(got: f64, want: f64) -> f64 {
-        (got - want).abs() / want.abs()
-    }
-
-    fn linear_residuals(x: &[f64], y: &[f64]) -> Vec<f64> {
-        let n = x.len() as f64;
-        let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
-        let sxy: f64 = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum();
-        let sxx: f64 = x.iter().map(|a| (a - mx) * (a - mx)).sum();
-        x.iter()
-            .zip(y)
-            .map(|(a, b)| b - my - sxy / sxx * (a - mx))
-            .collect()
-    }
-
-    #[test]
-    fn gcv_fit_matches_mgcv() {
-        // R: b <- gam(y ~ s(x, k=10, bs="cr"), data=data.frame(x, y), method="GCV.Cp")
-        //    b$sp; sum(b$edf); b$gcv.ubre; fitted(b)[1:5]
-        let (x, y) = reference_data();
-        let fit = smoother(&[&x], 10, SmoothMethod::Gcv).fit_column(&y).unwrap();
-        assert!(
-            relative(fit.lambda[0], 10.856587293414579) < 1e-3,
-            "{:?}",
-            fit.lambda
-        );
-        assert!((fit.edf - 6.8260555106687733).abs() < 1e-4, "{}", fit.edf);
-        assert!(relative(fit.score, 0.025245791321840263) < 1e-8, "{}", fit.score);
-        let want = [
-            0.66687214505122661,
-            0.54071159037222871,
-            0.99294916965744706,
-            0.9530522441777185,
-            0.91870772846559867,
-        ];
-        for (g, w) in fit.fitted.iter().zip(&want) {
-            assert!((g - w).abs() < 1e-5, "{g} vs {w}");
-        }
-    }
-
-    #[test]
-    fn reml_fit_matches_mgcv() {
-        // R: b <- gam(y ~ s(x, k=10, bs="cr"), data=data.frame(x, y), method="REML")
-        let (x, y) = reference_data();
-        let fit = smoother(&[&x], 10, SmoothMethod::Reml).fit_column(&y).unwrap();
-        assert!(
-            relative(fit.lambda[0], 14.521200826320195) < 1e-3,
-            "{:?}",
-            fit.lambda
-        );
-        assert!((fit.edf - 6.5506615886690129).abs() < 1e-4, "{}", fit.edf);
-        assert!((fit.score - -10.398158056850228).abs() < 1e-6, "{}", fit.score);
-        let want = [
-            0.66689111490936881,
-            0.54308688981988018,
-            0.9868648748588561,
-            0.95967925747632477,
-            0.92832327180272545,
-        ];
-        for (g, w) in fit.fitted.iter().zip(&want) {
-            assert!((g - w).abs() < 1e-5, "{g} vs {w}");
-        }
-    }
-
-    /// `z1 <- x; z2 <- cos(1.7*i) + i/80; y2 <- sin(4*z1) + 0.5*z2^2 + 0.1*cos(11*i)`
-    fn additive_data() -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-        let (z1, _) = reference_data();
-        let z2: Vec<f64> = (1..=40)
-            .map(|i| (1.7 * i as f64).cos() + i as f64 / 80.0)
-            .collect();
-        let y = (0..40)
-            .map(|i| (4.0 * z1[i]).sin() + 0.5 * z2[i] * z2[i] + 0.1 * (11.0 * (i + 1) as f64).cos())
-            .collect();
-        (z1, z2, y)
-    }
-
-    #[test]
-    fn additive_fits_match_mgcv() {
-        // R: b <- gam(y ~ s(z1, k=6, bs="cr") + s(z2, k=6, bs="cr"), data=data.frame(z1, z2, y), method=m)
-        let cases = [
-            (
-                SmoothMethod::Gcv,
-                [0.49901086714043791, 7.7802035937821605],
-                8.9078331937715536,
-                0.010903515452046576,
-                [
-                    0.9041703876079189,
-                    1.3202058000603958,
-                    0.50461019653148154,
-                    -0.067306780978631187,
-                    -0.4083852787098316,
-                ],
-            ),
-            (
-                SmoothMethod::Reml,
-                [0.22786604053865436, 2.1801882682239091],
-                9.8668792186510821,
-                -19.528830306592234,
-                [
-                    0.90183665069986552,
-                    1.3197350221234947,
-                    0.49812233927899724,
-                    -0.079217002965266015,
-                    -0.40189953056949235,
-                ],
-            ),
-        ];
-        let (z1, z2, y) = additive_data();
-        for (method, sp, edf, score, fitted) in cases {
-            let fit = smoother(&[&z1, &z2], 6, method).fit_column(&y).unwrap();
-            assert!(
-                relative(fit.lambda[0], sp[0]) < 1e-2 && relative(fit.lambda[1], sp[1]) < 1e-2,
-                "{:?}",
-                fit.lambda
-            );
-            assert!((fit.edf - edf).abs() < 1e-3, "{method:?} edf {}", fit.edf);
-            assert!(
-                relative(fit.score, score) < 1e-6,
-                "{method:?} score {}",
-                fit.score
-            );
-            for (g, w) in fit.fitted.iter().zip(&fitted) {
-                assert!((g - w).abs() < 1e-4, "{method:?} {g} vs {w}");
-            }
-        }
-    }
-
-    #[test]
-    fn huge_lambda_gives_linear_residuals() {
-        let (x, y) = reference_data();
-        let gam = smoother(&[&x], 10, SmoothMethod::Gcv);
-        let fit = gam.fit_column_with_lambda(&y, &[1e12]).unwrap();
-        let linear = linear_residuals(&x, &y);
-        for (g, l) in fit.residuals.iter().zip(&linear) {
-            assert!((g - l).abs() < 1e-6, "{g} vs {l}");
-        }
-        assert!((fit.edf - 2.0).abs() < 1e-6);
-    }
-
-    #[test]
-    fn tiny_lambda_gives_unpenalised_regression_spline() {
-        // As λ → 0 the fit is least squares on the full basis: it interpolates when k equals n.
-        let x: Vec<f64> = (0..12)
-            .map(|i| (i as f64 * 0.37).sin() + i as f64 * 0.2)
-            .collect();
-        let y: Vec<f64> = x.iter().map(|v| (2.0 * v).cos()).collect();
-        let control = Mat::from_columns(12, &[&x]).unwrap();
-        let gam = GamSmoother::new(
-            &control,
-            &GamOptions {
-                k: 11,
-                ..GamOptions::default()
-            },
-            "covar",
-        )
-        .unwrap();
-        let fit = gam.fit_column_with_lambda(&y, &[1e-12]).unwrap();
-        assert!((fit.edf - 11.0).abs() < 1e-6);
-        // Unpenalised residuals are orthogonal to the model space.
-        let again = gam.fit_column_with_lambda(&fit.residuals, &[1e-12]).unwrap();
-        assert!(again.fitted.iter().all(|f| f.abs() < 1e-9));
-    }
-
-    #[test]
-    fn edf_lies_between_null_space_and_basis_dimension() {
-        let (x, y) = reference_data();
-        let gam = smoother(&[&x], 10, SmoothMethod::Gcv);
-        let mut last = f64::INFINITY;
-        for log_lambda in -12..12 {
-            let fit = gam.fit_column_with_lambda(&y, &[10f64.powi(log_lambda)]).unwrap();
-            assert!(fit.edf >= 2.0 - 1e-9 && fit.edf <= 10.0 + 1e-9);
-            assert!(fit.edf <= last + 1e-12, "edf must fall as lambda grows");
-            last = fit.edf;
-        }
-    }
-
-    #[test]
-    fn fixed_smoother_agrees_with_the_fit() {
-        let (z1, z2, y) = additive_data();
-        for gam in [
-            smoother(&[&z1], 10, SmoothMethod::Gcv),
-            smoother(&[&z1, &z2], 6, SmoothMethod::Reml),
-        ] {
-            let fit = gam.fit_column(&y).unwrap();
-            let fixed = gam.fixed(&fit.lambda).unwrap();
-            let residuals = fixed.residualise(&y).unwrap();
-            for (a, b) in residuals.iter().zip(&fit.residuals) {
-                assert!((a - b).abs() < 1e-10);
-            }
-            assert!((fixed.edf() - fit.edf).abs() < 1e-10);
-            let hat = fixed.hat_matrix();
-            let trace: f64 = (0..hat.nrows()).map(|i| hat.get(i, i)).sum();
-            assert!((trace - fit.edf).abs() < 1e-10);
-            assert!((hat.get(3, 7) - hat.get(7, 3)).abs() < 1e-14);
-            let row: f64 = (0..hat.nrows()).map(|j| hat.get(5, j)).sum();
-            assert!(
-                (row - 1.0).abs() < 1e-10,
-                "the intercept is unpenalised, so A 1 = 1"
-            );
-        }
-    }
-
-    #[test]
-    fn columns_fit_in_parallel_in_order() {
-        let (x, y) = reference_data();
-        let y2: Vec<f64> = y.iter().zip(&x).map(|(a, b)| a * b).collect();
-        let gam = smoother(&[&x], 10, SmoothMethod::Gcv);
-        let ys = Mat::from_columns(40, &[&y, &y2, &y]).unwrap();
-        let fits = gam.residualise_columns(&ys, "scores").unwrap();
-        assert_eq!(fits.len(), 3);
-        assert_eq!(fits[0], gam.fit_column(&y).unwrap());
-        assert_eq!(fits[1], gam.fit_column(&y2).unwrap());
-        assert_eq!(fits[0], fits[2]);
-    }
-
-    #[test]
-    fn k_is_lowered_to_the_distinct_values() {
-        let x: Vec<f64> = (0..30).map(|i| (i % 6) as f64).collect();
-        let control = Mat::from_columns(30, &[&x]).unwrap();
-        let gam = GamSmoother::new(&control, &GamOptions::default(), "covar").unwrap();
-        assert_eq!(gam.k_used(), &[6]);
-        assert!(gam.k_reduced());
-        let short: Vec<f64> = (0..6).map(|i| i as f64).collect();
-        let control = Mat::from_columns(6, &[&short]).unwrap();
-        assert_eq!(
-            GamSmoother::new(&control, &GamOptions::default(), "covar")
-                .unwrap()
-                .k_used(),
-            &[5]
-        );
-    }
-
-    #[test]
-    fn bad_input_is_an_error() {
-        let opts = GamOptions::default();
-        let constant = Mat::from_columns(20, &[&[1.0; 20]]).unwrap();
-        let err = GamSmoother::new(&constant, &opts, "covar").unwrap_err();
-        assert!(err.to_string().contains("constant"), "{err}");
-        let two: Vec<f64> = (0..20).map(|i| (i % 2) as f64).collect();
-        let err = GamSmoother::new(&Mat::from_columns(20, &[&two]).unwrap(), &opts, "covar").unwrap_err();
-        assert!(err.to_string().contains("2 distinct"), "{err}");
-        let mut nan: Vec<f64> = (0..20).map(|i| i as f64).collect();
-        nan[4] = f64::NAN;
-        let err = GamSmoother::new(&Mat::from_columns(20, &[&nan]).unwrap(), &opts, "covar").unwrap_err();
-        assert!(err.to_string().contains("non-finite"), "{err}");
-        let tiny = Mat::from_columns(3, &[&[1.0, 2.0, 3.0]]).unwrap();
-        assert!(GamSmoother::new(&tiny, &opts, "covar").is_err());
-        let x: Vec<f64> = (0..20).map(|i| i as f64).collect();
-        assert!(GamSmoother::new(
-            &Mat::from_columns(20, &[&x]).unwrap(),
-            &GamOptions { k: 2, ..opts },
-            "covar"
-        )
-        .is_err());
-        let twice: Vec<f64> = x.iter().map(|v| 2.0 * v).collect();
-        let err =
-            GamSmoother::new(&Mat::from_columns(20, &[&x, &twice]).unwrap(), &opts, "covar").unwrap_err();
-        assert!(err.to_string().contains("collinear"), "{err}");
-        let too_many = GamSmoother::new(
-            &Mat::from_columns(20, &[&x, &x.iter().map(|v| v * v).collect::<Vec<_>>()]).unwrap(),
-            &GamOptions { k: 11, ..opts },
-            "covar",
-        );
-        assert!(too_many.is_err());
-        let gam = GamSmoother::new(&Mat::from_columns(20, &[&x]).unwrap(), &opts, "covar").unwrap();
-        assert!(gam.fit_column(&x[..10]).is_err());
-        assert!(gam.fit_column(&nan).is_err());
-        assert!(gam.fixed(&[-1.0]).is_err());
-        assert!(gam.fixed(&[1.0, 1.0]).is_err());
-    }
-
-    #[test]
-    fn thin_plate_fits_match_mgcv() {
-        // R: gam(y ~ s(x, k=10), data=data.frame(x, y), method=m,
-        //        control=gam.control(mgcv.tol=1e-9, newton=list(conv.tol=1e-9)))
-        //    sum(b$edf); b$gcv.ubre; fitted(b)[1:5]   (bs = "tp" is mgcv's default)
-        // λ is not compared: its scale depends on the internal parameterisation of the tp basis.
-        let cases = [
-            (
-                SmoothMethod::Gcv,
-                6.5127821383925095,
-                Some(0.025710514484465201),
-                [
-                    0.66162801594519283,
-                    0.54582613089432619,
-                    0.98197606576441521,
-                    0.96477779614546078,
-                    0.93503272050289454,
-                ],
-            ),
-            (
-                SmoothMethod::Reml,
-                6.6350219786980791,
-                None,
-                [
-                    0.66132872018536804,
-                    0.5452612944781674,
-                    0.98472257064369351,
-                    0.96156297193026885,
-                    0.93021155020004276,
-                ],
-            ),
-        ];
-        let (x, y) = reference_data();
-        let control = Mat::from_columns(40, &[&x]).unwrap();
-        for (method, edf, score, fitted) in cases {
-            let options = GamOptions {
-                k: 10,
-                method,
-                basis: Basis::ThinPlate,
-            };
-            let fit = GamSmoother::new(&control, &options, "covar")
-                .unwrap()
-                .fit_column(&y)
-                .unwrap();
-            assert!((fit.edf - edf).abs() < 1e-4, "{method:?} edf {}", fit.edf);
-            if let Some(score) = score {
-                assert!(relative(fit.score, score) < 1e-8, "{}", fit.score);
-            }
-            for (g, w) in fit.fitted.iter().zip(&fitted) {
-                assert!((g - w).abs() < 1e-5, "{method:?} {g} vs {w}");
-            }
-        }
-    }
-
-    #[test]
-    fn basis_names_round_trip() {
-        for basis in [Basis::CubicRegression, Basis::ThinPlate] {
-            assert_eq!(Basis::parse(basis.name(), "basis").unwrap(), basis);
-        }
-        assert!(Basis::parse("ps", "basis").is_err());
-    }
-
-    #[test]
-    fn method_names_round_trip() {
-        for method in [SmoothMethod::Gcv, SmoothMethod::Reml] {
-            assert_eq!(SmoothMethod::parse(method.name(), "gam_method").unwrap(), method);
-        }
-        let err = SmoothMethod::parse("GCV.Cp", "gam_method").unwrap_err();
-        assert!(err.to_string().starts_with("gam_method: unknown"), "{err}");
-    }
-
-    #[test]
-    fn constant_y_has_zero_residuals() {
-        let (x, _) = reference_data();
-        for method in [SmoothMethod::Gcv, SmoothMethod::Reml] {
-            let fit = smoother(&[&x], 10, method).fit_column(&[0.25; 40]).unwrap();
-            assert!(fit.residuals.iter().all(|r| r.abs() < 1e-12));
-            assert!(fit.edf >= 2.0 - 1e-9 && fit.score.is_finite());
-        }
-    }
-
-    #[test]
-    fn linear_y_is_fitted_exactly() {
-        let (x, _) = reference_data();
-        let y: Vec<f64> = x.iter().map(|v| 3.0 - 2.0 * v).collect();
-        for method in [SmoothMethod::Gcv, SmoothMethod::Reml] {
-            let fit = smoother(&[&x], 10, method).fit_column(&y).unwrap();
-            assert!(fit.residuals.iter().all(|r| r.abs() < 1e-10));
-        }
-    }
-}
+mod tests;
