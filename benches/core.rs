@@ -6,8 +6,10 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
-use _core::bootstrap::{replicates_batch, BootstrapRun};
+use _core::batch::{bootstrap_ci_batch, permutation_test_batch, BootstrapRequest, PermutationRequest};
+use _core::bootstrap::{replicates_batch, BootstrapRun, IntervalMethod};
 use _core::control::Control;
+use _core::error::StatsError;
 use _core::matrix::Mat;
 use _core::method::Method;
 use _core::pcor::partial_corr_matrix;
@@ -97,11 +99,48 @@ fn bootstraps(c: &mut Criterion) {
     }
 }
 
+/// The whole of W1 as the binding runs it ([`_core::batch`]: validation, preparation, kernel choice, slices,
+/// intervals), on one thread so that the figure does not depend on the machine's other work.
+fn w1_batch(c: &mut Criterion) {
+    let (scores, covars): (Vec<Mat>, Vec<Mat>) = (0..50).map(|s| trajectory(100, 7, 200 + s)).unzip();
+    let quiet = || -> Result<(), StatsError> { Ok(()) };
+    let permutations = PermutationRequest {
+        method: Method::Pearson,
+        control: Control::Linear,
+        n_perm: 10_000,
+        scheme: "block".to_string(),
+        block_length: None,
+        mirror: false,
+        seed: 1,
+        n_threads: Some(1),
+    };
+    c.bench_function("W1 permutations through batch (10,000 block, 1 thread)", |b| {
+        b.iter(|| {
+            black_box(permutation_test_batch(scores.clone(), covars.clone(), &permutations, &quiet).unwrap())
+        })
+    });
+    let bootstrap = BootstrapRequest {
+        method: Method::Pearson,
+        control: Control::Linear,
+        n_boot: 2_000,
+        scheme: "block".to_string(),
+        block_length: None,
+        ci_level: 0.95,
+        ci_method: IntervalMethod::Percentile,
+        seed: 1,
+        n_threads: Some(1),
+    };
+    c.bench_function("W1 bootstrap through batch (2,000 block, 1 thread)", |b| {
+        b.iter(|| black_box(bootstrap_ci_batch(scores.clone(), covars.clone(), &bootstrap, &quiet).unwrap()))
+    });
+}
+
 criterion_group!(
     benches,
     residualisation,
     correlation_matrix,
     permutations,
-    bootstraps
+    bootstraps,
+    w1_batch
 );
 criterion_main!(benches);

@@ -92,7 +92,7 @@ fn bootstraps(c: &mut Criterion) {
         .fold(0.0, f64::max);
     assert!(
         worst < 1e-12,
-        "the prototype must agree with the exact path (max |diff| {worst:e})"
+        "the fast kernel must agree with the exact path (max |diff| {worst:e})"
     );
     let mut group =
         c.benchmark_group("W1 shape: 50 runs x 7 OOD x 100 ckpt, 200 moving-block bootstrap replicates");

@@ -78,7 +78,7 @@ unsafe fn add_table_rows_avx2(values: &[f64], rows: &[u32], entries: usize, sums
     add_table_rows_generic(values, rows, entries, sums)
 }
 
-/// sums[j] += Σ_r values[r · entries + j] over the table rows `rows` (tables of rows of `entries` values,
+/// `sums[j] += Σ_r values[r · entries + j]` over the table rows `rows` (tables of rows of `entries` values,
 /// `entries` a multiple of [`SUM_TAIL`]): [`SUM_LANES`] entries at a time, then [`SUM_TAIL`]. Each entry is
 /// one running sum that starts from `sums[j]` and adds the rows in order, so summing a list of rows in two
 /// calls gives the same bits as in one.

@@ -3,8 +3,12 @@
 //! Pure numerics on plain slices and column-major matrices: residualisation, partial correlations with
 //! ppcor's tests, Freedman–Lane permutation tests, bootstrap intervals, p-value adjustment. Nothing here knows
 //! Python except the `py` module, compiled only with the `python` feature, which is the binding layer
-//! (`gengen._core`): it converts arrays, releases the GIL around heavy loops and maps [`error::StatsError`]
-//! to a Python exception.
+//! (`gengen._core`): it converts arrays, calls the core with the GIL released and maps [`error::StatsError`]
+//! to a Python exception. What a batch call does — kernel choice, thread pool, slices between which Ctrl-C
+//! is checked — is [`batch`]'s, so cargo tests and benches reach it too.
+//!
+//! The modules form a directed acyclic graph (tested by `layering`): shared types such as
+//! [`method::Method`] sit below their users, [`batch`] above the kernels it chooses between.
 
 pub mod adjust;
 pub mod autocorr;

@@ -232,10 +232,10 @@ struct Evaluation {
 
 impl GamSmoother {
     /// Builds the smoother of the `n × q` control matrix `control` (one column per control), in four steps:
-    /// the spline basis of each control ([`smooth_terms`]), the additive model matrix and its embedded
-    /// penalties ([`model_matrix`]), the Demmler–Reinsch reparametrisation that makes every λ a diagonal or
-    /// small dense problem ([`demmler_reinsch`], [`reparametrised_penalties`]), and the `log λ` search space
-    /// shared by all columns ([`search_space`]).
+    /// the spline basis of each control (`smooth_terms`), the additive model matrix and its embedded
+    /// penalties (`model_matrix`), the Demmler–Reinsch reparametrisation that makes every λ a diagonal or
+    /// small dense problem (`demmler_reinsch`, `reparametrised_penalties`), and the `log λ` search space
+    /// shared by all columns (`search_space`).
     ///
     /// `name` is the argument name used in error messages.
     pub fn new(control: &Mat, options: &GamOptions, name: &str) -> Result<Self> {
