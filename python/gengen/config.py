@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from gengen.errors import ConfigError
+from gengen.stats.options import DEFAULT_FIT, FITS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -105,7 +106,6 @@ LABEL_TARGETS = ("Yes", "No", "drop")
 DEFAULT_PROMPT = "{premise} Question: {hypothesis} Yes or No?"
 EXECUTORS = ("local", "ray", "slurm")
 NEUTRAL = ("drop", "No")
-FITS = ("linear", "gam")
 BACKENDS = ("gengen", "lm-eval")
 
 # LoRA: the linear layers of each family's blocks (what `target_modules` may name) and the default targets
@@ -389,7 +389,7 @@ class AnalysisConfig:
         The score analysed.
     """
 
-    fit: str = "linear"
+    fit: str = DEFAULT_FIT
     metric: str = "acc"
 
     def options(self) -> dict[str, str]:
@@ -831,7 +831,7 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
     executor = _executor(top.table("executor", required=False), base)
     analysis_section = top.table("analysis", required=False)
     analysis = AnalysisConfig(
-        fit=analysis_section.string("fit", "linear", choices=FITS),
+        fit=analysis_section.string("fit", DEFAULT_FIT, choices=FITS),
         metric=analysis_section.string("metric", "acc", choices=METRICS),
     )
     analysis_section.finish()

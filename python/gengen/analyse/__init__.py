@@ -7,11 +7,30 @@ store to the report in one call.
 
 from __future__ import annotations
 
-from gengen.analyse.core import PAIR_COLUMNS, analyse, analyse_group
-from gengen.analyse.options import LOWER_IS_BETTER, Settings
-from gengen.analyse.result import Analysis, package_versions
-from gengen.analyse.study import load_scores
-from gengen.stats.meta import MetaResult, fisher_meta
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gengen.analyse.core import PAIR_COLUMNS, analyse, analyse_group
+    from gengen.analyse.options import LOWER_IS_BETTER, Settings
+    from gengen.analyse.result import Analysis, package_versions
+    from gengen.analyse.study import load_scores
+    from gengen.stats.meta import MetaResult, fisher_meta
+
+# Public name -> the module defining it, imported on first use (PEP 562): the command line reads the analysis'
+# option vocabulary from gengen.analyse.options without loading numpy, pandas and the statistics.
+_MODULE_OF: dict[str, str] = {
+    "PAIR_COLUMNS": "gengen.analyse.core",
+    "analyse": "gengen.analyse.core",
+    "analyse_group": "gengen.analyse.core",
+    "LOWER_IS_BETTER": "gengen.analyse.options",
+    "Settings": "gengen.analyse.options",
+    "Analysis": "gengen.analyse.result",
+    "package_versions": "gengen.analyse.result",
+    "load_scores": "gengen.analyse.study",
+    "MetaResult": "gengen.stats.meta",
+    "fisher_meta": "gengen.stats.meta",
+}
 
 __all__ = [
     "LOWER_IS_BETTER",
@@ -25,3 +44,18 @@ __all__ = [
     "load_scores",
     "package_versions",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module defining a public name on first access, and cache the name here."""
+    try:
+        module = _MODULE_OF[name]
+    except KeyError:
+        raise AttributeError(f"module 'gengen.analyse' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -20,13 +20,33 @@ import pandas as pd
 from gengen import stats
 from gengen.analyse.across_runs import across_run_groups, is_single_score_per_run
 from gengen.analyse.data import RUN_COLUMNS, Group, prepare, run_groups
-from gengen.analyse.options import DECIDING_ORDER, DEFAULT_BY, DEFAULT_INFERENCE, Settings, make_settings
+from gengen.analyse.options import (
+    DECIDING_ORDER,
+    DEFAULT_ALPHA,
+    DEFAULT_BY,
+    DEFAULT_INFERENCE,
+    DEFAULT_METRIC,
+    DEFAULT_MODE,
+    DEFAULT_POOLING,
+    DEFAULT_SCHEME,
+    Settings,
+    make_settings,
+)
 from gengen.analyse.pooled import meta_table, pooled_residual_groups
 from gengen.analyse.result import Analysis
 from gengen.errors import GengenError
 from gengen.stats.autocorr import AUTOCORR_THRESHOLD, autocorrelation_warning, lag1_autocorrelation
 from gengen.stats.correlation import consistent_interval
 from gengen.stats.lagged import lagged_partial_corr_matrix
+from gengen.stats.options import (
+    DEFAULT_ADJUSTMENT,
+    DEFAULT_CI_LEVEL,
+    DEFAULT_FIT,
+    DEFAULT_INTERVAL_METHOD,
+    DEFAULT_METHOD,
+    DEFAULT_N_BOOT,
+    DEFAULT_N_PERM,
+)
 from gengen.stats.sieve import (
     SIEVE_METHOD,
     SievePartialCorrMatrix,
@@ -513,22 +533,22 @@ def analyse(
     *,
     id_testset: str,
     ood: str | Iterable[str] | None = None,
-    metric: str = "acc",
+    metric: str = DEFAULT_METRIC,
     id_metric: str | None = None,
-    fit: str = "linear",
-    method: str = "pearson",
+    fit: str = DEFAULT_FIT,
+    method: str = DEFAULT_METHOD,
     inference: str | Iterable[str] = DEFAULT_INFERENCE,
-    scheme: str = "block",
+    scheme: str = DEFAULT_SCHEME,
     block_length: int | None = None,
-    n_perm: int = 9999,
-    n_boot: int = 1999,
-    ci_level: float = 0.95,
-    boot_ci_method: str = "percentile",
-    adjust: str = "holm",
-    alpha: float = 0.05,
+    n_perm: int = DEFAULT_N_PERM,
+    n_boot: int = DEFAULT_N_BOOT,
+    ci_level: float = DEFAULT_CI_LEVEL,
+    boot_ci_method: str = DEFAULT_INTERVAL_METHOD,
+    adjust: str = DEFAULT_ADJUSTMENT,
+    alpha: float = DEFAULT_ALPHA,
     by: str | Iterable[str] | None = None,
-    pooling: str | Iterable[str] | None = ("meta",),
-    mode: str = "auto",
+    pooling: str | Iterable[str] | None = DEFAULT_POOLING,
+    mode: str = DEFAULT_MODE,
     lower_is_better: Iterable[str] | None = None,
     higher_is_better: Iterable[str] | None = None,
     models: str | Iterable[str] | None = None,

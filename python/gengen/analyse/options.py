@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Final, Literal, get_args
 
 from gengen.errors import GengenError
+from gengen.stats.options import ADJUSTMENTS, FITS, INTERVAL_METHODS, METHODS
 
 #: Name parts that make a metric lower-is-better; gengen negates such metrics so that "higher = better"
 #: everywhere. A metric matches when these words appear, in order, among the words of its name (split at
@@ -81,25 +82,48 @@ def is_lower_better(metric: str, lower: Iterable[str] = LOWER_IS_BETTER, higher:
     return any(matches(name) for name in lower)
 
 
-INFERENCE_METHODS = ("sieve", "lagged", "t-test", "permutation", "bootstrap")
+#: The tests an analysis can run on each pair, in the order the pairs table records them.
+Inference = Literal["sieve", "lagged", "t-test", "permutation", "bootstrap"]
+#: Resampling scheme of the permutation test and the bootstrap ("free" and "iid" are the same independent scheme).
+Scheme = Literal["free", "iid", "block", "circular"]
+#: R's ``p.adjust`` methods, and "maxT": the max-|r| family-wise permutation p-values.
+AdjustMethod = Literal["holm", "hochberg", "hommel", "bonferroni", "BH", "fdr", "BY", "none", "maxT"]
+Pooling = Literal["meta", "residuals"]
+Mode = Literal["auto", "checkpoints", "across_runs"]
+#: Columns of the score table that may define pooling cells (``by``).
+ByColumn = Literal["study", "model", "family", "size", "shots"]
+
+INFERENCE_METHODS: tuple[Inference, ...] = get_args(Inference)
+SCHEMES: tuple[Scheme, ...] = get_args(Scheme)
+ADJUST_METHODS: tuple[AdjustMethod, ...] = (*ADJUSTMENTS, "maxT")
+POOLING: tuple[Pooling, ...] = get_args(Pooling)
+MODES: tuple[Mode, ...] = get_args(Mode)
+BY_COLUMNS: tuple[ByColumn, ...] = get_args(ByColumn)
+#: The bootstrap interval's choices are the statistics' (:mod:`gengen.stats.options`), as are fit's and method's.
+BOOT_CI_METHODS = INTERVAL_METHODS
+
 #: The inference of the analysis unless told otherwise: the AR-sieve bootstrap of the partial correlation of
 #: levels (:mod:`gengen.stats.sieve`), whose p-value and interval are about ``r_partial`` itself and which the
 #: calibration study (docs/calibration.md) found to keep its type-I error on autocorrelated trajectories where
 #: ppcor's t-test, block permutations and block bootstraps do not.
-DEFAULT_INFERENCE = ("sieve",)
-#: Which p-value decides ``significant`` when several tests were asked for, best first.
-DECIDING_ORDER = (("sieve", "p_sieve"), ("lagged", "p_lagged"), ("permutation", "p_perm"), ("t-test", "p_value"))
-SCHEMES = ("free", "iid", "block", "circular")
-FITS = ("linear", "gam")
-METHODS = ("pearson", "spearman", "kendall")
-ADJUST_METHODS = ("holm", "hochberg", "hommel", "bonferroni", "BH", "fdr", "BY", "none", "maxT")
-POOLING = ("meta", "residuals")
-MODES = ("auto", "checkpoints", "across_runs")
-BOOT_CI_METHODS = ("percentile", "bca")
+DEFAULT_INFERENCE: tuple[Inference, ...] = ("sieve",)
+#: Block schemes respect the autocorrelation of checkpoint trajectories.
+DEFAULT_SCHEME: Final = "block"
+DEFAULT_POOLING: tuple[Pooling, ...] = ("meta",)
+DEFAULT_MODE: Final = "auto"
+DEFAULT_ALPHA: Final = 0.05
+DEFAULT_METRIC: Final = "acc"
 #: Pooling cells when ``by`` is not given (the columns the score table has).
-DEFAULT_BY = ("model", "size", "shots")
-#: Columns of the score table that may define pooling cells (``by``).
-BY_COLUMNS = ("study", "model", "family", "size", "shots")
+DEFAULT_BY: tuple[ByColumn, ...] = ("model", "size", "shots")
+#: The tests that correlate residuals (all but ppcor's t-test): Kendall's partial τ has no residual form.
+RESIDUAL_INFERENCE: tuple[Inference, ...] = tuple(name for name in INFERENCE_METHODS if name != "t-test")
+#: Which p-value decides ``significant`` when several tests were asked for, best first.
+DECIDING_ORDER: tuple[tuple[Inference, str], ...] = (
+    ("sieve", "p_sieve"),
+    ("lagged", "p_lagged"),
+    ("permutation", "p_perm"),
+    ("t-test", "p_value"),
+)
 
 _PERMUTATION_SCHEME = {"free": "free", "iid": "free", "block": "block", "circular": "circular"}
 _BOOTSTRAP_SCHEME = {"free": "iid", "iid": "iid", "block": "block", "circular": "circular"}
@@ -257,7 +281,7 @@ def make_settings(
         raise GengenError(f"option ci_level: must lie strictly between 0 and 1, got {ci_level!r}")
     if not 0.0 < alpha < 1.0:
         raise GengenError(f"option alpha: must lie strictly between 0 and 1, got {alpha!r}")
-    if method == "kendall" and {"sieve", "lagged", "permutation", "bootstrap"} & set(inference_names):
+    if method == "kendall" and set(RESIDUAL_INFERENCE) & set(inference_names):
         raise GengenError(
             "option method: kendall comes with the t-test only (normal approximation); the sieve, the lagged "
             "test, permutation and bootstrap take pearson or spearman (use --inference t-test)"

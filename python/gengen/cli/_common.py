@@ -49,6 +49,11 @@ _ERRNO_MEANINGS = {
 _SILENT_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
 
 
+def either(choices: Sequence[str]) -> str:
+    """Choices as help text reads them: ``"a, b or c"``."""
+    return choices[0] if len(choices) == 1 else f"{', '.join(choices[:-1])} or {choices[-1]}"
+
+
 def one_line(text: str) -> str:
     """``text`` with its lines joined by ``"; "`` so that an error is always a single line."""
     return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())

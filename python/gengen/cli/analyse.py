@@ -9,9 +9,31 @@ from typing import Annotated
 
 import typer
 
-from gengen.cli._common import SEED_RANGE, check_output_folder, user_errors_exit
+from gengen.analyse.options import (
+    ADJUST_METHODS,
+    DEFAULT_ALPHA,
+    DEFAULT_BY,
+    DEFAULT_INFERENCE,
+    DEFAULT_METRIC,
+    DEFAULT_MODE,
+    DEFAULT_POOLING,
+    DEFAULT_SCHEME,
+    MODES,
+    POOLING,
+)
+from gengen.cli._common import SEED_RANGE, check_output_folder, either, user_errors_exit
 from gengen.errors import GengenError
 from gengen.limits import MAX_RESAMPLES
+from gengen.stats.options import (
+    DEFAULT_ADJUSTMENT,
+    DEFAULT_CI_LEVEL,
+    DEFAULT_FIT,
+    DEFAULT_METHOD,
+    DEFAULT_N_BOOT,
+    DEFAULT_N_PERM,
+    FITS,
+    METHODS,
+)
 
 #: Library option names whose flag is not ``--`` plus the name with ``-`` for ``_``.
 OPTION_FLAGS = {"id_testset": "--id", "models": "--model", "runs": "--run", "sizes": "--size", "shots": "--shots"}
@@ -40,10 +62,10 @@ def analyse_command(
     store: Annotated[Path, typer.Argument(help="Study folder, .sqlite store, or a score table (.csv/.parquet).")],
     id_testset: Annotated[str, typer.Option("--id", help="The in-domain test set whose score is regressed out.")],
     ood: Annotated[str | None, typer.Option(help="OOD test sets, comma-separated (default: all others).")] = None,
-    metric: Annotated[str, typer.Option(help="Metric of the OOD scores.")] = "acc",
+    metric: Annotated[str, typer.Option(help="Metric of the OOD scores.")] = DEFAULT_METRIC,
     id_metric: Annotated[str | None, typer.Option(help="Metric of the ID score (default: --metric).")] = None,
-    fit: Annotated[str, typer.Option(help="How ID is regressed out: linear or gam.")] = "linear",
-    method: Annotated[str, typer.Option(help="pearson, spearman or kendall.")] = "pearson",
+    fit: Annotated[str, typer.Option(help=f"How ID is regressed out: {either(FITS)}.")] = DEFAULT_FIT,
+    method: Annotated[str, typer.Option(help=f"{either(METHODS)}.")] = DEFAULT_METHOD,
     inference: Annotated[
         str,
         typer.Option(
@@ -51,25 +73,27 @@ def analyse_command(
             "autocorrelated checkpoints), lagged (tests r_innovation, another estimand), t-test, permutation, "
             "bootstrap. The first of sieve, lagged, permutation, t-test decides 'significant'."
         ),
-    ] = "sieve",
-    scheme: Annotated[str, typer.Option(help="Resampling scheme: block, circular, free (= iid).")] = "block",
+    ] = ",".join(DEFAULT_INFERENCE),
+    scheme: Annotated[str, typer.Option(help="Resampling scheme: block, circular, free (= iid).")] = DEFAULT_SCHEME,
     block_length: Annotated[int | None, typer.Option(help="Block length (default: from n).")] = None,
-    n_perm: Annotated[int, typer.Option(help="Permutations per group.", max=MAX_RESAMPLES)] = 9999,
-    n_boot: Annotated[int, typer.Option(help="Sieve and bootstrap resamples per group.", max=MAX_RESAMPLES)] = 1999,
-    adjust: Annotated[
-        str, typer.Option(help="p-value adjustment: holm, hochberg, hommel, bonferroni, BH, BY, none.")
-    ] = "holm",
-    alpha: Annotated[float, typer.Option(help="Significance level on adjusted p-values.")] = 0.05,
+    n_perm: Annotated[int, typer.Option(help="Permutations per group.", max=MAX_RESAMPLES)] = DEFAULT_N_PERM,
+    n_boot: Annotated[
+        int, typer.Option(help="Sieve and bootstrap resamples per group.", max=MAX_RESAMPLES)
+    ] = DEFAULT_N_BOOT,
+    adjust: Annotated[str, typer.Option(help=f"p-value adjustment: {', '.join(ADJUST_METHODS)}.")] = DEFAULT_ADJUSTMENT,
+    alpha: Annotated[float, typer.Option(help="Significance level on adjusted p-values.")] = DEFAULT_ALPHA,
     ci_level: Annotated[
         float,
         typer.Option(help="Level of the intervals (the deciding p is below 1 - level exactly when they exclude 0)."),
-    ] = 0.95,
+    ] = DEFAULT_CI_LEVEL,
     by: Annotated[
         str | None,
-        typer.Option(help="Columns defining a pooling cell, comma-separated (default: model,size,shots)."),
+        typer.Option(help=f"Columns defining a pooling cell, comma-separated (default: {','.join(DEFAULT_BY)})."),
     ] = None,
-    pooling: Annotated[str, typer.Option(help="meta, residuals, both comma-separated, or none.")] = "meta",
-    mode: Annotated[str, typer.Option(help="auto, checkpoints or across_runs.")] = "auto",
+    pooling: Annotated[str, typer.Option(help=f"{', '.join(POOLING)}, both comma-separated, or none.")] = ",".join(
+        DEFAULT_POOLING
+    ),
+    mode: Annotated[str, typer.Option(help=f"{either(MODES)}.")] = DEFAULT_MODE,
     model: Annotated[
         list[str] | None, typer.Option("--model", help="Analyse only these models (glob; repeatable).")
     ] = None,

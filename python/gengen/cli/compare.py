@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from gengen.cli._common import SEED_RANGE, check_output_folder, user_errors_exit
+from gengen.cli._common import SEED_RANGE, check_output_folder, either, user_errors_exit
 from gengen.limits import MAX_RESAMPLES
+from gengen.stats.options import ALTERNATIVES, DEFAULT_ALTERNATIVE, DEFAULT_N_PERM_MANTEL
 
 
 @user_errors_exit
@@ -16,8 +17,12 @@ def compare_command(
     analysis_dir: Annotated[Path, typer.Argument(help="Output folder of gengen analyse.")],
     source: Annotated[str, typer.Option(help="runs (per-run correlations) or pooled (meta-analysis).")] = "runs",
     alpha: Annotated[float, typer.Option(help="Significance level on adjusted p-values.")] = 0.05,
-    n_perm: Annotated[int, typer.Option(help="Permutations of the Mantel test.", max=MAX_RESAMPLES)] = 999,
-    alternative: Annotated[str, typer.Option(help="Mantel alternative: greater or two-sided.")] = "greater",
+    n_perm: Annotated[
+        int, typer.Option(help="Permutations of the Mantel test.", max=MAX_RESAMPLES)
+    ] = DEFAULT_N_PERM_MANTEL,
+    alternative: Annotated[
+        str, typer.Option(help=f"Mantel alternative: {either(ALTERNATIVES)}.")
+    ] = DEFAULT_ALTERNATIVE,
     seed: Annotated[int, typer.Option(help="Seed of the Mantel permutations.", **SEED_RANGE)] = 0,
     out: Annotated[Path | None, typer.Option(help="Output folder (default: ANALYSIS_DIR).")] = None,
 ) -> None:

@@ -9,8 +9,9 @@ import pandas as pd
 import typer
 
 from gengen import stats
-from gengen.cli._common import user_errors_exit
+from gengen.cli._common import either, user_errors_exit
 from gengen.errors import GengenError, InputError
+from gengen.stats.options import DEFAULT_METHOD, METHODS
 
 
 def _read_columns(path: Path, names: list[str]) -> pd.DataFrame:
@@ -39,7 +40,7 @@ def partial_corr_command(
     covar: Annotated[
         str, typer.Option("--covar", help="Comma-separated covariate columns (empty: plain correlation).")
     ] = "",
-    method: Annotated[str, typer.Option(help="pearson, spearman or kendall.")] = "pearson",
+    method: Annotated[str, typer.Option(help=f"{either(METHODS)}.")] = DEFAULT_METHOD,
     semi: Annotated[
         str, typer.Option(help="Remove the covariates from 'x' or 'y' only (semi-partial); default both.")
     ] = "",
