@@ -22,14 +22,12 @@ import datetime
 import json
 import math
 import os
-import platform
 import random
 import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +35,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from gengen._versions import installed_versions
 from gengen.config import RunSpec, StudyConfig, TrainingConfig
 from gengen.errors import ConfigError, InputError
 from gengen.models import (
@@ -57,6 +56,7 @@ from gengen.score import EncodedTestset, encode_testsets, score_rows
 __all__ = [
     "RunOutcome",
     "TrainContext",
+    "Trainer",
     "World",
     "current_world",
     "evaluation_steps",
@@ -215,13 +215,7 @@ def load_trainer_state(path: Path) -> dict[str, Any]:
 
 
 def _package_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return versions
+    return installed_versions(PACKAGES, python=True)
 
 
 # ---------------------------------------------------------------------------------------------- one run
@@ -229,7 +223,7 @@ def _package_versions() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """What :func:`train_run` did.
+    """What :func:`train_run` (:meth:`Trainer.fit`) did.
 
     Attributes
     ----------
@@ -469,6 +463,326 @@ def _write_run_record(
     return record
 
 
+def _silent(line: str) -> None:
+    """Drops a progress line (the processes other than 0 of a distributed run)."""
+
+
+class Trainer:
+    """One run's fine-tuning, in named steps: :meth:`resume`, :meth:`step`, :meth:`evaluate`, :meth:`save`.
+
+    :meth:`fit` chains them: score step 0 (when starting afresh), then every optimiser step, with an
+    evaluation (scores committed to the store at once) and a checkpoint at the scheduled steps. Only
+    :meth:`resume` builds the model, optimiser and schedules: from the run's last checkpoint when there is one,
+    with the random number generators where that checkpoint left them.
+
+    Parameters
+    ----------
+    config : StudyConfig
+    run : RunSpec
+        One of ``config.runs()``.
+    store : gengen.store.Store or gengen.executors.spool.RunSpool
+        Where scores and the run's manifest go.
+    context : TrainContext, optional
+        Shared tokenizer/test-set cache (built when absent).
+    log : callable
+        Receives progress lines (silenced in the processes other than 0).
+    progress : bool
+        Show a progress bar when the output is a terminal.
+    world : World, optional
+        The processes training this run together (default: :func:`current_world`).
+    """
+
+    # Built by resume():
+    model: Any
+    optimizer: Any
+    scheduler: Any
+    scaler: Any
+    params: list[torch.Tensor]
+    device: torch.device
+    precision: Precision
+    encoded_train: Any
+    gold_train: np.ndarray
+
+    def __init__(
+        self,
+        config: StudyConfig,
+        run: RunSpec,
+        *,
+        store: Any,
+        context: TrainContext | None = None,
+        log: Log = print,
+        progress: bool = True,
+        world: World | None = None,
+    ):
+        self.started = time.perf_counter()
+        self.world = world or current_world()
+        if not self.world.main:
+            log, progress = _silent, False
+        self.config, self.run, self.store, self.log, self.progress = config, run, store, log, progress
+        self.training = config.training
+        context = context or TrainContext(config)
+        self.tokenizer, self.answers, train_all, self.testsets = context.for_model(run)
+        self.train_set = _training_data(config, run, train_all)
+        self.total = planned_steps(self.training, len(self.train_set))
+        self.steps = evaluation_steps(config.evaluation, self.total)
+        self.metrics = list(config.evaluation.metrics)
+        self.done = store.completed(run.model.name, run.key)
+        self.run_dir = config.run_dir(run)
+        self.sharded = self.world.size > 1 and self.training.strategy == "fsdp"
+        self.record: dict[str, Any] = {}
+        self.resume_step = 0
+        self.tokens = 0
+        self.tokens_at_start = 0
+        self.written = 0
+        self.scoring_seconds = 0.0
+        self.scored_examples = 0
+
+    # ------------------------------------------------------------------ state
+    def complete(self) -> bool:
+        """Every planned evaluation is stored and the manifest says the run is complete."""
+        wanted = {(s, t.name, m) for s in self.steps for t in self.testsets for m in self.metrics}
+        manifest = self.store.manifest(self.run.model.name, self.run.key) or {}
+        return wanted <= self.done and manifest.get("status") == "complete"
+
+    def resume(self) -> int:
+        """Record the run as running; build its model, optimiser, schedule and gradient scaler; encode its data.
+
+        From the last checkpoint when there is one (its trainer state read without running code, the
+        generators' states restored last); else from the model's path, seeded by the run's seed.
+
+        Returns
+        -------
+        int
+            The step training restarts from (0: the start).
+        """
+        run, training, world = self.run, self.training, self.world
+        checkpoints = _checkpoints(self.run_dir)  # listed by every process before process 0 can add one
+        world.barrier()
+        if world.main:
+            self.record = _write_run_record(self.run_dir, self.config, run, self.total, self.steps, len(self.train_set))
+            if world.size > 1:
+                how = "sharded (FSDP)" if training.strategy == "fsdp" else "data parallel"
+                self.log(f"{run.model.name} {run.key}: trained {how} over {world.size} processes")
+            self.store.write_manifest(
+                run.model.name, run.key, {**self.record, "status": "running", "run_dir": str(self.run_dir)}
+            )
+
+        self.device = select_device(training.device)
+        self.precision = precision_for(training.precision, training.method, self.device)
+        self.resume_step, resume_path = checkpoints[-1] if checkpoints else (0, None)
+
+        torch.manual_seed(run.seed)
+        random.seed(run.seed)
+        state = load_trainer_state(resume_path / STATE_FILE) if resume_path is not None else None
+        # A sharded model is loaded on the CPU, then each process keeps its shard on its device.
+        load_on = torch.device("cpu") if self.sharded else self.device
+        self.model = _build_model(self.config, run, load_on, resume_path, self.precision)
+        if self.sharded:
+            _shard(self.model, self.device)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        decay = [p for p in self.params if p.ndim >= 2]
+        no_decay = [p for p in self.params if p.ndim < 2]
+        self.optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": training.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=training.learning_rate,
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _schedule(self.total, training))
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision.compute == torch.float16)
+        if state is not None:
+            self._load_state(state)
+            self.log(f"{run.model.name} {run.key}: resuming from step {self.resume_step}")
+        self.tokens_at_start = self.tokens
+        self.encoded_train = encode_prompts(
+            self.tokenizer, self.train_set, self.config.task.prompt, training.max_length
+        )
+        self.gold_train = np.where(self.train_set["label"].to_numpy() == 1, self.answers[0], self.answers[1])
+        return self.resume_step
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        """Optimiser, schedule, scaler, tokens seen and generators from a checkpoint's trainer state."""
+        if self.sharded:
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+            options = StateDictOptions(full_state_dict=True)
+            set_optimizer_state_dict(self.model, self.optimizer, optim_state_dict=state["optimizer"], options=options)
+        else:
+            self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.tokens = int(state["tokens"])
+        _set_rng_state(state["rng"])
+
+    # ------------------------------------------------------------------ steps
+    def step(self, step: int) -> int:
+        """Take optimiser step ``step`` (1-based) over its micro-batches; return the tokens it read.
+
+        The loss is the mean over the step's examples, whatever the micro-batches: accumulating two half
+        batches gives the gradient of one full batch. Each process computes its share of every micro-batch and
+        the gradients are summed over the processes (by FSDP itself when sharded).
+        """
+        training, world = self.training, self.world
+        batches = update_batches(step, len(self.train_set), training.batch_size, self.run.seed, training.grad_accum)
+        n_step = sum(len(micro) for micro in batches)
+        used_total = 0
+        self.optimizer.zero_grad(set_to_none=True)
+        for micro in batches:
+            used = sum(len(self.encoded_train[i]) for i in micro) + len(micro)
+            self.tokens += used
+            used_total += used
+            share = micro[world.rank :: world.size]  # this process's examples of the micro-batch
+            weight = 1.0
+            if len(share) == 0:
+                if not self.sharded:
+                    continue
+                # FSDP's forward and backward are collective: take part with an example that counts 0.
+                share, weight = micro[:1], 0.0
+            ids, mask, lengths = pad_batch(
+                [self.encoded_train[i] for i in share], self.tokenizer.pad_token_id, self.device
+            )
+            gold = torch.from_numpy(self.gold_train[share]).to(self.device)
+            with self.precision.context(self.device):
+                logits = last_token_logits(self.model, ids, mask, lengths)
+            loss = _answer_loss(logits, gold, self.answers, self.config.task.loss) / n_step * weight
+            if self.sharded:
+                loss = loss * world.size  # FSDP averages the gradients over processes; the step needs their sum
+            self.scaler.scale(loss).backward()
+        if not self.sharded:
+            world.sum_gradients(self.params)
+        if training.max_grad_norm is not None:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.params, training.max_grad_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        return used_total
+
+    def evaluate(self, step: int) -> None:
+        """Score every test set at ``step`` not yet stored and commit the rows to the store at once.
+
+        A sharded model needs every process in its forward passes; otherwise process 0 scores alone.
+        """
+        world, run = self.world, self.run
+        if (not world.main and not self.sharded) or all(
+            (step, t.name, m) in self.done for t in self.testsets for m in self.metrics
+        ):
+            return
+        base = {
+            "study": self.config.name,
+            "model": run.model.name,
+            "family": run.model.family,
+            "size": run.model.size,
+            "run": run.key,
+            "seed": run.seed,
+            "shots": run.shots,
+            "step": step,
+            "tokens": self.tokens,
+            "epoch": step / steps_per_epoch(self.training, len(self.train_set)),
+        }
+        began = time.perf_counter()
+        with self.precision.context(self.device):
+            rows = score_rows(
+                self.model,
+                self.testsets,
+                self.answers,
+                pad_id=self.tokenizer.pad_token_id,
+                batch_size=self.config.evaluation.batch_size,
+                metrics=self.metrics,
+                base=base,
+                skip=self.done,
+                log=None,
+                max_tokens=self.config.evaluation.max_tokens,
+            )
+        self.scoring_seconds += time.perf_counter() - began
+        self.scored_examples += sum(int(r["n_examples"]) for r in rows if r["metric"] == self.metrics[0])
+        if rows and world.main:
+            self.written += self.store.write_scores(pd.DataFrame(rows))
+            self.done = self.done | {(step, r["testset"], r["metric"]) for r in rows}
+
+    def save(self, step: int) -> None:
+        """Save ``checkpoint-<step>`` when one is due (every ``checkpoint_every`` steps and at the end).
+
+        A sharded model's full states are gathered by every process; process 0 writes them.
+        """
+        every = self.training.checkpoint_every
+        if not (every is None or step % every == 0 or step == self.total):
+            return
+        gathered = _gather_states(self.model, self.optimizer) if self.sharded else (None, None)
+        if self.world.main:
+            _save_checkpoint(
+                self.run_dir,
+                step,
+                self.model,
+                self.tokenizer,
+                self.optimizer,
+                self.scheduler,
+                self.scaler,
+                self.tokens,
+                self.training.keep_checkpoints,
+                *gathered,
+            )
+
+    # ------------------------------------------------------------------ whole run
+    def outcome(self, rows_written: int, skipped: bool = False) -> RunOutcome:
+        """What this run did so far."""
+        resumed = None if skipped else (self.resume_step or None)
+        seconds = time.perf_counter() - self.started
+        return RunOutcome(self.run.model.name, self.run.key, self.total, resumed, rows_written, skipped, seconds)
+
+    def fit(self) -> RunOutcome:
+        """Resume, score step 0 when starting afresh, then step, evaluate and save to the end of the run."""
+        if self.complete():
+            return self.outcome(0, skipped=True)
+        self.resume()
+        if self.resume_step == 0:
+            self.evaluate(0)
+        run = self.run
+        bar = _progress_bar(self.progress)
+        task = bar.add_task(f"{run.model.name} {run.key}", total=self.total, completed=self.resume_step)
+        self.model.train()
+        window_tokens, window_start = 0, time.perf_counter()
+        with bar:
+            for step in range(self.resume_step + 1, self.total + 1):
+                window_tokens += self.step(step)
+                bar.update(task, advance=1)
+                if step in self.steps:
+                    elapsed = time.perf_counter() - window_start
+                    self.evaluate(step)
+                    self.save(step)
+                    speed = window_tokens / max(elapsed, 1e-9)
+                    bar.update(task, description=f"{run.model.name} {run.key} ({speed:,.0f} tokens/s)")
+                    window_tokens, window_start = 0, time.perf_counter()
+                    self.world.barrier()  # the others wait while process 0 scores and saves
+        return self.finish()
+
+    def finish(self) -> RunOutcome:
+        """Drop the checkpoints when none are kept, mark the run complete and report its throughput."""
+        run = self.run
+        if not self.world.main:
+            self.release()
+            return self.outcome(0)
+        if self.training.keep_checkpoints == "none":
+            for _, path in _checkpoints(self.run_dir):
+                shutil.rmtree(path, ignore_errors=True)
+        self.store.write_manifest(
+            run.model.name,
+            run.key,
+            {**self.record, "status": "complete", "run_dir": str(self.run_dir), "tokens": self.tokens},
+        )
+        outcome = self.outcome(self.written)
+        train_seconds = max(outcome.seconds - self.scoring_seconds, 1e-9)
+        self.log(
+            f"{run.model.name} {run.key}: {self.total} steps, {self.written} scores written in "
+            f"{outcome.seconds:.1f} s (training {(self.tokens - self.tokens_at_start) / train_seconds:,.0f} "
+            f"tokens/s, scoring {self.scored_examples / max(self.scoring_seconds, 1e-9):,.0f} examples/s)"
+        )
+        self.release()
+        return outcome
+
+    def release(self) -> None:
+        """Let go of the model and optimiser (their memory is freed before the next run is built)."""
+        del self.model, self.optimizer
+
+
 def train_run(
     config: StudyConfig,
     run: RunSpec,
@@ -480,6 +794,8 @@ def train_run(
     world: World | None = None,
 ) -> RunOutcome:
     """Fine-tune and score one run, resuming from its last checkpoint and skipping stored evaluations.
+
+    The per-run function every executor calls: :meth:`Trainer.fit` of a new :class:`Trainer`.
 
     Parameters
     ----------
@@ -501,197 +817,8 @@ def train_run(
     -------
     RunOutcome
     """
-    start = time.perf_counter()
-    world = world or current_world()
-    if not world.main:
-        log, progress = (lambda _: None), False
-    context = context or TrainContext(config)
-    training = config.training
-    tokenizer, answers, train_all, testsets = context.for_model(run)
-    train = _training_data(config, run, train_all)
-    total = planned_steps(training, len(train))
-    steps = evaluation_steps(config.evaluation, total)
-    metrics = list(config.evaluation.metrics)
-    wanted = {(s, t.name, m) for s in steps for t in testsets for m in metrics}
-    done = store.completed(run.model.name, run.key)
-    run_dir = config.run_dir(run)
-    manifest = store.manifest(run.model.name, run.key) or {}
-    if wanted <= done and manifest.get("status") == "complete":
-        return RunOutcome(run.model.name, run.key, total, None, 0, True, time.perf_counter() - start)
-
-    checkpoints = _checkpoints(run_dir)  # listed by every process before process 0 can add one
-    world.barrier()
-    if world.main:
-        record = _write_run_record(run_dir, config, run, total, steps, len(train))
-        if world.size > 1:
-            how = "sharded (FSDP)" if training.strategy == "fsdp" else "data parallel"
-            log(f"{run.model.name} {run.key}: trained {how} over {world.size} processes")
-        store.write_manifest(run.model.name, run.key, {**record, "status": "running", "run_dir": str(run_dir)})
-
-    device = select_device(training.device)
-    precision = precision_for(training.precision, training.method, device)
-    compute_dtype = precision.compute
-    resume_step, resume_path = checkpoints[-1] if checkpoints else (0, None)
-
-    torch.manual_seed(run.seed)
-    random.seed(run.seed)
-    state = load_trainer_state(resume_path / STATE_FILE) if resume_path is not None else None
-    sharded = world.size > 1 and training.strategy == "fsdp"
-    # A sharded model is loaded on the CPU, then each process keeps its shard on its device.
-    model = _build_model(config, run, torch.device("cpu") if sharded else device, resume_path, precision)
-    if sharded:
-        _shard(model, device)
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.ndim >= 2]
-    no_decay = [p for p in params if p.ndim < 2]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": training.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=training.learning_rate,
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(total, training))
-    scaler = torch.amp.GradScaler(device.type, enabled=compute_dtype == torch.float16)
-    tokens = 0
-    if state is not None:
-        if sharded:
-            from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-
-            options = StateDictOptions(full_state_dict=True)
-            set_optimizer_state_dict(model, optimizer, optim_state_dict=state["optimizer"], options=options)
-        else:
-            optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        scaler.load_state_dict(state["scaler"])
-        tokens = int(state["tokens"])
-        _set_rng_state(state["rng"])
-        log(f"{run.model.name} {run.key}: resuming from step {resume_step}")
-
-    tokens_at_start = tokens
-    encoded_train = encode_prompts(tokenizer, train, config.task.prompt, training.max_length)
-    gold_train = np.where(train["label"].to_numpy() == 1, answers[0], answers[1])
-    per_epoch = steps_per_epoch(training, len(train))
-    base = {
-        "study": config.name,
-        "model": run.model.name,
-        "family": run.model.family,
-        "size": run.model.size,
-        "run": run.key,
-        "seed": run.seed,
-        "shots": run.shots,
-    }
-    written = 0
-
-    scoring = {"examples": 0, "seconds": 0.0}
-
-    def evaluate(model: Any, step: int) -> None:
-        nonlocal written, done
-        # A sharded model needs every process in its forward passes; otherwise process 0 scores alone.
-        if (not world.main and not sharded) or all((step, t.name, m) in done for t in testsets for m in metrics):
-            return
-        began = time.perf_counter()
-        with precision.context(device):
-            rows = score_rows(
-                model,
-                testsets,
-                answers,
-                pad_id=tokenizer.pad_token_id,
-                batch_size=config.evaluation.batch_size,
-                metrics=metrics,
-                base={**base, "step": step, "tokens": tokens, "epoch": step / per_epoch},
-                skip=done,
-                log=None,
-                max_tokens=config.evaluation.max_tokens,
-            )
-        scoring["seconds"] += time.perf_counter() - began
-        scoring["examples"] += sum(int(r["n_examples"]) for r in rows if r["metric"] == metrics[0])
-        if rows and world.main:
-            written += store.write_scores(pd.DataFrame(rows))
-            done = done | {(step, r["testset"], r["metric"]) for r in rows}
-
-    if resume_step == 0:
-        evaluate(model, 0)
-    bar = _progress_bar(progress)
-    task = bar.add_task(f"{run.model.name} {run.key}", total=total, completed=resume_step)
-    model.train()
-    pad_id = tokenizer.pad_token_id
-    window_tokens, window_start = 0, time.perf_counter()
-    with bar:
-        for step in range(resume_step + 1, total + 1):
-            batches = update_batches(step, len(train), training.batch_size, run.seed, training.grad_accum)
-            # The loss is the mean over the step's examples, whatever the micro-batches: accumulating two
-            # half batches gives the gradient of one full batch.
-            n_step = sum(len(micro) for micro in batches)
-            optimizer.zero_grad(set_to_none=True)
-            for micro in batches:
-                used = sum(len(encoded_train[i]) for i in micro) + len(micro)
-                tokens += used
-                window_tokens += used
-                share = micro[world.rank :: world.size]  # this process's examples of the micro-batch
-                weight = 1.0
-                if len(share) == 0:
-                    if not sharded:
-                        continue
-                    # FSDP's forward and backward are collective: take part with an example that counts 0.
-                    share, weight = micro[:1], 0.0
-                ids, mask, lengths = pad_batch([encoded_train[i] for i in share], pad_id, device)
-                gold = torch.from_numpy(gold_train[share]).to(device)
-                with precision.context(device):
-                    logits = last_token_logits(model, ids, mask, lengths)
-                loss = _answer_loss(logits, gold, answers, config.task.loss) / n_step * weight
-                if sharded:
-                    loss = loss * world.size  # FSDP averages the gradients over processes; the step needs their sum
-                scaler.scale(loss).backward()
-            if not sharded:
-                world.sum_gradients(params)
-            if training.max_grad_norm is not None:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(params, training.max_grad_norm)
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
-            bar.update(task, advance=1)
-            if step in steps:
-                elapsed = time.perf_counter() - window_start
-                evaluate(model, step)
-                every = training.checkpoint_every
-                if every is None or step % every == 0 or step == total:
-                    gathered = _gather_states(model, optimizer) if sharded else (None, None)
-                if world.main and (every is None or step % every == 0 or step == total):
-                    _save_checkpoint(
-                        run_dir,
-                        step,
-                        model,
-                        tokenizer,
-                        optimizer,
-                        scheduler,
-                        scaler,
-                        tokens,
-                        training.keep_checkpoints,
-                        *gathered,
-                    )
-                bar.update(
-                    task,
-                    description=f"{run.model.name} {run.key} ({window_tokens / max(elapsed, 1e-9):,.0f} tokens/s)",
-                )
-                window_tokens, window_start = 0, time.perf_counter()
-                world.barrier()  # the others wait while process 0 scores and saves
-    if not world.main:
-        del model, optimizer
-        return RunOutcome(run.model.name, run.key, total, resume_step or None, 0, False, time.perf_counter() - start)
-    if training.keep_checkpoints == "none":
-        for _, path in _checkpoints(run_dir):
-            shutil.rmtree(path, ignore_errors=True)
-    store.write_manifest(
-        run.model.name, run.key, {**record, "status": "complete", "run_dir": str(run_dir), "tokens": tokens}
-    )
-    seconds = time.perf_counter() - start
-    train_seconds = max(seconds - scoring["seconds"], 1e-9)
-    log(
-        f"{run.model.name} {run.key}: {total} steps, {written} scores written in {seconds:.1f} s "
-        f"(training {(tokens - tokens_at_start) / train_seconds:,.0f} tokens/s, "
-        f"scoring {scoring['examples'] / max(scoring['seconds'], 1e-9):,.0f} examples/s)"
-    )
-    del model, optimizer
-    return RunOutcome(run.model.name, run.key, total, resume_step or None, written, False, seconds)
+    trainer = Trainer(config, run, store=store, context=context, log=log, progress=progress, world=world)
+    return trainer.fit()
 
 
 def _progress_bar(enabled: bool) -> Any:

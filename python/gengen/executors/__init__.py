@@ -265,7 +265,8 @@ def execute_study(
     merged = 0
     if queue:
         backend = given if given is not None else make_executor(config, settings, log=log)
-        log(f"{len(queue)} runs to {backend.name}" + (f", {settings.retries} retries each" if settings.retries else ""))
+        retried = settings.retries and not backend.writes_store  # the direct executor raises a failure
+        log(f"{len(queue)} runs to {backend.name}" + (f", {settings.retries} retries each" if retried else ""))
         with backend:
             merged = _drive(config, store, backend, queue, settings, task_threads, results, attempts, log, record)
     return StudyExecution(
