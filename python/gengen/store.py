@@ -33,17 +33,16 @@ import math
 import os
 import re
 import sqlite3
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
+from gengen._versions import installed_versions
 from gengen.errors import GengenError, InputError, StoreConflictError, StoreError
 
 __all__ = [
@@ -222,11 +221,7 @@ def _now() -> str:
 
 def _package_versions() -> dict[str, str]:
     """Versions of Python and of the installed packages that shape a run's scores."""
-    versions = {"python": sys.version.split()[0]}
-    for name in _MANIFEST_PACKAGES:
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            versions[name] = metadata.version(name)
-    return versions
+    return installed_versions(_MANIFEST_PACKAGES, python=True)
 
 
 def _json_scalar(value: Any) -> Any:

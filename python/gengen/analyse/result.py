@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from gengen import stats
+from gengen._versions import installed_versions
 from gengen.errors import GengenError, InputError
 
 #: Distributions whose versions are recorded in ``summary.json`` and in the report.
@@ -21,13 +21,7 @@ VERSIONED_PACKAGES = ("gengen", "numpy", "pandas", "scipy", "pyarrow", "matplotl
 
 def package_versions() -> dict[str, str]:
     """Installed versions of gengen and the packages its analysis uses (``"not installed"`` when absent)."""
-    versions = {}
-    for name in VERSIONED_PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
+    return installed_versions(VERSIONED_PACKAGES, missing="not installed")
 
 
 def _json_safe(value: Any) -> Any:
