@@ -22,14 +22,12 @@ import datetime
 import json
 import math
 import os
-import platform
 import random
 import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +35,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from gengen._versions import installed_versions
 from gengen.config import RunSpec, StudyConfig, TrainingConfig
 from gengen.errors import ConfigError, InputError
 from gengen.models import (
@@ -216,13 +215,7 @@ def load_trainer_state(path: Path) -> dict[str, Any]:
 
 
 def _package_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return versions
+    return installed_versions(PACKAGES, python=True)
 
 
 # ---------------------------------------------------------------------------------------------- one run
