@@ -244,7 +244,7 @@ def compare(
                 a[np.ix_(complete, complete)],
                 b[np.ix_(complete, complete)],
                 n_perm=n_perm,
-                alternative=alternative,  # type: ignore[arg-type]  # checked against ALTERNATIVES above
+                alternative=alternative,  # checked against ALTERNATIVES above
                 seed=seed,
             )
             mantel_r, mantel_p = test.r, test.p_value

@@ -189,7 +189,9 @@ class ModelShape:
         return sum(i * o for i, o in self.linear_layers().values())
 
 
-def _llama(hidden: int, layers: int, intermediate: int, heads: int, kv: int, vocab: int, tied: bool, **extra: Any):
+def _llama(
+    hidden: int, layers: int, intermediate: int, heads: int, kv: int, vocab: int, tied: bool, **extra: Any
+) -> ModelShape:
     return ModelShape("llama", hidden, layers, intermediate, heads, kv, vocab, tied, **extra)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 __all__ = ["REGISTRY", "RegisteredDataset"]
 
@@ -56,7 +57,7 @@ class RegisteredDataset:
     premise: str
     hypothesis: str
     label: str
-    labels: MappingProxyType
+    labels: MappingProxyType[Any, str]
     note: str
     neutral: int | None = None
     revision: str | None = None
@@ -70,7 +71,7 @@ def _entry(
     test_split: str,
     splits: tuple[str, ...],
     columns: tuple[str, str, str],
-    labels: dict,
+    labels: dict[Any, str],
     note: str,
     **hub: str,
 ) -> RegisteredDataset:
