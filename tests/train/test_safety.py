@@ -15,6 +15,7 @@ import torch
 
 from gengen.config import load_config, safe_folder_name
 from gengen.errors import ConfigError, GengenError
+from gengen.executors import study_status
 from gengen.executors.direct import train_study
 from gengen.store import Store
 from gengen.train import STATE_FILE
@@ -55,6 +56,9 @@ def test_planted_trainer_state_is_refused_without_running(
         train_study(config, log=lambda _: None, progress=False)
     assert "\n" not in str(caught.value)
     assert not marker.exists(), "unpickling the resume state ran code"
+    # The run's state says why it stopped (`gengen status`).
+    (status,) = study_status(config)
+    assert status.status == "failed" and "refused as resume state" in (status.error or "")
 
 
 def test_planted_trainer_state_through_the_cli(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:

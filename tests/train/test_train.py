@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from gengen.config import load_config
+from gengen.executors import study_status
 from gengen.executors.direct import train_study
 from gengen.store import Store
 from gengen.train import evaluation_steps, planned_steps, update_indices
@@ -64,10 +65,31 @@ def test_tiny_end_to_end_run(family: str, assets: dict[str, Any], study_toml: An
     assert not (run_dir / "checkpoint-6").exists()
     manifest = Store(out).manifest(f"{family}-tiny", "seed=1")
     assert manifest is not None and manifest["status"] == "complete" and manifest["seed"] == 1
+    # The driver recorded the run's state, so `gengen status` knows a run of `gengen train`.
+    assert [(row.status, row.stored, row.planned) for row in study_status(config)] == [("done", 3, 3)]
     # A second run of the same study does nothing.
     again = train_study(config, log=lambda _: None, progress=False)
     assert again.skipped == [(f"{family}-tiny", "seed=1")] and not again.results
     assert len(Store(out).load()) == len(scores)
+
+
+def test_runs_in_worker_processes_equal_runs_in_this_process(
+    assets: dict[str, Any], study_toml: Any, tmp_path: Path
+) -> None:
+    """``gengen train --jobs 2``: each run in a worker process writes the store itself, as one process would."""
+    options = {"families": ("opt", "olmo2"), "max_steps": 4, "every": 2}
+    one = load_config(write_study(tmp_path / "one", study_toml(assets, tmp_path / "one" / "out", **options)))
+    two = load_config(write_study(tmp_path / "two", study_toml(assets, tmp_path / "two" / "out", **options)))
+    train_study(one, log=lambda _: None)
+    execution = train_study(two, jobs=2, threads=1, log=lambda _: None)
+    assert execution.executor == "direct" and len(execution.results) == 2
+    assert execution.rows_merged == 2 * 3 * 3 * 2  # rows the workers wrote: runs x steps x test sets x metrics
+    expected = Store(tmp_path / "one" / "out").load().sort_values(KEY).reset_index(drop=True)
+    got = Store(tmp_path / "two" / "out").load().sort_values(KEY).reset_index(drop=True)
+    assert not got.duplicated(KEY).any()
+    pd.testing.assert_frame_equal(got[KEY], expected[KEY])
+    np.testing.assert_allclose(got["value"], expected["value"], rtol=0, atol=1e-6)
+    assert {row.status for row in study_status(two)} == {"done"}
 
 
 def test_learning_moves_id_accuracy(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
