@@ -11,6 +11,11 @@ scatter plots per run, the options as requested and the package versions. Groups
 The page is one file with its script inline (no library, nothing loaded from the network). Static figures are
 drawn once with matplotlib, written as PNG and SVG to a folder beside the page, and the same PNG bytes are
 embedded. Names from user data are escaped by jinja2's autoescaping, or reach the script as escaped JSON.
+
+The figures on their own, as matplotlib Figures: :func:`plot_heatmaps`, :func:`plot_raw_vs_partial`,
+:func:`plot_residuals`, :func:`plot_trajectories` (of an :class:`~gengen.analyse.Analysis`) and
+:func:`plot_agreement` (of a :class:`~gengen.compare.Comparison`). The report reads those data objects; they
+know nothing of it.
 """
 
 from __future__ import annotations
