@@ -539,7 +539,13 @@ class Trainer:
 
     # ------------------------------------------------------------------ state
     def complete(self) -> bool:
-        """Every planned evaluation is stored and the manifest says the run is complete."""
+        """Whether every planned evaluation is stored and the manifest says the run is complete.
+
+        Returns
+        -------
+        bool
+            True when there is nothing left to do.
+        """
         wanted = {(s, t.name, m) for s in self.steps for t in self.testsets for m in self.metrics}
         manifest = self.store.manifest(self.run.model.name, self.run.key) or {}
         return wanted <= self.done and manifest.get("status") == "complete"
@@ -614,11 +620,21 @@ class Trainer:
 
     # ------------------------------------------------------------------ steps
     def step(self, step: int) -> int:
-        """Take optimiser step ``step`` (1-based) over its micro-batches; return the tokens it read.
+        """Take optimiser step ``step`` over its micro-batches.
 
         The loss is the mean over the step's examples, whatever the micro-batches: accumulating two half
         batches gives the gradient of one full batch. Each process computes its share of every micro-batch and
         the gradients are summed over the processes (by FSDP itself when sharded).
+
+        Parameters
+        ----------
+        step : int
+            The optimiser step, 1-based; its examples are :func:`update_batches` of it.
+
+        Returns
+        -------
+        int
+            Tokens the step read (prompts and answers of its examples, over every process).
         """
         training, world = self.training, self.world
         batches = update_batches(step, len(self.train_set), training.batch_size, self.run.seed, training.grad_accum)
@@ -660,6 +676,11 @@ class Trainer:
         """Score every test set at ``step`` not yet stored and commit the rows to the store at once.
 
         A sharded model needs every process in its forward passes; otherwise process 0 scores alone.
+
+        Parameters
+        ----------
+        step : int
+            The optimiser steps taken (0: before training), recorded with the scores.
         """
         world, run = self.world, self.run
         if (not world.main and not self.sharded) or all(
@@ -702,6 +723,11 @@ class Trainer:
         """Save ``checkpoint-<step>`` when one is due (every ``checkpoint_every`` steps and at the end).
 
         A sharded model's full states are gathered by every process; process 0 writes them.
+
+        Parameters
+        ----------
+        step : int
+            The optimiser steps taken.
         """
         every = self.training.checkpoint_every
         if not (every is None or step % every == 0 or step == self.total):
@@ -723,13 +749,31 @@ class Trainer:
 
     # ------------------------------------------------------------------ whole run
     def outcome(self, rows_written: int, skipped: bool = False) -> RunOutcome:
-        """What this run did so far."""
+        """What this run did so far.
+
+        Parameters
+        ----------
+        rows_written : int
+            Score rows this process committed.
+        skipped : bool
+            The run was complete before this call.
+
+        Returns
+        -------
+        RunOutcome
+        """
         resumed = None if skipped else (self.resume_step or None)
         seconds = time.perf_counter() - self.started
         return RunOutcome(self.run.model.name, self.run.key, self.total, resumed, rows_written, skipped, seconds)
 
     def fit(self) -> RunOutcome:
-        """Resume, score step 0 when starting afresh, then step, evaluate and save to the end of the run."""
+        """Resume, score step 0 when starting afresh, then step, evaluate and save to the end of the run.
+
+        Returns
+        -------
+        RunOutcome
+            Skipped when the run was already complete.
+        """
         if self.complete():
             return self.outcome(0, skipped=True)
         self.resume()
@@ -755,7 +799,13 @@ class Trainer:
         return self.finish()
 
     def finish(self) -> RunOutcome:
-        """Drop the checkpoints when none are kept, mark the run complete and report its throughput."""
+        """Drop the checkpoints when none are kept, mark the run complete and report its throughput.
+
+        Returns
+        -------
+        RunOutcome
+            The rows written by this process (0 in the processes other than 0).
+        """
         run = self.run
         if not self.world.main:
             self.release()

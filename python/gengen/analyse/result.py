@@ -79,6 +79,20 @@ class Analysis:
     def resolve(self, model: str, run: str | None = None, level: str = "run") -> tuple[str, str]:
         """The (model, run) key of one group: ``run`` may be omitted when the model has one run at ``level``.
 
+        Parameters
+        ----------
+        model : str
+            A model of the analysis.
+        run : str, optional
+            One of its runs; needed only when it has several at ``level``.
+        level : str
+            ``"run"`` or ``"across_runs"``.
+
+        Returns
+        -------
+        tuple of str
+            ``(model, run)``.
+
         Raises
         ------
         GengenError

@@ -183,7 +183,7 @@ def train_study(
     jobs : int
         Runs trained at once, each in its own process when more than 1.
     threads : int
-        torch CPU threads of each worker process when ``jobs > 1``.
+        CPU threads for torch in each worker process when ``jobs > 1``.
     log : callable
         Progress lines.
     progress : bool
@@ -192,6 +192,7 @@ def train_study(
     Returns
     -------
     gengen.executors.StudyExecution
+        The runs trained (``results``, with the rows each wrote) and those already complete (``skipped``).
     """
     executor = DirectExecutor(jobs, log=log, progress=progress)
     # Under torchrun every process drives the study; process 0 alone reports.

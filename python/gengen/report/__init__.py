@@ -376,6 +376,7 @@ def plot_heatmaps(analysis: Analysis, value: str = "r_partial") -> Figure:
     Returns
     -------
     matplotlib.figure.Figure
+        The figure, not shown or saved (``figure.savefig(path)`` writes it).
     """
     return fig.heatmaps(analysis, value=value)
 
@@ -386,13 +387,16 @@ def plot_raw_vs_partial(analysis: Analysis, model: str, run: str | None = None) 
     Parameters
     ----------
     analysis : Analysis
+        From :func:`gengen.analyse` (or :meth:`Analysis.from_dir`).
     model : str
+        The model whose run is drawn.
     run : str, optional
         Needed only when ``model`` has several runs.
 
     Returns
     -------
     matplotlib.figure.Figure
+        The figure, not shown or saved (``figure.savefig(path)`` writes it).
     """
     return fig.raw_vs_partial(analysis, *analysis.resolve(model, run))
 
@@ -405,7 +409,9 @@ def plot_residuals(
     Parameters
     ----------
     analysis : Analysis
+        From :func:`gengen.analyse` (or :meth:`Analysis.from_dir`).
     model : str
+        The model whose run is drawn.
     run : str, optional
         Needed only when ``model`` has several runs.
     pairs : list of (str, str), optional
@@ -414,6 +420,7 @@ def plot_residuals(
     Returns
     -------
     matplotlib.figure.Figure
+        The figure, not shown or saved (``figure.savefig(path)`` writes it).
     """
     return fig.residual_scatter(analysis, *analysis.resolve(model, run), pairs=pairs)
 
@@ -424,13 +431,16 @@ def plot_trajectories(analysis: Analysis, model: str, run: str | None = None) ->
     Parameters
     ----------
     analysis : Analysis
+        From :func:`gengen.analyse` (or :meth:`Analysis.from_dir`).
     model : str
+        The model whose run is drawn.
     run : str, optional
         Needed only when ``model`` has several runs.
 
     Returns
     -------
     matplotlib.figure.Figure
+        The figure, not shown or saved (``figure.savefig(path)`` writes it).
     """
     return fig.trajectories(analysis, *analysis.resolve(model, run))
 
@@ -446,6 +456,7 @@ def plot_agreement(comparison: Comparison) -> Figure:
     Returns
     -------
     matplotlib.figure.Figure
+        The figure, not shown or saved (``figure.savefig(path)`` writes it).
     """
     return fig.agreement(comparison)
 
