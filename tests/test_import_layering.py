@@ -30,8 +30,8 @@ TRAINING = (("gengen.train",), ("gengen.executors",))
 APPLICATIONS = ("gengen.cli", "gengen.demo")
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE_ROOT).with_suffix("").parts)
+def module_name(path: Path, root: Path = PACKAGE_ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -41,11 +41,11 @@ def is_package(path: Path) -> bool:
     return path.name == "__init__.py"
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module → the gengen modules it imports anywhere in its source."""
-    files = {module_name(path): path for path in (PACKAGE_ROOT / "gengen").rglob("*.py")}
+def import_graph(root: Path = PACKAGE_ROOT) -> dict[str, set[str]]:
+    """Module → the gengen modules it imports anywhere in its source (the package ``gengen`` under ``root``)."""
+    files = {module_name(path, root): path for path in (root / "gengen").rglob("*.py")}
     # Extension modules (the Rust core) are nodes without imports, known by their type stubs.
-    extensions = {module_name(path) for path in (PACKAGE_ROOT / "gengen").rglob("*.pyi")} - set(files)
+    extensions = {module_name(path, root) for path in (root / "gengen").rglob("*.pyi")} - set(files)
     graph: dict[str, set[str]] = {name: set() for name in [*files, *extensions]}
 
     def target(name: str) -> str | None:
@@ -140,9 +140,13 @@ def within(module: str, prefixes: tuple[str, ...]) -> bool:
     return any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes)
 
 
-def test_the_graph_is_read_from_every_kind_of_import() -> None:
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return import_graph()
+
+
+def test_the_graph_is_read_from_every_kind_of_import(graph: dict[str, set[str]]) -> None:
     """The parser sees function-local, TYPE_CHECKING and relative imports (else the checks below prove nothing)."""
-    graph = import_graph()
     assert len(graph) > 50 and "gengen.analyse" in graph and "gengen.analyse.core" in graph
     assert "gengen.errors" in graph["gengen"]  # top-level import
     assert "gengen._core" in graph["gengen.stats.correlation"]  # `from gengen import _core`: the extension module
@@ -151,14 +155,38 @@ def test_the_graph_is_read_from_every_kind_of_import() -> None:
     assert "gengen.report.figures" in graph["gengen.report"]  # `from gengen.report import figures`
 
 
+def test_relative_and_function_local_imports_are_resolved(tmp_path: Path) -> None:
+    sources = {
+        "gengen/__init__.py": "from . import a\n",
+        "gengen/a.py": "def f():\n    from .sub import b  # hidden from start-up\n",
+        "gengen/errors.py": "",
+        "gengen/sub/__init__.py": "",
+        "gengen/sub/b.py": "from ..a import f\nfrom .. import errors\nfrom . import c\nimport numpy\n",
+        "gengen/sub/c.py": "",
+    }
+    for name, text in sources.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = import_graph(tmp_path)
+    assert graph == {
+        "gengen": {"gengen.a"},
+        "gengen.a": {"gengen.sub.b"},
+        "gengen.errors": set(),
+        "gengen.sub": set(),
+        "gengen.sub.b": {"gengen.a", "gengen.errors", "gengen.sub.c"},
+        "gengen.sub.c": set(),
+    }
+    assert find_cycles(graph) == [["gengen.a", "gengen.sub.b", "gengen.a"]]
+
+
 def test_find_cycles_reports_a_hidden_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
     assert find_cycles(graph) == [["a", "b", "c", "a"]]
     assert find_cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_import_cycles() -> None:
-    cycles = find_cycles(import_graph())
+def test_no_import_cycles(graph: dict[str, set[str]]) -> None:
+    cycles = find_cycles(graph)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
 
 
@@ -181,8 +209,8 @@ def layering_violations(graph: dict[str, set[str]]) -> list[str]:
     return found
 
 
-def test_layers_import_downwards_only() -> None:
-    violations = layering_violations(import_graph())
+def test_layers_import_downwards_only(graph: dict[str, set[str]]) -> None:
+    violations = layering_violations(graph)
     assert not violations, "layering violations:\n" + "\n".join(violations)
 
 
@@ -197,7 +225,7 @@ def test_layers_import_downwards_only() -> None:
         ("gengen.store", "gengen.cli"),
     ],
 )
-def test_layering_check_catches_a_wrong_edge(module: str, imported: str) -> None:
-    graph = import_graph()
-    graph[module] = graph[module] | {imported}
-    assert any(v.startswith(f"{module} imports {imported}:") for v in layering_violations(graph))
+def test_layering_check_catches_a_wrong_edge(module: str, imported: str, graph: dict[str, set[str]]) -> None:
+    wrong = {**graph, module: graph[module] | {imported}}
+    assert not any(v.startswith(f"{module} imports {imported}:") for v in layering_violations(graph))
+    assert any(v.startswith(f"{module} imports {imported}:") for v in layering_violations(wrong))
