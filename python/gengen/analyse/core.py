@@ -11,7 +11,8 @@ intervals from :func:`~gengen.stats.partial_corr`; permutation p-values from :fu
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
 from warnings import catch_warnings, simplefilter
 
 import numpy as np
@@ -266,13 +267,179 @@ def _sieve_pairs(
     return out, problems
 
 
-def _deciding_p(settings: Settings, *, lagged_ran: bool, sieve_ran: bool, note: str) -> str:
-    """The column of unadjusted p-values that decides ``significant`` in this table."""
-    available = {
-        "p_sieve": sieve_ran,
-        "p_lagged": lagged_ran,
-        "p_perm": "permutation" in settings.inference and not note,
+#: What a group's rows are (its ``level``), which decides the tests it can have:
+#:
+#: - ``"run"``: one run's checkpoints in training order. Every test asked for; the sieve, the lagged test and
+#:   the autocorrelation check need that order, and the permutation and the bootstrap use the chosen scheme.
+#: - ``"across_runs"``: one score per run, in no order: the permutation is free and the bootstrap iid, and
+#:   there is no sieve, lagged test or autocorrelation check.
+#: - ``"pooled_residuals"``: the stacked within-run residuals of a cell's runs (:mod:`gengen.analyse.pooled`):
+#:   the t-test only, on degrees of freedom that its ``p_value_method`` states.
+GroupMode = Literal["run", "across_runs", "pooled_residuals"]
+GROUP_MODES: tuple[GroupMode, ...] = get_args(GroupMode)
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """The tests one group gets, and the resampling they use (from its mode and the settings)."""
+
+    mode: GroupMode
+    sieve: bool
+    lagged: bool
+    permutation: bool
+    bootstrap: bool
+    permutation_scheme: str
+    bootstrap_scheme: str
+    block_length: int | None
+
+    @property
+    def ordered(self) -> bool:
+        """Whether the rows are checkpoints in training order (the autocorrelation check needs it)."""
+        return self.mode == "run"
+
+
+def group_mode(group: Group) -> GroupMode:
+    """A group's mode: its ``level``, checked."""
+    for mode in GROUP_MODES:
+        if group.level == mode:
+            return mode
+    raise GengenError(f"{group.label}: level {group.level!r} is not one of {', '.join(GROUP_MODES)}")
+
+
+def plan_group(mode: GroupMode, settings: Settings, n: int) -> GroupPlan:
+    """Which of the asked-for tests a group of ``n`` rows in ``mode`` can have, and their schemes."""
+    ordered = mode == "run"
+    resampled = mode != "pooled_residuals"
+    across = mode == "across_runs"
+    permutation_scheme = "free" if across else settings.permutation_scheme
+    bootstrap_scheme = "iid" if across else settings.bootstrap_scheme
+    block_length = None
+    if permutation_scheme != "free" or bootstrap_scheme != "iid":
+        block_length = settings.block_length or int(stats.default_block_length(n))
+    return GroupPlan(
+        mode=mode,
+        sieve="sieve" in settings.inference and ordered,
+        lagged="lagged" in settings.inference and ordered,
+        permutation="permutation" in settings.inference and resampled,
+        bootstrap="bootstrap" in settings.inference and resampled,
+        permutation_scheme=permutation_scheme,
+        bootstrap_scheme=bootstrap_scheme,
+        block_length=block_length,
+    )
+
+
+def _options(settings: Settings) -> dict[str, Any]:
+    """``method`` and ``fit`` as keyword arguments (validated by make_settings; typed loosely for stats' Literals)."""
+    return {"method": settings.method, "fit": settings.fit}
+
+
+def _correlation_columns(
+    x: np.ndarray,
+    covar: np.ndarray,
+    settings: Settings,
+    labels: list[str],
+    rows: np.ndarray,
+    cols: np.ndarray,
+    *,
+    residuals: np.ndarray | None,
+    p_value_note: str,
+) -> dict[str, Any]:
+    """The pair's names, the raw and partial correlations and ppcor's t-test (with the GAM's EDF under it)."""
+    method: dict[str, Any] = {"method": settings.method}
+    if residuals is None:
+        result = stats.partial_corr_matrix(x, covar, **_options(settings))
+    else:
+        result = stats.partial_corr_matrix(residuals, covar, **method, fit="linear")
+    return {
+        "testset_a": [labels[i] for i in rows],
+        "testset_b": [labels[j] for j in cols],
+        "n": x.shape[0],
+        "k": covar.shape[1],
+        "df": _pair_values(result.df, rows, cols),
+        "r_raw": _pair_values(stats.partial_corr_matrix(x, None, **method).r, rows, cols),
+        "r_partial": _pair_values(result.r, rows, cols),
+        "statistic": _pair_values(result.statistic, rows, cols),
+        "p_value": _pair_values(result.p_value, rows, cols),
+        # Under the GAM control, the effective degrees of freedom of each column's smooth (how curved the fit is).
+        "edf_a": np.nan if result.edf is None else np.asarray(result.edf)[rows],
+        "edf_b": np.nan if result.edf is None else np.asarray(result.edf)[cols],
+        "p_value_method": "t-test" + p_value_note,
     }
+
+
+NO_SIEVE = {
+    "se_z": np.nan,
+    "df_sieve": np.nan,
+    "p_sieve": np.nan,
+    "p_sieve_method": "",
+    "sieve_ci_low": np.nan,
+    "sieve_ci_high": np.nan,
+    "ar_order_a": np.nan,
+    "ar_order_b": np.nan,
+}
+NO_PERMUTATION = {"p_perm": np.nan, "p_perm_method": ""}
+NO_LAGGED = {
+    "r_innovation": np.nan,
+    "df_lagged": np.nan,
+    "p_lagged": np.nan,
+    "p_lagged_method": "",
+    "ci_low_innovation": np.nan,
+    "ci_high_innovation": np.nan,
+}
+NO_BOOTSTRAP = {"boot_ci_low": np.nan, "boot_ci_high": np.nan, "boot_ci_method": ""}
+
+
+def _permutation_columns(
+    x: np.ndarray, covar: np.ndarray, settings: Settings, plan: GroupPlan, rows: np.ndarray, cols: np.ndarray
+) -> dict[str, Any]:
+    """Freedman–Lane p-values (and, for ``adjust="maxT"``, the family-wise ones in ``p_fwer``)."""
+    scheme = plan.permutation_scheme
+    perm = stats.permutation_test(
+        x,
+        covar,
+        n_perm=settings.n_perm,
+        **{"scheme": scheme, **_options(settings)},
+        block_length=plan.block_length if scheme != "free" else None,
+        family_wise=settings.adjust == "maxT",
+        seed=settings.seed,
+    )
+    out: dict[str, Any] = {"p_perm": _pair_values(perm.p_value, rows, cols)}
+    if perm.p_fwer is not None:
+        out["p_fwer"] = _pair_values(perm.p_fwer, rows, cols)
+    length = f", L={plan.block_length}" if scheme != "free" else ""
+    out["p_perm_method"] = f"permutation ({scheme}{length}, Freedman–Lane, {settings.n_perm} draws)"
+    return out
+
+
+def _bootstrap_columns(
+    x: np.ndarray, covar: np.ndarray, settings: Settings, plan: GroupPlan, rows: np.ndarray, cols: np.ndarray
+) -> tuple[dict[str, Any], list[str]]:
+    """Bootstrap intervals of ``r_partial``, and the bootstrap's warnings (replicates left out, NaN intervals)."""
+    scheme = plan.bootstrap_scheme
+    with catch_warnings(record=True) as caught:
+        simplefilter("always")
+        boot = stats.bootstrap_ci(
+            x,
+            covar,
+            n_boot=settings.n_boot,
+            **{"scheme": scheme, "ci_method": settings.boot_ci_method, **_options(settings)},
+            block_length=plan.block_length if scheme != "iid" else None,
+            ci_level=settings.ci_level,
+            seed=settings.seed,
+        )
+    length = f", L={plan.block_length}" if scheme != "iid" else ""
+    out = {
+        "boot_ci_low": _pair_values(boot.ci_low, rows, cols),
+        "boot_ci_high": _pair_values(boot.ci_high, rows, cols),
+        "n_boot_valid": _pair_values(boot.n_valid, rows, cols).astype(int),
+        "boot_ci_method": f"bootstrap ({scheme}{length}, {settings.boot_ci_method}, {settings.n_boot} draws)",
+    }
+    return out, [str(warning.message) for warning in caught]
+
+
+def _deciding_p(settings: Settings, plan: GroupPlan) -> str:
+    """The column of unadjusted p-values that decides ``significant`` in this table."""
+    available = {"p_sieve": plan.sieve, "p_lagged": plan.lagged, "p_perm": plan.permutation}
     for name, column in DECIDING_ORDER:
         if name in settings.inference and available.get(column, True):
             return column
@@ -308,144 +475,8 @@ def _interval_columns(table: pd.DataFrame, deciding: str, settings: Settings) ->
             del table[column]
 
 
-def analyse_group(
-    group: Group,
-    settings: Settings,
-    *,
-    covar: np.ndarray | None = None,
-    level: str | None = None,
-    note: str = "",
-    residuals: np.ndarray | None = None,
-) -> tuple[pd.DataFrame, list[str]]:
-    """The pairs table of one group, and its warnings.
-
-    Parameters
-    ----------
-    group : Group
-        Rows (checkpoints or runs) × OOD test sets, with the ID covariate.
-    settings : Settings
-        Validated options.
-    covar : ndarray, shape (n, k), optional
-        Covariates to partial out; default the ID score (k = 1).
-    level : str, optional
-        Value of the ``level`` column (default ``group.level``).
-    note : str
-        Appended to ``p_value_method``; when given (pooled-residuals mode) only the t-test is run.
-    residuals : ndarray, shape (n, m), optional
-        Pre-computed residuals to correlate with a linear fit on ``covar`` instead of ``group.scores`` (the
-        pooled-residuals mode with a GAM or rank correlation); ``r_raw`` still comes from ``group.scores``.
-
-    Returns
-    -------
-    pairs : DataFrame
-        One row per pair of OOD test sets (see :data:`PAIR_COLUMNS`).
-    warnings : list of str
-    """
-    covar = group.id_values[:, None] if covar is None else covar
-    k = covar.shape[1]
-    check_size(group, k)
-    labels = list(group.scores.columns)
-    m = len(labels)
-    if m < 2:
-        return pd.DataFrame(columns=list(PAIR_COLUMNS)), [f"{group.label}: fewer than two usable OOD test sets"]
-    x = group.scores.to_numpy(dtype=float)
-    n = x.shape[0]
-    rows, cols = np.triu_indices(m, 1)
-    level = level or group.level
-    across = group.level == "across_runs"
-    perm_scheme = "free" if across else settings.permutation_scheme
-    boot_scheme = "iid" if across else settings.bootstrap_scheme
-    block_length = None
-    if perm_scheme != "free" or boot_scheme != "iid":
-        block_length = settings.block_length or int(stats.default_block_length(n))
-
-    # option values were validated by make_settings; typed loosely here for gengen.stats' Literal parameters
-    method: dict[str, Any] = {"method": settings.method}
-    fit: dict[str, Any] = {"fit": settings.fit}
-    if residuals is None:
-        result = stats.partial_corr_matrix(x, covar, **method, **fit)
-    else:
-        result = stats.partial_corr_matrix(residuals, covar, **method, fit="linear")
-    r_partial = _pair_values(result.r, rows, cols)
-    r_raw = _pair_values(stats.partial_corr_matrix(x, None, **method).r, rows, cols)
-    out: dict[str, Any] = {
-        "testset_a": [labels[i] for i in rows],
-        "testset_b": [labels[j] for j in cols],
-        "n": n,
-        "k": k,
-        "df": _pair_values(result.df, rows, cols),
-        "r_raw": r_raw,
-        "r_partial": r_partial,
-        "statistic": _pair_values(result.statistic, rows, cols),
-        "p_value": _pair_values(result.p_value, rows, cols),
-        # Under the GAM control, the effective degrees of freedom of each column's smooth (how curved the fit is).
-        "edf_a": np.nan if result.edf is None else np.asarray(result.edf)[rows],
-        "edf_b": np.nan if result.edf is None else np.asarray(result.edf)[cols],
-        "p_value_method": "t-test" + note,
-    }
-    warnings: list[str] = []
-    diagnostics: list[list[str]] = [[] for _ in rows]
-    ordered = not across and not note
-    sieve_ran = "sieve" in settings.inference and ordered
-    if sieve_ran:
-        sieve_columns, problems = _sieve_pairs(x, covar, settings, rows, cols, labels)
-        for index, notes in enumerate(sieve_columns.pop("_diagnostics")):
-            diagnostics[index].extend(notes)
-        out.update(sieve_columns)
-        warnings.extend(f"{group.label}: {problem}" for problem in problems)
-    else:
-        out.update({"se_z": np.nan, "df_sieve": np.nan, "p_sieve": np.nan, "p_sieve_method": ""})
-        out.update({"sieve_ci_low": np.nan, "sieve_ci_high": np.nan, "ar_order_a": np.nan, "ar_order_b": np.nan})
-    if "permutation" in settings.inference and not note:
-        perm = stats.permutation_test(
-            x,
-            covar,
-            n_perm=settings.n_perm,
-            **{"scheme": perm_scheme, **method, **fit},
-            block_length=block_length if perm_scheme != "free" else None,
-            family_wise=settings.adjust == "maxT",
-            seed=settings.seed,
-        )
-        out["p_perm"] = _pair_values(perm.p_value, rows, cols)
-        if perm.p_fwer is not None:
-            out["p_fwer"] = _pair_values(perm.p_fwer, rows, cols)
-        length = f", L={block_length}" if perm_scheme != "free" else ""
-        out["p_perm_method"] = f"permutation ({perm_scheme}{length}, Freedman–Lane, {settings.n_perm} draws)"
-    else:
-        out["p_perm"] = np.nan
-        out["p_perm_method"] = ""
-    lagged_ran = "lagged" in settings.inference and ordered
-    if lagged_ran:
-        lagged_columns, problems = _lagged_pairs(x, covar, settings, rows, cols)
-        out.update(lagged_columns)
-        warnings.extend(f"{group.label}: {problem}" for problem in problems)
-    else:
-        out.update({"r_innovation": np.nan, "df_lagged": np.nan, "p_lagged": np.nan, "p_lagged_method": ""})
-        out.update({"ci_low_innovation": np.nan, "ci_high_innovation": np.nan})
-    if "bootstrap" in settings.inference and not note:
-        with catch_warnings(record=True) as caught:
-            simplefilter("always")
-            boot = stats.bootstrap_ci(
-                x,
-                covar,
-                n_boot=settings.n_boot,
-                **{"scheme": boot_scheme, "ci_method": settings.boot_ci_method, **method, **fit},
-                block_length=block_length if boot_scheme != "iid" else None,
-                ci_level=settings.ci_level,
-                seed=settings.seed,
-            )
-        warnings.extend(f"{group.label}: {warning.message}" for warning in caught)
-        out["boot_ci_low"] = _pair_values(boot.ci_low, rows, cols)
-        out["boot_ci_high"] = _pair_values(boot.ci_high, rows, cols)
-        out["n_boot_valid"] = _pair_values(boot.n_valid, rows, cols).astype(int)
-        length = f", L={block_length}" if boot_scheme != "iid" else ""
-        out["boot_ci_method"] = f"bootstrap ({boot_scheme}{length}, {settings.boot_ci_method}, {settings.n_boot} draws)"
-    else:
-        out.update({"boot_ci_low": np.nan, "boot_ci_high": np.nan, "boot_ci_method": ""})
-    table = pd.DataFrame(out)
-
-    deciding = _deciding_p(settings, lagged_ran=lagged_ran, sieve_ran=sieve_ran, note=note)
-    _interval_columns(table, deciding, settings)
+def _decision_columns(table: pd.DataFrame, deciding: str, settings: Settings) -> None:
+    """The adjusted p-value of the deciding test, what it rests on, and ``significant``."""
     if "p_fwer" in table.columns:
         table["p_adjusted"] = table.pop("p_fwer")
         table["p_adjusted_from"] = "p_perm (max-|r| family-wise permutation, maxT)"
@@ -460,44 +491,68 @@ def analyse_group(
     table["significant"] = table["p_adjusted"] < settings.alpha
     table["ci_level"] = settings.ci_level
 
-    if not ordered:
+
+def _autocorrelation_columns(
+    table: pd.DataFrame,
+    x: np.ndarray,
+    covar: np.ndarray,
+    settings: Settings,
+    plan: GroupPlan,
+    deciding: str,
+    label: str,
+    diagnostics: list[list[str]],
+) -> list[str]:
+    """``acf1_a``, ``acf1_b``, ``autocorr_high`` and their notes; the group's warning when the deciding test
+    assumes independent checkpoints that are not."""
+    if not plan.ordered:
         table["acf1_a"] = np.nan
         table["acf1_b"] = np.nan
         table["autocorr_high"] = False
-    else:
-        fitted = np.column_stack([np.asarray(stats.residualise(x[:, j], covar, **fit)) for j in range(m)])
-        acf1 = lag1_autocorrelation(fitted)
-        table["acf1_a"] = acf1[rows]
-        table["acf1_b"] = acf1[cols]
-        table["autocorr_high"] = np.fmax(table["acf1_a"], table["acf1_b"]) > AUTOCORR_THRESHOLD
-        independent = independence_methods(settings, deciding, perm_scheme)
-        message = autocorrelation_warning(group.label, acf1, independent)
-        if message:
-            warnings.append(message)
-        if independent:
-            for index, high in enumerate(table["autocorr_high"]):
-                if high:
-                    worst = max(float(table["acf1_a"].iloc[index]), float(table["acf1_b"].iloc[index]))
-                    diagnostics[index].append(
-                        f"residual lag-1 autocorrelation {worst:.2f}: {', '.join(independent)} assume(s) "
-                        "independent checkpoints"
-                    )
-        if settings.fit == "linear" and settings.method != "kendall" and k == 1:
-            ranked = settings.method == "spearman"
-            data = pd.DataFrame(x).rank().to_numpy() if ranked else x
-            control = pd.DataFrame(covar).rank().to_numpy() if ranked else covar
-            shift = curvature_shift(data, control)[rows, cols]
-            se = table["se_z"].to_numpy(dtype=float)
-            # Without the sieve, Fisher's standard error (which is too small under autocorrelation: conservative).
-            se = np.where(np.isfinite(se), se, 1.0 / np.sqrt(np.maximum(table["df"].to_numpy(dtype=float) - 1, 1)))
-            for index, note in enumerate(curvature_notes(shift, se)):
-                if note:
-                    diagnostics[index].append(note)
-    table["diagnostics"] = ["; ".join(notes) for notes in diagnostics]
+        return []
+    rows, cols = np.triu_indices(x.shape[1], 1)
+    fit: dict[str, Any] = {"fit": settings.fit}
+    fitted = np.column_stack([np.asarray(stats.residualise(x[:, j], covar, **fit)) for j in range(x.shape[1])])
+    acf1 = lag1_autocorrelation(fitted)
+    table["acf1_a"] = acf1[rows]
+    table["acf1_b"] = acf1[cols]
+    table["autocorr_high"] = np.fmax(table["acf1_a"], table["acf1_b"]) > AUTOCORR_THRESHOLD
+    independent = independence_methods(settings, deciding, plan.permutation_scheme)
+    message = autocorrelation_warning(label, acf1, independent)
+    if independent:
+        for index, high in enumerate(table["autocorr_high"]):
+            if high:
+                worst = max(float(table["acf1_a"].iloc[index]), float(table["acf1_b"].iloc[index]))
+                diagnostics[index].append(
+                    f"residual lag-1 autocorrelation {worst:.2f}: {', '.join(independent)} assume(s) "
+                    "independent checkpoints"
+                )
+    return [message] if message else []
 
+
+def _curvature_diagnostics(
+    table: pd.DataFrame, x: np.ndarray, covar: np.ndarray, settings: Settings, diagnostics: list[list[str]]
+) -> None:
+    """Note the pairs whose partial correlation moves when ID also enters squared (linear control, one covariate)."""
+    if settings.fit != "linear" or settings.method == "kendall" or covar.shape[1] != 1:
+        return
+    rows, cols = np.triu_indices(x.shape[1], 1)
+    ranked = settings.method == "spearman"
+    data = pd.DataFrame(x).rank().to_numpy() if ranked else x
+    control = pd.DataFrame(covar).rank().to_numpy() if ranked else covar
+    shift = curvature_shift(data, control)[rows, cols]
+    se = table["se_z"].to_numpy(dtype=float)
+    # Without the sieve, Fisher's standard error (which is too small under autocorrelation: conservative).
+    se = np.where(np.isfinite(se), se, 1.0 / np.sqrt(np.maximum(table["df"].to_numpy(dtype=float) - 1, 1)))
+    for index, note in enumerate(curvature_notes(shift, se)):
+        if note:
+            diagnostics[index].append(note)
+
+
+def _identity_columns(table: pd.DataFrame, group: Group, settings: Settings, plan: GroupPlan) -> None:
+    """The group's identity and the options that produced its rows."""
     for column, value in group.meta.items():
         table[column] = value
-    table["level"] = level
+    table["level"] = plan.mode
     table["id_testset"] = settings.id_testset
     table["id_metric"] = settings.id_metric
     table["metric"] = settings.metric
@@ -505,8 +560,88 @@ def analyse_group(
     table["fit"] = settings.fit
     table["method"] = settings.method
     table["inference"] = "+".join(settings.inference)
-    table["scheme"] = "free" if perm_scheme == "free" and boot_scheme == "iid" else settings.scheme
-    table["block_length"] = pd.array([block_length] * len(table), dtype="Int64")
+    independent = plan.permutation_scheme == "free" and plan.bootstrap_scheme == "iid"
+    table["scheme"] = "free" if independent else settings.scheme
+    table["block_length"] = pd.array([plan.block_length] * len(table), dtype="Int64")
+
+
+def analyse_group(
+    group: Group,
+    settings: Settings,
+    *,
+    covar: np.ndarray | None = None,
+    residuals: np.ndarray | None = None,
+    p_value_note: str = "",
+) -> tuple[pd.DataFrame, list[str]]:
+    """The pairs table of one group, and its warnings.
+
+    The group's ``level`` is its mode (:data:`GroupMode`, :func:`group_mode`), which decides the tests it gets
+    (:func:`plan_group`); each family of columns comes from its own builder.
+
+    Parameters
+    ----------
+    group : Group
+        Rows (checkpoints, runs, or pooled residuals) × OOD test sets, with the ID covariate.
+    settings : Settings
+        Validated options.
+    covar : ndarray, shape (n, k), optional
+        Covariates to partial out; default the ID score (k = 1).
+    residuals : ndarray, shape (n, m), optional
+        Pre-computed residuals to correlate with a linear fit on ``covar`` instead of ``group.scores`` (pooled
+        residuals with a GAM or rank correlation); ``r_raw`` still comes from ``group.scores``.
+    p_value_note : str
+        Appended to ``p_value_method`` (how pooled residuals count the t-test's degrees of freedom).
+
+    Returns
+    -------
+    pairs : DataFrame
+        One row per pair of OOD test sets (see :data:`PAIR_COLUMNS`).
+    warnings : list of str
+    """
+    covar = group.id_values[:, None] if covar is None else covar
+    check_size(group, covar.shape[1])
+    labels = list(group.scores.columns)
+    if len(labels) < 2:
+        return pd.DataFrame(columns=list(PAIR_COLUMNS)), [f"{group.label}: fewer than two usable OOD test sets"]
+    x = group.scores.to_numpy(dtype=float)
+    rows, cols = np.triu_indices(len(labels), 1)
+    plan = plan_group(group_mode(group), settings, x.shape[0])
+
+    out = _correlation_columns(x, covar, settings, labels, rows, cols, residuals=residuals, p_value_note=p_value_note)
+    problems: list[str] = []
+    diagnostics: list[list[str]] = [[] for _ in rows]
+    if plan.sieve:
+        sieve_columns, sieve_problems = _sieve_pairs(x, covar, settings, rows, cols, labels)
+        for index, notes in enumerate(sieve_columns.pop("_diagnostics")):
+            diagnostics[index].extend(notes)
+        out.update(sieve_columns)
+        problems.extend(sieve_problems)
+    else:
+        out.update(NO_SIEVE)
+    out.update(_permutation_columns(x, covar, settings, plan, rows, cols) if plan.permutation else NO_PERMUTATION)
+    if plan.lagged:
+        lagged_columns, lagged_problems = _lagged_pairs(x, covar, settings, rows, cols)
+        out.update(lagged_columns)
+        problems.extend(lagged_problems)
+    else:
+        out.update(NO_LAGGED)
+    if plan.bootstrap:
+        bootstrap_columns, bootstrap_problems = _bootstrap_columns(x, covar, settings, plan, rows, cols)
+        out.update(bootstrap_columns)
+        problems.extend(bootstrap_problems)
+    else:
+        out.update(NO_BOOTSTRAP)
+    warnings = [f"{group.label}: {problem}" for problem in problems]
+    table = pd.DataFrame(out)
+
+    deciding = _deciding_p(settings, plan)
+    _interval_columns(table, deciding, settings)
+    _decision_columns(table, deciding, settings)
+    warnings.extend(_autocorrelation_columns(table, x, covar, settings, plan, deciding, group.label, diagnostics))
+    if plan.ordered:
+        _curvature_diagnostics(table, x, covar, settings, diagnostics)
+    table["diagnostics"] = ["; ".join(notes) for notes in diagnostics]
+    _identity_columns(table, group, settings, plan)
     return table[[column for column in PAIR_COLUMNS if column in table.columns]], warnings
 
 
@@ -702,9 +837,7 @@ def analyse(
     if resolved_mode == "checkpoints" and "residuals" in settings.pooling:
         residual_tables = []
         for group, covar, note, residuals in pooled_residual_groups(groups, settings):
-            table, _ = analyse_group(
-                group, settings, covar=covar, level="pooled_residuals", note=note, residuals=residuals
-            )
+            table, _ = analyse_group(group, settings, covar=covar, residuals=residuals, p_value_note=note)
             residual_tables.append(table)
         if residual_tables:
             pooled_residuals = pd.concat(residual_tables, ignore_index=True)
