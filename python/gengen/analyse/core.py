@@ -481,8 +481,7 @@ def _decision_columns(table: pd.DataFrame, deciding: str, settings: Settings) ->
         table["p_adjusted"] = table.pop("p_fwer")
         table["p_adjusted_from"] = "p_perm (max-|r| family-wise permutation, maxT)"
     else:
-        adjust: Any = settings.adjust if settings.adjust != "maxT" else "holm"
-        table["p_adjusted"] = stats.p_adjust(table[deciding].to_numpy(dtype=float), method=adjust)
+        table["p_adjusted"] = stats.p_adjust(table[deciding].to_numpy(dtype=float), method=settings.p_adjust_method)
         table["p_adjusted_from"] = deciding
     table["p_deciding"] = table[deciding]
     table["p_deciding_method"] = table[f"{deciding}_method"]

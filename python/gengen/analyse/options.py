@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Final, Literal, get_args
 
 from gengen.errors import GengenError
-from gengen.stats.options import ADJUSTMENTS, FITS, INTERVAL_METHODS, METHODS
+from gengen.stats.options import FITS, INTERVAL_METHODS, METHODS, Adjustment
 
 #: Name parts that make a metric lower-is-better; gengen negates such metrics so that "higher = better"
 #: everywhere. A metric matches when these words appear, in order, among the words of its name (split at
@@ -87,7 +87,7 @@ Inference = Literal["sieve", "lagged", "t-test", "permutation", "bootstrap"]
 #: Resampling scheme of the permutation test and the bootstrap ("free" and "iid" are the same independent scheme).
 Scheme = Literal["free", "iid", "block", "circular"]
 #: R's ``p.adjust`` methods, and "maxT": the max-|r| family-wise permutation p-values.
-AdjustMethod = Literal["holm", "hochberg", "hommel", "bonferroni", "BH", "fdr", "BY", "none", "maxT"]
+AdjustMethod = Literal[Adjustment, "maxT"]
 Pooling = Literal["meta", "residuals"]
 Mode = Literal["auto", "checkpoints", "across_runs"]
 #: Columns of the score table that may define pooling cells (``by``).
@@ -95,7 +95,7 @@ ByColumn = Literal["study", "model", "family", "size", "shots"]
 
 INFERENCE_METHODS: tuple[Inference, ...] = get_args(Inference)
 SCHEMES: tuple[Scheme, ...] = get_args(Scheme)
-ADJUST_METHODS: tuple[AdjustMethod, ...] = (*ADJUSTMENTS, "maxT")
+ADJUST_METHODS: tuple[AdjustMethod, ...] = get_args(AdjustMethod)
 POOLING: tuple[Pooling, ...] = get_args(Pooling)
 MODES: tuple[Mode, ...] = get_args(Mode)
 BY_COLUMNS: tuple[ByColumn, ...] = get_args(ByColumn)
@@ -189,6 +189,12 @@ class Settings:
     def bootstrap_scheme(self) -> str:
         """The scheme name :func:`gengen.stats.bootstrap_ci` takes (``free`` becomes ``iid``)."""
         return _BOOTSTRAP_SCHEME[self.scheme]
+
+    @property
+    def p_adjust_method(self) -> Any:
+        """The ``p.adjust`` method of the p-values that "maxT" does not cover (tests other than the permutation,
+        pooled tables): Holm's, which controls the family-wise error rate as maxT does."""
+        return "holm" if self.adjust == "maxT" else self.adjust
 
     @property
     def primary_p(self) -> str:

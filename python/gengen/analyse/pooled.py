@@ -96,7 +96,7 @@ def meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """
     runs = pairs[pairs["level"] == "run"]
     # maxT is a per-run permutation adjustment; pooled p-values fall back to Holm
-    adjust: Any = settings.adjust if settings.adjust != "maxT" else "holm"
+    adjust = settings.p_adjust_method
     rows: list[dict[str, Any]] = []
     cell_tables = []
     for cell, cell_rows in _cells(runs, settings.by):

@@ -89,6 +89,7 @@ if TYPE_CHECKING:
         Method,
         PermutationScheme,
         ResidualMethod,
+        Semi,
     )
     from gengen.stats.resampling import (
         BootstrapCI,
@@ -170,6 +171,7 @@ _MODULE_OF: dict[str, str] = {
     "Method": "options",
     "PermutationScheme": "options",
     "ResidualMethod": "options",
+    "Semi": "options",
 }
 
 __all__ = [
@@ -195,6 +197,7 @@ __all__ = [
     "PermutationTest",
     "PrewhitenedPartialCorrMatrix",
     "ResidualMethod",
+    "Semi",
     "SievePartialCorrMatrix",
     "autocorrelation_warning",
     "bootstrap_ci",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,7 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 from gengen import _core
 from gengen.errors import InvalidArgumentError
 from gengen.stats.gam import gam_fit, warn_if_k_lowered
-from gengen.stats.options import DEFAULT_CI_LEVEL, DEFAULT_FIT, DEFAULT_METHOD, METHODS, Fit, Method
+from gengen.stats.options import DEFAULT_CI_LEVEL, DEFAULT_FIT, DEFAULT_METHOD, METHODS, SEMIS, Fit, Method, Semi
 from gengen.stats.validation import (
     as_covar,
     as_float_array,
@@ -167,7 +167,7 @@ def partial_corr(
     covar: ArrayLike | None = None,
     *,
     method: Method = DEFAULT_METHOD,
-    semi: Literal["x", "y"] | None = None,
+    semi: Semi | None = None,
     ci_level: float = DEFAULT_CI_LEVEL,
     fit: Fit = DEFAULT_FIT,
     **gam_options: Any,
@@ -237,7 +237,7 @@ def partial_corr(
         (-0.333, 27.0)
     """
     check_choice("method", method, METHODS)
-    check_choice("semi", semi, (None, "x", "y"))
+    check_choice("semi", semi, (None, *SEMIS))
     x_values = as_vector("x", x)
     y_values = as_vector("y", y)
     if y_values.shape[0] != x_values.shape[0]:

@@ -35,6 +35,7 @@ __all__ = [
     "METHODS",
     "PERMUTATION_SCHEMES",
     "RESIDUAL_METHODS",
+    "SEMIS",
     "Adjustment",
     "Alternative",
     "BootstrapScheme",
@@ -45,12 +46,15 @@ __all__ = [
     "Method",
     "PermutationScheme",
     "ResidualMethod",
+    "Semi",
 ]
 
 #: Correlation: Pearson on the values, Spearman on average ranks, Kendall's τ_b.
 Method = Literal["pearson", "spearman", "kendall"]
 #: The correlations that have a residual form (Kendall's partial τ has none): what resampling tests take.
 ResidualMethod = Literal["pearson", "spearman"]
+#: The variable a semi-partial correlation removes the covariates from (None: both, the partial correlation).
+Semi = Literal["x", "y"]
 #: The control: least squares on [1, covar], or an additive model of penalised regression splines.
 Fit = Literal["linear", "gam"]
 #: Smoothing parameter selection of the GAM control (mgcv's ``method = "GCV.Cp"`` or ``"REML"``).
@@ -68,6 +72,7 @@ Alternative = Literal["greater", "two-sided"]
 
 METHODS: tuple[Method, ...] = get_args(Method)
 RESIDUAL_METHODS: tuple[ResidualMethod, ...] = get_args(ResidualMethod)
+SEMIS: tuple[Semi, ...] = get_args(Semi)
 FITS: tuple[Fit, ...] = get_args(Fit)
 GAM_METHODS: tuple[GamMethod, ...] = get_args(GamMethod)
 GAM_BASES: tuple[GamBasis, ...] = get_args(GamBasis)
