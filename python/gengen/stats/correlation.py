@@ -174,67 +174,67 @@ def partial_corr(
 ) -> PartialCorr:
     r"""Partial (or semi-partial) correlation of ``x`` and ``y`` given ``covar``, with ppcor's test.
 
-        Parameters
-        ----------
-        x, y : array_like of shape (n,)
-            The two variables, e.g. two OOD test sets' scores across checkpoints.
-        covar : array_like of shape (n,) or (n, k), optional
-            Covariates to control for, e.g. the in-domain score. None gives the plain correlation (k = 0).
-        method : {"pearson", "spearman", "kendall"}
-            Pearson on the values, Spearman on average ranks (of every variable, covariates included), or
-            Kendall's τ_b.
-        semi : {None, "x", "y"}
-            None: remove the covariates from both variables (partial correlation). "y": from ``y`` only
-            (ppcor's ``spcor.test(x, y, z)``); "x": from ``x`` only.
-        ci_level : float
-            Coverage of the Fisher-z confidence interval.
-        fit : {"linear", "gam"}
-            The control; with ``"gam"``, the options ``k``, ``gam_method``, ``gam_basis`` apply (see the module
-            documentation). Kendall's τ has no residual form and needs ``"linear"``.
+    Parameters
+    ----------
+    x, y : array_like of shape (n,)
+        The two variables, e.g. two OOD test sets' scores across checkpoints.
+    covar : array_like of shape (n,) or (n, k), optional
+        Covariates to control for, e.g. the in-domain score. None gives the plain correlation (k = 0).
+    method : {"pearson", "spearman", "kendall"}
+        Pearson on the values, Spearman on average ranks (of every variable, covariates included), or
+        Kendall's τ_b.
+    semi : {None, "x", "y"}
+        None: remove the covariates from both variables (partial correlation). "y": from ``y`` only
+        (ppcor's ``spcor.test(x, y, z)``); "x": from ``x`` only.
+    ci_level : float
+        Coverage of the Fisher-z confidence interval.
+    fit : {"linear", "gam"}
+        The control; with ``"gam"``, the options ``k``, ``gam_method``, ``gam_basis`` apply (see the module
+        documentation). Kendall's τ has no residual form and needs ``"linear"``.
 
-        Returns
-        -------
-        PartialCorr
-            ``r``, ``statistic``, ``p_value``, ``df``, ``n``, ``k``, ``ci``, ``ci_level``, ``method``, ``semi``,
-            ``fit``.
+    Returns
+    -------
+    PartialCorr
+        ``r``, ``statistic``, ``p_value``, ``df``, ``n``, ``k``, ``ci``, ``ci_level``, ``method``, ``semi``,
+        ``fit``.
 
-        Notes
-        -----
-        For Pearson, with :math:`e_x, e_y` the residuals of least squares on :math:`[1, Z]`,
+    Notes
+    -----
+    For Pearson, with :math:`e_x, e_y` the residuals of least squares on :math:`[1, Z]`,
 
-        .. math:: r = \frac{e_x^\top e_y}{\lVert e_x\rVert \, \lVert e_y\rVert}, \qquad
-                  t = r \sqrt{\frac{n - 2 - k}{1 - r^2}} \sim t_{n-2-k}.
+    .. math:: r = \frac{e_x^\top e_y}{\lVert e_x\rVert \, \lVert e_y\rVert}, \qquad
+              t = r \sqrt{\frac{n - 2 - k}{1 - r^2}} \sim t_{n-2-k}.
 
-        The semi-partial correlation with ``semi="y"`` correlates the centred :math:`x` with :math:`e_y`.
-        Kendall's partial τ follows ppcor: with :math:`P` the inverse of the τ_b matrix of
-        :math:`(x, y, Z)`, :math:`r = -P_{xy}/\sqrt{P_{xx}P_{yy}}`; semi-partial
-        :math:`-P_{xy} / (\sqrt{P_{xx}P_{yy}} \sqrt{|P_{xx} - P_{xy}^2/P_{yy}|})`; its test is ppcor's normal
-        approximation :math:`z = r / \sqrt{2(2(n-k)+5) / (9(n-k)(n-1-k))}`.
+    The semi-partial correlation with ``semi="y"`` correlates the centred :math:`x` with :math:`e_y`.
+    Kendall's partial τ follows ppcor: with :math:`P` the inverse of the τ_b matrix of
+    :math:`(x, y, Z)`, :math:`r = -P_{xy}/\sqrt{P_{xx}P_{yy}}`; semi-partial
+    :math:`-P_{xy} / (\sqrt{P_{xx}P_{yy}} \sqrt{|P_{xx} - P_{xy}^2/P_{yy}|})`; its test is ppcor's normal
+    approximation :math:`z = r / \sqrt{2(2(n-k)+5) / (9(n-k)(n-1-k))}`.
     The interval is :math:`\tanh(\operatorname{atanh} r \pm z_{1-\alpha/2}/\sqrt{df-1})`, i.e.
-        :math:`\sqrt{n-3-k}` under the linear control.
+    :math:`\sqrt{n-3-k}` under the linear control.
 
-        Residuals come from a QR-type orthonormalisation of the centred covariates, never from normal equations,
-        and singular covariates are detected by the condition number of the centred, unit-scaled covariate
-        matrix (limit 1e12), which does not depend on the units of the data.
+    Residuals come from a QR-type orthonormalisation of the centred covariates, never from normal equations,
+    and singular covariates are detected by the condition number of the centred, unit-scaled covariate
+    matrix (limit 1e12), which does not depend on the units of the data.
 
-        References
-        ----------
-        Kim, S. (2015). ppcor: An R package for a fast calculation to semi-partial correlation coefficients.
-        *Communications for Statistical Applications and Methods*, 22(6), 665–674.
+    References
+    ----------
+    Kim, S. (2015). ppcor: An R package for a fast calculation to semi-partial correlation coefficients.
+    *Communications for Statistical Applications and Methods*, 22(6), 665–674.
 
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from gengen import stats
-        >>> rng = np.random.default_rng(0)
-        >>> id_score = np.linspace(0.5, 0.9, 30)
-        >>> a = id_score + rng.normal(0, 0.02, 30)
-        >>> b = id_score + rng.normal(0, 0.02, 30)
-        >>> round(stats.partial_corr(a, b).r, 3)  # raw correlation: both follow ID
-        0.972
-        >>> result = stats.partial_corr(a, b, id_score)
-        >>> round(result.r, 3), result.df
-        (-0.333, 27.0)
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gengen import stats
+    >>> rng = np.random.default_rng(0)
+    >>> id_score = np.linspace(0.5, 0.9, 30)
+    >>> a = id_score + rng.normal(0, 0.02, 30)
+    >>> b = id_score + rng.normal(0, 0.02, 30)
+    >>> round(stats.partial_corr(a, b).r, 3)  # raw correlation: both follow ID
+    0.972
+    >>> result = stats.partial_corr(a, b, id_score)
+    >>> round(result.r, 3), result.df
+    (-0.333, 27.0)
     """
     check_choice("method", method, METHODS)
     check_choice("semi", semi, (None, *SEMIS))
