@@ -82,7 +82,10 @@ def mantel(
         Permutations of ``b``'s labels (rows and columns together), from
         :func:`~gengen.stats.resampling.permutation_indices` with ``scheme="free"``.
     alternative : {"greater", "two-sided"}
+        "greater": is the pattern of ``a`` carried over to ``b`` (p from :math:`r^{(b)} \\ge r`)? "two-sided":
+        from :math:`|r^{(b)}| \\ge |r|`.
     seed : int
+        Seed of the permutations (the p-value depends on it and on ``n_perm`` only).
 
     Returns
     -------
