@@ -58,6 +58,19 @@ def test_help_lists_every_command_without_importing_command_modules() -> None:
     assert positions == sorted(positions)
 
 
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_command_help_does_not_import_pandas_matplotlib_or_torch(name: str) -> None:
+    """Issue 18: `gengen CMD --help` starts without the heavy libraries, whichever the command."""
+    loaded = fresh_interpreter(
+        "import json, sys\n"
+        "from typer.testing import CliRunner\n"
+        "from gengen.cli import app\n"
+        f"result = CliRunner().invoke(app, [{name!r}, '--help'])\n"
+        f"print(json.dumps([result.exit_code, [m for m in {HEAVY_MODULES!r} if m in sys.modules]]))"
+    )
+    assert loaded == [0, []]
+
+
 def test_static_command_table_matches_the_command_modules() -> None:
     """Every module registers exactly the commands the table assigns to it, with the table's help line."""
     modules = {entry.module for entry in COMMANDS.values()}

@@ -13,17 +13,15 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
 import pandas as pd
 
 from gengen.errors import GengenError
+from gengen.formats import EXPORT_FORMATS, ExportFormat
 from gengen.store import COLUMNS, Store, load
 
 __all__ = ["EXPORT_FORMATS", "WIDE_ID_COLUMNS", "export", "to_wide"]
 
-EXPORT_FORMATS: tuple[str, ...] = ("csv", "parquet")
-"""File formats :func:`export` writes."""
 
 WIDE_ID_COLUMNS: tuple[str, ...] = COLUMNS[: COLUMNS.index("testset")]
 """The leading columns of a wide table."""
@@ -73,7 +71,7 @@ def export(
     out: str | os.PathLike[str],
     *,
     wide: bool = False,
-    format: Literal["csv", "parquet"] | None = None,
+    format: ExportFormat | None = None,
     **filters: str | Sequence[str],
 ) -> int:
     """Write the score table of a store (or a score DataFrame) to a CSV or Parquet file.

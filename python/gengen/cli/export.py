@@ -9,7 +9,7 @@ import typer
 
 from gengen.cli._common import user_errors_exit
 from gengen.errors import GengenError
-from gengen.export import EXPORT_FORMATS, export
+from gengen.formats import EXPORT_FORMATS
 
 
 @user_errors_exit
@@ -35,6 +35,8 @@ def export_command(
         for name, values in (("model", model), ("run", run), ("testset", testset), ("metric", metric))
         if values
     }
+    from gengen.export import export  # pandas: only when a table is written, not for --help
+
     rows = export(store, out, wide=wide, format=format, **filters)  # type: ignore[arg-type]
     typer.echo(f"wrote {rows} rows to {out}")
 

@@ -9,7 +9,7 @@ import typer
 
 from gengen.cli._common import user_errors_exit
 from gengen.errors import GengenError
-from gengen.ingest import FORMATS, ingest
+from gengen.formats import INGEST_FORMATS
 
 
 def _mapping(items: list[str]) -> dict[str, str]:
@@ -29,7 +29,7 @@ def ingest_command(
     store: Annotated[Path, typer.Option("--store", help="Study folder (or .sqlite file) of the store.")],
     format: Annotated[
         str | None,
-        typer.Option("--format", help=f"Input format ({', '.join(FORMATS)}); detected if omitted."),
+        typer.Option("--format", help=f"Input format ({', '.join(INGEST_FORMATS)}); detected if omitted."),
     ] = None,
     model: Annotated[str | None, typer.Option(help="Model of every score (overrides the files).")] = None,
     run: Annotated[str | None, typer.Option(help="Run of every score (default: the file's, else 'main').")] = None,
@@ -74,6 +74,8 @@ def ingest_command(
     """
     if on_conflict not in ("error", "replace", "keep"):
         raise GengenError(f"--on-conflict: expected error, replace or keep, got {on_conflict!r}")
+    from gengen.ingest import ingest  # pandas: only when a file is read, not for --help
+
     report = ingest(
         paths,
         store,

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import pandas as pd
 import typer
 
 from gengen import stats
 from gengen.cli._common import either, user_errors_exit
 from gengen.errors import GengenError, InputError
 from gengen.stats.options import DEFAULT_METHOD, METHODS
+
+if TYPE_CHECKING:
+    import pandas as pd  # the command reads its CSV with pandas; --help does not
 
 
 def _read_columns(path: Path, names: list[str]) -> pd.DataFrame:

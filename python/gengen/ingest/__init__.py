@@ -33,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from gengen.errors import InputError, UnknownFormatError
+from gengen.formats import INGEST_FORMATS
 from gengen.ingest import lm_eval, tables, trainer_state
 from gengen.ingest._common import IngestOptions, Parsed, read_json, short_list
 from gengen.ingest.checks import check_scores
@@ -49,8 +50,8 @@ __all__ = [
     "read_file",
 ]
 
-FORMATS: tuple[str, ...] = ("lm-eval", "lm-eval-v0.3", "lm-eval-v0.4", "trainer-state", "long", "wide", "runs")
-"""The formats :func:`ingest` reads."""
+FORMATS = INGEST_FORMATS
+"""The formats :func:`ingest` reads (:data:`gengen.formats.INGEST_FORMATS`)."""
 
 _JSON_FORMATS = ("lm-eval", "lm-eval-v0.3", "lm-eval-v0.4", "trainer-state")
 _SUFFIXES = (".json", *tables.TABLE_SUFFIXES)
