@@ -240,6 +240,44 @@ def test_unflagged_rows_hold_their_level_under_a_saturating_link() -> None:
     assert upper_bound(rejected / unflagged, unflagged) <= 0.065, (rejected, unflagged)
 
 
+def test_analysis_rows_name_the_control_their_verdict_depends_on() -> None:
+    """Through gengen.analyse: a saturating ID effect under the linear control; every significant row whose
+    GAM-controlled correlation (over the row's own se_z, on df_sieve) is not significant says so."""
+    cell = GridCell("saturating, ar1(0.9)", shape="saturating")
+    rng = np.random.default_rng(3)
+    rows = []
+    for run in range(12):
+        scores, id_scores = simulate_pair_runs(cell, 0.0, rng)
+        for t in range(cell.n):
+            rows.append(
+                {"model": "m", "run": f"r{run}", "step": t, "testset": "id", "metric": "acc", "value": id_scores[0, t]}
+            )
+            for j, name in enumerate(("a", "b")):
+                rows.append(
+                    {
+                        "model": "m",
+                        "run": f"r{run}",
+                        "step": t,
+                        "testset": name,
+                        "metric": "acc",
+                        "value": scores[0, t, j],
+                    }
+                )
+    pairs = gengen.analyse(pd.DataFrame(rows), id_testset="id", n_boot=99, adjust="none").pairs
+    frame = pd.DataFrame(rows)
+    expected, noted = set(), set()
+    for run, row in pairs[pairs["level"] == "run"].set_index("run").iterrows():
+        wide = frame[frame["run"] == run].pivot(index="step", columns="testset", values="value")
+        r_gam = np.asarray(gengen.stats.partial_corr_matrix(wide[["a", "b"]], wide[["id"]], fit="gam").r)[0, 1]
+        p_gam = 2 * scipy.stats.t.sf(abs(np.arctanh(r_gam)) / row["se_z"], row["df_sieve"])
+        if "non-linear" not in row["diagnostics"] and (row["p_deciding"] < 0.05) != (p_gam < 0.05):
+            expected.add(run)
+        if "verdict depends on the control" in row["diagnostics"]:
+            noted.add(run)
+    assert expected, "no run whose verdict flips without a large squared-term shift: the check would be vacuous"
+    assert noted == expected
+
+
 # ----------------------------------------------------------------------------------- the analysis
 def test_pairs_table_rows_are_one_coherent_answer() -> None:
     df = synthetic(n_runs=3, phi=0.9, n_steps=40, seed=21)

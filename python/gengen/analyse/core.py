@@ -53,6 +53,7 @@ from gengen.stats.sieve import (
     SievePartialCorrMatrix,
     curvature_notes,
     curvature_shift,
+    gam_control_z,
     sieve_column_notes,
     sieve_partial_corr_matrix,
 )
@@ -531,7 +532,8 @@ def _autocorrelation_columns(
 def _curvature_diagnostics(
     table: pd.DataFrame, x: np.ndarray, covar: np.ndarray, settings: Settings, diagnostics: list[list[str]]
 ) -> None:
-    """Note the pairs whose partial correlation moves when ID also enters squared (linear control, one covariate)."""
+    """Note the pairs whose partial correlation moves when ID also enters squared, or whose verdict flips under a
+    GAM control (linear control, one covariate; :func:`~gengen.stats.sieve.curvature_notes`)."""
     if settings.fit != "linear" or settings.method == "kendall" or covar.shape[1] != 1:
         return
     rows, cols = np.triu_indices(x.shape[1], 1)
@@ -542,7 +544,14 @@ def _curvature_diagnostics(
     se = table["se_z"].to_numpy(dtype=float)
     # Without the sieve, Fisher's standard error (which is too small under autocorrelation: conservative).
     se = np.where(np.isfinite(se), se, 1.0 / np.sqrt(np.maximum(table["df"].to_numpy(dtype=float) - 1, 1)))
-    for index, note in enumerate(curvature_notes(shift, se)):
+    # The verdict is compared only where the deciding p is about r_partial (not the lagged test's r_innovation).
+    about_levels = (table["estimand"] == "r_partial").to_numpy()
+    p_value = np.where(about_levels, table["p_deciding"].to_numpy(dtype=float), np.nan)
+    df_sieve = table["df_sieve"].to_numpy(dtype=float) if "df_sieve" in table else np.full(len(table), np.nan)
+    df = np.where(np.isfinite(df_sieve), df_sieve, table["df"].to_numpy(dtype=float))
+    z_gam = gam_control_z(data, control)[rows, cols]
+    notes = curvature_notes(shift, se, p_value=p_value, z_gam=z_gam, df=df, alpha=settings.alpha)
+    for index, note in enumerate(notes):
         if note:
             diagnostics[index].append(note)
 
