@@ -7,6 +7,7 @@ checked by simulation against the nominal level with its Monte Carlo error.
 
 from __future__ import annotations
 
+import importlib
 import math
 from pathlib import Path
 
@@ -327,3 +328,36 @@ def test_pythia_rows_never_exclude_their_own_r_partial(shared_dir: Path) -> None
     assert inside[finite].all()
     excludes = (pairs["ci_low"] > 0) | (pairs["ci_high"] < 0)
     assert ((pairs["p_deciding"] < 0.05) == excludes)[finite].all()
+
+
+def test_when_the_sieve_fails_on_a_group_each_pair_keeps_its_own_ar_orders_and_notes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A failure of the whole group falls back to pairs; pairs without the failing test set keep their AR orders
+    (chosen per test set, so equal to those of the whole-group fit) and their sieve test."""
+    core = importlib.import_module("gengen.analyse.core")
+    df = synthetic(n_runs=1, n_ood=4, phi=0.5, n_steps=40, seed=2)
+    reference = gengen.analyse(df, id_testset="id", n_boot=99).pairs
+    failing = sorted(df.loc[df["testset"] != "id", "testset"].unique())[-1]
+    failing_scores = df[df["testset"] == failing].sort_values("step")["value"].to_numpy()
+    original = core.sieve_partial_corr_matrix
+
+    def sieve_that_cannot_model_one_test_set(data: np.ndarray, *args: object, **kwargs: object) -> object:
+        data = np.asarray(data)
+        if data.shape[1] > 2 or any(np.array_equal(column, failing_scores) for column in data.T):
+            raise GengenError("scores: column 1 cannot be modelled (test double)")
+        return original(data, *args, **kwargs)
+
+    monkeypatch.setattr(core, "sieve_partial_corr_matrix", sieve_that_cannot_model_one_test_set)
+    result = gengen.analyse(df, id_testset="id", n_boot=99)
+    assert any("3 of 6 pairs have no sieve test" in warning for warning in result.warnings), result.warnings
+    pairs = result.pairs
+    involved = ((pairs["testset_a"] == failing) | (pairs["testset_b"] == failing)).to_numpy()
+    assert involved.sum() == 3
+    assert pairs.loc[involved, ["ar_order_a", "ar_order_b", "p_sieve"]].isna().all().all()
+    # p-values differ from the group's (the replicates are drawn for two test sets, not four); AR orders do not.
+    columns = ["testset_a", "testset_b", "ar_order_a", "ar_order_b"]
+    kept = pairs.loc[~involved, columns].reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept, reference.loc[~involved, columns].reset_index(drop=True))
+    assert kept[["ar_order_a", "ar_order_b"]].notna().all().all()
+    assert pairs.loc[~involved, "p_sieve"].notna().all()

@@ -151,10 +151,14 @@ LAGGED_METHOD = "lagged regression (residuals on [1, y(t-1), ID(t), ID(t-1)], {f
 
 def _pairwise_fallback(
     compute: Any, x: np.ndarray, rows: np.ndarray, cols: np.ndarray, fields: tuple[str, ...]
-) -> tuple[dict[str, list[Any]], list[str]]:
-    """Run ``compute(x[:, [a, b]])`` pair by pair (fields read at [0, 1]); pairs that fail get NaN and a reason."""
+) -> tuple[dict[str, list[Any]], list[str], list[Any]]:
+    """Run ``compute(x[:, [a, b]])`` pair by pair (fields read at [0, 1]); pairs that fail get NaN and a reason.
+
+    Also returns each pair's result (``None`` where it failed), for the per-column parts of a result.
+    """
     values: dict[str, list[Any]] = {name: [] for name in (*fields, "reason")}
     failures = []
+    results: list[Any] = []
     for a, b in zip(rows, cols, strict=True):
         try:
             pair = compute(x[:, [a, b]])
@@ -164,11 +168,13 @@ def _pairwise_fallback(
                 values[name].append(np.nan)
             values["reason"].append(f"not computed: {reason}")
             failures.append(reason)
+            results.append(None)
             continue
         for name in fields:
             values[name].append(float(np.asarray(getattr(pair, name))[0, 1]))
         values["reason"].append("")
-    return values, failures
+        results.append(pair)
+    return values, failures, results
 
 
 def _lagged_pairs(
@@ -195,7 +201,7 @@ def _lagged_pairs(
         values["reason"] = [""] * len(rows)
         failures: list[str] = []
     except GengenError:
-        values, failures = _pairwise_fallback(compute, x, rows, cols, fields)
+        values, failures, _ = _pairwise_fallback(compute, x, rows, cols, fields)
     low, high = consistent_interval(
         np.asarray(values["r_innovation"], dtype=float),
         np.asarray(values["statistic"], dtype=float),
@@ -238,7 +244,15 @@ def _sieve_pairs(
     try:
         result = compute(x)
     except GengenError:
-        values, failures = _pairwise_fallback(compute, x, rows, cols, fields)
+        # One test set the sieve cannot model sinks the whole group: each pair on its own, with its own AR
+        # orders and column notes, so that only the pairs with that test set lose them.
+        values, failures, fits = _pairwise_fallback(compute, x, rows, cols, fields)
+        for index, (pair, a, b) in enumerate(zip(fits, rows, cols, strict=True)):
+            if pair is None:
+                continue
+            orders[0][index], orders[1][index] = float(pair.ar_order[0]), float(pair.ar_order[1])
+            notes = sieve_column_notes(pair, [labels[a], labels[b]])
+            diagnostics[index].extend([*notes[0], *notes[1]])
     else:
         values = {name: _pair_values(getattr(result, name), rows, cols) for name in fields}
         values["reason"] = [""] * len(rows)
