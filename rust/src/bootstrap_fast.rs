@@ -26,7 +26,7 @@ use rayon::prelude::*;
 
 use crate::bootstrap::{pair_correlations, BootstrapRun};
 use crate::fast_kernel::{
-    add_table_rows, chunk_ranges, group_runs, lanes, outer_add, SUM_TAIL, TILE_A, TILE_B,
+    add_table_rows, chunk_ranges, group_runs, lanes, outer_add, with_avx2, SUM_TAIL, TILE_A, TILE_B,
 };
 use crate::method::Method;
 use crate::rng::{bootstrap_into, BootstrapScheme};
@@ -212,19 +212,13 @@ fn moments_generic(run: &FastBootstrapRun, rows: &[usize], products: &mut [f64],
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn moments_avx2(run: &FastBootstrapRun, rows: &[usize], products: &mut [f64], sums: &mut [f64]) {
-    moments_generic(run, rows, products, sums)
-}
-
-fn moments(run: &FastBootstrapRun, rows: &[usize], products: &mut [f64], sums: &mut [f64]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { moments_avx2(run, rows, products, sums) };
-    }
-    moments_generic(run, rows, products, sums)
+with_avx2! {
+    fn moments(
+        run: &FastBootstrapRun,
+        rows: &[usize],
+        products: &mut [f64],
+        sums: &mut [f64],
+    ) => moments_generic;
 }
 
 /// Work space of [`from_moments`], allocated once per run and chunk of replicates.

@@ -7,6 +7,31 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+/// `fn name(args) => generic;` defines `name(args)`, which runs `generic(args)` compiled with AVX2 enabled
+/// when the CPU has it (detected at run time: the crate is built for baseline x86-64), else as compiled.
+/// `generic` is `#[inline(always)]`, so the AVX2 copy is its own code, vectorised with 256-bit registers;
+/// no fused multiply-add is enabled, so both copies give the same bits.
+macro_rules! with_avx2 {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) => $generic:ident;) => {
+        $(#[$meta])*
+        $vis fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2")]
+                unsafe fn avx2($($arg: $ty),*) {
+                    $generic($($arg),*)
+                }
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU supports AVX2, checked just above.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            $generic($($arg),*)
+        }
+    };
+}
+pub(crate) use with_avx2;
+
 /// Register tile of the GEMM-form kernels: `TILE_A` rows of the left factor by `TILE_B` columns of the
 /// right one (4 × 8 f64: eight AVX2 accumulators).
 pub const TILE_A: usize = 4;
@@ -59,6 +84,7 @@ fn add_rows_lanes<const N: usize>(
 
 #[inline(always)]
 fn add_table_rows_generic(values: &[f64], rows: &[u32], entries: usize, sums: &mut [f64]) {
+    debug_assert_eq!(entries % SUM_TAIL, 0);
     let mut offset = 0;
     while offset + SUM_LANES <= entries {
         let acc = add_rows_lanes::<SUM_LANES>(values, rows, entries, offset, lanes(&sums[offset..]));
@@ -72,24 +98,17 @@ fn add_table_rows_generic(values: &[f64], rows: &[u32], entries: usize, sums: &m
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn add_table_rows_avx2(values: &[f64], rows: &[u32], entries: usize, sums: &mut [f64]) {
-    add_table_rows_generic(values, rows, entries, sums)
-}
-
-/// `sums[j] += Σ_r values[r · entries + j]` over the table rows `rows` (tables of rows of `entries` values,
-/// `entries` a multiple of [`SUM_TAIL`]): [`SUM_LANES`] entries at a time, then [`SUM_TAIL`]. Each entry is
-/// one running sum that starts from `sums[j]` and adds the rows in order, so summing a list of rows in two
-/// calls gives the same bits as in one.
-pub fn add_table_rows(values: &[f64], rows: &[u32], entries: usize, sums: &mut [f64]) {
-    debug_assert_eq!(entries % SUM_TAIL, 0);
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { add_table_rows_avx2(values, rows, entries, sums) };
-    }
-    add_table_rows_generic(values, rows, entries, sums)
+with_avx2! {
+    /// `sums[j] += Σ_r values[r · entries + j]` over the table rows `rows` (tables of rows of `entries`
+    /// values, `entries` a multiple of [`SUM_TAIL`]): [`SUM_LANES`] entries at a time, then [`SUM_TAIL`].
+    /// Each entry is one running sum that starts from `sums[j]` and adds the rows in order, so summing a
+    /// list of rows in two calls gives the same bits as in one.
+    pub fn add_table_rows(
+        values: &[f64],
+        rows: &[u32],
+        entries: usize,
+        sums: &mut [f64],
+    ) => add_table_rows_generic;
 }
 
 /// Indices of the runs that share a key (checkpoints and scheme), in key order: each group's resamples are

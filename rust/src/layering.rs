@@ -1,6 +1,7 @@
 //! A test that the top-level modules of the crate form a directed acyclic graph: no two modules import each
-//! other, directly or through others. Shared types (such as [`crate::method::Method`]) live in their own module
-//! below the ones that use them, and orchestration ([`crate::batch`]) above the kernels it chooses between.
+//! other, directly or through others. Shared types (such as [`crate::method::Method`]) live in their own
+//! module below the ones that use them, and orchestration ([`crate::batch`]) above the kernels it chooses
+//! between.
 //!
 //! The graph is read from the sources: every `crate::name` path outside comments, per file, where a file
 //! `rust/src/name.rs` or anything under `rust/src/name/` belongs to module `name` (so a module's own

@@ -34,7 +34,7 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 
 use crate::fast_kernel::{
-    add_table_rows, chunk_ranges, group_runs, lanes, outer_add, SUM_LANES, TILE_A, TILE_B,
+    add_table_rows, chunk_ranges, group_runs, lanes, outer_add, with_avx2, SUM_LANES, TILE_A, TILE_B,
 };
 use crate::matrix::Mat;
 use crate::permutation::{ExceedanceCounts, PreparedRun, TIE_TOLERANCE};
@@ -344,19 +344,14 @@ fn block_cross_generic(run: &FastRun, start: usize, source: usize, len: usize, p
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn block_cross_avx2(run: &FastRun, start: usize, source: usize, len: usize, product: &mut [f64]) {
-    block_cross_generic(run, start, source, len, product)
-}
-
-fn block_cross(run: &FastRun, start: usize, source: usize, len: usize, product: &mut [f64]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { block_cross_avx2(run, start, source, len, product) };
-    }
-    block_cross_generic(run, start, source, len, product)
+with_avx2! {
+    fn block_cross(
+        run: &FastRun,
+        start: usize,
+        source: usize,
+        len: usize,
+        product: &mut [f64],
+    ) => block_cross_generic;
 }
 
 /// Block cross-product tables of one run (see [`BlockLayout`]).
@@ -467,19 +462,8 @@ fn products_generic(run: &FastRun, order: &[u32], product: &mut [f64]) {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn products_avx2(run: &FastRun, order: &[u32], product: &mut [f64]) {
-    products_generic(run, order, product)
-}
-
-fn products(run: &FastRun, order: &[u32], product: &mut [f64]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { products_avx2(run, order, product) };
-    }
-    products_generic(run, order, product)
+with_avx2! {
+    fn products(run: &FastRun, order: &[u32], product: &mut [f64]) => products_generic;
 }
 
 /// Adds one permutation's pairwise exceedances to `counts` and returns its max |r*| over the pairs;
