@@ -205,6 +205,8 @@ def compare(
     Returns
     -------
     Comparison
+        The ``per_pair`` and ``wide`` tables, the ``conflicts`` between groups, the ``agreement`` (Mantel test)
+        of every two groups, and the ``settings``.
 
     Examples
     --------

@@ -37,7 +37,7 @@ def export_command(
     }
     from gengen.export import export  # pandas: only when a table is written, not for --help
 
-    rows = export(store, out, wide=wide, format=format, **filters)  # type: ignore[arg-type]
+    rows = export(store, out, wide=wide, format=format, **filters)
     typer.echo(f"wrote {rows} rows to {out}")
 
 

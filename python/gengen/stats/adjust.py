@@ -18,7 +18,7 @@ def p_adjust(p: ArrayLike, method: Adjustment = DEFAULT_ADJUSTMENT) -> NDArray[n
     Parameters
     ----------
     p : array_like
-        p-values in [0, 1]; NaN is kept as NaN and not counted among the tests. Any shape; the result has
+        P-values in [0, 1]; NaN is kept as NaN and not counted among the tests. Any shape; the result has
         the same shape.
     method : {"holm", "hochberg", "hommel", "bonferroni", "BH", "fdr", "BY", "none"}
         "fdr" is an alias of "BH".
@@ -26,6 +26,7 @@ def p_adjust(p: ArrayLike, method: Adjustment = DEFAULT_ADJUSTMENT) -> NDArray[n
     Returns
     -------
     ndarray
+        The adjusted p-values, shaped like ``p``.
 
     Notes
     -----

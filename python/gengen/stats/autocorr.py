@@ -72,6 +72,7 @@ def autocorrelation_warning(
     Returns
     -------
     str or None
+        The warning's one line, or None.
     """
     finite = acf1[np.isfinite(acf1)]
     if not independence_methods or finite.size == 0:

@@ -191,6 +191,8 @@ def partial_corr(
     fit : {"linear", "gam"}
         The control; with ``"gam"``, the options ``k``, ``gam_method``, ``gam_basis`` apply (see the module
         documentation). Kendall's τ has no residual form and needs ``"linear"``.
+    **gam_options
+        ``k``, ``gam_method``, ``gam_basis`` for ``fit="gam"`` (see :func:`gam_fit`).
 
     Returns
     -------
@@ -269,8 +271,10 @@ def consistent_interval(
 
     Returns
     -------
-    low, high : ndarray
-        Interval bounds, shaped like ``r`` (NaN where df ≤ 0).
+    low : ndarray
+        Lower bounds, shaped like ``r`` (NaN where df ≤ 0).
+    high : ndarray
+        Upper bounds, likewise.
 
     Examples
     --------
@@ -352,11 +356,13 @@ def spcor(data: ArrayLike, method: Method = DEFAULT_METHOD) -> CorrMatrices:
     Parameters
     ----------
     data : array_like of shape (n, m)
+        One variable per column.
     method : {"pearson", "spearman", "kendall"}
 
     Returns
     -------
     CorrMatrices
+        ``estimate``, ``p_value``, ``statistic`` (m × m), ``n``, ``k``, ``method``.
 
     Notes
     -----
@@ -389,10 +395,14 @@ def residualise(
     Parameters
     ----------
     y : array_like of shape (n,) or (n, m)
-    covar : array_like of shape (n,) or (n, k), or None (centring only)
+        The variables to residualise, one per column.
+    covar : array_like of shape (n,) or (n, k), or None
+        The covariates; None centres only.
     fit : {"linear", "gam"}
         The control; with ``"gam"`` the residuals are :func:`gam_fit`'s (options ``k``, ``gam_method``,
         ``gam_basis``, and ``lam`` to fix the smoothing parameters).
+    **gam_options
+        ``k``, ``gam_method``, ``gam_basis``, ``lam`` for ``fit="gam"``.
 
     Returns
     -------
@@ -446,6 +456,8 @@ def partial_corr_matrix(
         The control; GAM options ``k``, ``gam_method``, ``gam_basis`` (see the module documentation).
     n_threads : int, optional
         Threads to use (default: all cores).
+    **gam_options
+        ``k``, ``gam_method``, ``gam_basis`` for ``fit="gam"`` (see :func:`gam_fit`).
 
     Returns
     -------

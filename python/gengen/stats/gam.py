@@ -75,6 +75,7 @@ def gam_fit(
     Parameters
     ----------
     y : array_like of shape (n,) or (n, m)
+        The variables to smooth on the controls, one per column.
     covar : array_like of shape (n,) or (n, q)
         The controls (e.g. the in-domain score).
     k : int, default 10
@@ -87,10 +88,12 @@ def gam_fit(
     lam : array_like of shape (q,), optional
         Fixed smoothing parameters instead of selecting them.
     n_threads : int, optional
+        Threads to use (default: all cores).
 
     Returns
     -------
     GamFit
+        ``fitted``, ``residuals``, ``edf``, ``lam``, ``score``, ``k``, ``gam_method``, ``gam_basis``.
 
     Notes
     -----

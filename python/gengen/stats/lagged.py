@@ -147,6 +147,7 @@ def lagged_partial_corr_matrix(
     Returns
     -------
     LaggedPartialCorrMatrix
+        The partial correlations and the lagged-regression tests of every pair.
 
     Notes
     -----
@@ -207,6 +208,7 @@ def prewhitened_partial_corr_matrix(
     scores : array_like of shape (n, m)
         One column per test set, one row per checkpoint, in training order.
     covar : array_like of shape (n,) or (n, k), optional
+        The control (e.g. the in-domain score), in the same order.
     method : {"pearson", "spearman"}
     bias_correction : bool
         Add :math:`(1 + 3 r_1 + 2k)/n` to the lag-1 autocorrelation :math:`r_1` before filtering.
@@ -214,6 +216,7 @@ def prewhitened_partial_corr_matrix(
     Returns
     -------
     PrewhitenedPartialCorrMatrix
+        The partial correlations and the tests on the prewhitened residuals of every pair.
 
     Notes
     -----

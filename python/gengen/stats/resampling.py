@@ -153,6 +153,7 @@ def permutation_test(
         One column per test set, one row per checkpoint (in training order: the block and circular schemes
         rely on it).
     covar : array_like of shape (n,) or (n, k), optional
+        The control (e.g. the in-domain score), in the same order.
     n_perm : int
         Number of permutations m.
     scheme : {"free", "block", "circular"}
@@ -176,10 +177,14 @@ def permutation_test(
         Permutation i is drawn from its own stream derived from (seed, i): the result depends on the seed
         only, not on ``n_threads``.
     n_threads : int, optional
+        Threads to use (default: all cores); the result does not depend on it.
+    **gam_options
+        ``k``, ``gam_method``, ``gam_basis`` for ``fit="gam"`` (see :func:`gam_fit`).
 
     Returns
     -------
     PermutationTest
+        The estimates and their permutation p-values for every pair.
 
     Notes
     -----
@@ -312,6 +317,7 @@ def bootstrap_ci(
     scores : array_like of shape (n, m)
         One column per test set, one row per checkpoint, in training order.
     covar : array_like of shape (n,) or (n, k), optional
+        The control (e.g. the in-domain score), in the same order.
     n_boot : int
         Number of replicates B.
     scheme : {"iid", "block", "circular"}
@@ -321,6 +327,7 @@ def bootstrap_ci(
     block_length : int, optional
         Default :func:`default_block_length` (⌈n^{1/3}⌉).
     ci_level : float
+        Coverage of the intervals.
     ci_method : {"percentile", "bca"}
     method : {"pearson", "spearman"}
     fit : {"linear", "gam"}
@@ -329,10 +336,14 @@ def bootstrap_ci(
     seed : int
         Replicate i is drawn from its own stream derived from (seed, i).
     n_threads : int, optional
+        Threads to use (default: all cores); the result does not depend on it.
+    **gam_options
+        ``k``, ``gam_method``, ``gam_basis`` for ``fit="gam"`` (see :func:`gam_fit`).
 
     Returns
     -------
     BootstrapCI
+        The estimates and their intervals for every pair.
 
     Notes
     -----

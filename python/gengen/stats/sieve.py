@@ -229,9 +229,10 @@ def fit_autoregression(
     Returns
     -------
     order : ndarray of int, shape (m,)
+        The AIC-selected order of each column.
     coef : ndarray of shape (m, max_order)
-        :math:`\phi_1 … \phi_p` of :math:`e_t = \sum_i \phi_i e_{t-i} + \gamma^	op [1, z_t, …, z_{t-p}] +
-        arepsilon_t`, zero beyond ``order``.
+        :math:`\phi_1 … \phi_p` of :math:`e_t = \sum_i \phi_i e_{t-i} + \gamma^\top [1, z_t, …, z_{t-p}] +
+        \varepsilon_t`, zero beyond ``order``.
 
     Notes
     -----
@@ -716,6 +717,7 @@ def sieve_partial_corr_matrix(
     Returns
     -------
     SievePartialCorrMatrix
+        The partial correlations, their sieve standard errors, p-values and intervals, and the AR fits.
 
     Notes
     -----
