@@ -12,7 +12,7 @@
 
 use crate::bootstrap::{jackknife, replicates_batch, run_intervals, BootstrapRun, IntervalMethod};
 use crate::bootstrap_fast::{replicates_batch_fast, FastBootstrapRun};
-use crate::bounds::{check_array, check_resamples, check_threads};
+use crate::bounds::{check_array, check_resamples, check_threads, try_filled, try_with_capacity};
 use crate::control::Control;
 use crate::error::{Result, StatsError};
 use crate::gam::{GamFit, GamOptions, GamSmoother};
@@ -21,7 +21,7 @@ use crate::method::Method;
 use crate::pcor::{self, CorrMatrices};
 use crate::permutation::{count_exceedances_batch, p_values, ExceedanceCounts, PreparedRun};
 use crate::permutation_fast::{count_exceedances_batch_fast, prepare_fast, FastRun};
-use crate::rng::{BootstrapScheme, PermutationScheme};
+use crate::rng::{bootstrap_into, permutation_into, BootstrapScheme, PermutationScheme};
 
 /// Permutations or replicates computed between two calls of `progress`.
 pub const SLICE: u64 = 1024;
@@ -410,6 +410,81 @@ pub fn bootstrap_ci_batch<E: From<StatsError>>(
     progress: Progress<'_, E>,
 ) -> std::result::Result<Vec<BootstrapOutcome>, E> {
     BootstrapBatch::prepare(scores, covars, request)?.run(progress)
+}
+
+/// A rows × n table of indices (row-major), row `i` filled by `fill(i, row)`; its size is checked before
+/// anything is allocated, and `progress` is called after every [`SLICE`] rows.
+fn index_table<E: From<StatsError>>(
+    name: &str,
+    rows: usize,
+    n: usize,
+    fill: impl Fn(u64, &mut [usize]),
+    progress: Progress<'_, E>,
+) -> std::result::Result<Vec<i64>, E> {
+    // The table plus the row buffer, so that n alone cannot overflow either.
+    let total = check_array(
+        name,
+        &[rows.saturating_add(1), n],
+        8,
+        &format!("a table of {rows} x {n} indices"),
+    )?;
+    let mut data: Vec<i64> = try_with_capacity(name, total - n)?;
+    let mut row = try_filled(name, n, 0usize)?;
+    for index in 0..rows {
+        fill(index as u64, &mut row);
+        data.extend(row.iter().map(|&i| i as i64));
+        if (index as u64 + 1) % SLICE == 0 {
+            progress()?;
+        }
+    }
+    Ok(data)
+}
+
+/// The rows of `n_perm` permutations of `n` checkpoints as the tests draw them (`n_perm` × n, row-major):
+/// scheme "free", "block" or "circular" (see [`PermutationScheme::parse`]).
+pub fn permutation_indices<E: From<StatsError>>(
+    n: usize,
+    n_perm: usize,
+    scheme: &str,
+    block_length: Option<usize>,
+    mirror: bool,
+    seed: u64,
+    progress: Progress<'_, E>,
+) -> std::result::Result<Vec<i64>, E> {
+    if n == 0 {
+        return Err(StatsError::invalid("n", "must be at least 1").into());
+    }
+    let plan = PermutationScheme::parse(scheme, block_length, mirror, n)?;
+    index_table(
+        "n_perm",
+        n_perm,
+        n,
+        |index, row| permutation_into(n, plan, seed, index, row),
+        progress,
+    )
+}
+
+/// The rows of `n_boot` bootstrap resamples of `n` checkpoints as the intervals draw them (`n_boot` × n,
+/// row-major): scheme "iid", "block" or "circular" (see [`BootstrapScheme::parse`]).
+pub fn bootstrap_indices<E: From<StatsError>>(
+    n: usize,
+    n_boot: usize,
+    scheme: &str,
+    block_length: Option<usize>,
+    seed: u64,
+    progress: Progress<'_, E>,
+) -> std::result::Result<Vec<i64>, E> {
+    if n == 0 {
+        return Err(StatsError::invalid("n", "must be at least 1").into());
+    }
+    let plan = BootstrapScheme::parse(scheme, block_length, n)?;
+    index_table(
+        "n_boot",
+        n_boot,
+        n,
+        |index, row| bootstrap_into(n, plan, seed, index, row),
+        progress,
+    )
 }
 
 /// GAM fits of every column of y (n × m), as matrices: see [`gam_fit`].

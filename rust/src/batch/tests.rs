@@ -251,3 +251,31 @@ fn errors_name_the_argument_and_the_run() {
         "{error}"
     );
 }
+
+#[test]
+fn index_tables_are_the_drawn_rows() {
+    let calls = AtomicUsize::new(0);
+    let count = || -> std::result::Result<(), StatsError> {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    };
+    // 2,100 rows: progress after rows 1,024 and 2,048.
+    let table = permutation_indices(12, 2100, "block", Some(3), false, 4, &count).unwrap();
+    assert_eq!(calls.swap(0, Ordering::SeqCst), 2);
+    let plan = PermutationScheme::Block { length: 3 };
+    let mut row = vec![0usize; 12];
+    for index in [0u64, 1, 2099] {
+        permutation_into(12, plan, 4, index, &mut row);
+        let expected: Vec<i64> = row.iter().map(|&i| i as i64).collect();
+        assert_eq!(&table[index as usize * 12..][..12], expected.as_slice());
+    }
+    let table = bootstrap_indices(10, 5, "iid", None, 9, &count).unwrap();
+    assert_eq!(table.len(), 50);
+    assert!(table.iter().all(|&i| (0..10).contains(&i)));
+    let error = bootstrap_indices(0, 5, "iid", None, 9, &count).err().unwrap();
+    assert_eq!(error.to_string(), "n: must be at least 1");
+    let error = permutation_indices(10, usize::MAX, "free", None, false, 0, &count)
+        .err()
+        .unwrap();
+    assert!(error.to_string().starts_with("n_perm: a table of"), "{error}");
+}

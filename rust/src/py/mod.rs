@@ -16,18 +16,15 @@ use pyo3::prelude::*;
 mod simulate;
 
 use crate::adjust::{p_adjust as adjust, Adjustment};
-use crate::batch::{self, BootstrapRequest, PermutationRequest, SLICE};
+use crate::batch::{self, BootstrapRequest, PermutationRequest};
 use crate::bootstrap::IntervalMethod;
-use crate::bounds::{check_array, try_filled, try_with_capacity};
 use crate::control::Control;
 use crate::error::StatsError;
 use crate::gam::{Basis, GamOptions, SmoothMethod};
 use crate::matrix::Mat;
 use crate::method::Method;
 use crate::pcor::{self, Semi};
-use crate::rng::{
-    bootstrap_into, default_block_length as block_rule, permutation_into, BootstrapScheme, PermutationScheme,
-};
+use crate::rng::default_block_length as block_rule;
 
 pyo3::import_exception_bound!(gengen.errors, InvalidArgumentError);
 pyo3::import_exception_bound!(gengen.errors, DegenerateDataError);
@@ -368,73 +365,44 @@ fn gam_fit<'py>(
     })
 }
 
-/// A (rows, n) table of indices, row `i` filled by `fill(i, row)`; its size is checked before anything is
-/// allocated, and Ctrl-C is honoured between slices of rows.
-fn index_array<'py>(
-    py: Python<'py>,
-    name: &str,
-    rows: usize,
-    n: usize,
-    fill: impl Fn(u64, &mut [usize]),
-) -> CoreResult<Bound<'py, PyArray2<i64>>> {
-    // The table plus the row buffer, so that n alone cannot overflow either.
-    let total = check_array(
-        name,
-        &[rows.saturating_add(1), n],
-        8,
-        &format!("a table of {rows} x {n} indices"),
-    )?;
-    let mut data: Vec<i64> = try_with_capacity(name, total - n)?;
-    let mut row = try_filled(name, n, 0usize)?;
-    for index in 0..rows {
-        fill(index as u64, &mut row);
-        data.extend(row.iter().map(|&i| i as i64));
-        if (index as u64 + 1) % SLICE == 0 {
-            py.check_signals()?;
-        }
-    }
-    Ok(Array2::from_shape_vec((rows, n), data)
+/// A (rows, n) numpy array of a row-major table of indices.
+fn index_array(py: Python<'_>, data: Vec<i64>, rows: usize, n: usize) -> Py<PyArray2<i64>> {
+    Array2::from_shape_vec((rows, n), data)
         .unwrap_or_else(|_| Array2::zeros((rows, n)))
-        .into_pyarray(py))
+        .into_pyarray(py)
+        .unbind()
 }
 
 #[pyfunction]
 #[pyo3(signature = (n, n_perm, scheme, block_length=None, mirror=false, seed=0))]
-fn permutation_indices<'py>(
-    py: Python<'py>,
+fn permutation_indices(
+    py: Python<'_>,
     n: usize,
     n_perm: usize,
     scheme: &str,
     block_length: Option<usize>,
     mirror: bool,
     seed: u64,
-) -> CoreResult<Bound<'py, PyArray2<i64>>> {
-    if n == 0 {
-        return Err(StatsError::invalid("n", "must be at least 1").into());
-    }
-    let plan = PermutationScheme::parse(scheme, block_length, mirror, n)?;
-    index_array(py, "n_perm", n_perm, n, |index, row| {
-        permutation_into(n, plan, seed, index, row)
-    })
+) -> CoreResult<Py<PyArray2<i64>>> {
+    let data = py.allow_threads(|| {
+        batch::permutation_indices(n, n_perm, scheme, block_length, mirror, seed, &check_signals)
+    })?;
+    Ok(index_array(py, data, n_perm, n))
 }
 
 #[pyfunction]
 #[pyo3(signature = (n, n_boot, scheme, block_length=None, seed=0))]
-fn bootstrap_indices<'py>(
-    py: Python<'py>,
+fn bootstrap_indices(
+    py: Python<'_>,
     n: usize,
     n_boot: usize,
     scheme: &str,
     block_length: Option<usize>,
     seed: u64,
-) -> CoreResult<Bound<'py, PyArray2<i64>>> {
-    if n == 0 {
-        return Err(StatsError::invalid("n", "must be at least 1").into());
-    }
-    let plan = BootstrapScheme::parse(scheme, block_length, n)?;
-    index_array(py, "n_boot", n_boot, n, |index, row| {
-        bootstrap_into(n, plan, seed, index, row)
-    })
+) -> CoreResult<Py<PyArray2<i64>>> {
+    let data =
+        py.allow_threads(|| batch::bootstrap_indices(n, n_boot, scheme, block_length, seed, &check_signals))?;
+    Ok(index_array(py, data, n_boot, n))
 }
 
 #[pyfunction]
