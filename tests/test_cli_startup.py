@@ -131,3 +131,13 @@ def test_unknown_attribute_of_the_package_raises_attribute_error() -> None:
 
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
         gengen.nonexistent  # noqa: B018
+
+
+def test_gengen_alone_prints_the_overview_once() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "COLUMNS": "200"}
+    done = subprocess.run(
+        [sys.executable, "-c", "from gengen.cli import main; main([])"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("Usage: gengen") == 1
+    assert all(name in done.stdout for name in COMMANDS)

@@ -198,8 +198,12 @@ def run_app(app: typer.Typer, argv: Sequence[str] | None = None) -> int:
         # from TyperException and carry click's one-sentence message.
         context = getattr(error, "ctx", None)
         if type(error).__name__ == "NoArgsIsHelpError" and context is not None:
-            # `gengen` alone asks for the overview, which is not an error.
-            print(context.get_help())
+            # `gengen` alone asks for the overview, which is not an error. The error was built from
+            # ctx.get_help(), which with rich has printed the help already (and returned ""); without rich the
+            # help is the error's message.
+            overview = error.format_message() if hasattr(error, "format_message") else ""
+            if overview.strip():
+                print(overview)
             return 0
         message = error.format_message() if hasattr(error, "format_message") else str(error)
         print(f"error: {one_line(message)}{_given_value(error, argv)}", file=sys.stderr)
