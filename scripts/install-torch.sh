@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# Install gengen's train extra (torch, transformers, datasets, peft, accelerate, tokenizers) into a Python
-# environment, using nothing but PyPI.
+# Install gengen's train extra (torch, transformers, datasets, peft, accelerate, tokenizers: the list is the
+# `train` extra of pyproject.toml, read from there) into a Python environment. Prints which path it took.
 #
 #   scripts/install-torch.sh PYTHON            e.g. scripts/install-torch.sh .venv/bin/python
 #
-# PyPI's Linux x86_64 torch wheel is a CUDA build whose requirements pull about 2.3 GB of NVIDIA libraries
-# (cuBLAS, cuDNN, NCCL, ...). On a machine without a GPU this script instead installs
-#   1. the torch wheel alone (--no-deps, ~540 MB) and torch's requirements minus the NVIDIA/CUDA/triton ones;
-#   2. tiny stand-in shared objects for the CUDA libraries that torch's .so files link against, built here
-#      with gcc into torch/lib. Each stand-in exports the symbols torch imports from that library and
-#      answers every call with "no CUDA device", so torch loads and runs on the CPU exactly as the CPU build
-#      does (torch.cuda.is_available() is False);
-#   3. the other packages, with peft and accelerate installed --no-deps so pip does not pull the NVIDIA
-#      libraries back in through their torch requirement.
-# The result is checked with a real training step; if the check fails the script falls back to the plain,
-# full install. Set GENGEN_TORCH=full (or have nvidia-smi on PATH) to get the full CUDA install directly.
-# Idempotent: when everything already imports and trains, it returns in a few seconds.
+# Paths, in this order:
+#   1. cpu-index: PyTorch's own CPU wheel index (probed with a 10 s time-out), for torch only; the rest of
+#      the extra from the default index. Small (~200 MB), no CUDA.
+#   2. pypi: the plain install from the default index, as `pip install 'gengen[train]'` does. On Linux x86_64
+#      PyPI's torch is the CUDA build: with its NVIDIA libraries about 5 GB on disk (measured: 2 min here);
+#      it runs on the CPU when no GPU is present. Taken when the CPU index is unreachable, and directly when
+#      nvidia-smi is on PATH (a GPU machine wants the CUDA build).
+#   3. cpu-standins: only when asked for with GENGEN_TORCH=cpu-standins, for machines that reach PyPI only and
+#      cannot spare the NVIDIA libraries. PyPI's CUDA torch wheel is installed without its NVIDIA/CUDA/triton
+#      requirements, which are removed from its installed metadata (so pip neither pulls them back when it
+#      installs peft or accelerate nor reports them missing in `pip check`; the removed lines are kept in
+#      torch-*.dist-info/GENGEN_CPU_STANDINS); tiny stand-in shared objects for the CUDA libraries torch's .so
+#      files link against are built here with gcc into torch/lib, each answering every call with "no CUDA
+#      device", so torch runs on the CPU as the CPU build does (torch.cuda.is_available() is False).
+# GENGEN_TORCH=cpu-index|pypi|cpu-standins forces a path (cpu-index fails if the index is unreachable);
+# GENGEN_TORCH_INDEX overrides the CPU index's address. Every path ends with a real training step and `pip check`.
+# Idempotent: when the extra already imports, trains and passes `pip check`, it returns in a few seconds.
 set -euo pipefail
 
 if [[ $# -ne 1 ]]; then
@@ -23,10 +28,20 @@ if [[ $# -ne 1 ]]; then
     exit 2
 fi
 PY="$1"
-TORCH_SPEC="${GENGEN_TORCH_SPEC:-torch>=2.2}"
-OTHERS=("transformers>=4.56" "datasets>=2.20" "tokenizers>=0.19" "safetensors" "huggingface-hub")
-NO_DEPS=("peft>=0.12" "accelerate>=0.33")
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+CPU_INDEX="${GENGEN_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
+CHOICE="${GENGEN_TORCH:-auto}"
 PIP=("$PY" -m pip install --disable-pip-version-check --progress-bar off)
+
+case "$CHOICE" in
+    auto | cpu-index | pypi | cpu-standins) ;;
+    *)
+        echo "install-torch: error: GENGEN_TORCH=$CHOICE: expected cpu-index, pypi or cpu-standins (or unset)" >&2
+        exit 2
+        ;;
+esac
+
+log() { echo "install-torch: $*"; }
 
 check() {
     "$PY" - <<'EOF'
@@ -46,44 +61,86 @@ for _ in range(5):
     optimizer.step()
     losses.append(loss.item())
 assert losses[-1] < losses[0], losses
-print(f"torch {torch.__version__} ok (cuda available: {torch.cuda.is_available()}), "
-      f"transformers {transformers.__version__}, peft {peft.__version__}")
+print(f"torch {torch.__version__} trains (cuda available: {torch.cuda.is_available()}), "
+      f"transformers {transformers.__version__}, peft {peft.__version__}, accelerate {accelerate.__version__}")
 EOF
 }
 
-# Install the requirements of already-installed distributions, leaving out those matching a regex.
-install_requirements_of() {
-    local exclude="$1"
-    shift
-    local reqs
-    reqs=$("$PY" - "$exclude" "$@" <<'EOF'
+# Which path installed the torch that is there (for the message of an idempotent re-run).
+installed_path() {
+    "$PY" - <<'EOF'
+from importlib.metadata import distribution, distributions
+
+torch = distribution("torch")
+if torch.read_text("GENGEN_CPU_STANDINS") is not None:
+    print("cpu-standins")
+elif "+cpu" in torch.version:
+    print("cpu-index")
+elif any((dist.metadata["Name"] or "").lower().startswith("nvidia-") for dist in distributions()):
+    print("pypi (CUDA build with its NVIDIA libraries)")
+else:
+    print("unknown (a torch wheel without its NVIDIA libraries, not installed by this script)")
+EOF
+}
+
+cpu_index_reachable() {
+    "$PY" - "$CPU_INDEX" <<'EOF'
+import sys
+import urllib.request
+
+try:
+    urllib.request.urlopen(f"{sys.argv[1].rstrip('/')}/torch/", timeout=10).close()
+except Exception as error:  # noqa: BLE001 - any failure means: not reachable from here
+    print(f"install-torch: {sys.argv[1]} not reachable ({error})")
+    sys.exit(1)
+EOF
+}
+
+# Remove torch's NVIDIA/CUDA/triton requirements from its installed METADATA (keeping them, and the list of
+# stand-in libraries, in GENGEN_CPU_STANDINS), and record both files in RECORD so `pip uninstall` removes them.
+strip_cuda_requirements() {
+    "$PY" - "$@" <<'EOF'
+import base64
+import hashlib
 import re
 import sys
-from importlib.metadata import requires
+from importlib.metadata import distribution
+from pathlib import Path
 
-from packaging.requirements import Requirement
-
-exclude = re.compile(sys.argv[1], re.IGNORECASE)
-out = []
-for dist in sys.argv[2:]:
-    for line in requires(dist) or []:
-        req = Requirement(line)
-        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
-            continue
-        if exclude.search(req.name):
-            continue
-        req.marker = None
-        out.append(str(req))
-print("\n".join(sorted(set(out))))
-EOF
+torch = distribution("torch")
+site = Path(torch.locate_file(""))
+info = site / f"torch-{torch.version}.dist-info"
+cuda = re.compile(r"^Requires-Dist:\s*(nvidia-|cuda-|triton\b)", re.IGNORECASE)
+lines = (info / "METADATA").read_text(encoding="utf-8").splitlines(keepends=True)
+removed = [line for line in lines if cuda.match(line)]
+(info / "METADATA").write_text("".join(line for line in lines if not cuda.match(line)), encoding="utf-8")
+marker = info / "GENGEN_CPU_STANDINS"
+previous = marker.read_text(encoding="utf-8").split("\n\n", 1)[0] if marker.exists() else ""
+kept = previous or "".join(removed).strip()
+libs = "\n".join(sys.argv[1:])
+marker.write_text(
+    "Installed by gengen's scripts/install-torch.sh (GENGEN_TORCH=cpu-standins): torch without these "
+    "requirements,\n" + kept + "\n\nand with CPU-only stand-ins for these CUDA libraries in torch/lib:\n" + libs + "\n",
+    encoding="utf-8",
 )
-    if [[ -n "$reqs" ]]; then
-        mapfile -t reqarr <<<"$reqs"
-        "${PIP[@]}" "${reqarr[@]}"
-    fi
+
+
+def record_line(path):
+    data = path.read_bytes()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{path.relative_to(site).as_posix()},sha256={digest},{len(data)}"
+
+
+owned = [info / "METADATA", marker] + [site / "torch" / "lib" / name for name in sys.argv[1:]]
+names = {path.relative_to(site).as_posix() for path in owned}
+record = info / "RECORD"
+rows = [row for row in record.read_text(encoding="utf-8").splitlines() if row.split(",", 1)[0] not in names]
+record.write_text("\n".join(rows + [record_line(path) for path in owned]) + "\n", encoding="utf-8")
+print(f"install-torch: torch's metadata no longer requires {len(removed) or 'the already removed'} NVIDIA/CUDA/triton packages")
+EOF
 }
 
-build_cuda_stubs() {
+build_cuda_standins() {
     "$PY" - <<'EOF_STUBS'
 """Build stand-ins for the CUDA shared libraries that torch's .so files link against but CPU code never calls."""
 import importlib.util
@@ -103,6 +160,8 @@ def run(*cmd):
 
 
 present = {path.name for path in lib_dir.glob("*.so*")}
+previous_standins = {path.name for path in lib_dir.glob("*.so*") if b"torch was installed for the CPU" in path.read_bytes()}
+present -= previous_standins
 needed = set()
 for obj in objects:
     needed.update(re.findall(r"\(NEEDED\).*\[(.+?)\]", run("readelf", "-d", str(obj))))
@@ -111,6 +170,8 @@ missing = sorted(name for name in needed if name not in present and f"{name} " n
 # Versioned references name their library's version node (e.g. cudaMalloc@libcudart.so.13, x@NVSHMEM).
 undefined, defined = set(), set()
 for obj in objects:
+    if obj.name in previous_standins:
+        continue
     for line in run("nm", "-D", "--undefined-only", str(obj)).splitlines():
         parts = line.split()
         if parts and parts[0] == "U":
@@ -159,43 +220,78 @@ with tempfile.TemporaryDirectory() as tmp:
             if version is not None:
                 script.append(f"{version} {{ global: {'; '.join(sorted(names))}; }};")
         src.write_text("\n".join(lines) + "\n")
-        cmd = ["gcc", "-shared", "-fPIC", "-O0", "-o", str(lib_dir / lib), f"-Wl,-soname,{lib}", str(src)]
+        # Built beside and renamed over: a process that has the old file mapped keeps it intact.
+        cmd = ["gcc", "-shared", "-fPIC", "-O0", "-o", str(lib_dir / f".{lib}.new"), f"-Wl,-soname,{lib}", str(src)]
         if script:
             vs = pathlib.Path(tmp, "stub.map")
             vs.write_text("\n".join(script) + "\n")
             cmd.insert(-1, f"-Wl,--version-script,{vs}")
         subprocess.run(cmd, check=True)
-    print(f"install-torch: built {len(contents)} CUDA stand-ins in {lib_dir}: {', '.join(contents)}")
+        (lib_dir / f".{lib}.new").replace(lib_dir / lib)
+print("\n".join(contents))
 EOF_STUBS
 }
 
-full_install() {
-    echo "install-torch: full install from PyPI (torch with its CUDA libraries)"
-    "${PIP[@]}" "$TORCH_SPEC" "${OTHERS[@]}" "${NO_DEPS[@]}"
-}
-
-if check 2>/dev/null; then
+if summary=$(check 2>/dev/null) && "$PY" -m pip check >/dev/null 2>&1; then
+    log "already installed: ${summary##*$'\n'}; path: $(installed_path)"
     exit 0
 fi
 
+# The train extra, one requirement a line, from pyproject.toml (the one place it is listed).
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || "${PIP[@]}" -q tomli
+mapfile -t TRAIN < <("$PY" - "$ROOT/pyproject.toml" <<'EOF'
+import sys
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
+with open(sys.argv[1], "rb") as file:
+    print("\n".join(tomllib.load(file)["project"]["optional-dependencies"]["train"]))
+EOF
+)
+TORCH_REQ=""
+for req in "${TRAIN[@]}"; do
+    [[ "$req" =~ ^torch([^a-zA-Z0-9_.-]|$) ]] && TORCH_REQ="$req"
+done
+if [[ -z "$TORCH_REQ" ]]; then
+    echo "install-torch: error: pyproject.toml's train extra names no torch requirement" >&2
+    exit 1
+fi
+
 start=$(date +%s)
-"${PIP[@]}" packaging >/dev/null
-if [[ "${GENGEN_TORCH:-}" == "full" ]] || command -v nvidia-smi >/dev/null 2>&1; then
-    full_install
-    check
-else
-    echo "install-torch: CPU install (torch wheel without its NVIDIA requirements + CUDA stand-ins)"
-    "${PIP[@]}" --no-deps "$TORCH_SPEC"
-    install_requirements_of '^(nvidia-|cuda-|triton$)' torch
-    build_cuda_stubs
-    "${PIP[@]}" "${OTHERS[@]}"
-    "${PIP[@]}" --no-deps "${NO_DEPS[@]}"
-    # Leave out the packages installed above: naming them again would let pip pull torch's CUDA requirements.
-    install_requirements_of '^(torch|accelerate|peft|transformers)$' peft accelerate
-    if ! check; then
-        echo "install-torch: the CPU install did not pass its check; falling back to the full install" >&2
-        full_install
-        check
+if [[ "$CHOICE" == "auto" ]]; then
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        log "nvidia-smi found: the CUDA build from the default index"
+        CHOICE=pypi
+    elif cpu_index_reachable; then
+        CHOICE=cpu-index
+    else
+        CHOICE=pypi
     fi
 fi
-echo "install-torch: done in $(( $(date +%s) - start )) s"
+
+case "$CHOICE" in
+    cpu-index)
+        log "path cpu-index: torch from PyTorch's CPU index ($CPU_INDEX), the rest of the train extra from the default index"
+        "${PIP[@]}" --index-url "$CPU_INDEX" "$TORCH_REQ"
+        "${PIP[@]}" "${TRAIN[@]}"
+        ;;
+    pypi)
+        log "path pypi: the train extra from the default index, torch with its CUDA libraries (~5 GB)"
+        "${PIP[@]}" "${TRAIN[@]}"
+        ;;
+    cpu-standins)
+        log "path cpu-standins (GENGEN_TORCH=cpu-standins): PyPI's torch without its NVIDIA libraries, CUDA stand-ins built here"
+        "${PIP[@]}" --no-deps "$TORCH_REQ"
+        mapfile -t standins < <(build_cuda_standins)
+        log "built ${#standins[@]} CUDA stand-ins in torch/lib: ${standins[*]}"
+        strip_cuda_requirements "${standins[@]}"
+        # torch's remaining requirements and the rest of the extra, resolved normally against that torch.
+        "${PIP[@]}" "${TRAIN[@]}"
+        ;;
+esac
+check
+"$PY" -m pip check
+log "done in $(($(date +%s) - start)) s (path: $CHOICE)"
