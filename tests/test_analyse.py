@@ -575,3 +575,26 @@ def test_lagged_test_leaves_out_only_the_pairs_it_cannot_test() -> None:
         assert_allclose(row.p_lagged, np.asarray(pair.p_value)[0, 1], rtol=1e-12)
     valid = pairs.loc[~involved, "p_lagged"].to_numpy()
     assert_allclose(pairs.loc[~involved, "p_adjusted"], stats.p_adjust(valid, method="holm"), rtol=1e-12)
+
+
+def test_a_test_set_explained_by_id_is_left_out_with_a_note_not_an_error() -> None:
+    """A test set that is a linear function of ID (or, for the rank methods, monotone in it) has nothing left
+    after ID is regressed out; the analysis leaves it out, says so, and the other pairs are as without it."""
+    base = synthetic(n_runs=1, n_ood=3, phi=0.5, n_steps=30, seed=2)
+    id_rows = base[base["testset"] == "id"]
+    linear = id_rows.assign(testset="linear", value=2 * id_rows["value"] + 1)
+    cubed = id_rows.assign(testset="cubed", value=id_rows["value"] ** 3)
+    for method, extra, left_out in (("pearson", linear, "linear"), ("spearman", cubed, "cubed")):
+        with_extra = pd.concat([base, extra], ignore_index=True)
+        result = analyse(with_extra, id_testset="id", method=method, inference="t-test")
+        note = [w for w in result.warnings if "explained by 'id'" in w]
+        assert len(note) == 1 and left_out in note[0], result.warnings
+        assert left_out not in set(result.pairs["testset_a"]) | set(result.pairs["testset_b"])
+        alone = analyse(base, id_testset="id", method=method, inference="t-test").pairs
+        pd.testing.assert_frame_equal(
+            result.pairs[["testset_a", "testset_b", "r_partial", "p_value"]].reset_index(drop=True),
+            alone[["testset_a", "testset_b", "r_partial", "p_value"]].reset_index(drop=True),
+        )
+    # Monotone but not linear: Pearson keeps it (its residual is not zero).
+    kept = analyse(pd.concat([base, cubed], ignore_index=True), id_testset="id", inference="t-test")
+    assert "cubed" in set(kept.pairs["testset_a"]) | set(kept.pairs["testset_b"])

@@ -48,7 +48,9 @@ def across_run_groups(scores: pd.DataFrame, settings: Settings, ood: tuple[str, 
         meta.setdefault("model", "*" if rows["model"].nunique() > 1 else rows["model"].iloc[0])
         meta["run"] = f"across {rows['run_key'].nunique()} runs"
         table = rows.pivot(index="run_key", columns="testset", values="value").sort_index()
-        group, group_notes = make_group("across_runs", meta, table, settings.id_testset, ood)
+        group, group_notes = make_group(
+            "across_runs", meta, table, settings.id_testset, ood, ranked=settings.method != "pearson"
+        )
         groups.append(group)
         notes.extend(group_notes)
     return groups, notes

@@ -248,13 +248,38 @@ def wide(rows: pd.DataFrame, index: str) -> pd.DataFrame:
     return rows.pivot(index=index, columns="testset", values="value").sort_index()
 
 
+#: A test set whose residual norm after regressing out ID is below this fraction of its centred norm is, to
+#: working precision, a linear function of ID (the core's ``MIN_RESIDUAL_FRACTION``).
+MIN_RESIDUAL_FRACTION = 1e-11
+
+
+def explained_by_id(scores: pd.DataFrame, id_values: np.ndarray, ranked: bool = False) -> list[str]:
+    """The test sets that are a linear function of the ID score (of its ranks when ``ranked``): nothing is left
+    once ID is regressed out, so every partial correlation with them is undefined."""
+    if len(id_values) < 3 or scores.empty:
+        return []
+    values = scores.rank().to_numpy(dtype=float) if ranked else scores.to_numpy(dtype=float)
+    control = pd.Series(id_values).rank().to_numpy(dtype=float) if ranked else np.asarray(id_values, dtype=float)
+    q, _ = np.linalg.qr(np.column_stack([np.ones(len(control)), control]))
+    centred = values - values.mean(axis=0)
+    residual = values - q @ (q.T @ values)
+    explained = np.linalg.norm(residual, axis=0) <= MIN_RESIDUAL_FRACTION * np.linalg.norm(centred, axis=0)
+    return [name for name, flag in zip(scores.columns, explained, strict=True) if flag]
+
+
 def make_group(
-    level: str, meta: dict[str, Any], table: pd.DataFrame, id_testset: str, ood: tuple[str, ...]
+    level: str,
+    meta: dict[str, Any],
+    table: pd.DataFrame,
+    id_testset: str,
+    ood: tuple[str, ...],
+    ranked: bool = False,
 ) -> tuple[Group, list[str]]:
     """Build a :class:`Group` from a wide table (rows × test sets incl. the ID column).
 
-    Rows missing the ID or any OOD score are dropped; OOD test sets absent from the group, or constant in it,
-    are left out. Returns the group and its warnings.
+    Rows missing the ID or any OOD score are dropped; OOD test sets absent from the group, constant in it, or a
+    linear function of ID there (of its ranks when ``ranked``, for the rank methods) are left out. Returns the
+    group and its warnings.
     """
     notes: list[str] = []
     label = Group(level, meta, np.array([]), np.array([]), pd.DataFrame()).label
@@ -281,7 +306,15 @@ def make_group(
     id_values = complete[id_testset].to_numpy(dtype=float)
     if len(id_values) and np.unique(id_values).size <= 1:
         raise GengenError(f"option id_testset: {id_testset!r} is constant in {label}; nothing to regress out")
-    group = Group(level, meta, complete.index.to_numpy(), id_values, scores, dropped=absent + constant)
+    linear = explained_by_id(scores, id_values, ranked)
+    if linear:
+        what = "their ranks are a linear function of the ID ranks" if ranked else "they are a linear function of ID"
+        notes.append(
+            f"{label}: {len(linear)} OOD test set(s) are explained by {id_testset!r} ({_short_list(linear, 5)}): "
+            f"{what}, so nothing is left to correlate; left out"
+        )
+        scores = scores.drop(columns=linear)
+    group = Group(level, meta, complete.index.to_numpy(), id_values, scores, dropped=absent + constant + linear)
     return group, notes
 
 
@@ -290,7 +323,9 @@ def run_groups(scores: pd.DataFrame, settings: Settings, ood: tuple[str, ...]) -
     groups: list[Group] = []
     notes: list[str] = []
     for _, rows in scores.groupby(["model", "run"], sort=True):
-        group, group_notes = make_group("run", run_meta(rows), wide(rows, "step"), settings.id_testset, ood)
+        group, group_notes = make_group(
+            "run", run_meta(rows), wide(rows, "step"), settings.id_testset, ood, ranked=settings.method != "pearson"
+        )
         groups.append(group)
         notes.extend(group_notes)
     return groups, notes
