@@ -4,12 +4,14 @@
 #     ppcor (from CRAN when reachable, else from ../shared/r/ppcor_1.1.tar.gz when present; skipped when
 #     already installed), and Chromium for the report's browser test;
 #   - a virtual environment with gengen built from source (Rust extension in release mode through maturin)
-#     and its extras: test, dev, r (rpy2<3.6), cluster (ray, submitit) and train (torch through
-#     scripts/install-torch.sh).
+#     and its extras: test, dev, r (rpy2<3.6), cluster (ray, submitit) and train (through
+#     scripts/install-torch.sh: torch from PyTorch's CPU index when reachable, else the default index; it
+#     prints which path it took).
 # Re-running it is cheap: present packages are kept and the extension is rebuilt incrementally.
 #
 #   bash scripts/install.sh            # everything
 #   GENGEN_NO_TRAIN=1 bash scripts/install.sh   # analysis only: no torch/transformers
+#   GENGEN_TORCH=cpu-standins bash scripts/install.sh   # PyPI's torch without its 5 GB of NVIDIA libraries
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
