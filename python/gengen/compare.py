@@ -210,9 +210,23 @@ def compare(
 
     Examples
     --------
-    >>> from gengen.compare import compare
-    >>> comparison = compare(analysis)  # doctest: +SKIP
-    >>> comparison.agreement[["group_a", "group_b", "mantel_r", "mantel_p"]]  # doctest: +SKIP
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> rng = np.random.default_rng(0)
+    >>> steps = np.arange(0, 4000, 100)
+    >>> id_acc = 0.5 + 0.4 * (1 - np.exp(-steps / 1500))  # the in-domain (ID) learning curve
+    >>> rows = [
+    ...     (model, "main", step, testset, "acc", acc + (testset != "mnli") * rng.normal(0, 0.02))
+    ...     for model in ("opt-125m", "olmo2-1b")
+    ...     for step, acc in zip(steps, id_acc)
+    ...     for testset in ("mnli", "hans", "rte", "anli")
+    ... ]
+    >>> scores = pd.DataFrame(rows, columns=["model", "run", "step", "testset", "metric", "value"])
+    >>> from gengen import analyse, compare
+    >>> comparison = compare(analyse(scores, id_testset="mnli", n_boot=199), n_perm=99)
+    >>> comparison.agreement[["group_a", "group_b", "mantel_r"]].round(2)
+        group_a   group_b  mantel_r
+    0  olmo2-1b  opt-125m      0.28
     """
     if source_level not in SOURCES:
         raise GengenError(f"option source: {source_level!r} is not one of {', '.join(SOURCES)}")

@@ -803,9 +803,25 @@ def analyse(
 
     Examples
     --------
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> rng = np.random.default_rng(0)
+    >>> steps = np.arange(0, 4000, 100)
+    >>> id_acc = 0.5 + 0.4 * (1 - np.exp(-steps / 1500))  # the in-domain (ID) learning curve
+    >>> rows = [
+    ...     (model, "main", step, testset, "acc", acc + (testset != "mnli") * rng.normal(0, 0.02))
+    ...     for model in ("opt-125m",)
+    ...     for step, acc in zip(steps, id_acc)
+    ...     for testset in ("mnli", "hans", "rte", "anli")
+    ... ]
+    >>> scores = pd.DataFrame(rows, columns=["model", "run", "step", "testset", "metric", "value"])
     >>> import gengen
-    >>> result = gengen.analyse(scores, id_testset="lambada_openai", n_perm=999, n_boot=999)  # doctest: +SKIP
-    >>> result.pairs[["model", "testset_a", "testset_b", "r_partial", "p_adjusted"]].head()  # doctest: +SKIP
+    >>> result = gengen.analyse(scores, id_testset="mnli", n_boot=199)
+    >>> result.pairs[["testset_a", "testset_b", "r_partial", "p_value", "significant"]].round(2)
+      testset_a testset_b  r_partial  p_value  significant
+    0      anli      hans       0.16     0.34        False
+    1      anli       rte       0.22     0.18        False
+    2      hans       rte      -0.01     0.97        False
     """
     if by is None:
         by = tuple(column for column in DEFAULT_BY if isinstance(df, pd.DataFrame) and column in df.columns)
