@@ -6,9 +6,9 @@
 #
 # Paths, in this order:
 #   1. cpu-index: PyTorch's own CPU wheel index (probed with a 10 s time-out), for torch only; the rest of
-#      the extra from the default index. Small (~200 MB), no CUDA.
+#      the extra from the default index. No CUDA libraries.
 #   2. pypi: the plain install from the default index, as `pip install 'gengen[train]'` does. On Linux x86_64
-#      PyPI's torch is the CUDA build: with its NVIDIA libraries about 5 GB on disk (measured: 2 min here);
+#      PyPI's torch is the CUDA build: with its NVIDIA libraries about 5 GB on disk (torch alone: 2.3 min here);
 #      it runs on the CPU when no GPU is present. Taken when the CPU index is unreachable, and directly when
 #      nvidia-smi is on PATH (a GPU machine wants the CUDA build).
 #   3. cpu-standins: only when asked for with GENGEN_TORCH=cpu-standins, for machines that reach PyPI only and
@@ -285,7 +285,8 @@ case "$CHOICE" in
     cpu-standins)
         log "path cpu-standins (GENGEN_TORCH=cpu-standins): PyPI's torch without its NVIDIA libraries, CUDA stand-ins built here"
         "${PIP[@]}" --no-deps "$TORCH_REQ"
-        mapfile -t standins < <(build_cuda_standins)
+        built=$(build_cuda_standins) # an assignment, so that set -e stops on a failed build
+        mapfile -t standins <<<"$built"
         log "built ${#standins[@]} CUDA stand-ins in torch/lib: ${standins[*]}"
         strip_cuda_requirements "${standins[@]}"
         # torch's remaining requirements and the rest of the extra, resolved normally against that torch.
