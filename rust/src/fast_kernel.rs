@@ -82,8 +82,10 @@ fn add_rows_lanes<const N: usize>(
     acc
 }
 
+/// [`add_table_rows`] as an inline building block, for kernels that choose AVX2 once for a whole loop of
+/// calls (see `with_avx2!`) instead of once per call.
 #[inline(always)]
-fn add_table_rows_generic(values: &[f64], rows: &[u32], entries: usize, sums: &mut [f64]) {
+pub fn add_table_rows_inline(values: &[f64], rows: &[u32], entries: usize, sums: &mut [f64]) {
     debug_assert_eq!(entries % SUM_TAIL, 0);
     let mut offset = 0;
     while offset + SUM_LANES <= entries {
@@ -108,7 +110,7 @@ with_avx2! {
         rows: &[u32],
         entries: usize,
         sums: &mut [f64],
-    ) => add_table_rows_generic;
+    ) => add_table_rows_inline;
 }
 
 /// Indices of the runs that share a key (checkpoints and scheme), in key order: each group's resamples are

@@ -190,9 +190,20 @@ fn progress_is_called_between_slices_and_can_stop_the_call() {
         calls.fetch_add(1, Ordering::SeqCst);
         Ok(())
     };
-    // 2,500 permutations: slices of 1,024, 1,024 and 452.
-    let request = permutation_request("free", Control::Linear, Some(2));
+    // The fast kernel counts 9,000 permutations in slices of 4,096, 4,096 and 808; the reference kernel 2,500
+    // in slices of 1,024, 1,024 and 452.
+    let mut request = permutation_request("free", Control::Linear, Some(2));
+    request.n_perm = 9000;
     permutation_test_batch(scores.clone(), covars.clone(), &request, &count).unwrap();
+    assert_eq!(calls.swap(0, Ordering::SeqCst), 3);
+    let exact = PermutationBatch::prepare(
+        scores.clone(),
+        covars.clone(),
+        &permutation_request("free", Control::Linear, None),
+    )
+    .unwrap()
+    .exact();
+    exact.run(&count).unwrap();
     assert_eq!(calls.swap(0, Ordering::SeqCst), 3);
     // 1,500 replicates (two slices), then one BCa jackknife per run.
     let request = bootstrap_request(Method::Pearson, IntervalMethod::Bca, None);
