@@ -54,6 +54,16 @@ class MantelTest:
 def upper_triangle(matrix: np.ndarray) -> np.ndarray:
     """The entries above the diagonal, row by row.
 
+    Parameters
+    ----------
+    matrix : ndarray of shape (m, m)
+        A square matrix.
+
+    Returns
+    -------
+    ndarray of shape (m (m - 1) / 2,)
+        Its entries above the diagonal.
+
     Examples
     --------
     >>> import numpy as np

@@ -470,6 +470,26 @@ def permutation_indices(
 
     Row i is the order in which the permuted copy reads the residuals: ``permuted = residuals[row]``.
 
+    Parameters
+    ----------
+    n : int
+        Number of checkpoints.
+    n_perm : int
+        Number of permutations.
+    scheme : {"free", "block", "circular"}
+        As in :func:`permutation_test`.
+    block_length : int, optional
+        Default :func:`default_block_length`.
+    mirror : bool
+        With "circular", also use reversed shifts.
+    seed : int
+        Permutation i is drawn from its own stream derived from (seed, i).
+
+    Returns
+    -------
+    ndarray of int, shape (n_perm, n)
+        One permutation of ``range(n)`` per row.
+
     Examples
     --------
     >>> from gengen import stats
@@ -499,6 +519,24 @@ def bootstrap_indices(
 ) -> NDArray[np.int64]:
     """The row indices of the resamples :func:`bootstrap_ci` uses for ``n`` checkpoints, one per row.
 
+    Parameters
+    ----------
+    n : int
+        Number of checkpoints.
+    n_boot : int
+        Number of replicates.
+    scheme : {"iid", "block", "circular"}
+        As in :func:`bootstrap_ci`.
+    block_length : int, optional
+        Default :func:`default_block_length`.
+    seed : int
+        Replicate i is drawn from its own stream derived from (seed, i).
+
+    Returns
+    -------
+    ndarray of int, shape (n_boot, n)
+        Row i holds the checkpoints replicate i is made of.
+
     Examples
     --------
     >>> from gengen import stats
@@ -519,6 +557,16 @@ def bootstrap_indices(
 
 def default_block_length(n: int) -> int:
     """Default block length for ``n`` checkpoints: ⌈n^{1/3}⌉ (Hall, Horowitz & Jing, 1995).
+
+    Parameters
+    ----------
+    n : int
+        Number of checkpoints.
+
+    Returns
+    -------
+    int
+        The block length of the block and circular schemes.
 
     Examples
     --------

@@ -86,6 +86,16 @@ def default_max_order(n: int) -> int:
     Short series cannot support more lags (each costs one observation and one degree of freedom); AR(4)
     already describes smooth, slowly wandering residuals of a few hundred checkpoints.
 
+    Parameters
+    ----------
+    n : int
+        Number of checkpoints.
+
+    Returns
+    -------
+    int
+        The highest AR order.
+
     Examples
     --------
     >>> [default_max_order(n) for n in (8, 15, 25, 50, 200)]
