@@ -8,11 +8,11 @@
 #   1. cpu-index: PyTorch's own CPU wheel index (probed with a 10 s time-out), for torch only; the rest of
 #      the extra from the default index. No CUDA libraries.
 #   2. pypi: the plain install from the default index, as `pip install 'gengen[train]'` does. On Linux x86_64
-#      PyPI's torch is the CUDA build: with its NVIDIA libraries about 5 GB on disk (torch alone: 2.3 min here);
+#      PyPI's torch is the CUDA build: with its NVIDIA libraries about 5 GB on disk (the whole extra: 116 s here);
 #      it runs on the CPU when no GPU is present. Taken when the CPU index is unreachable, and directly when
 #      nvidia-smi is on PATH (a GPU machine wants the CUDA build).
 #   3. cpu-standins: only when asked for with GENGEN_TORCH=cpu-standins, for machines that reach PyPI only and
-#      cannot spare the NVIDIA libraries. PyPI's CUDA torch wheel is installed without its NVIDIA/CUDA/triton
+#      cannot spare the NVIDIA libraries (1.9 GB in all, 85 s here). PyPI's CUDA torch wheel is installed without its NVIDIA/CUDA/triton
 #      requirements, which are removed from its installed metadata (so pip neither pulls them back when it
 #      installs peft or accelerate nor reports them missing in `pip check`; the removed lines are kept in
 #      torch-*.dist-info/GENGEN_CPU_STANDINS); tiny stand-in shared objects for the CUDA libraries torch's .so
