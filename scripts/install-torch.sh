@@ -12,10 +12,10 @@
 #      it runs on the CPU when no GPU is present. Taken when the CPU index is unreachable, and directly when
 #      nvidia-smi is on PATH (a GPU machine wants the CUDA build).
 #   3. cpu-standins: only when asked for with GENGEN_TORCH=cpu-standins, for machines that reach PyPI only and
-#      cannot spare the NVIDIA libraries (1.9 GB in all, 85 s here). PyPI's CUDA torch wheel is installed without its NVIDIA/CUDA/triton
-#      requirements, which are removed from its installed metadata (so pip neither pulls them back when it
-#      installs peft or accelerate nor reports them missing in `pip check`; the removed lines are kept in
-#      torch-*.dist-info/GENGEN_CPU_STANDINS); tiny stand-in shared objects for the CUDA libraries torch's .so
+#      cannot spare the NVIDIA libraries (1.9 GB in all, 85 s here). PyPI's CUDA torch wheel is installed
+#      without its NVIDIA/CUDA/triton requirements, which are removed from its installed metadata (so pip
+#      neither pulls them back when it installs peft or accelerate nor reports them missing in `pip check`;
+#      the removed lines are kept in torch-*.dist-info/GENGEN_CPU_STANDINS); tiny stand-in shared objects for the CUDA libraries torch's .so
 #      files link against are built here with gcc into torch/lib, each answering every call with "no CUDA
 #      device", so torch runs on the CPU as the CPU build does (torch.cuda.is_available() is False).
 # GENGEN_TORCH=cpu-index|pypi|cpu-standins forces a path (cpu-index fails if the index is unreachable);
