@@ -15,9 +15,10 @@
 #      cannot spare the NVIDIA libraries (1.9 GB in all, 85 s here). PyPI's CUDA torch wheel is installed
 #      without its NVIDIA/CUDA/triton requirements, which are removed from its installed metadata (so pip
 #      neither pulls them back when it installs peft or accelerate nor reports them missing in `pip check`;
-#      the removed lines are kept in torch-*.dist-info/GENGEN_CPU_STANDINS); tiny stand-in shared objects for the CUDA libraries torch's .so
-#      files link against are built here with gcc into torch/lib, each answering every call with "no CUDA
-#      device", so torch runs on the CPU as the CPU build does (torch.cuda.is_available() is False).
+#      the removed lines are kept in torch-*.dist-info/GENGEN_CPU_STANDINS); tiny stand-in shared objects
+#      for the CUDA libraries torch's .so files link against are built here with gcc into torch/lib, each
+#      answering every call with "no CUDA device", so torch runs on the CPU as the CPU build does
+#      (torch.cuda.is_available() is False).
 # GENGEN_TORCH=cpu-index|pypi|cpu-standins forces a path (cpu-index fails if the index is unreachable);
 # GENGEN_TORCH_INDEX overrides the CPU index's address. Every path ends with a real training step and `pip check`.
 # Idempotent: when the extra already imports, trains and passes `pip check`, it returns in a few seconds.
