@@ -174,3 +174,17 @@ def test_permutation_p_at_least_one_over_m_plus_one(shape, scheme, n_perm, famil
         fwer = np.asarray(res.p_fwer)
         assert np.all(fwer[off] >= p[off] - 1e-15)
         assert np.all(fwer[off] <= 1.0)
+
+
+def test_lag1_autocorrelation_is_statsmodels_acf_per_column() -> None:
+    """The analysis's autocorrelation check (from the core) against statsmodels' acf, column by column."""
+    from statsmodels.tsa.stattools import acf
+
+    from gengen.stats.autocorr import lag1_autocorrelation
+
+    rng = np.random.default_rng(12)
+    series = np.cumsum(rng.standard_normal((40, 4)), axis=0)
+    expected = [acf(series[:, j], nlags=1, fft=False)[1] for j in range(4)]
+    np.testing.assert_allclose(lag1_autocorrelation(series), expected, rtol=1e-12)
+    assert np.isnan(lag1_autocorrelation(np.full(10, 3.0)))  # constant: undefined
+    assert np.isnan(lag1_autocorrelation(series[:2])).all()  # two rows: undefined

@@ -318,6 +318,9 @@ def lagged_partial_corr(
 ) -> LaggedResult:
     """The lagged test of every pair of columns."""
 
+def lag1_autocorrelation(series: _Float2D) -> _Float1D:
+    """Lag-1 autocorrelation of every column (rows in step order); NaN when constant or under three rows."""
+
 def prewhitened_partial_corr(
     scores: _Float2D, covar: _Float2D, method: str, bias_correction: bool = True
 ) -> PrewhitenedResult:

@@ -64,6 +64,20 @@ pub fn autocorrelation(x: &[f64], lag: usize) -> f64 {
     dot(&centred[lag..], &centred[..n - lag]) / denominator
 }
 
+/// Lag-1 autocorrelation of every column of `series` (rows in step order): [`autocorrelation`] at lag 1,
+/// NaN for a constant column or fewer than three rows (two points give ±1 whatever the process).
+pub fn lag1_autocorrelations(series: &Mat) -> Vec<f64> {
+    (0..series.ncols())
+        .map(|j| {
+            if series.nrows() < 3 {
+                f64::NAN
+            } else {
+                autocorrelation(series.col(j), 1)
+            }
+        })
+        .collect()
+}
+
 /// Autocorrelations at lags 1 ..= `max_lag` (see [`autocorrelation`]).
 pub fn autocorrelations(x: &[f64], max_lag: usize) -> Vec<f64> {
     (1..=max_lag).map(|lag| autocorrelation(x, lag)).collect()
@@ -580,6 +594,19 @@ mod tests {
         assert!((autocorrelation(&x, 2) - 6.0 / 17.5).abs() < 1e-15);
         assert!(autocorrelation(&x, 6).is_nan());
         assert!(autocorrelation(&[2.0; 5], 1).is_nan());
+    }
+
+    #[test]
+    fn lag1_autocorrelations_per_column_nan_below_three_rows() {
+        let mut series = Mat::zeros(6, 3);
+        series.col_mut(0).copy_from_slice(&[1.0, 3.0, 2.0, 5.0, 4.0, 6.0]);
+        series.col_mut(1).copy_from_slice(&[2.0; 6]);
+        series.col_mut(2).copy_from_slice(&[6.0, 4.0, 5.0, 2.0, 3.0, 1.0]);
+        let acf = lag1_autocorrelations(&series);
+        assert!((acf[0] - 0.1).abs() < 1e-15 && acf[1].is_nan() && (acf[2] - 0.1).abs() < 1e-15);
+        assert!(lag1_autocorrelations(&Mat::zeros(2, 2))
+            .iter()
+            .all(|v| v.is_nan()));
     }
 
     #[test]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gengen import _core
+
 __all__ = ["AUTOCORR_THRESHOLD", "autocorrelation_warning", "lag1_autocorrelation"]
 
 #: Lag-1 autocorrelation of the residuals from which a method that assumes independent checkpoints is unsafe,
@@ -38,18 +40,10 @@ def lag1_autocorrelation(residuals: np.ndarray) -> np.ndarray:
     >>> round(float(lag1_autocorrelation(np.array([1.0, 2.0, 3.0, 4.0]))), 3)
     0.25
     """
-    e = np.asarray(residuals, dtype=float)
+    e = np.asarray(residuals, dtype=np.float64)
     squeeze = e.ndim == 1
-    if squeeze:
-        e = e[:, None]
-    if e.shape[0] < 3:
-        out = np.full(e.shape[1], np.nan)
-    else:
-        centred = e - e.mean(axis=0)
-        denominator = (centred**2).sum(axis=0)
-        numerator = (centred[:-1] * centred[1:]).sum(axis=0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1.0), np.nan)
+    # The estimator is the core's (the same one the prewhitened and lagged tests use).
+    out = np.asarray(_core.lag1_autocorrelation(np.ascontiguousarray(e[:, None] if squeeze else e)))
     return out[0] if squeeze else out
 
 

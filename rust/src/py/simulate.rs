@@ -5,7 +5,8 @@ use numpy::{PyArray1, PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 
 use crate::autocorr::{
-    lagged_partial_corr_matrix_with, prewhitened_partial_corr_matrix, LaggedControl, LAGGED_GAM_K,
+    lag1_autocorrelations, lagged_partial_corr_matrix_with, prewhitened_partial_corr_matrix, LaggedControl,
+    LAGGED_GAM_K,
 };
 use crate::bounds::{check_array, check_resamples};
 use crate::error::StatsError;
@@ -239,6 +240,14 @@ fn prewhitened_partial_corr(
     })
 }
 
+/// Lag-1 autocorrelation of every column of `series`, (n, m) with rows in step order
+/// ([`crate::autocorr::lag1_autocorrelations`]).
+#[pyfunction]
+fn lag1_autocorrelation(py: Python<'_>, series: PyReadonlyArray2<'_, f64>) -> PyResult<Py<PyArray1<f64>>> {
+    let series = to_mat(&series.as_array());
+    Ok(vector(py, lag1_autocorrelations(&series)))
+}
+
 /// Adds the simulation and autocorrelation functions to `gengen._core`.
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<CalibrationTally>()?;
@@ -248,5 +257,6 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(calibration_cell, module)?)?;
     module.add_function(wrap_pyfunction!(lagged_partial_corr, module)?)?;
     module.add_function(wrap_pyfunction!(prewhitened_partial_corr, module)?)?;
+    module.add_function(wrap_pyfunction!(lag1_autocorrelation, module)?)?;
     Ok(())
 }
