@@ -502,8 +502,15 @@ def partial_corr_matrix_batch(
     scores : sequence of array_like (n_i, m_i), or an array of shape (runs, n, m)
         One score matrix per run; runs may differ in length.
     covar : sequence of array_like (n_i, k_i) or None, or an array of shape (runs, n, k), optional
-    method, fit, n_threads
+        One control per run, in the same order (None: no control).
+    method : {"pearson", "spearman", "kendall"}
         As in :func:`partial_corr_matrix`.
+    fit : {"linear", "gam"}
+        As in :func:`partial_corr_matrix`.
+    n_threads : int, optional
+        Threads to use (default: all cores).
+    **gam_options
+        ``k``, ``gam_method``, ``gam_basis`` for ``fit="gam"`` (see :func:`gam_fit`).
 
     Returns
     -------

@@ -246,8 +246,39 @@ def permutation_test_batch(
 ) -> list[PermutationTest]:
     """:func:`permutation_test` for many runs at once, in parallel over runs and permutations.
 
-    Every run of the same length sees the same permutations. Arguments as in :func:`permutation_test`;
-    ``scores`` and ``covar`` as in :func:`partial_corr_matrix_batch`.
+    Every run of the same length sees the same permutations.
+
+    Parameters
+    ----------
+    scores : sequence of array_like (n_i, m_i), or an array of shape (runs, n, m)
+        One score matrix per run, checkpoints in training order; runs may differ in length.
+    covar : sequence of array_like (n_i, k_i) or None, or an array of shape (runs, n, k), optional
+        One control per run, in the same order (None: no control).
+    n_perm : int
+        Number of permutations.
+    scheme : {"free", "block", "circular"}
+        As in :func:`permutation_test`.
+    block_length : int, optional
+        Default :func:`default_block_length` of each run's length.
+    mirror : bool
+        With "circular", also use reversed shifts.
+    method : {"pearson", "spearman"}
+        As in :func:`permutation_test`.
+    fit : {"linear", "gam"}
+        As in :func:`permutation_test`.
+    family_wise : bool
+        Also return max-|r| family-wise p-values across the pairs of each run.
+    seed : int
+        As in :func:`permutation_test`.
+    n_threads : int, optional
+        Threads to use (default: all cores); the result does not depend on it.
+    **gam_options
+        ``k``, ``gam_method``, ``gam_basis`` for ``fit="gam"`` (see :func:`gam_fit`).
+
+    Returns
+    -------
+    list of PermutationTest
+        In the order of ``scores``.
 
     Examples
     --------
@@ -408,7 +439,37 @@ def bootstrap_ci_batch(
 ) -> list[BootstrapCI]:
     """:func:`bootstrap_ci` for many runs at once, in parallel.
 
-    Arguments as in :func:`bootstrap_ci`; ``scores`` and ``covar`` as in :func:`partial_corr_matrix_batch`.
+    Parameters
+    ----------
+    scores : sequence of array_like (n_i, m_i), or an array of shape (runs, n, m)
+        One score matrix per run, checkpoints in training order; runs may differ in length.
+    covar : sequence of array_like (n_i, k_i) or None, or an array of shape (runs, n, k), optional
+        One control per run, in the same order (None: no control).
+    n_boot : int
+        Number of replicates per run.
+    scheme : {"iid", "block", "circular"}
+        As in :func:`bootstrap_ci`.
+    block_length : int, optional
+        Default :func:`default_block_length` of each run's length.
+    ci_level : float
+        Coverage of the intervals.
+    ci_method : {"percentile", "bca"}
+        As in :func:`bootstrap_ci`.
+    method : {"pearson", "spearman"}
+        As in :func:`bootstrap_ci`.
+    fit : {"linear", "gam"}
+        As in :func:`bootstrap_ci`.
+    seed : int
+        As in :func:`bootstrap_ci`.
+    n_threads : int, optional
+        Threads to use (default: all cores); the result does not depend on it.
+    **gam_options
+        ``k``, ``gam_method``, ``gam_basis`` for ``fit="gam"`` (see :func:`gam_fit`).
+
+    Returns
+    -------
+    list of BootstrapCI
+        In the order of ``scores``.
     """
     check_choice("method", method, RESIDUAL_METHODS)
     check_choice("scheme", scheme, BOOTSTRAP_SCHEMES)
