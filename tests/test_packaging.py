@@ -59,27 +59,29 @@ def test_the_checked_set_covers_the_headline_api() -> None:
     assert {"permutation_test", "bootstrap_ci", "sieve_partial_corr_matrix", "fisher_meta"} <= names
 
 
-# Public helpers whose docstrings are not numpydoc yet (no Parameters/Returns sections): each fails the check
-# today, and is marked so that fixing one makes its case fail here until it leaves this list.
-NOT_NUMPYDOC_YET = {
-    "gengen.stats.sieve.curvature_notes",
-    "gengen.stats.sieve.curvature_shift",
-    "gengen.stats.sieve.gam_control_z",
-    "gengen.stats.sieve.ljung_box",
-    "gengen.stats.sieve.sieve_column_notes",
-}
-
-
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(path, marks=pytest.mark.xfail(strict=True, reason="not numpydoc yet"))
-        if path in NOT_NUMPYDOC_YET
-        else path
-        for path in PUBLIC_API
-    ],
-)
+@pytest.mark.parametrize("path", list(PUBLIC_API))
 def test_public_docstring_is_valid_numpydoc(path: str) -> None:
     ignored = IGNORED_CHECKS | (IGNORED_FOR_CLASSES if inspect.isclass(PUBLIC_API[path]) else set())
     errors = [f"{code} {message}" for code, message in validate(path)["errors"] if code not in ignored]
     assert not errors, f"{path}:\n" + "\n".join(errors)
+
+
+def _documented_badly(x: int, y: int) -> int:
+    """Add two numbers.
+
+    Parameters
+    ----------
+    x : int
+        The first.
+
+    Returns
+    -------
+    int
+        The sum.
+    """
+    return x + y
+
+
+def test_the_check_catches_an_undocumented_parameter() -> None:
+    codes = {code for code, _ in validate(f"{__name__}._documented_badly")["errors"]} - IGNORED_CHECKS
+    assert codes == {"PR01"}

@@ -445,6 +445,20 @@ def ljung_box(innovations: ArrayLike, lags: int, fitted_order: ArrayLike | int =
     :math:`Q = T(T + 2) \sum_{h=1}^{H} \hat\rho_h^2 / (T - h)`, referred to :math:`\chi^2_{H - p}` with p the
     AR order already fitted (at least one degree of freedom is kept).
 
+    Parameters
+    ----------
+    innovations : array_like of shape (T,) or (m, T)
+        The series, time on the last axis.
+    lags : int
+        Number of autocorrelations H in the statistic.
+    fitted_order : array_like of int or int
+        AR order p already fitted to each series.
+
+    Returns
+    -------
+    ndarray
+        The p-value of each series.
+
     References
     ----------
     Ljung, G. M., Box, G. E. P. (1978). On a measure of lack of fit in time series models. *Biometrika* 65(2),
@@ -533,6 +547,18 @@ def sieve_column_notes(result: SievePartialCorrMatrix, labels: list[str]) -> lis
     third by more than :data:`VARIANCE_RATIO_FLAG` in standard deviation *and* significantly (the log variance
     ratio beyond 2.58 standard errors, :math:`\\sqrt{2/(k_1 - 1) + 2/(k_2 - 1)}`), which the sieve's log-linear
     spread may not follow.
+
+    Parameters
+    ----------
+    result : SievePartialCorrMatrix
+        A result of :func:`sieve_partial_corr_matrix`.
+    labels : list of str
+        The test sets' names, in column order.
+
+    Returns
+    -------
+    list of list of str
+        The notes of each test set, in column order (empty when none).
     """
     notes: list[list[str]] = []
     third = max((result.n - result.max_order) // 3, 2)
@@ -556,12 +582,24 @@ def sieve_column_notes(result: SievePartialCorrMatrix, labels: list[str]) -> lis
 
 
 def curvature_shift(scores: ArrayLike, covar: ArrayLike) -> NDArray[np.float64]:
-    r"""How much each pair's partial correlation moves when the control may curve: (m, m) of
-    :math:`|\operatorname{artanh} r(\cdot \mid 1, c) - \operatorname{artanh} r(\cdot \mid 1, c, c^2)|`.
+    r"""How much each pair's partial correlation moves when the control may curve.
 
+    The shift is :math:`|\operatorname{artanh} r(\cdot \mid 1, c) - \operatorname{artanh} r(\cdot \mid 1, c, c^2)|`.
     A linear control leaves a curved ID effect in every residual that follows it, and two OOD test sets then
     correlate through it; adding :math:`c^2` to the control removes most of that shared part, so a large shift
     says the linear control is not enough (use ``fit="gam"``). With one control only; zeros otherwise.
+
+    Parameters
+    ----------
+    scores : array_like of shape (n, m)
+        One column per test set, one row per checkpoint.
+    covar : array_like of shape (n,) or (n, q)
+        The control.
+
+    Returns
+    -------
+    ndarray of shape (m, m)
+        The shift of every pair.
     """
     data = np.asarray(scores, dtype=np.float64)
     control = np.asarray(covar, dtype=np.float64).reshape(data.shape[0], -1)
@@ -590,6 +628,20 @@ def gam_control_z(scores: ArrayLike, covar: ArrayLike, k: int = DEFAULT_GAM_K) -
     The residuals are those of ``fit="gam"`` (one penalised spline of the single control per test set). NaN
     everywhere with more than one control, fewer than 8 checkpoints, or when the GAM cannot be fitted: the
     comparison it feeds (:func:`curvature_notes`) is then skipped.
+
+    Parameters
+    ----------
+    scores : array_like of shape (n, m)
+        One column per test set, one row per checkpoint.
+    covar : array_like of shape (n,) or (n, q)
+        The control.
+    k : int
+        GAM basis dimension.
+
+    Returns
+    -------
+    ndarray of shape (m, m)
+        :math:`\operatorname{artanh} r` of every pair under the GAM control.
     """
     data = np.asarray(scores, dtype=np.float64)
     control = np.asarray(covar, dtype=np.float64).reshape(data.shape[0], -1)
@@ -624,6 +676,26 @@ def curvature_notes(
     r_{\mathrm{gam}} / \mathrm{se}_z` on ``df`` and the row's own ``p_value`` fall on different sides of
     ``alpha``. The second rule matters where the first is too coarse: a saturating ID effect under a linear
     control makes most null pairs significant, and the squared term alone does not see all of them.
+
+    Parameters
+    ----------
+    shift : array_like of shape (pairs,)
+        Each pair's :func:`curvature_shift`.
+    se_z : array_like of shape (pairs,)
+        Their standard errors on the Fisher-z scale.
+    p_value : array_like of shape (pairs,), optional
+        Their deciding p-values.
+    z_gam : array_like of shape (pairs,), optional
+        Their :func:`gam_control_z`.
+    df : array_like of shape (pairs,), optional
+        Degrees of freedom of the test of ``z_gam / se_z``.
+    alpha : float
+        The significance level of the verdicts.
+
+    Returns
+    -------
+    list of str
+        One note per pair, in the order of ``shift``; empty for a pair not flagged.
     """
     moved_all = np.asarray(shift, dtype=float)
     se_all = np.asarray(se_z, dtype=float)
