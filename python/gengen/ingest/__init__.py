@@ -444,9 +444,18 @@ def ingest(
 
     Examples
     --------
-    >>> report = ingest("pythia-lm-eval-v0.3/", "study/")                                  # doctest: +SKIP
-    >>> report.summary()                                                                    # doctest: +SKIP
-    '12366 new scores (0 already stored) from 54 files (54 lm-eval-v0.3); models: ...'
+    A folder of lm-eval outputs goes in the same way (``ingest("pythia-lm-eval-v0.3/", "study/")``); here, a
+    small table:
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> import pandas as pd
+    >>> table = {"model": "opt-125m", "run": "main", "step": [100, 200], "testset": "mnli", "metric": "acc"}
+    >>> pd.DataFrame({**table, "value": [0.61, 0.66]}).to_csv(folder / "scores.csv", index=False)
+    >>> report = ingest(folder / "scores.csv", folder / "store")
+    >>> report.summary()  # doctest: +ELLIPSIS
+    '2 new scores (0 already stored) from 1 files (1 long); models: opt-125m; store: ...'
     """
     mapping = dict(columns or {})
     if run_column is not None:
