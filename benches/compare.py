@@ -138,7 +138,12 @@ def run_resampling(impl: str, meta: dict, data: dict, report: dict, out: dict) -
     if impl in ("gengen", "candidate", "numpy"):
         import threadpoolctl  # noqa: F401
 
-        from gengen import stats  # noqa: F401
+        from gengen import stats
+
+        # gengen.stats loads its modules on first use (pandas among them): load them before the clocks start.
+        _resolve_before_timing(
+            stats, "permutation_test_batch", "bootstrap_ci_batch", "permutation_indices", "bootstrap_indices"
+        )
     cpu_start = time.process_time()
     run_resampling_timed(impl, meta, data, report, out, scores, covar, n, n_perm, n_boot)
     report["cpu_seconds"] = time.process_time() - cpu_start
@@ -197,6 +202,12 @@ def run_resampling_timed(
                 report["boot_seconds"] = time.perf_counter() - start
     elif impl == "pingouin":
         run_pingouin(meta, data, report, out)
+
+
+def _resolve_before_timing(namespace: Any, *names: str) -> None:
+    """Touch ``names`` on a lazily loaded namespace so that the imports behind them happen now."""
+    for name in names:
+        getattr(namespace, name)
 
 
 def run_pingouin(meta: dict, data: dict, report: dict, out: dict) -> None:
