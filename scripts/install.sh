@@ -4,7 +4,7 @@
 #     ppcor (from CRAN when reachable, else from ../shared/r/ppcor_1.1.tar.gz when present; skipped when
 #     already installed), and Chromium for the report's browser test;
 #   - a virtual environment with gengen built from source (Rust extension in release mode through maturin)
-#     and its extras: test, dev, r (rpy2<3.6), cluster (ray, submitit) and train (through
+#     and its extras: test, dev, r (rpy2<3.6), cluster (ray, submitit), lm-eval, and train (through
 #     scripts/install-torch.sh: torch from PyTorch's CPU index when reachable, else the default index; it
 #     prints which path it took).
 # Re-running it is cheap: present packages are kept and the extension is rebuilt incrementally.
@@ -81,8 +81,10 @@ if [[ -z "${GENGEN_NO_TRAIN:-}" ]]; then
     bash scripts/install-torch.sh .venv/bin/python
 fi
 
-log "gengen and its test, dev, R and cluster extras (building the Rust extension)"
-"${PIP[@]}" -e ".[test,dev,r,cluster]"
-# lm-eval extra (issue 19): after torch, so that pip keeps the torch wheel installed above.
-[[ -n "${GENGEN_NO_TRAIN:-}" ]] || { log "lm-eval extra (lm-evaluation-harness)"; "${PIP[@]}" -e ".[lm-eval]"; }
+# One editable install (one build of the extension) with every extra; lm-eval (issue 19) needs torch, so it
+# comes with the train extra and after install-torch.sh, which pip then keeps.
+extras="test,dev,r,cluster"
+[[ -n "${GENGEN_NO_TRAIN:-}" ]] || extras+=",lm-eval"
+log "gengen and its extras [$extras] (building the Rust extension)"
+"${PIP[@]}" -e ".[$extras]"
 log "done: $(.venv/bin/python -c 'import gengen; print("gengen", gengen.__version__)')"
