@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -361,3 +362,19 @@ def test_when_the_sieve_fails_on_a_group_each_pair_keeps_its_own_ar_orders_and_n
     pd.testing.assert_frame_equal(kept, reference.loc[~involved, columns].reset_index(drop=True))
     assert kept[["ar_order_a", "ar_order_b"]].notna().all().all()
     assert pairs.loc[~involved, "p_sieve"].notna().all()
+
+
+def test_the_gam_verdict_check_adds_no_warnings_of_its_own() -> None:
+    """With few distinct ID values the GAM lowers its basis and says so; under the default linear control that
+    GAM is only the diagnostic's, so neither the analysis nor Python's warnings repeat it for every group."""
+    df = synthetic(n_runs=2, n_ood=3, n_steps=12, seed=5)
+    is_id = df["testset"] == "id"
+    df.loc[is_id, "value"] = df.loc[is_id, "value"].round(1)  # a handful of distinct ID scores
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = gengen.analyse(df, id_testset="id", n_boot=99)
+    assert not [w for w in caught if "lowered" in str(w.message)]
+    assert not [w for w in result.warnings if "lowered" in w]
+    first_run = df[df["run"] == df["run"].iloc[0]].pivot(index="step", columns="testset", values="value")
+    with pytest.warns(Warning, match="lowered"):  # the GAM itself does warn on these data
+        gengen.stats.gam_fit(first_run[["ood0", "ood1"]].to_numpy(), first_run[["id"]].to_numpy())

@@ -38,6 +38,7 @@ Kilian, L. (1998). Small-sample confidence intervals for impulse response functi
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -650,7 +651,11 @@ def gam_control_z(scores: ArrayLike, covar: ArrayLike, k: int = DEFAULT_GAM_K) -
     if control.shape[1] != 1 or data.shape[0] < 8:
         return missing
     try:
-        residuals = np.asarray(gam_fit(data, control, k=k).residuals, dtype=np.float64)
+        # A diagnostic, not the analysis the user asked for: its notes (k lowered for few distinct ID values)
+        # would only repeat on every group.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            residuals = np.asarray(gam_fit(data, control, k=k).residuals, dtype=np.float64)
     except (GengenError, np.linalg.LinAlgError):
         return missing
     with np.errstate(divide="ignore", invalid="ignore"):
