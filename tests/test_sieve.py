@@ -173,7 +173,8 @@ def test_pooled_false_positive_rate_stays_below_0_065_at_three_seeds_ar1_0_9() -
         ]
         r = np.array([fit.r[0, 1] for fit in fits])
         se = np.array([fit.se_z[0, 1] for fit in fits])
-        sieve = fisher_meta(r, np.full(3, 50), np.ones(3), variance=se**2)
+        dfs = np.array([fit.df[0, 1] for fit in fits])
+        sieve = fisher_meta(r, np.full(3, 50), np.ones(3), variance=se**2, df=dfs)
         naive = fisher_meta(r, np.full(3, 50), np.ones(3))
         rejections["sieve fixed"] += sieve.p_fixed < 0.05
         rejections["sieve random"] += sieve.p_random < 0.05
@@ -378,3 +379,23 @@ def test_the_gam_verdict_check_adds_no_warnings_of_its_own() -> None:
     first_run = df[df["run"] == df["run"].iloc[0]].pivot(index="step", columns="testset", values="value")
     with pytest.warns(Warning, match="lowered"):  # the GAM itself does warn on these data
         gengen.stats.gam_fit(first_run[["ood0", "ood1"]].to_numpy(), first_run[["id"]].to_numpy())
+
+
+def test_fixed_effect_uses_students_t_on_satterthwaites_df_when_variances_are_estimated() -> None:
+    """Closed form against scipy: z̄ = Σwz/Σw, se = 1/√Σw, ν = (Σw)²/Σ(w²/ν_i), p = 2·t.sf(|z̄|/se, ν)."""
+    r = np.array([0.3, 0.1, 0.45])
+    se = np.array([0.25, 0.3, 0.2])
+    dfs = np.array([12.0, 9.0, 20.0])
+    w = 1 / se**2
+    z = np.sum(w * np.arctanh(r)) / np.sum(w)
+    nu = np.sum(w) ** 2 / np.sum(w**2 / dfs)
+    half = scipy.stats.t.ppf(0.975, nu) / np.sqrt(np.sum(w))
+    meta = fisher_meta(r, np.full(3, 50), np.ones(3), variance=se**2, df=dfs)
+    assert_allclose(meta.df_fixed, nu, rtol=1e-12)
+    assert_allclose(meta.p_fixed, 2 * scipy.stats.t.sf(abs(z) * np.sqrt(np.sum(w)), nu), rtol=1e-9)
+    assert_allclose([meta.ci_low_fixed, meta.ci_high_fixed], np.tanh([z - half, z + half]), rtol=1e-9)
+    # Known variances (no df): the normal reference, as before.
+    known = fisher_meta(r, np.full(3, 50), np.ones(3), variance=se**2)
+    assert np.isnan(known.df_fixed)
+    assert_allclose(known.p_fixed, 2 * scipy.stats.norm.sf(abs(z) * np.sqrt(np.sum(w))), rtol=1e-9)
+    assert_allclose(meta.p_random, known.p_random)  # random effects keep the normal reference

@@ -213,15 +213,17 @@ def _pooled_methods(
     scores: np.ndarray, id_scores: np.ndarray, n_boot: int, seed: int
 ) -> Iterator[tuple[str, float, tuple[float, float] | None, str | None]]:
     """Fixed- and random-effects pooling of the runs' r_partial with sieve and with independence variances."""
-    r, se, n = [], [], []
+    r, se, df, n = [], [], [], []
     for run in range(scores.shape[0]):
         result = sieve_partial_corr_matrix(scores[run], id_scores[run][:, None], n_boot=n_boot, seed=seed + run)
         r.append(float(result.r[0, 1]))
         se.append(float(result.se_z[0, 1]))
+        df.append(float(result.df[0, 1]))
         n.append(scores.shape[1])
     k = np.ones(len(r))
-    for name, variance in (("meta, sieve variances", np.square(se)), ("meta, 1/(n-3-k)", None)):
-        meta = fisher_meta(np.array(r), np.array(n), k, variance=variance)
+    choices = (("meta, sieve variances", np.square(se), np.array(df)), ("meta, 1/(n-3-k)", None, None))
+    for name, variance, dof in choices:
+        meta = fisher_meta(np.array(r), np.array(n), k, variance=variance, df=dof)
         yield f"{name}, fixed", meta.p_fixed, (meta.ci_low_fixed, meta.ci_high_fixed), None
         yield f"{name}, random", meta.p_random, (meta.ci_low_random, meta.ci_high_random), None
 

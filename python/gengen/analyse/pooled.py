@@ -43,6 +43,7 @@ POOLED_COLUMNS = (
     "ci_low_fixed",
     "ci_high_fixed",
     "p_fixed",
+    "df_fixed",
     "p_fixed_adjusted",
     "r_random",
     "se_random",
@@ -60,18 +61,23 @@ POOLED_COLUMNS = (
 )
 
 #: How each run's variance of Fisher's z is obtained, as recorded in ``variance_method``.
-SIEVE_VARIANCE = "se_z² of each run (AR-sieve bootstrap, autocorrelation-aware)"
+SIEVE_VARIANCE = (
+    "se_z² of each run (AR-sieve bootstrap, autocorrelation-aware); fixed effect on Student's t with "
+    "Satterthwaite's df_fixed from the runs' df_sieve"
+)
 INDEPENDENT_VARIANCE = "1/(n - 3 - k) (assumes independent checkpoints)"
 
 
-def run_variances(pair_rows: pd.DataFrame) -> tuple[np.ndarray | None, str]:
-    """Each run's variance of artanh(r_partial): the sieve's ``se_z²`` when the runs have one (a run whose sieve
-    failed is then left out of the pooling rather than given the independence variance), else ppcor's."""
+def run_variances(pair_rows: pd.DataFrame) -> tuple[np.ndarray | None, np.ndarray | None, str]:
+    """Each run's variance of artanh(r_partial) and its degrees of freedom: the sieve's ``se_z²`` on
+    ``df_sieve`` when the runs have one (a run whose sieve failed is then left out of the pooling rather than
+    given the independence variance), else ppcor's (known, no degrees of freedom)."""
     if "se_z" in pair_rows.columns:
         se = pair_rows["se_z"].to_numpy(dtype=float)
         if np.isfinite(se).any():
-            return se**2, SIEVE_VARIANCE
-    return None, INDEPENDENT_VARIANCE
+            df = pair_rows["df_sieve"].to_numpy(dtype=float) if "df_sieve" in pair_rows.columns else None
+            return se**2, df, SIEVE_VARIANCE
+    return None, None, INDEPENDENT_VARIANCE
 
 
 def _cells(table: pd.DataFrame, by: tuple[str, ...]) -> Iterator[tuple[dict[str, Any], pd.DataFrame]]:
@@ -105,13 +111,14 @@ def meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
             continue
         rows = []
         for (a, b), pair_rows in cell_rows.groupby(["testset_a", "testset_b"], sort=False):
-            variance, variance_method = run_variances(pair_rows)
+            variance, variance_df, variance_method = run_variances(pair_rows)
             result = fisher_meta(
                 pair_rows["r_partial"].to_numpy(),
                 pair_rows["n"].to_numpy(),
                 pair_rows["k"].to_numpy(),
                 ci_level=settings.ci_level,
                 variance=variance,
+                df=variance_df,
             )
             rows.append(
                 {

@@ -56,6 +56,7 @@ class MetaResult:
     q_df: int
     p_q: float
     i2: float
+    df_fixed: float = float("nan")
 
     def as_dict(self) -> dict[str, float | int]:
         """The fields as a plain dict (one row of the pooled table)."""
@@ -63,7 +64,13 @@ class MetaResult:
 
 
 def fisher_meta(
-    r: np.ndarray, n: np.ndarray, k: np.ndarray, *, ci_level: float = 0.95, variance: np.ndarray | None = None
+    r: np.ndarray,
+    n: np.ndarray,
+    k: np.ndarray,
+    *,
+    ci_level: float = 0.95,
+    variance: np.ndarray | None = None,
+    df: np.ndarray | None = None,
 ) -> MetaResult:
     """Fixed- and random-effects (DerSimonian–Laird) pooling of correlations on Fisher's z scale.
 
@@ -80,6 +87,12 @@ def fisher_meta(
     variance : array_like, shape (R,), optional
         Each run's variance of :math:`\\operatorname{artanh} r` (e.g. the squared AR-sieve ``se_z``), used
         instead of :math:`1/(n - 3 - k)`; runs whose variance is not finite and positive are left out.
+    df : array_like, shape (R,), optional
+        Degrees of freedom of each run's ``variance`` when it is itself estimated (e.g. the sieve's
+        ``df_sieve``). The fixed effect is then referred to Student's t on Satterthwaite's
+        :math:`\\nu = (\\sum_i w_i)^2 / \\sum_i (w_i^2 / \\nu_i)`, :math:`w_i = 1/v_i` (``df_fixed``): its
+        standard error is a sum of estimated weights, not a known constant. Random effects keep the normal
+        reference (their between-run variance already widens them).
 
     Returns
     -------
@@ -101,7 +114,8 @@ def fisher_meta(
     else:
         v_arr = np.asarray(variance, dtype=float)
     keep = np.isfinite(r_arr) & (np.abs(r_arr) < 1) & np.isfinite(v_arr) & (v_arr > 0)
-    r_arr, v_arr = r_arr[keep], v_arr[keep]
+    dof_arr = np.full(r_arr.shape, np.inf) if df is None else np.asarray(df, dtype=float)
+    r_arr, v_arr, dof_arr = r_arr[keep], v_arr[keep], dof_arr[keep]
     n_runs = int(r_arr.size)
     nan = float("nan")
     if n_runs == 0:
@@ -109,12 +123,22 @@ def fisher_meta(
     z = np.arctanh(r_arr)
     v = v_arr
     w = 1.0 / v
-    quantile = float(_core.normal_quantile(1.0 - (1.0 - ci_level) / 2.0))
+    upper = 1.0 - (1.0 - ci_level) / 2.0
+    # Satterthwaite: Var(Σŵ) ≈ Σ w² · 2/ν_i, so Σŵ behaves as (Σw)·χ²_ν/ν. A run without a finite ν counts as
+    # a known variance (ν = ∞); all-infinite gives the normal reference.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = np.sum(np.where(np.isfinite(dof_arr) & (dof_arr > 0), w**2 / dof_arr, 0.0))
+    df_fixed = float(np.sum(w) ** 2 / spread) if df is not None and spread > 0 else float("nan")
 
-    def pooled(weights: np.ndarray) -> tuple[float, float, float, float, float]:
+    def pooled(weights: np.ndarray, dof: float) -> tuple[float, float, float, float, float]:
         estimate = float(np.sum(weights * z) / np.sum(weights))
         se = float(1.0 / np.sqrt(np.sum(weights)))
-        p = float(_core.normal_two_sided(estimate / se))
+        if np.isfinite(dof):
+            p = float(_core.t_two_sided(estimate / se, dof))
+            quantile = float(_core.t_quantile(upper, dof))
+        else:
+            p = float(_core.normal_two_sided(estimate / se))
+            quantile = float(_core.normal_quantile(upper))
         return (
             float(np.tanh(estimate)),
             se,
@@ -123,7 +147,7 @@ def fisher_meta(
             p,
         )
 
-    fixed = pooled(w)
+    fixed = pooled(w, df_fixed)
     q_df = n_runs - 1
     if n_runs > 1:
         z_fixed = np.sum(w * z) / np.sum(w)
@@ -134,5 +158,5 @@ def fisher_meta(
         i2 = max(0.0, (q - q_df) / q) if q > 0 else 0.0
     else:
         q, tau2, p_q, i2 = nan, 0.0, nan, nan
-    random = pooled(1.0 / (v + tau2))
-    return MetaResult(n_runs, *fixed, *random, tau2, q, q_df, p_q, i2)
+    random = pooled(1.0 / (v + tau2), float("nan"))
+    return MetaResult(n_runs, *fixed, *random, tau2, q, q_df, p_q, i2, df_fixed)
