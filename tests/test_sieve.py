@@ -233,7 +233,8 @@ def test_unflagged_rows_hold_their_level_under_a_saturating_link() -> None:
             z_gam=[gam_control_z(data, covar)[0, 1]],
             df=[result.df[0, 1]],
         )
-        flagged = any(sieve_column_notes(result, ["a", "b"])[0] + sieve_column_notes(result, ["a", "b"])[1])
+        column_notes = sieve_column_notes(result, ["a", "b"])
+        flagged = any(column_notes[0] + column_notes[1])
         significant += p < 0.05
         if not (flagged or curved[0]):
             unflagged += 1

@@ -617,7 +617,7 @@ def curvature_shift(scores: ArrayLike, covar: ArrayLike) -> NDArray[np.float64]:
         q, _ = np.linalg.qr(design)
         residuals = (data - q @ (q.T @ data)).T
         with np.errstate(divide="ignore", invalid="ignore"):
-            shifts.append(np.arctanh(np.clip(_correlations(residuals), -1 + 1e-15, 1 - 1e-15)))
+            shifts.append(_fisher_z(residuals))
     shift = np.abs(shifts[0] - shifts[1])
     np.fill_diagonal(shift, 0.0)
     return np.nan_to_num(shift, nan=0.0)
@@ -659,7 +659,7 @@ def gam_control_z(scores: ArrayLike, covar: ArrayLike, k: int = DEFAULT_GAM_K) -
     except (GengenError, np.linalg.LinAlgError):
         return missing
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.arctanh(np.clip(_correlations(residuals.T), -1 + 1e-15, 1 - 1e-15))
+        z = _fisher_z(residuals.T)
     np.fill_diagonal(z, np.nan)
     return z
 
@@ -762,6 +762,11 @@ def _correlations(series: NDArray[np.float64]) -> NDArray[np.float64]:
     norm = np.sqrt((centred**2).sum(axis=-1, keepdims=True))
     unit = centred / np.where(norm > 0, norm, np.nan)
     return unit @ np.swapaxes(unit, -1, -2)
+
+
+def _fisher_z(series: NDArray[np.float64]) -> NDArray[np.float64]:
+    """artanh of :func:`_correlations`, kept finite on the diagonal (r = 1 clipped just inside)."""
+    return np.arctanh(np.clip(_correlations(series), -1 + 1e-15, 1 - 1e-15))
 
 
 def sieve_partial_corr_matrix(
@@ -907,7 +912,7 @@ def sieve_partial_corr_matrix(
         # identically distributed checkpoints.
         white = _residualise(shocks[..., -n:], operators)
         for slot, replicate in ((0, autoregressive), (2, white)):
-            z = np.arctanh(np.clip(_correlations(replicate), -1 + 1e-15, 1 - 1e-15))
+            z = _fisher_z(replicate)
             moments[slot] += z.sum(axis=0)
             moments[slot + 1] += (z**2).sum(axis=0)
         done += size
