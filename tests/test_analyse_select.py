@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from gengen.analyse import analyse
 from gengen.analyse.options import LOWER_IS_BETTER, is_lower_better, name_parts
 from gengen.cli import app
-from gengen.errors import GengenError
+from gengen.errors import GengenError, InputError
 
 TESTSETS = ("id", "ood_a", "ood_b", "ood_c")
 
@@ -126,3 +126,38 @@ def test_cli_filters_signs_and_errors_in_cli_terms(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, [*common, "--metric", "loss_reduction", "--higher-is-better", "loss_reduction"])
     assert result.exit_code == 0, result.output
     assert (pd.read_csv(out / "pairs.csv")["sign"] == 1).all()
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (55.0, r"acc 55\.0 is outside \[0, 1\]; it looks like a percentage"),
+        (float("inf"), r"inf is not a finite number"),
+        ("0.6x", r"'0\.6x' is not a number"),
+        (True, r"True is not a number"),
+        (-0.1, r"acc -0\.1 is outside \[0, 1\]"),
+    ],
+)
+def test_a_score_that_cannot_be_right_is_refused_with_its_key(bad: object, message: str) -> None:
+    # A table built in Python never went through `gengen ingest`: before, '0.6x' was dropped as missing and 55
+    # analysed as an accuracy.
+    df = table()
+    df["value"] = df["value"].astype(object)
+    position = df.index[(df["model"] == "opt-125m") & (df["run"] == "seed=2") & (df["step"] == 300)][1]
+    df.loc[position, "value"] = bad
+    where = rf"scores: model 'opt-125m', run 'seed=2', step 300, test set '{df.loc[position, 'testset']}'"
+    with pytest.raises(InputError, match=rf"^{where}: column 'value': {message}"):
+        analyse(df, id_testset="id", inference="t-test", progress=False)
+
+
+def test_missing_scores_and_numeric_text_are_still_analysed() -> None:
+    df = table()
+    as_text = df.assign(value=df["value"].map(repr))
+    expected = analyse(df, id_testset="id", inference="t-test", progress=False).pairs
+    pd.testing.assert_frame_equal(analyse(as_text, id_testset="id", inference="t-test", progress=False).pairs, expected)
+    missing = df.copy()
+    missing.loc[7, "value"] = np.nan  # a missing score is left out, as when its row is absent
+    pd.testing.assert_frame_equal(
+        analyse(missing, id_testset="id", inference="t-test", progress=False).pairs,
+        analyse(df.drop(index=7), id_testset="id", inference="t-test", progress=False).pairs,
+    )

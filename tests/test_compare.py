@@ -118,9 +118,9 @@ def test_compare_an_analysis_and_its_cli(tmp_path: Path) -> None:
     rng = np.random.default_rng(4)
     rows = []
     for model in ("m1", "m2"):
-        id_score = np.linspace(0, 1, 25) + rng.normal(0, 0.05, 25)
+        id_score = np.linspace(0.2, 0.8, 25) + rng.normal(0, 0.05, 25)
         for name in ("id", *NAMES[:4]):
-            values = id_score if name == "id" else id_score * 0.5 + rng.normal(0, 0.1, 25)
+            values = id_score if name == "id" else 0.25 + id_score * 0.5 + rng.normal(0, 0.1, 25)
             rows += [
                 {"model": model, "run": "main", "step": s, "testset": name, "metric": "acc", "value": v}
                 for s, v in enumerate(values)

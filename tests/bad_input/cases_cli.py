@@ -483,6 +483,30 @@ def _analysis_cases() -> list[Case]:
 # ------------------------------------------------------------------------------------------ tables
 
 
+def _scores_csv(bad_value: str) -> str:
+    """A valid analysable table (:func:`_scores`) whose score on line 10 is ``bad_value``."""
+    lines = ["model,step,testset,metric,value"]
+    lines += [f"{r['model']},{r['step']},{r['testset']},{r['metric']},{r['value']}" for r in _scores()]
+    model, step, testset, metric, _ = lines[8].split(",")
+    lines[8] = f"{model},{step},{testset},{metric},{bad_value}"
+    return "\n".join(lines) + "\n"
+
+
+def _bad_score_cases() -> list[Case]:
+    """Scores ``gengen ingest`` refuses are refused by ``gengen analyse table.csv`` too, naming file and line
+    (line 9: the header is line 1); without the check a percentage or a typo would be analysed."""
+    bad = {"percentage": "55.0", "inf": "inf", "typo": "0.6x", "negative-accuracy": "-0.2", "huge": "1e400"}
+    return [
+        Case(
+            f"cli-analyse-csv-score-{label}",
+            ["analyse", "{tmp}/table.csv", "--id", "id", "--out", "{tmp}/out"],
+            "{tmp}/table.csv: line 9: column 'value'",
+            files={"table.csv": _scores_csv(value)},
+        )
+        for label, value in bad.items()
+    ]
+
+
 def _table_cases() -> list[Case]:
     tables: dict[str, bytes | str] = {
         "empty": "",
@@ -527,6 +551,7 @@ def _table_cases() -> list[Case]:
             "{tmp}/table.csv",
             files={"table.csv": "model,run,step,testset,metric,value\n"},
         ),
+        *_bad_score_cases(),
         Case(
             "cli-analyse-csv-missing-columns",
             ["analyse", "{tmp}/table.csv", "--id", "id"],

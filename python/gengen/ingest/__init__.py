@@ -17,7 +17,7 @@ An import is atomic: every file is read and checked first, then all scores are w
 so a bad file, a conflict or a crash leaves the store as it was. A directory is searched recursively for
 ``*.json``, ``*.csv``, ``*.tsv`` and ``*.parquet`` files; JSON files that are not results of a known kind
 (a model's ``config.json``...) are skipped and reported, but a named file must be ingestible. Every score
-passes :func:`gengen.ingest.checks.check_scores` (finite values, counts in range, accuracies in [0, 1]).
+passes :func:`gengen.score_checks.check_scores` (finite values, counts in range, accuracies in [0, 1]).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from gengen.errors import InputError, UnknownFormatError
 from gengen.formats import INGEST_FORMATS
 from gengen.ingest import lm_eval, tables, trainer_state
 from gengen.ingest._common import IngestOptions, Parsed, read_json, short_list
-from gengen.ingest.checks import check_scores
+from gengen.score_checks import check_scores
 from gengen.store import DB_NAME, OnConflict, Store, normalise_scores
 
 __all__ = [

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from gengen.errors import GengenError, InputError
+from gengen.score_checks import INT64_MAX
 from gengen.store import STORED_COLUMNS
 
 __all__ = [
@@ -28,8 +29,6 @@ __all__ = [
     "step_from_pattern",
 ]
 
-INT64_MAX = 2**63 - 1
-"""The largest step, count or seed the store holds (SQLite integers are signed 64-bit)."""
 
 
 @dataclass(frozen=True)

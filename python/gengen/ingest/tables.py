@@ -25,7 +25,7 @@ For every kind:
   column: :data:`SUMMARY_LABELS`) are skipped with a note naming their lines;
 * a CSV/TSV must be UTF-8 (a byte-order mark is fine) with a header of distinct names and every row as long
   as the header; empty cells and ``NA``, ``N/A``, ``null``, ``None`` are missing values, but ``nan`` and
-  ``inf`` are refused where a number is expected (see :mod:`gengen.ingest.checks`).
+  ``inf`` are refused where a number is expected (see :mod:`gengen.score_checks`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checks every imported score passes before anything is written: what cannot be right is refused.
+"""Checks every score passes before it is stored or analysed: what cannot be right is refused.
 
 * ``value``, ``stderr`` and ``epoch`` are finite numbers (or missing): ``inf``, ``Infinity``, ``1e400`` and
   ``nan`` are refused wherever they come from (JSON numbers, JSON strings, CSV cells, Parquet);
@@ -21,9 +21,11 @@ import numpy as np
 import pandas as pd
 
 from gengen.errors import InputError
-from gengen.ingest._common import INT64_MAX
 
-__all__ = ["FRACTION_METRICS", "check_scores"]
+__all__ = ["FRACTION_METRICS", "INT64_MAX", "check_scores"]
+
+INT64_MAX = 2**63 - 1
+"""The largest step, count or seed the store holds (SQLite integers are signed 64-bit)."""
 
 FRACTION_METRICS = frozenset(
     {
