@@ -161,3 +161,10 @@ def test_missing_scores_and_numeric_text_are_still_analysed() -> None:
         analyse(missing, id_testset="id", inference="t-test", progress=False).pairs,
         analyse(df.drop(index=7), id_testset="id", inference="t-test", progress=False).pairs,
     )
+
+
+def test_a_score_just_above_one_is_not_called_a_percentage() -> None:
+    df = table()
+    df.loc[5, "value"] = 1.02
+    with pytest.raises(InputError, match=r"acc 1\.02 is outside \[0, 1\]$"):
+        analyse(df, id_testset="id", inference="t-test", progress=False)

@@ -148,8 +148,11 @@ def _check_fractions(frame: pd.DataFrame, values: np.ndarray, sources: pd.Series
     position = int(np.flatnonzero(outside)[0])
     value = float(values[position])
     metric = metrics.iloc[position]
+    # The hint only where the metric's scores run on a 0-100 scale: 1.02 is a bug upstream, not a percentage.
+    same_metric = (metrics == metric).to_numpy(dtype=bool) & ~np.isnan(values)
+    largest = float(values[same_metric].max())
     hint = ""
-    if 1 < value <= 100:
+    if 1 < value <= 100 and 1.5 < largest <= 100:
         hint = (
             f"; it looks like a percentage: divide the scores by 100, or store them under a metric name "
             f"that says so (e.g. '{base[metric]}_pct')"
