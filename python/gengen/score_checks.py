@@ -141,7 +141,8 @@ def _check_fractions(frame: pd.DataFrame, values: np.ndarray, sources: pd.Series
     """Accuracy-like metrics lie in [0, 1]; a percentage is refused with a hint."""
     metrics = frame["metric"].astype("object")
     base = {m: str(m).split(",", 1)[0].strip().lower() for m in metrics.dropna().unique()}
-    fraction = metrics.map(lambda m: base.get(m) in FRACTION_METRICS).to_numpy(dtype=bool)
+    is_fraction = {m: name in FRACTION_METRICS for m, name in base.items()}
+    fraction = metrics.map(is_fraction).fillna(False).to_numpy(dtype=bool)
     outside = fraction & ~np.isnan(values) & ((values < 0) | (values > 1))
     if not outside.any():
         return

@@ -360,11 +360,13 @@ def normalise_scores(
         out[name] = out[name].where(out[name].notna(), study if name == "study" else DEFAULT_RUN)
     for name in ("model", "testset", "metric", "run", "study"):
         column = (out[name] if name in ("run", "study") else frame[name]).astype("object")
-        empty = column.isna() | (column.map(lambda v: str(v).strip()) == "")
+        # Per distinct name, not per row: a table has few names and many rows.
+        blank = [value for value in column.dropna().unique() if str(value).strip() == ""]
+        empty = column.isna() | column.isin(blank)
         if empty.any() and name != "study":
             position = int(np.flatnonzero(empty.to_numpy())[0])
             raise InputError(f"{_label(sources, position)}: column {name!r} is empty")
-        out[name] = column.map(str)
+        out[name] = column.astype(str)
         _check_name_characters(out[name], name, sources)
     split = {model: split_model_name(model) for model in out["model"].unique()}
     for index, name in enumerate(("family", "size")):
@@ -379,7 +381,7 @@ def normalise_scores(
         if name in frame.columns:
             out[name] = _check_integers(frame, name, sources)
         else:
-            out[name] = pd.array([run_keys[run].get(name) for run in out["run"]], dtype="Int64")
+            out[name] = pd.array(out["run"].map({run: keys.get(name) for run, keys in run_keys.items()}), dtype="Int64")
     out["step"] = _check_integers(frame, "step", sources)
     if out["step"].isna().any():
         position = int(np.flatnonzero(out["step"].isna().to_numpy())[0])
