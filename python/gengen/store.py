@@ -471,13 +471,15 @@ class Store:
 
     Examples
     --------
-    >>> import tempfile
-    >>> store = Store(tempfile.mkdtemp())
+    >>> import shutil, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> store = Store(folder)
     >>> store.write_scores([{"model": "gpt2", "step": 0, "testset": "piqa", "metric": "acc", "value": 0.5}])
     1
     >>> store.load()[["model", "run", "step", "testset", "metric", "value"]]
       model   run  step testset metric  value
     0  gpt2  main     0    piqa    acc    0.5
+    >>> shutil.rmtree(folder)
     """
 
     def __init__(self, path: str | os.PathLike[str], *, study: str | None = None, timeout: float = _BUSY_TIMEOUT_S):

@@ -456,6 +456,8 @@ def ingest(
     >>> report = ingest(folder / "scores.csv", folder / "store")
     >>> report.summary()  # doctest: +ELLIPSIS
     '2 new scores (0 already stored) from 1 files (1 long); models: opt-125m; store: ...'
+    >>> import shutil
+    >>> shutil.rmtree(folder)
     """
     mapping = dict(columns or {})
     if run_column is not None:
