@@ -5,6 +5,7 @@ Expected correlations come from numpy least squares on the table written here, n
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -168,3 +169,31 @@ def test_a_score_just_above_one_is_not_called_a_percentage() -> None:
     df.loc[5, "value"] = 1.02
     with pytest.raises(InputError, match=r"acc 1\.02 is outside \[0, 1\]$"):
         analyse(df, id_testset="id", inference="t-test", progress=False)
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (1.5, r"column 'step': 1\.5 is not an integer"),  # was truncated to 1, then 'duplicate entries'
+        ("abc", r"column 'step': 'abc' is not an integer"),
+        (-3, r"column 'step': -3 is negative"),  # was analysed
+        (float("nan"), r"column 'step' is empty"),
+        (2**64, r"column 'step': 18446744073709551616 is outside the 64-bit integer range"),
+    ],
+)
+def test_a_step_that_cannot_be_right_is_refused_with_its_key(bad: object, message: str) -> None:
+    df = table()
+    df["step"] = df["step"].astype(object)
+    position = df.index[(df["model"] == "pythia-160m") & (df["run"] == "seed=1") & (df["step"] == 700)][0]
+    df.loc[position, "step"] = bad
+    where = rf"scores: model 'pythia-160m', run 'seed=1', step {re.escape(str(bad))}, test set 'id'"
+    with pytest.raises(InputError, match=rf"^{where}: {message}$"):
+        analyse(df, id_testset="id", inference="t-test", progress=False)
+
+
+def test_whole_steps_as_floats_or_text_are_analysed_as_integers() -> None:
+    df = table()
+    expected = analyse(df, id_testset="id", inference="t-test", progress=False).pairs
+    for steps in (df["step"].astype(float), df["step"].map(str)):
+        got = analyse(df.assign(step=steps), id_testset="id", inference="t-test", progress=False).pairs
+        pd.testing.assert_frame_equal(got, expected)

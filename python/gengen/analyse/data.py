@@ -162,41 +162,48 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
             )
     ood_rows = ood_pool[ood_pool["testset"].isin(ood)]
     used = pd.concat([id_rows.assign(role="id"), ood_rows.assign(role="ood")], ignore_index=True)
+    used["value"], used["step"] = _checked_scores(used)
     key = ["model", "run", "step", "testset", "metric"]
     duplicated = used.duplicated(key, keep=False)
     if duplicated.any():
         first = used.loc[duplicated, key].iloc[0].to_dict()
         hint = " (several studies? filter by study)" if "study" in used.columns else ""
         raise InputError(f"scores: more than one value for {first}{hint}")
-    used["value"] = _checked_values(used)
-    used["step"] = pd.to_numeric(used["step"]).astype("int64")
     used["sign"] = used["metric"].map({metric: settings.sign(metric) for metric in used["metric"].unique()})
     used["value"] = used["value"] * used["sign"]
     used = used.dropna(subset=["value"]).sort_values(["model", "run", "step", "testset"], ignore_index=True)
     return used, ood
 
 
-def _checked_values(used: pd.DataFrame) -> pd.Series:
-    """The ``value`` column as floats, refusing what an import refuses (non-numbers, ``inf``, accuracies
-    outside [0, 1]) with the score's key: a table built in Python has not been through ``gengen ingest``."""
+def _checked_scores(used: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The ``value`` column as floats and ``step`` as int64, refusing what an import refuses (non-numbers,
+    ``inf``, accuracies outside [0, 1], steps that are missing, negative or not whole) with the score's key: a
+    table built in Python has not been through ``gengen ingest``."""
     from gengen.score_checks import check_scores
 
     values = pd.to_numeric(used["value"], errors="coerce").astype(float)
     finite = np.isfinite(values.to_numpy())
-    if finite.all() and pd.api.types.is_float_dtype(used["value"].dtype) and values.between(-1, 1).all():
-        return values  # nothing to refuse (accuracies and signed losses in range): skip building labels
+    step = used["step"]
+    whole_steps = (
+        pd.api.types.is_integer_dtype(step.dtype) and not pd.api.types.is_bool_dtype(step.dtype) and bool((step >= 0).all())
+    )
+    if whole_steps and finite.all() and pd.api.types.is_float_dtype(used["value"].dtype) and values.between(-1, 1).all():
+        return values, step.astype("int64")  # nothing to refuse (the store's own tables): skip building labels
     labels = (
         "scores: model " + used["model"].map(repr) + ", run " + used["run"].map(repr) + ", step "
-        + used["step"].astype(str) + ", test set " + used["testset"].map(repr)
+        + step.map(str) + ", test set " + used["testset"].map(repr)
     ).reset_index(drop=True)  # fmt: skip
+    if step.isna().any():
+        position = int(np.flatnonzero(step.isna().to_numpy())[0])
+        raise InputError(f"{labels.iloc[position]}: column 'step' is empty")
     not_number = (~finite & used["value"].notna().to_numpy()) | used["value"].map(_is_bool).to_numpy(dtype=bool)
     if not_number.any():
         position = int(np.flatnonzero(not_number)[0])
         raw = used["value"].iloc[position]
         if isinstance(raw, str) or _is_bool(raw):
             raise InputError(f"{labels.iloc[position]}: column 'value': {raw!r} is not a number")
-    check_scores(used[["metric", "value"]], labels)
-    return values
+    check_scores(used[["step", "metric", "value"]], labels)
+    return values, pd.to_numeric(step).astype("int64")
 
 
 def _is_bool(value: Any) -> bool:
