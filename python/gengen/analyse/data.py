@@ -184,10 +184,9 @@ def _checked_scores(used: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     values = pd.to_numeric(used["value"], errors="coerce").astype(float)
     finite = np.isfinite(values.to_numpy())
     step = used["step"]
-    whole_steps = (
-        pd.api.types.is_integer_dtype(step.dtype) and not pd.api.types.is_bool_dtype(step.dtype) and bool((step >= 0).all())
-    )
-    if whole_steps and finite.all() and pd.api.types.is_float_dtype(used["value"].dtype) and values.between(-1, 1).all():
+    types = pd.api.types
+    whole_steps = types.is_integer_dtype(step.dtype) and not types.is_bool_dtype(step.dtype) and (step >= 0).all()
+    if whole_steps and finite.all() and types.is_float_dtype(used["value"].dtype) and values.between(-1, 1).all():
         return values, step.astype("int64")  # nothing to refuse (the store's own tables): skip building labels
     labels = (
         "scores: model " + used["model"].map(repr) + ", run " + used["run"].map(repr) + ", step "

@@ -30,7 +30,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True)
 class IngestOptions:
     """What the user tells an import beyond the files themselves.
