@@ -491,3 +491,119 @@ def test_nli_tasks_agree_with_gengens_scorer(assets: dict[str, Any], tmp_path: P
     assert got == ours
     # The model's answers vary with the prompt: not every accuracy is that of a constant answer.
     assert len({acc for acc, _ in ours.values()}) > 2
+
+
+TRAINED_STUDY = """
+[study]
+name = "trained"
+output = "{output}"
+id_testset = "tiny_id"
+
+[[models]]
+name = "tiny"
+path = "{checkpoint}"
+family = "olmo2"
+size = "tiny"
+
+[task]
+train = {{ path = "{train}" }}
+
+[training]
+precision = "fp32"
+device = "cpu"
+max_steps = 4
+batch_size = 4
+learning_rate = 0.01
+keep_checkpoints = "{keep}"
+
+[evaluation]
+every = 2
+backend = "lm-eval"
+batch_size = 4
+
+[evaluation.lm_eval]
+tasks = ["tiny_id", "tiny_negation"]
+limit = {limit}
+include_paths = ["{tasks}"]
+"""
+
+
+def _trained_study(assets: dict[str, Any], folder: Path, keep: str = "all") -> Path:
+    study = folder / "study.toml"
+    study.write_text(
+        TRAINED_STUDY.format(
+            output=folder / "out",
+            checkpoint=assets["series"] / "checkpoint-0",
+            train=assets["root"] / "tiny_id.jsonl",
+            keep=keep,
+            limit=LIMIT,
+            tasks=assets["tasks"],
+        )
+    )
+    return study
+
+
+@pytest.mark.slow
+def test_train_scores_the_trained_series_with_lm_eval(assets: dict[str, Any], tmp_path: Path) -> None:
+    """``gengen train`` on a study scored by lm-eval: the model before training and every kept checkpoint go
+    through lm-eval into the store, as ``gengen score --backend lm-eval`` scores the same folders."""
+    study = _trained_study(assets, tmp_path)
+    code, out, err = _cli("train", str(study))
+    assert code == 0, out + err
+    stored = Store(tmp_path / "out").load()
+    assert sorted(stored["step"].unique()) == [0, 2, 4]
+    expected = {("tiny_id", "acc"), ("tiny_id", "acc_norm"), ("tiny_negation", "acc")}
+    for step in (0, 2, 4):
+        rows = stored[stored["step"] == step]
+        assert set(zip(rows["testset"], rows["metric"], strict=True)) == expected
+    assert set(stored["run"]) == {"seed=0"} and set(stored["model"]) == {"tiny"}
+    # Training moved the weights: the trained checkpoints do not all score as the model before training.
+    assert (stored.groupby(["testset", "metric"])["value"].nunique() > 1).any()
+
+    # The reference: the same folders scored by `gengen score --backend lm-eval` (itself checked against
+    # lm-eval's own command line above).
+    run_dir = tmp_path / "out" / "runs" / "tiny" / "seed-0"
+    folders = [assets["series"] / "checkpoint-0", run_dir / "checkpoint-2", run_dir / "checkpoint-4"]
+    args = _score_args(assets, tmp_path / "reference")
+    at = args.index("--checkpoints")
+    args[at : at + 2] = [item for folder in folders for item in ("--checkpoints", str(folder))]
+    code, out, err = _cli(*args)
+    assert code == 0, out + err
+    reference = Store(tmp_path / "reference").load()
+    columns = ["step", "testset", "metric", "value", "stderr", "n_examples"]
+    pd.testing.assert_frame_equal(
+        stored[columns].sort_values(columns[:3], ignore_index=True),
+        reference[columns].sort_values(columns[:3], ignore_index=True),
+        check_dtype=False,
+    )
+
+    # Again: nothing to train, nothing to score, the store unchanged.
+    code, out, err = _cli("train", str(study))
+    assert code == 0, out + err
+    assert "all 3 checkpoints already scored" in out
+    pd.testing.assert_frame_equal(Store(tmp_path / "out").load(), stored)
+
+
+def test_train_refuses_an_lm_eval_study_that_keeps_only_the_last_checkpoint(
+    assets: dict[str, Any], tmp_path: Path
+) -> None:
+    study = _trained_study(assets, tmp_path, keep="last")
+    code, _, err = _cli("train", str(study))
+    assert code == 2
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith("error: training.keep_checkpoints: evaluation.backend 'lm-eval' scores every checkpoint of a run")
+    )
+    assert not (tmp_path / "out" / "runs").exists()  # refused before any training
+
+
+@pytest.mark.slow
+def test_run_scores_the_trained_series_with_lm_eval_before_the_analysis(assets: dict[str, Any], tmp_path: Path) -> None:
+    study = _trained_study(assets, tmp_path)
+    code, out, err = _cli("run", str(study), "--no-analysis")
+    assert code == 0, out + err
+    assert "lm-eval: 9 scores written" in out
+    stored = Store(tmp_path / "out").load()
+    assert sorted(stored["step"].unique()) == [0, 2, 4]
+    assert len(stored) == 9 and not stored.duplicated(KEY).any()

@@ -35,12 +35,17 @@ def run_command(
 
     Runs already complete are skipped and unfinished ones resume from their last checkpoint, so the same
     command continues an interrupted study. Failed runs are retried, then listed; the exit status is 1 when
-    any run failed (the analysis then waits for a complete study).
+    any run failed (the analysis then waits for a complete study). With evaluation.backend = "lm-eval" the
+    runs' kept checkpoints are scored on the study's lm-eval tasks on this machine, once every run is done.
     """
     from gengen.config import load_config
     from gengen.executors import execute_study
 
     study = load_config(config)
+    if study.evaluation.backend == "lm-eval":
+        from gengen.lm_eval_backend import check_trainable_with_lm_eval
+
+        check_trainable_with_lm_eval(study)
     execution = execute_study(
         study, executor=executor, jobs=jobs, retries=retries, threads=threads, models=model or None, log=typer.echo
     )
@@ -55,6 +60,11 @@ def run_command(
             typer.echo(f"failed: {result.model} {result.run}: {result.error}", err=True)
         typer.echo("submit the study again to retry the failed runs; `gengen status` shows them", err=True)
         raise typer.Exit(code=RUN_FAILED_EXIT_CODE)
+    if study.evaluation.backend == "lm-eval":
+        from gengen.lm_eval_backend import score_trained_runs
+
+        rows = score_trained_runs(study, study.select_runs(model), log=typer.echo)
+        typer.echo(f"lm-eval: {len(rows)} scores written to {study.output}")
     if not analysis:
         return
     from gengen.pipeline import run_study_analysis

@@ -36,7 +36,9 @@ def train_command(
     """Fine-tune and score every run of a study; re-running resumes where it stopped.
 
     Each evaluation's scores are committed to <output>/gengen.sqlite as soon as they are computed, and a
-    checkpoint is saved at evaluation steps, so a killed run resumes from its last checkpoint.
+    checkpoint is saved at evaluation steps, so a killed run resumes from its last checkpoint. With
+    evaluation.backend = "lm-eval" the kept checkpoints (and the model before training) are then scored on the
+    study's lm-eval tasks.
     """
     from gengen.config import check_model_sources, load_config
     from gengen.errors import ConfigError
@@ -45,6 +47,10 @@ def train_command(
     runs = study.select_runs(model)
     # Before anything loads: a local model folder that is missing fails here, in one line.
     check_model_sources(study, [m for m in study.models if any(r.model == m for r in runs)])
+    if study.evaluation.backend == "lm-eval":
+        from gengen.lm_eval_backend import check_trainable_with_lm_eval
+
+        check_trainable_with_lm_eval(study)
     if dry_run:
         typer.echo(f"study {study.name}: {len(runs)} runs, {len(study.testsets)} test sets, output {study.output}")
         for run in runs:
@@ -72,6 +78,11 @@ def train_command(
         return  # the other processes of a data-parallel run: process 0 reports
     finished = len(execution.results) + len(execution.skipped)
     typer.echo(f"{finished} runs done, {execution.rows_merged} scores written to {study.output}")
+    if study.evaluation.backend == "lm-eval":
+        from gengen.lm_eval_backend import score_trained_runs
+
+        rows = score_trained_runs(study, runs, log=typer.echo)
+        typer.echo(f"lm-eval: {len(rows)} scores written to {study.output}")
 
 
 def _launch(gpus: int, config: Path, models: list[str] | None, threads: int | None) -> int:

@@ -37,6 +37,7 @@ from gengen.errors import ConfigError, GengenError, InputError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from gengen.config import EvaluationConfig, RunSpec, StudyConfig
     from gengen.score import Checkpoint
     from gengen.store import Store
 
@@ -45,8 +46,11 @@ __all__ = [
     "TASKS_DIR",
     "LmEvalSettings",
     "TaskCatalogue",
+    "check_trainable_with_lm_eval",
     "require_lm_eval",
+    "score_trained_runs",
     "score_with_lm_eval",
+    "study_settings",
 ]
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
@@ -475,3 +479,112 @@ def _manifest(
         "precision": precision,
     }
     return manifest
+
+
+def study_settings(evaluation: EvaluationConfig) -> LmEvalSettings:
+    """The lm-eval settings of a study's ``[evaluation]`` (``backend = "lm-eval"``)."""
+    configured = evaluation.lm_eval
+    if evaluation.backend != EXTRA or configured is None:
+        raise ConfigError("evaluation.backend: the study does not score with lm-eval (set backend = 'lm-eval')")
+    return LmEvalSettings(
+        tasks=configured.tasks,
+        num_fewshot=configured.num_fewshot,
+        limit=configured.limit,
+        batch_size=evaluation.batch_size,
+        include_paths=configured.include_paths,
+    )
+
+
+def check_trainable_with_lm_eval(config: StudyConfig) -> None:
+    """Refuse, before any training starts, a study whose lm-eval tasks could not be scored once it is trained.
+
+    With ``evaluation.backend = "lm-eval"`` the runs' checkpoints are scored after training, so every one must
+    be kept (``training.keep_checkpoints = "all"``), and lm-eval must be installed.
+
+    Raises
+    ------
+    ConfigError
+        ``keep_checkpoints`` is not ``"all"``.
+    GengenError
+        lm-eval is not installed.
+    """
+    if config.evaluation.backend != EXTRA:
+        return
+    if config.training.keep_checkpoints != "all":
+        raise ConfigError(
+            f"training.keep_checkpoints: evaluation.backend 'lm-eval' scores every checkpoint of a run once it is "
+            f'trained, so they must be kept: set keep_checkpoints = "all" (not '
+            f"{config.training.keep_checkpoints!r})"
+        )
+    require_lm_eval()
+
+
+def score_trained_runs(
+    config: StudyConfig, runs: Sequence[RunSpec], *, log: Callable[[str], None] = print
+) -> pd.DataFrame:
+    """Score the checkpoints of a study's trained runs on its lm-eval tasks (``evaluation.backend = "lm-eval"``).
+
+    What ``gengen train`` and ``gengen run`` do after training such a study. A run's series is its model before
+    training (step 0: ``model.path``, as the training's own step-0 evaluation) followed by every
+    ``checkpoint-<step>`` kept in its run folder (:meth:`gengen.config.StudyConfig.run_dir`; with
+    ``training.checkpoint_every`` only the steps saved). Each series goes through :func:`score_with_lm_eval`
+    with the study's settings, device, precision and ``device_map``, under the run's model and run key, so it is
+    resumable per checkpoint × task like ``gengen score``.
+
+    Parameters
+    ----------
+    config : StudyConfig
+        The study (``evaluation.backend = "lm-eval"``, ``training.keep_checkpoints = "all"``).
+    runs : sequence of RunSpec
+        The trained runs to score.
+    log : callable
+        Progress lines.
+
+    Returns
+    -------
+    DataFrame
+        The rows written (checkpoint × task pairs already in the store are skipped).
+
+    Raises
+    ------
+    ConfigError
+        The study does not score with lm-eval, or does not keep its checkpoints.
+    InputError
+        A run's folder holds no checkpoint (the run was not trained, or its checkpoints were removed).
+    """
+    import pandas as pd
+
+    from gengen.score import Checkpoint, find_checkpoints
+    from gengen.store import Store
+
+    check_trainable_with_lm_eval(config)
+    settings = study_settings(config.evaluation)
+    store = Store(config.output, study=config.name)
+    written = []
+    for run in runs:
+        folder = config.run_dir(run)
+        saved = (
+            [c for c in find_checkpoints([folder]) if not Path(c.path).name.startswith(".")] if folder.is_dir() else []
+        )
+        if not saved:
+            raise InputError(f"{folder}: no checkpoint of run {run.model.name} {run.key} to score with lm-eval")
+        before = [] if saved[0].step == 0 else [Checkpoint(run.model.path, 0, run.model.revision)]
+        written.append(
+            score_with_lm_eval(
+                [*before, *saved],
+                settings,
+                store=store,
+                model_name=run.model.name,
+                family=run.model.family,
+                size=run.model.size,
+                run=run.key,
+                study=config.name,
+                tokenizer_path=run.model.tokenizer,
+                device=config.training.device,
+                precision=config.training.precision,
+                device_map=config.evaluation.device_map,
+                log=log,
+            )
+        )
+    frames = [frame for frame in written if len(frame)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
