@@ -274,7 +274,7 @@ def test_store_equals_lm_eval_output_files(scored: pd.DataFrame, assets: dict[st
     )
 
 
-RESUME_STUDY = """
+STUDY = """
 [study]
 name = "lm"
 output = "{output}"
@@ -292,16 +292,17 @@ train = {{ path = "{train}" }}
 [training]
 precision = "fp32"
 device = "cpu"
-
+{training}
 [evaluation]
 backend = "lm-eval"
 batch_size = 4
-
+{evaluation}
 [evaluation.lm_eval]
 tasks = ["tiny_id", "tiny_negation"]
 limit = {limit}
 include_paths = ["{tasks}"]
 """
+"""A study scored by lm-eval on the two local tasks; ``training`` and ``evaluation`` add lines to their tables."""
 
 
 def _rows(database: Path) -> int:
@@ -321,7 +322,9 @@ def test_killed_series_resumes_without_loss_or_duplicates(
     """The study-file route, killed with SIGKILL mid-series, then run again to the end."""
     study = tmp_path / "study.toml"
     study.write_text(
-        RESUME_STUDY.format(
+        STUDY.format(
+            training="",
+            evaluation="",
             output=tmp_path / "out",
             checkpoint=assets["series"] / "checkpoint-0",
             train=assets["root"] / "tiny_id.jsonl",
@@ -493,49 +496,22 @@ def test_nli_tasks_agree_with_gengens_scorer(assets: dict[str, Any], tmp_path: P
     assert len({acc for acc, _ in ours.values()}) > 2
 
 
-TRAINED_STUDY = """
-[study]
-name = "trained"
-output = "{output}"
-id_testset = "tiny_id"
-
-[[models]]
-name = "tiny"
-path = "{checkpoint}"
-family = "olmo2"
-size = "tiny"
-
-[task]
-train = {{ path = "{train}" }}
-
-[training]
-precision = "fp32"
-device = "cpu"
-max_steps = 4
+TRAINED_TRAINING = """max_steps = 4
 batch_size = 4
 learning_rate = 0.01
 keep_checkpoints = "{keep}"
-
-[evaluation]
-every = 2
-backend = "lm-eval"
-batch_size = 4
-
-[evaluation.lm_eval]
-tasks = ["tiny_id", "tiny_negation"]
-limit = {limit}
-include_paths = ["{tasks}"]
 """
 
 
 def _trained_study(assets: dict[str, Any], folder: Path, keep: str = "all") -> Path:
     study = folder / "study.toml"
     study.write_text(
-        TRAINED_STUDY.format(
+        STUDY.format(
+            training=TRAINED_TRAINING.format(keep=keep),
+            evaluation="every = 2\n",
             output=folder / "out",
             checkpoint=assets["series"] / "checkpoint-0",
             train=assets["root"] / "tiny_id.jsonl",
-            keep=keep,
             limit=LIMIT,
             tasks=assets["tasks"],
         )
