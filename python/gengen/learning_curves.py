@@ -1,0 +1,324 @@
+r"""Simulated fine-tuning learning curves: the trajectories the realistic calibration study analyses.
+
+A fine-tuning run is scored on an in-domain (ID) test set and two out-of-distribution (OOD) test sets at a
+checkpoint schedule whose first row is the model before fine-tuning (step 0). What makes these trajectories
+hard for a correlation across checkpoints, and what this module reproduces:
+
+- **The jump at step 0.** Before fine-tuning every test set is at chance (0.5, binary tasks); the first
+  evaluation already sits far up the learning curve.
+- **Dense-early, log-spaced schedules.** ID accuracy rises from 0.5 to 0.85 in the first ~15% of training
+  (:math:`c(s) = 0.5 + 0.35 (1 - e^{-s/\tau})`, :math:`\tau = 0.05 T`, 95% of the rise by :math:`0.15 T`);
+  checkpoints are log-spaced (step 0, then :math:`T/100 \dots T` geometrically), dense-early (half of them
+  evenly in the first 15%, half evenly over the rest) or evenly spaced.
+- **Fixed test sets.** Every accuracy is a count out of the same N examples at every checkpoint. Example i of
+  a test set has a latent threshold :math:`u_i \sim U(0, 1)`, fixed for the run, and is answered correctly
+  when the checkpoint's true accuracy exceeds it, so the measured accuracy is the empirical CDF
+  :math:`\hat p_t = \#\{i: u_i < p_t\}/N`: exactly k/N, with a measurement error
+  (variance :math:`p_t(1 - p_t)/N`) that persists across checkpoints with similar :math:`p_t` rather than
+  being redrawn at each. At step 0 the model guesses: each example is right with probability 0.5,
+  independently (a fresh Binomial(N, 0.5) count).
+- **OOD tracks ID.** After step 0, OOD's true accuracy is a link of the *measured* ID accuracy :math:`x_t`
+  (the series the analysis conditions on, so that "independent given ID" is exactly the null):
+  linear :math:`p_{j,t} = 0.5 + b_j (x_t - 0.5) + \sigma e_{j,t}` or saturating
+  :math:`p_{j,t} = 0.5 + 0.35 b_j\, g((x_t - 0.5)/0.35) + \sigma e_{j,t}`,
+  :math:`g(v) = (1 - e^{-4v})/(1 - e^{-4})`, with :math:`b = (0.6, 0.4)`, :math:`\sigma = 0.02` and
+  :math:`e_j` stationary unit-variance AR(1) noise in the checkpoint index (φ ∈ {0.5, 0.9}).
+- **Correlated noise under the alternative.** :math:`e_a = \sqrt{1-\rho}\, v_a + \sqrt{\rho}\, w`,
+  :math:`e_b = \sqrt{1-\rho}\, v_b + \sqrt{\rho}\, w` with :math:`v_a, v_b, w` independent AR(1) processes of
+  the same φ: the noises (and their innovations) correlate at ρ. The observed series add independent
+  measurement errors, so the partial correlation the data carry is attenuated (:func:`true_partial_corr`).
+- **Special test sets.** ``stuck``: test set b stays at chance after step 0, at
+  :math:`0.5 + K_t/N` with :math:`K_t` a rounded N(0, 1.5²) (the model answers "yes" to everything but a
+  few examples, as HANS often is); ``plateau``: test set b's true accuracy is frozen for the last half of
+  the checkpoints (the same count on the same examples); ``duplicates``: a quarter of the rows after step 0
+  repeat the row before them under their own step number, as when two evaluations see the same weights.
+
+ID's own true accuracy is :math:`c(s_t)` plus AR(1) (0.5) noise of sd 0.005 after step 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gengen.errors import GengenError
+
+__all__ = [
+    "CurveCell",
+    "checkpoint_steps",
+    "curve_table",
+    "id_curve",
+    "simulate_curve_runs",
+    "true_partial_corr",
+]
+
+#: Training length (steps) of every simulated run.
+TOTAL_STEPS = 100_000
+#: Slopes of the two OOD test sets' links, their noise sd, ID's ceiling.
+SLOPES = (0.6, 0.4)
+NOISE_SD = 0.02
+ID_GAIN = 0.35
+ID_NOISE_SD = 0.005
+#: Standard deviation of the stuck test set's count around N/2 (in examples).
+STUCK_SD = 1.5
+SCHEDULES = ("log", "dense-early", "even")
+LINKS = ("linear", "saturating")
+SPECIALS = ("", "stuck", "plateau", "duplicates")
+TESTSETS = ("id", "ood_a", "ood_b")
+
+
+@dataclass(frozen=True)
+class CurveCell:
+    """One cell of the realistic grid: schedule, checkpoints, test-set size, noise, link and what is special.
+
+    ``n`` counts checkpoint rows including step 0 (and including the repeated rows of ``duplicates``).
+    ``runs`` > 1 makes each replicate a group of seeds pooled by the meta-analysis.
+    """
+
+    label: str
+    n: int = 20
+    schedule: str = "log"
+    n_examples: int = 1000
+    phi: float = 0.9
+    link: str = "linear"
+    special: str = ""
+    #: OOD's offset above its line through chance after step 0 (a, b): step 0 then sits ``jump`` below the
+    #: line the fine-tuned checkpoints follow (the pre-trained model is not on the fine-tuned models' line).
+    jump: tuple[float, float] = (0.0, 0.0)
+    runs: int = 1
+    #: Whether the default is expected to meet the contract here (the CI-sized test asserts only these).
+    well_specified: bool = True
+
+    def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise GengenError(f"schedule: {self.schedule!r} is not one of {', '.join(SCHEDULES)}")
+        if self.link not in LINKS:
+            raise GengenError(f"link: {self.link!r} is not one of {', '.join(LINKS)}")
+        if self.special not in SPECIALS:
+            raise GengenError(f"special: {self.special!r} is not one of {', '.join(s for s in SPECIALS if s)}")
+        if self.n < 6:
+            raise GengenError(f"n: a run needs at least 6 checkpoints, got {self.n}")
+        if not -1 < self.phi < 1:
+            raise GengenError(f"phi: must lie strictly between -1 and 1, got {self.phi}")
+        if self.n_examples < 10:
+            raise GengenError(f"n_examples: must be at least 10, got {self.n_examples}")
+        if self.runs < 1:
+            raise GengenError(f"runs: must be at least 1, got {self.runs}")
+
+
+def checkpoint_steps(n: int, schedule: str = "log", total: int = TOTAL_STEPS) -> np.ndarray:
+    """The n distinct training steps of a schedule, starting at step 0 (the model before fine-tuning).
+
+    Parameters
+    ----------
+    n : int
+        Checkpoints, step 0 included (at least 3).
+    schedule : {"log", "dense-early", "even"}
+        ``log``: step 0, then n − 1 steps geometrically from ``total/100`` to ``total``; ``dense-early``:
+        step 0, then half of the rest evenly up to 15% of training and half evenly over the remainder;
+        ``even``: evenly from 0 to ``total``.
+    total : int
+        The last step.
+
+    Returns
+    -------
+    ndarray of int64
+        Increasing steps.
+
+    Examples
+    --------
+    >>> checkpoint_steps(6, "log", total=100_000).tolist()
+    [0, 1000, 3162, 10000, 31623, 100000]
+    """
+    if n < 3:
+        raise GengenError(f"n: a schedule needs at least 3 checkpoints, got {n}")
+    rest = n - 1
+    if schedule == "log":
+        later = np.geomspace(total / 100, total, rest)
+    elif schedule == "dense-early":
+        early = rest // 2
+        cut = 0.15 * total
+        later = np.concatenate([np.linspace(cut / early, cut, early), np.linspace(cut, total, rest - early + 1)[1:]])
+    elif schedule == "even":
+        later = np.linspace(total / rest, total, rest)
+    else:
+        raise GengenError(f"schedule: {schedule!r} is not one of {', '.join(SCHEDULES)}")
+    steps = np.concatenate([[0], np.round(later)]).astype(np.int64)
+    if np.any(np.diff(steps) <= 0):
+        raise GengenError(f"schedule: {n} {schedule} checkpoints of {total} steps are not distinct")
+    return steps
+
+
+def id_curve(steps: np.ndarray, total: int = TOTAL_STEPS) -> np.ndarray:
+    """ID's true accuracy at ``steps``: 0.5 + 0.35 (1 − exp(−s/τ)), τ = 0.05 total."""
+    return 0.5 + ID_GAIN * (1.0 - np.exp(-np.asarray(steps, dtype=float) / (0.05 * total)))
+
+
+def _ar1(rng: np.random.Generator, phi: float, size: tuple[int, int]) -> np.ndarray:
+    """Stationary unit-variance AR(1) series (rows), started from the stationary distribution."""
+    rows, n = size
+    shocks = rng.standard_normal((rows, n))
+    out = np.empty((rows, n))
+    out[:, 0] = shocks[:, 0]
+    scale = np.sqrt(1.0 - phi * phi)
+    for t in range(1, n):
+        out[:, t] = phi * out[:, t - 1] + scale * shocks[:, t]
+    return out
+
+
+def _threshold_counts(rng: np.random.Generator, p: np.ndarray, n_examples: int) -> np.ndarray:
+    """#{i: u_i < p_t} for one fixed set of N uniform thresholds u, at every p_t of a row (rows independent).
+
+    Exact and O(n) per row: the counts at the sorted p are cumulative multinomial cell counts, drawn as
+    successive binomials of the examples not yet counted.
+    """
+    p = np.clip(p, 0.0, 1.0)
+    order = np.argsort(p, axis=1)
+    sorted_p = np.take_along_axis(p, order, axis=1)
+    counts = np.empty(p.shape, dtype=np.int64)
+    below = np.zeros(p.shape[0], dtype=np.int64)
+    previous = np.zeros(p.shape[0])
+    for t in range(p.shape[1]):
+        remaining = n_examples - below
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(previous < 1.0, (sorted_p[:, t] - previous) / (1.0 - previous), 0.0)
+        below = below + rng.binomial(remaining, np.clip(share, 0.0, 1.0))
+        counts[:, t] = below
+        previous = sorted_p[:, t]
+    out = np.empty_like(counts)
+    np.put_along_axis(out, order, counts, axis=1)
+    return out
+
+
+def _link(cell: CurveCell, x: np.ndarray, j: int) -> np.ndarray:
+    """Test set j's noise-free accuracy after step 0 at measured ID accuracy x."""
+    slope, jump = SLOPES[j], cell.jump[j]
+    if cell.link == "linear":
+        return 0.5 + jump + slope * (x - 0.5)
+    v = (x - 0.5) / ID_GAIN
+    return 0.5 + jump + ID_GAIN * slope * (1.0 - np.exp(-4.0 * v)) / (1.0 - np.exp(-4.0))
+
+
+def _duplicate(counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A quarter of the rows after step 0, chosen at random, replaced by a copy of the row before them."""
+    n = counts.shape[1]
+    chosen = np.sort(rng.choice(np.arange(1, n), size=n // 4, replace=False))
+    out = counts.copy()
+    for t in chosen:  # in increasing order, so that a run of chosen rows repeats one checkpoint
+        out[:, t] = out[:, t - 1]
+    return out
+
+
+def simulate_curve_runs(cell: CurveCell, rho: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Steps (rows) and counts (runs, rows, 3: id, ood_a, ood_b) of one replicate of ``cell``.
+
+    Parameters
+    ----------
+    cell : CurveCell
+    rho : float
+        Correlation of the two OOD noises (0: the null), in [0, 1).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    steps : ndarray of int64, shape (n,)
+    counts : ndarray of int64, shape (runs, n, 3)
+        Correct answers out of ``cell.n_examples``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cell = CurveCell("base", n=11, n_examples=200)
+    >>> steps, counts = simulate_curve_runs(cell, 0.0, np.random.default_rng(1))
+    >>> steps.shape, counts.shape, int(counts.max()) <= 200
+    ((11,), (1, 11, 3), True)
+    """
+    if not 0.0 <= rho < 1.0:
+        raise GengenError(f"rho: must lie in [0, 1), got {rho}")
+    runs, big_n = cell.runs, cell.n_examples
+    n = cell.n
+    steps = checkpoint_steps(n, cell.schedule)
+    counts = np.empty((runs, n, 3), dtype=np.int64)
+    # ID: the curve plus small AR(0.5) training noise; measured on its fixed test set.
+    id_true = id_curve(steps)[None, :] + ID_NOISE_SD * _ar1(rng, 0.5, (runs, n))
+    id_true[:, 0] = 0.5
+    counts[:, 1:, 0] = _threshold_counts(rng, id_true[:, 1:], big_n)
+    x = counts[:, :, 0] / big_n
+    noise = [_ar1(rng, cell.phi, (runs, n - 1)) for _ in range(2)]
+    if rho:
+        shared = _ar1(rng, cell.phi, (runs, n - 1))
+        noise = [np.sqrt(1.0 - rho) * e + np.sqrt(rho) * shared for e in noise]
+    for j in range(2):
+        p = _link(cell, x[:, 1:], j) + NOISE_SD * noise[j]
+        if j == 1 and cell.special == "plateau":
+            half = (n - 1) // 2
+            p[:, half:] = p[:, [half - 1]]
+        counts[:, 1:, j + 1] = _threshold_counts(rng, p, big_n)
+    if cell.special == "stuck":
+        wobble = np.rint(STUCK_SD * rng.standard_normal((runs, n - 1))).astype(np.int64)
+        counts[:, 1:, 2] = big_n // 2 + wobble
+    # Step 0: the model before fine-tuning guesses on every test set.
+    counts[:, 0, :] = rng.binomial(big_n, 0.5, size=(runs, 3))
+    if cell.special == "duplicates":
+        # A repeated row keeps its own step number: two evaluations of the same weights.
+        counts = _duplicate(counts, rng)
+    return steps, counts
+
+
+def true_partial_corr(cell: CurveCell, rho: float) -> float:
+    r"""The partial correlation of the two OOD test sets given ID that a replicate of ``cell`` carries.
+
+    Notes
+    -----
+    The residual of test set j given ID is :math:`\sigma e_{j,t} + m_{j,t}`, with measurement error
+    :math:`m_{j,t}` of variance :math:`p_{j,t}(1 - p_{j,t})/N`, independent across test sets, so
+
+    .. math:: \rho_{\text{partial}} = \frac{\rho\, \sigma^2}{\sqrt{(\sigma^2 + \bar v_a)(\sigma^2 + \bar v_b)}},
+       \qquad \bar v_j = \frac{1}{n - 1} \sum_{t \ge 1} \frac{p_{j,t} (1 - p_{j,t})}{N},
+
+    with :math:`p_{j,t}` the noise-free link of ID's curve. Zero under the null whatever the cell; special
+    cells (stuck, plateau) have no alternative.
+
+    Examples
+    --------
+    >>> round(true_partial_corr(CurveCell("base", n_examples=30000), 0.3), 3)
+    0.294
+    """
+    if rho == 0:
+        return 0.0
+    steps = checkpoint_steps(cell.n, cell.schedule)[1:]
+    x = id_curve(steps)
+    variances = []
+    for j in range(2):
+        p = _link(cell, x, j)
+        variances.append(float(np.mean(p * (1 - p))) / cell.n_examples)
+    sigma2 = NOISE_SD**2
+    return float(rho * sigma2 / np.sqrt((sigma2 + variances[0]) * (sigma2 + variances[1])))
+
+
+def curve_table(cell: CurveCell, replicates: list[tuple[np.ndarray, np.ndarray]], first: int = 0) -> pd.DataFrame:
+    """Replicates of :func:`simulate_curve_runs` as one score table for :func:`gengen.analyse`.
+
+    Replicate r is model ``rep{first + r}``; its runs are ``seed=0``, ``seed=1``, …; values are counts / N and
+    ``n_examples`` is N, as an lm-eval import would record them.
+    """
+    frames = []
+    for offset, (steps, counts) in enumerate(replicates):
+        runs, n, m = counts.shape
+        frames.append(
+            pd.DataFrame(
+                {
+                    "model": f"rep{first + offset}",
+                    "run": np.repeat([f"seed={s}" for s in range(runs)], n * m),
+                    "step": np.tile(np.repeat(steps, m), runs),
+                    "testset": np.tile(TESTSETS, runs * n),
+                    "value": counts.reshape(-1) / cell.n_examples,
+                }
+            )
+        )
+    table = pd.concat(frames, ignore_index=True)
+    table["metric"] = "acc"
+    table["n_examples"] = cell.n_examples
+    return table
