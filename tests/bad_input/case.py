@@ -30,6 +30,9 @@ class Case:
     setup : callable, optional
         Extra preparation given the case's folder (build a store, make a folder read-only, ...), run after
         ``files`` are written.
+    after : callable, optional
+        A check of the case's folder once the command has run (a planted payload did not run, a file was not
+        replaced, nothing was written outside the folder); it raises AssertionError when the check fails.
     """
 
     name: str
@@ -37,3 +40,4 @@ class Case:
     culprit: str
     files: dict[str, bytes | str] = field(default_factory=dict)
     setup: Callable[[Path], None] | None = None
+    after: Callable[[Path], None] | None = None

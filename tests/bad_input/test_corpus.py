@@ -160,6 +160,8 @@ def _run_case(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, su
             code, out, err = _run_subprocess(argv, folder)
         else:
             code, out, err = _run_in_process(argv, monkeypatch)
+        if case.after is not None:  # first: a payload that ran is the worse failure
+            case.after(folder)
         _check(case, folder, code, out, err)
         assert _stores(folder) == before, f"a store changed\nargv: {argv}\n{err}"
     finally:

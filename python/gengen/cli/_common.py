@@ -28,6 +28,12 @@ R = TypeVar("R")
 USER_ERROR_EXIT_CODE = 2
 INTERRUPTED_EXIT_CODE = 130
 
+TRUST_TASK_CODE_HELP = (
+    "lm-eval: let the task folders run code for this run (!function in task YAML imports Python files; "
+    "templates are rendered unsandboxed). Without it such tasks are refused, naming the file."
+)
+"""The help of ``--trust-task-code`` (score, train, run): task files are data unless the user says so."""
+
 SEED_RANGE: dict[str, int] = {"min": 0, "max": 2**64 - 1}
 """``typer.Option(**SEED_RANGE)``: seeds are unsigned 64-bit integers."""
 

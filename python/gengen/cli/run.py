@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gengen.cli._common import user_errors_exit
+from gengen.cli._common import TRUST_TASK_CODE_HELP, user_errors_exit
 
 RUN_FAILED_EXIT_CODE = 1
 
@@ -30,6 +30,13 @@ def run_command(
         bool, typer.Option("--analysis/--no-analysis", help="Analyse, compare and report once every run is done.")
     ] = True,
     out: Annotated[Path | None, typer.Option(help="Folder of the analysis (default: <output>/analysis).")] = None,
+    trust_task_code: Annotated[
+        bool,
+        typer.Option(
+            "--trust-task-code",
+            help=TRUST_TASK_CODE_HELP,
+        ),
+    ] = False,
 ) -> None:
     """Fine-tune and score every run of a study through an executor, then analyse, compare and report.
 
@@ -45,7 +52,7 @@ def run_command(
     if study.evaluation.backend == "lm-eval":
         from gengen.lm_eval_backend import check_trainable_with_lm_eval
 
-        check_trainable_with_lm_eval(study)
+        check_trainable_with_lm_eval(study, trust_task_code=trust_task_code)
     execution = execute_study(
         study, executor=executor, jobs=jobs, retries=retries, threads=threads, models=model or None, log=typer.echo
     )
@@ -63,14 +70,14 @@ def run_command(
     if study.evaluation.backend == "lm-eval":
         from gengen.lm_eval_backend import score_trained_runs
 
-        rows = score_trained_runs(study, study.select_runs(model), log=typer.echo)
+        rows = score_trained_runs(study, study.select_runs(model), trust_task_code=trust_task_code, log=typer.echo)
         typer.echo(f"lm-eval: {len(rows)} scores written to {study.output}")
     if not analysis:
         return
     from gengen.pipeline import run_study_analysis
 
     target = out if out is not None else study.output / "analysis"
-    report = run_study_analysis(study.output, target, study.id_testset, **study.analysis.options())
+    report = run_study_analysis(study.output, target, study.id_testset, log=typer.echo, **study.analysis.options())
     typer.echo(f"report: {report}")
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gengen.cli._common import user_errors_exit
+from gengen.cli._common import TRUST_TASK_CODE_HELP, user_errors_exit
 
 if TYPE_CHECKING:
     from gengen.config import StudyConfig
@@ -120,6 +120,13 @@ def score_command(
     run: Annotated[str, typer.Option(help="Run key stored with the scores.")] = "main",
     tokenizer: Annotated[str | None, typer.Option(help="Tokenizer (default: the first checkpoint's).")] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch (default: torch's).", min=1)] = None,
+    trust_task_code: Annotated[
+        bool,
+        typer.Option(
+            "--trust-task-code",
+            help=TRUST_TASK_CODE_HELP,
+        ),
+    ] = False,
 ) -> None:
     """Score checkpoints on the study's test sets; the step of each is the last number in its name.
 
@@ -158,6 +165,7 @@ def score_command(
         "include_path": include_path,
         "precision": precision,
         "store": store,
+        "trust_task_code": trust_task_code,
     }
     if chosen == "gengen":
         given = [f"--{k.replace('_', '-')}" for k, v in lm_options.items() if v]
@@ -229,7 +237,7 @@ def _score_lm_eval(
 ) -> None:
     from gengen.config import PRECISIONS
     from gengen.errors import GengenError
-    from gengen.lm_eval_backend import LmEvalSettings, parse_batch_size, parse_limit, require_lm_eval
+    from gengen.lm_eval_backend import LmEvalSettings, TaskCatalogue, parse_batch_size, parse_limit
     from gengen.store import Store
 
     configured = study.evaluation.lm_eval if study is not None else None
@@ -247,24 +255,29 @@ def _score_lm_eval(
             *(configured.include_paths if configured else ()),
             *(str(p) for p in options["include_path"] or ()),
         ),
+        trust_task_code=options["trust_task_code"],
     )
     if study is not None:
         if options["store"] is not None:
             raise GengenError("--store: the study's store (study.output) is used; drop --store or the study file")
         if options["precision"] is not None:
             raise GengenError("--precision: the study's training.precision applies; drop --precision")
+    store_path: Path | None = options["store"]
+    if study is None and store_path is None:
+        raise GengenError("--store: give the store to write to (a folder or a .sqlite file), or a study file")
+    precision = options["precision"] or "auto"
+    if study is None and precision not in PRECISIONS:
+        raise GengenError(f"--precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
+    # The tasks are checked (task folders, names, data) before the store is opened: a refused task leaves no store.
+    catalogue = TaskCatalogue(settings)
+    if study is not None:
         target = Store(study.output, study=study.name)
         precision, device_map = study.training.precision, study.evaluation.device_map
         device = device or study.training.device
     else:
-        if options["store"] is None:
-            raise GengenError("--store: give the store to write to (a folder or a .sqlite file), or a study file")
-        target = Store(options["store"])
-        precision = options["precision"] or "auto"
-        if precision not in PRECISIONS:
-            raise GengenError(f"--precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
+        assert store_path is not None  # checked above, before the tasks were loaded
+        target = Store(store_path)
         device_map = False
-    require_lm_eval()
     _set_threads(threads)
     from gengen.lm_eval_backend import score_with_lm_eval
 
@@ -280,6 +293,7 @@ def _score_lm_eval(
         device=device or "auto",
         precision=precision,
         device_map=device_map,
+        catalogue=catalogue,
         log=typer.echo,
     )
     typer.echo(f"{len(found)} checkpoints x {len(task_names)} tasks, {len(rows)} scores written to {target.path}")

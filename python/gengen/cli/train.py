@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from gengen.cli._common import user_errors_exit
+from gengen.cli._common import TRUST_TASK_CODE_HELP, user_errors_exit
 
 
 @user_errors_exit
@@ -32,6 +32,13 @@ def train_command(
             min=1,
         ),
     ] = 1,
+    trust_task_code: Annotated[
+        bool,
+        typer.Option(
+            "--trust-task-code",
+            help=TRUST_TASK_CODE_HELP,
+        ),
+    ] = False,
 ) -> None:
     """Fine-tune and score every run of a study; re-running resumes where it stopped.
 
@@ -50,7 +57,7 @@ def train_command(
     if study.evaluation.backend == "lm-eval":
         from gengen.lm_eval_backend import check_trainable_with_lm_eval
 
-        check_trainable_with_lm_eval(study)
+        check_trainable_with_lm_eval(study, trust_task_code=trust_task_code)
     if dry_run:
         typer.echo(f"study {study.name}: {len(runs)} runs, {len(study.testsets)} test sets, output {study.output}")
         for run in runs:
@@ -59,7 +66,7 @@ def train_command(
     if gpus > 1 and "RANK" not in os.environ:
         if jobs > 1:
             raise ConfigError("--jobs: give either --jobs (several runs at once) or --gpus (one run over several GPUs)")
-        raise typer.Exit(code=_launch(gpus, config, model, threads))
+        raise typer.Exit(code=_launch(gpus, config, model, threads, trust_task_code))
     import torch
 
     from gengen.executors.direct import train_study
@@ -81,16 +88,17 @@ def train_command(
     if study.evaluation.backend == "lm-eval":
         from gengen.lm_eval_backend import score_trained_runs
 
-        rows = score_trained_runs(study, runs, log=typer.echo)
+        rows = score_trained_runs(study, runs, trust_task_code=trust_task_code, log=typer.echo)
         typer.echo(f"lm-eval: {len(rows)} scores written to {study.output}")
 
 
-def _launch(gpus: int, config: Path, models: list[str] | None, threads: int | None) -> int:
+def _launch(gpus: int, config: Path, models: list[str] | None, threads: int | None, trust_task_code: bool) -> int:
     """Run this command again under torchrun, once per GPU; the processes form one torch.distributed world."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}"]
     command += ["-m", "gengen.cli.train"]
     command += ["train", str(config)] + [f"--model={m}" for m in models or []]
     command += [f"--threads={threads}"] if threads is not None else []
+    command += ["--trust-task-code"] if trust_task_code else []
     return subprocess.call(command)
 
 

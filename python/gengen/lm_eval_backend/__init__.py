@@ -84,6 +84,10 @@ class LmEvalSettings:
         Folders (or YAML files' folders) of further task definitions.
     bootstrap_iters : int
         Bootstrap resamples for the standard errors of metrics without a closed form (lm-eval's default).
+    trust_task_code : bool
+        Let the task folders run code for this call (``--trust-task-code``): ``!function`` in their YAML files
+        is imported and templates are rendered unsandboxed, as lm-eval itself does. Off by default: such a
+        task is refused, naming the file (see :mod:`gengen.lm_eval_backend.trust`).
     """
 
     tasks: tuple[str, ...]
@@ -92,6 +96,7 @@ class LmEvalSettings:
     batch_size: int | str = 8
     include_paths: tuple[str, ...] = ()
     bootstrap_iters: int = 100_000
+    trust_task_code: bool = False
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -100,8 +105,8 @@ class LmEvalSettings:
             raise GengenError(f"--num-fewshot: expected an integer >= 0, got {self.num_fewshot}")
         if self.limit is not None and not (self.limit >= 1 if isinstance(self.limit, int) else 0 < self.limit < 1):
             raise GengenError(f"--limit: expected a count >= 1 or a fraction in (0, 1), got {self.limit}")
-        if isinstance(self.batch_size, str) and not self.batch_size.startswith("auto"):
-            raise GengenError(f"--batch-size: expected a positive integer or 'auto', got {self.batch_size!r}")
+        if isinstance(self.batch_size, str):
+            parse_batch_size(self.batch_size)
         if isinstance(self.batch_size, int) and self.batch_size < 1:
             raise GengenError(f"--batch-size: expected a positive integer or 'auto', got {self.batch_size}")
         for path in self.include_paths:
@@ -128,7 +133,13 @@ def parse_batch_size(text: str | int) -> int | str:
     """``--batch-size``: a positive integer, or ``auto`` / ``auto:N`` (lm-eval's automatic search)."""
     if isinstance(text, int):
         return text
-    if text.startswith("auto"):
+    if text == "auto":
+        return text
+    if text.startswith("auto:"):
+        # lm-eval reads N as how many times to search again for the largest batch; int() would fail inside it.
+        tries = text[len("auto:") :]
+        if not (tries.isascii() and tries.isdigit() and int(tries) >= 1):
+            raise GengenError(f"--batch-size: expected auto:N with N a positive integer, got {text!r}")
         return text
     try:
         return int(text)
@@ -162,15 +173,32 @@ def _quiet_lm_eval() -> Iterator[None]:
     logger = logging.getLogger("lm_eval")
     level = logger.level
     logger.setLevel(logging.ERROR)
+    # datasets' "Generating test split" bars, one per task and checkpoint, would too (and split error lines).
+    import datasets
+
+    bars_were_on = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
     try:
         yield
     finally:
         logger.setLevel(level)
+        if bars_were_on:
+            datasets.enable_progress_bars()
 
 
 def _first_line(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     return (lines[0] if lines else type(error).__name__)[:300]
+
+
+def _template_refused(where: str, task: str, error: BaseException) -> GengenError:
+    """A template that the sandbox stopped: one line naming the task's file."""
+    from gengen.lm_eval_backend.trust import TRUST_OPTION, TemplateRefused
+
+    return TemplateRefused(
+        f"{where}: a template of lm-eval task {task!r} was refused by the sandbox ({_first_line(error)}); "
+        f"templates may not reach Python internals; pass {TRUST_OPTION} to render them unsandboxed for this run"
+    )
 
 
 class TaskCatalogue:
@@ -186,15 +214,25 @@ class TaskCatalogue:
     """
 
     def __init__(self, settings: LmEvalSettings):
+        from gengen.lm_eval_backend.trust import guard, scan_task_folders
+
         require_lm_eval()
         self.settings = settings
         self.paths = [str(TASKS_DIR), *(str(Path(p).resolve()) for p in settings.include_paths)]
+        scan_task_folders(settings.include_paths, trust=settings.trust_task_code)
         self.full = False
-        self.manager = self._manager()
         self.leaves: dict[str, tuple[str, ...]] = {}
         self.versions: dict[str, Any] = {}
-        for name in settings.tasks:
-            self.leaves[name] = self._load(name)
+        with guard(trust=settings.trust_task_code):
+            self.manager = self._manager()
+            for name in settings.tasks:
+                self.leaves[name] = self._load(name)
+
+    def yaml_file(self, name: str) -> str:
+        """The YAML file that defines task ``name`` (for error lines), or the name when it has none."""
+        entry = self.manager.task_index.get(name)
+        path = getattr(entry, "yaml_path", None)
+        return str(path) if path else repr(name)
 
     def _manager(self) -> Any:
         from lm_eval.tasks import TaskManager
@@ -218,10 +256,18 @@ class TaskCatalogue:
 
     def _load(self, name: str) -> tuple[str, ...]:
         """Load ``name`` (its data included) and return its leaf tasks' names."""
+        from jinja2.exceptions import SecurityError
+
+        from gengen.lm_eval_backend.trust import TaskCodeRefused
+
         self._check_name(name)
         try:
             with _quiet_lm_eval():
                 loaded = self.manager.load([name])
+        except TaskCodeRefused:
+            raise
+        except SecurityError as error:
+            raise _template_refused(self.yaml_file(name), name, error) from None
         except KeyError as error:
             if not self.full:  # a local task or group that refers to a built-in one
                 self.manager = self._full_manager()
@@ -286,6 +332,7 @@ def score_with_lm_eval(
     device: str = "auto",
     precision: str = "auto",
     device_map: bool = False,
+    catalogue: TaskCatalogue | None = None,
     log: Callable[[str], None] = print,
 ) -> pd.DataFrame:
     """Score a checkpoint series on lm-eval tasks, committing each checkpoint × task to the store.
@@ -311,6 +358,9 @@ def score_with_lm_eval(
         in fp32 weights under autocast, a LoRA base in the compute dtype).
     device_map : bool
         Spread each model over every visible GPU (accelerate), for a model too large for one.
+    catalogue : TaskCatalogue, optional
+        The tasks of ``settings``, already checked and loaded (the CLI loads them before it opens the store,
+        so that a refused task leaves nothing behind); default: loaded here.
     log : callable
         Progress lines: one per checkpoint × task, and one per checkpoint.
 
@@ -330,7 +380,8 @@ def score_with_lm_eval(
     if not checkpoints:
         raise InputError("no checkpoints to score")
     lm_eval = require_lm_eval()
-    catalogue = TaskCatalogue(settings)
+    if catalogue is None or catalogue.settings != settings:
+        catalogue = TaskCatalogue(settings)
     study = study if study is not None else store.study
     _check_resume(store, model_name, run, settings)
     done = {(step, testset) for step, testset, _ in store.completed(model_name, run, study=study)}
@@ -347,8 +398,10 @@ def score_with_lm_eval(
         return pd.DataFrame()
 
     import torch
+    from jinja2.exceptions import SecurityError
     from lm_eval.models.huggingface import HFLM
 
+    from gengen.lm_eval_backend.trust import guard
     from gengen.models import load_tokenizer, precision_for
     from gengen.score import SeriesLoader
 
@@ -372,7 +425,7 @@ def score_with_lm_eval(
         for number, task in enumerate(tasks, start=1):
             task_began = time.perf_counter()
             try:
-                with _quiet_lm_eval(), dtypes.context(torch_device):
+                with _quiet_lm_eval(), dtypes.context(torch_device), guard(trust=settings.trust_task_code):
                     results = lm_eval.simple_evaluate(
                         model=lm,
                         tasks=[task],
@@ -382,6 +435,8 @@ def score_with_lm_eval(
                         task_manager=catalogue.manager,
                         log_samples=False,
                     )
+            except SecurityError as error:
+                raise _template_refused(catalogue.yaml_file(task), task, error) from None
             except torch.cuda.OutOfMemoryError:
                 raise GengenError(
                     f"step {checkpoint.step} task {task!r}: out of GPU memory; use a smaller --batch-size"
@@ -481,8 +536,11 @@ def _manifest(
     return manifest
 
 
-def study_settings(evaluation: EvaluationConfig) -> LmEvalSettings:
-    """The lm-eval settings of a study's ``[evaluation]`` (``backend = "lm-eval"``)."""
+def study_settings(evaluation: EvaluationConfig, *, trust_task_code: bool = False) -> LmEvalSettings:
+    """The lm-eval settings of a study's ``[evaluation]`` (``backend = "lm-eval"``).
+
+    ``trust_task_code`` is never read from the study file: only the command line of a run may give it.
+    """
     configured = evaluation.lm_eval
     if evaluation.backend != EXTRA or configured is None:
         raise ConfigError("evaluation.backend: the study does not score with lm-eval (set backend = 'lm-eval')")
@@ -492,21 +550,24 @@ def study_settings(evaluation: EvaluationConfig) -> LmEvalSettings:
         limit=configured.limit,
         batch_size=evaluation.batch_size,
         include_paths=configured.include_paths,
+        trust_task_code=trust_task_code,
     )
 
 
-def check_trainable_with_lm_eval(config: StudyConfig) -> None:
+def check_trainable_with_lm_eval(config: StudyConfig, *, trust_task_code: bool = False) -> None:
     """Refuse, before any training starts, a study whose lm-eval tasks could not be scored once it is trained.
 
     With ``evaluation.backend = "lm-eval"`` the runs' checkpoints are scored after training, so every one must
-    be kept (``training.keep_checkpoints = "all"``), and lm-eval must be installed.
+    be kept (``training.keep_checkpoints = "all"``), lm-eval must be installed, and the study's task folders
+    must not name code unless ``trust_task_code`` (``--trust-task-code``) is given for the run.
 
     Raises
     ------
     ConfigError
         ``keep_checkpoints`` is not ``"all"``.
     GengenError
-        lm-eval is not installed.
+        lm-eval is not installed; a task YAML names code (``!function``) without ``trust_task_code``, or
+        cannot be read.
     """
     if config.evaluation.backend != EXTRA:
         return
@@ -517,10 +578,18 @@ def check_trainable_with_lm_eval(config: StudyConfig) -> None:
             f"{config.training.keep_checkpoints!r})"
         )
     require_lm_eval()
+    from gengen.lm_eval_backend.trust import scan_task_folders
+
+    configured = config.evaluation.lm_eval
+    scan_task_folders(configured.include_paths if configured else (), trust=trust_task_code)
 
 
 def score_trained_runs(
-    config: StudyConfig, runs: Sequence[RunSpec], *, log: Callable[[str], None] = print
+    config: StudyConfig,
+    runs: Sequence[RunSpec],
+    *,
+    trust_task_code: bool = False,
+    log: Callable[[str], None] = print,
 ) -> pd.DataFrame:
     """Score the checkpoints of a study's trained runs on its lm-eval tasks (``evaluation.backend = "lm-eval"``).
 
@@ -537,6 +606,8 @@ def score_trained_runs(
         The study (``evaluation.backend = "lm-eval"``, ``training.keep_checkpoints = "all"``).
     runs : sequence of RunSpec
         The trained runs to score.
+    trust_task_code : bool
+        Let the study's task folders run code (``--trust-task-code`` of ``gengen train``/``run``).
     log : callable
         Progress lines.
 
@@ -557,8 +628,8 @@ def score_trained_runs(
     from gengen.score import Checkpoint, find_checkpoints
     from gengen.store import Store
 
-    check_trainable_with_lm_eval(config)
-    settings = study_settings(config.evaluation)
+    check_trainable_with_lm_eval(config, trust_task_code=trust_task_code)
+    settings = study_settings(config.evaluation, trust_task_code=trust_task_code)
     store = Store(config.output, study=config.name)
     written = []
     for run in runs:
