@@ -184,13 +184,23 @@ def test_max_t_adjustment_is_the_family_wise_permutation_p() -> None:
         analyse(df, id_testset="id", inference="t-test", adjust="maxT")
 
 
+def distinct_checkpoints(wide: pd.DataFrame) -> pd.DataFrame:
+    """The checkpoints whose scores differ from the checkpoint before on some test set (Pythia's steps 0 and 1
+    score identically on every task: one checkpoint, not two)."""
+    repeat = wide.diff().eq(0).all(axis=1)
+    return wide[~repeat]
+
+
 def test_pairs_equal_pingouin_on_a_sample(pythia: pd.DataFrame) -> None:
     result = analyse(pythia, id_testset="lambada_openai", inference="t-test", pooling=None)
     sample = result.pairs.sample(12, random_state=0)
     for row in sample.itertuples(index=False):
-        data = pythia[(pythia["model"] == row.model) & (pythia["metric"] == "acc")].pivot(
-            index="step", columns="testset", values="value"
+        data = distinct_checkpoints(
+            pythia[(pythia["model"] == row.model) & (pythia["metric"] == "acc")].pivot(
+                index="step", columns="testset", values="value"
+            )
         )
+        assert len(data) == 26 and row.n == 26 and row.n_steps == 27
         expected = pingouin.partial_corr(data=data, x=row.testset_a, y=row.testset_b, covar="lambada_openai")
         assert_allclose(row.r_partial, expected["r"].iloc[0], rtol=1e-9, atol=1e-12)
         assert_allclose(
@@ -227,9 +237,12 @@ def test_pythia_end_to_end_against_numpy(pythia: pd.DataFrame, tmp_path: Path) -
     assert len(ood) == 64
     assert set(pairs["model"]) == set(models)
     assert len(pairs) == len(models) * 64 * 63 // 2
-    assert (pairs["n"] == 27).all() and (pairs["k"] == 1).all() and (pairs["df"] == 24).all()
+    # Steps 0 and 1 score identically on every task: 26 distinct checkpoints of 27.
+    assert (pairs["n"] == 26).all() and (pairs["n_steps"] == 27).all()
+    assert (pairs["k"] == 1).all() and (pairs["df"] == 23).all()
+    assert sum("1 of 27 checkpoints repeat the scores" in warning for warning in result.warnings) == 2
     for model in models:
-        wide = (
+        wide = distinct_checkpoints(
             pythia[(pythia["model"] == model) & (pythia["metric"] == "acc")]
             .pivot(index="step", columns="testset", values="value")
             .sort_index()
@@ -560,20 +573,25 @@ def test_gam_control_rows_equal_gengen_stats_with_edf() -> None:
     assert (table["fit"] == "gam").all()
 
 
-def test_lagged_test_leaves_out_only_the_pairs_it_cannot_test() -> None:
-    """A test set stuck at one value after the first checkpoint is a linear function of its own past: the pairs
-    with it get no lagged p-value (NaN, a warning, not significant); the other pairs are tested as usual."""
+def test_a_test_set_stuck_after_the_first_checkpoint_is_untestable_and_the_others_are_tested() -> None:
+    """A test set stuck at one value after the first checkpoint holds one informative checkpoint: its pairs are
+    untestable rows that say why (NaN, not significant, not counted by the adjustment); the other pairs get
+    the lagged test as without it."""
     df = synthetic(n_runs=1, n_steps=30, seed=17)
     stuck = (df["testset"] == "ood0") & (df["step"] > df["step"].min())
     df.loc[stuck, "value"] = 0.5
     result = analyse(df, id_testset="id", inference="lagged")
     pairs = result.pairs
     involved = (pairs["testset_a"] == "ood0") | (pairs["testset_b"] == "ood0")
-    assert pairs.loc[involved, "p_lagged"].isna().all()
-    assert pairs.loc[involved, "p_lagged_method"].str.startswith("not computed").all()
+    assert not pairs.loc[involved, "testable"].any() and pairs.loc[~involved, "testable"].all()
+    for column in ("r_partial", "p_lagged", "p_value", "p_adjusted", "ci_low"):
+        assert pairs.loc[involved, column].isna().all(), column
+    assert pairs.loc[involved, "untestable_reason"].str.startswith("ood0: 0.500 on checkpoints 2–30").all()
+    assert pairs.loc[involved, "untestable_reason"].str.endswith("nothing left to correlate").all()
+    assert (pairs.loc[involved, "n_informative"] == 2).all()
     assert not pairs.loc[involved, "significant"].any()
     assert pairs.loc[~involved, "p_lagged"].notna().all()
-    assert any("have no lagged test" in warning for warning in result.warnings)
+    assert any("ood0: 0.500" in warning and "untestable" in warning for warning in result.warnings)
     wide = df.pivot(index="step", columns="testset", values="value").sort_index()
     for row in pairs[~involved].itertuples(index=False):
         pair = stats.lagged_partial_corr_matrix(wide[[row.testset_a, row.testset_b]].to_numpy(), wide["id"].to_numpy())

@@ -86,7 +86,9 @@ def test_a_run_table_fills_every_test_and_is_decided_by_the_sieve() -> None:
     table, _ = analyse_group(group("run"), settings())
     for column in ("p_sieve", "p_lagged", "p_perm", "boot_ci_low", "acf1_a"):
         assert table[column].notna().all(), column
-    assert table["p_adjusted_from"].eq("p_sieve").all() and table["level"].eq("run").all()
+    assert table["p_adjusted_from"].eq("p_loo_max").all() and table["level"].eq("run").all()
+    assert table["p_deciding_method"].str.startswith("AR-sieve").all()
+    assert (table["p_deciding"] >= table["p_sieve"]).all()
 
 
 def test_an_unknown_level_is_refused_with_the_modes_named() -> None:

@@ -30,8 +30,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gengen.analyse.information import ColumnInformation, collapse_repeats, column_information
 from gengen.analyse.options import Settings
 from gengen.errors import GengenError, InputError
+
+#: Fewest informative checkpoints a test set needs in a run for its pairs to be tested: the t-test's
+#: ``df = n - 2 - k ≥ 2`` with the one ID covariate (``analyse.core.minimum_rows(1)``).
+MINIMUM_INFORMATIVE = 5
 
 REQUIRED_COLUMNS = ("model", "run", "step", "testset", "metric", "value")
 #: Selection options of :class:`~gengen.analyse.options.Settings` and the score-table column each one filters.
@@ -57,6 +62,13 @@ class Group:
         The in-domain score of each row (the covariate).
     scores : DataFrame, shape (n, m)
         OOD scores, one column per test set, rows in ``index`` order.
+    dropped : list of str
+        OOD test sets left out (absent, constant, or a linear function of ID).
+    n_steps : int
+        Rows before consecutive repeats were collapsed (:func:`~gengen.analyse.information.collapse_repeats`);
+        ``len(index)`` when none were.
+    information : dict
+        Test set → :class:`~gengen.analyse.information.ColumnInformation` (runs only; empty across runs).
     """
 
     level: str
@@ -65,6 +77,8 @@ class Group:
     id_values: np.ndarray
     scores: pd.DataFrame
     dropped: list[str] = field(default_factory=list)
+    n_steps: int = -1
+    information: dict[str, ColumnInformation] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -163,6 +177,10 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
     ood_rows = ood_pool[ood_pool["testset"].isin(ood)]
     used = pd.concat([id_rows.assign(role="id"), ood_rows.assign(role="ood")], ignore_index=True)
     used["value"], used["step"] = _checked_scores(used)
+    if settings.min_step is not None:
+        used = used[used["step"] >= settings.min_step]
+        if used.empty:
+            raise GengenError(f"option min_step: no score has a step of {settings.min_step} or more")
     key = ["model", "run", "step", "testset", "metric"]
     duplicated = used.duplicated(key, keep=False)
     if duplicated.any():
@@ -307,12 +325,18 @@ def make_group(
     id_testset: str,
     ood: tuple[str, ...],
     ranked: bool = False,
+    *,
+    n_examples: dict[str, float] | None = None,
+    signs: dict[str, float] | None = None,
 ) -> tuple[Group, list[str]]:
     """Build a :class:`Group` from a wide table (rows × test sets incl. the ID column).
 
-    Rows missing the ID or any OOD score are dropped; OOD test sets absent from the group, constant in it, or a
-    linear function of ID there (of its ranks when ``ranked``, for the rank methods) are left out. Returns the
-    group and its warnings.
+    Rows missing the ID or any OOD score are dropped; in a run, consecutive checkpoints with identical scores
+    on every test set are one checkpoint (:func:`~gengen.analyse.information.collapse_repeats`); OOD test sets
+    absent from the group, constant in it, or a linear function of ID there (of its ranks when ``ranked``, for
+    the rank methods) are left out; in a run, each remaining test set's information is counted
+    (:func:`~gengen.analyse.information.column_information`, with ``n_examples`` and ``signs`` per test set).
+    Returns the group and its warnings.
     """
     notes: list[str] = []
     label = Group(level, meta, np.array([]), np.array([]), pd.DataFrame()).label
@@ -328,6 +352,15 @@ def make_group(
         notes.append(
             f"{label}: {len(table) - len(complete)} of {len(table)} rows lack the ID or an OOD score; left out"
         )
+    n_steps = len(complete)
+    if level == "run":
+        complete, repeated = collapse_repeats(complete)
+        if repeated:
+            shown = ", ".join(str(step) for step in repeated[:6]) + (", …" if len(repeated) > 6 else "")
+            notes.append(
+                f"{label}: {len(repeated)} of {n_steps} checkpoints repeat the scores of the checkpoint before on "
+                f"every test set (steps {shown}); analysed as {len(complete)} distinct checkpoints"
+            )
     scores = complete[present]
     constant = [name for name in present if scores[name].nunique() <= 1]
     if constant:
@@ -347,7 +380,26 @@ def make_group(
             f"{what}, so nothing is left to correlate; left out"
         )
         scores = scores.drop(columns=linear)
-    group = Group(level, meta, complete.index.to_numpy(), id_values, scores, dropped=absent + constant + linear)
+    information = {}
+    if level == "run":
+        information = column_information(
+            scores,
+            id_values,
+            complete.index.to_numpy(),
+            minimum=MINIMUM_INFORMATIVE,
+            n_examples=n_examples,
+            signs=signs,
+        )
+    group = Group(
+        level,
+        meta,
+        complete.index.to_numpy(),
+        id_values,
+        scores,
+        dropped=absent + constant + linear,
+        n_steps=n_steps,
+        information=information,
+    )
     return group, notes
 
 
@@ -356,8 +408,21 @@ def run_groups(scores: pd.DataFrame, settings: Settings, ood: tuple[str, ...]) -
     groups: list[Group] = []
     notes: list[str] = []
     for _, rows in scores.groupby(["model", "run"], sort=True):
+        ood_rows = rows[rows["role"] == "ood"]
+        n_examples = None
+        if "n_examples" in rows.columns:
+            counts = pd.to_numeric(ood_rows["n_examples"], errors="coerce").groupby(ood_rows["testset"]).median()
+            n_examples = {name: float(value) for name, value in counts.items() if pd.notna(value)}
+        signs = {name: float(value) for name, value in ood_rows.groupby("testset")["sign"].first().items()}
         group, group_notes = make_group(
-            "run", run_meta(rows), wide(rows, "step"), settings.id_testset, ood, ranked=settings.method != "pearson"
+            "run",
+            run_meta(rows),
+            wide(rows, "step"),
+            settings.id_testset,
+            ood,
+            ranked=settings.method != "pearson",
+            n_examples=n_examples,
+            signs=signs,
         )
         groups.append(group)
         notes.extend(group_notes)

@@ -112,6 +112,9 @@ DEFAULT_SCHEME: Final = "block"
 DEFAULT_POOLING: tuple[Pooling, ...] = ("meta",)
 DEFAULT_MODE: Final = "auto"
 DEFAULT_ALPHA: Final = 0.05
+#: No single checkpoint decides a verdict: the deciding p-value of a run's row is the largest over deleting any
+#: one checkpoint (docs/analysis.md, "What a row can tell").
+DEFAULT_LEAVE_ONE_OUT: Final = True
 DEFAULT_METRIC: Final = "acc"
 #: Pooling cells when ``by`` is not given (the columns the score table has).
 DEFAULT_BY: tuple[ByColumn, ...] = ("model", "size", "shots")
@@ -179,6 +182,10 @@ class Settings:
     runs: tuple[str, ...] = ()
     sizes: tuple[str, ...] = ()
     shots: tuple[str, ...] = ()
+    #: The deciding p-value is the largest over deleting any one checkpoint (:mod:`gengen.stats.influence`).
+    leave_one_out: bool = DEFAULT_LEAVE_ONE_OUT
+    #: Checkpoints before this step are left out (1 leaves out the model before fine-tuning, step 0).
+    min_step: int | None = None
 
     @property
     def permutation_scheme(self) -> str:
@@ -248,6 +255,8 @@ def make_settings(
     runs: str | Iterable[str] | None = None,
     sizes: str | Iterable[str] | None = None,
     shots: str | int | Iterable[str | int] | None = None,
+    leave_one_out: bool = True,
+    min_step: int | None = None,
 ) -> Settings:
     """Check every option of :func:`gengen.analyse` and return them as :class:`Settings`.
 
@@ -300,6 +309,10 @@ def make_settings(
     if both:
         raise GengenError(f"option higher_is_better: {both[0]!r} is also listed in lower_is_better")
     lower = LOWER_IS_BETTER | set(lower_names)
+    if not isinstance(leave_one_out, bool):
+        raise GengenError(f"option leave_one_out: must be true or false, got {leave_one_out!r}")
+    if min_step is not None and (isinstance(min_step, bool) or not isinstance(min_step, int) or min_step < 0):
+        raise GengenError(f"option min_step: must be a non-negative integer step, got {min_step!r}")
     return Settings(
         id_testset=id_testset,
         ood=ood_names,
@@ -326,6 +339,8 @@ def make_settings(
         runs=_patterns(runs, "runs"),
         sizes=_patterns(sizes, "sizes"),
         shots=_patterns(shots, "shots"),
+        leave_one_out=leave_one_out,
+        min_step=min_step,
     )
 
 

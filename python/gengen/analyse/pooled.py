@@ -57,6 +57,8 @@ POOLED_COLUMNS = (
     "q_df",
     "p_q",
     "i2",
+    "runs_excluded",
+    "diagnostics",
     "variance_method",
 )
 
@@ -78,6 +80,35 @@ def run_variances(pair_rows: pd.DataFrame) -> tuple[np.ndarray | None, np.ndarra
             df = pair_rows["df_sieve"].to_numpy(dtype=float) if "df_sieve" in pair_rows.columns else None
             return se**2, df, SIEVE_VARIANCE
     return None, None, INDEPENDENT_VARIANCE
+
+
+def testable_runs(pair_rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The runs of one pair that can be pooled, and a note for each one left out.
+
+    A run is left out when its row is untestable (``testable`` False: too little information, with its
+    ``untestable_reason``) or has no estimate or variance (its sieve failed): pooling it would let a degenerate
+    run (a spike at one checkpoint, r = ±1) weigh in as if it were informative.
+    """
+    testable = pair_rows["testable"].fillna(False).astype(bool) if "testable" in pair_rows else True
+    r = pair_rows["r_partial"].to_numpy(dtype=float)
+    keep = np.asarray(testable) & np.isfinite(r)
+    if "se_z" in pair_rows.columns and np.isfinite(pair_rows["se_z"].to_numpy(dtype=float)).any():
+        keep &= np.isfinite(pair_rows["se_z"].to_numpy(dtype=float))
+    notes = []
+    for _, row in pair_rows[~keep].iterrows():
+        reason = str(row.get("untestable_reason", "") or "no estimate or standard error")
+        notes.append(f"{row['model']}/{row['run']} left out: {reason}")
+    return pair_rows[keep], notes
+
+
+def _flagged_runs(pair_rows: pd.DataFrame) -> list[str]:
+    """'2 of 3 runs flagged: …' when pooled runs carry diagnostics (their first note named)."""
+    if "diagnostics" not in pair_rows.columns:
+        return []
+    notes = [str(text) for text in pair_rows["diagnostics"].fillna("") if str(text)]
+    if not notes:
+        return []
+    return [f"{len(notes)} of {len(pair_rows)} runs flagged (first: {notes[0]})"]
 
 
 def _cells(table: pd.DataFrame, by: tuple[str, ...]) -> Iterator[tuple[dict[str, Any], pd.DataFrame]]:
@@ -110,7 +141,24 @@ def meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
         if len(run_keys) < 2:
             continue
         rows = []
-        for (a, b), pair_rows in cell_rows.groupby(["testset_a", "testset_b"], sort=False):
+        for (a, b), all_rows in cell_rows.groupby(["testset_a", "testset_b"], sort=False):
+            pair_rows, excluded = testable_runs(all_rows)
+            if len(pair_rows) < 2:
+                rows.append(
+                    {
+                        **cell,
+                        "testset_a": a,
+                        "testset_b": b,
+                        "metric": settings.metric,
+                        "runs": "",
+                        "n_total": 0,
+                        "n_runs": len(pair_rows),
+                        "runs_excluded": len(excluded),
+                        "diagnostics": "; ".join([*excluded, "fewer than two testable runs: not pooled"]),
+                        "significant_random": False,
+                    }
+                )
+                continue
             variance, variance_df, variance_method = run_variances(pair_rows)
             result = fisher_meta(
                 pair_rows["r_partial"].to_numpy(),
@@ -132,10 +180,12 @@ def meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
                     "n_total": int(pair_rows["n"].sum()),
                     "mean_r": float(pair_rows["r_partial"].mean()),
                     **result.as_dict(),
+                    "runs_excluded": len(excluded),
+                    "diagnostics": "; ".join([*excluded, *_flagged_runs(pair_rows)]),
                     "variance_method": variance_method,
                 }
             )
-        table = pd.DataFrame(rows)
+        table = pd.DataFrame(rows).reindex(columns=[*cell, *POOLED_COLUMNS])
         table["p_fixed_adjusted"] = stats.p_adjust(table["p_fixed"].to_numpy(dtype=float), method=adjust)
         table["p_random_adjusted"] = stats.p_adjust(table["p_random"].to_numpy(dtype=float), method=adjust)
         table["significant_random"] = table["p_random_adjusted"] < settings.alpha

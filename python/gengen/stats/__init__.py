@@ -26,6 +26,7 @@ layers; ``tests/test_stats_layering.py`` checks it):
 - :mod:`~gengen.stats.lagged`: the lagged-regression and prewhitened tests for autocorrelated trajectories;
 - :mod:`~gengen.stats.autocorr`: lag-1 autocorrelation of residuals and the warning it triggers;
 - :mod:`~gengen.stats.sieve`: the AR-sieve bootstrap of the partial correlation;
+- :mod:`~gengen.stats.influence`: leave-one-checkpoint-out estimates and the verdict that survives them;
 - :mod:`~gengen.stats.meta`: Fisher-z fixed- and random-effects meta-analysis;
 - :mod:`~gengen.stats.matrices`: the Mantel test of two correlation matrices.
 
@@ -62,6 +63,11 @@ if TYPE_CHECKING:
     from gengen.stats.gam import (
         GamFit,
         gam_fit,
+    )
+    from gengen.stats.influence import (
+        LeaveOneOut,
+        leave_one_out_partial_corr,
+        leave_one_out_test,
     )
     from gengen.stats.lagged import (
         LaggedPartialCorrMatrix,
@@ -156,6 +162,9 @@ _MODULE_OF: dict[str, str] = {
     "ljung_box": "sieve",
     "sieve_column_notes": "sieve",
     "sieve_partial_corr_matrix": "sieve",
+    "LeaveOneOut": "influence",
+    "leave_one_out_partial_corr": "influence",
+    "leave_one_out_test": "influence",
     "MetaResult": "meta",
     "fisher_meta": "meta",
     "MantelTest": "matrices",
@@ -188,6 +197,7 @@ __all__ = [
     "GamMethod",
     "IntervalMethod",
     "LaggedPartialCorrMatrix",
+    "LeaveOneOut",
     "MantelTest",
     "MetaResult",
     "Method",
@@ -214,6 +224,8 @@ __all__ = [
     "gam_fit",
     "lag1_autocorrelation",
     "lagged_partial_corr_matrix",
+    "leave_one_out_partial_corr",
+    "leave_one_out_test",
     "ljung_box",
     "mantel",
     "p_adjust",

@@ -1,0 +1,259 @@
+r"""How much one checkpoint carries a partial correlation: leave-one-checkpoint-out estimates and tests.
+
+A partial correlation across checkpoints can rest on a single checkpoint. The typical case in fine-tuning is
+the model before training (step 0): an OOD test set that sits at chance from the first evaluation on has a
+residual that is one spike at step 0, so its partial correlation with any other test set is
+:math:`\pm |e_{b,0}| / \lVert e_b \rVert` with a sign that is a coin flip, and a test that treats the spike as
+if it could have fallen at any checkpoint calls it significant. Deleting each checkpoint in turn and
+recomputing the estimate — with the control refitted, as statsmodels' ``OLSInfluence`` and the DFBETAS of
+Belsley, Kuh & Welsch (1980) do for a regression coefficient — shows whether the verdict survives without it.
+
+:func:`leave_one_out_partial_corr` gives the estimates; :func:`leave_one_out_test` turns them, with the
+standard error of the full estimate, into the largest p-value over deletions and the hull of the intervals,
+which gengen's analysis uses so that no single checkpoint decides a verdict.
+
+References
+----------
+Belsley, D. A., Kuh, E. & Welsch, R. E. (1980). *Regression Diagnostics*. Wiley, ch. 2.
+Cook, R. D. (1977). Detection of influential observation in linear regression. *Technometrics* 19(1), 15–18.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from gengen import _core
+from gengen.errors import GengenError, InvalidArgumentError
+from gengen.stats.correlation import partial_corr_matrix, partial_corr_matrix_batch
+from gengen.stats.options import DEFAULT_FIT, DEFAULT_METHOD, Fit, Method
+
+__all__ = ["LeaveOneOut", "leave_one_out_partial_corr", "leave_one_out_test"]
+
+
+def _matrix_or_nan(scores: NDArray[np.float64], covar: NDArray[np.float64], options: dict[str, Any]) -> Any:
+    """``partial_corr_matrix(...).r``, pair by pair where the whole matrix cannot be computed (NaN where a pair
+    cannot): deleting one checkpoint can leave a test set constant or explained by the control."""
+    m = scores.shape[1]
+    try:
+        return np.asarray(partial_corr_matrix(scores, covar, **options).r, dtype=float)
+    except GengenError:
+        pass
+    r = np.full((m, m), np.nan)
+    np.fill_diagonal(r, 1.0)
+    for a, b in zip(*np.triu_indices(m, 1), strict=True):
+        try:
+            value = float(np.asarray(partial_corr_matrix(scores[:, [a, b]], covar, **options).r)[0, 1])
+        except GengenError:
+            continue
+        r[a, b] = r[b, a] = value
+    return r
+
+
+def leave_one_out_partial_corr(
+    scores: ArrayLike,
+    covar: ArrayLike,
+    *,
+    method: Method = DEFAULT_METHOD,
+    fit: Fit = DEFAULT_FIT,
+    **gam_options: Any,
+) -> NDArray[np.float64]:
+    r"""Every pair's partial correlation with each checkpoint deleted in turn, the control refitted.
+
+    Parameters
+    ----------
+    scores : array_like of shape (n, m)
+        One column per test set, one row per checkpoint.
+    covar : array_like of shape (n,) or (n, q)
+        The control (e.g. the in-domain score), in the same order.
+    method : {"pearson", "spearman", "kendall"}
+        Correlation (ranks are recomputed without the deleted checkpoint).
+    fit : {"linear", "gam"}
+        The control, refitted on the remaining checkpoints.
+    **gam_options
+        Passed to :func:`~gengen.stats.partial_corr_matrix` for ``fit="gam"``.
+
+    Returns
+    -------
+    ndarray of shape (n, m, m)
+        ``r[t]`` is the partial correlation matrix without checkpoint ``t``; NaN where deleting it leaves a pair
+        without a partial correlation (a test set constant or explained by the control).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Shapes that do not match, or fewer than 5 checkpoints.
+
+    Notes
+    -----
+    With :math:`S_{-t}` the checkpoints without :math:`t`,
+    :math:`r_{ab}^{(-t)} = \operatorname{corr}\bigl((I - H^{(-t)}) y_a^{(-t)}, (I - H^{(-t)}) y_b^{(-t)}\bigr)`,
+    where :math:`H^{(-t)}` is the control's hat matrix fitted on :math:`S_{-t}` (Belsley, Kuh & Welsch, 1980).
+    The n refits run in parallel in the core (:func:`~gengen.stats.partial_corr_matrix_batch`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gengen.stats.influence import leave_one_out_partial_corr
+    >>> rng = np.random.default_rng(0)
+    >>> id_score = np.linspace(0.5, 0.9, 12)
+    >>> ood = np.column_stack([id_score + rng.normal(0, 0.02, 12), np.full(12, 0.5)])
+    >>> ood[0, 1] = 0.45  # a test set at chance after step 0: all of its residual is at step 0
+    >>> loo = leave_one_out_partial_corr(ood, id_score)
+    >>> bool(np.isnan(loo[0, 0, 1]))  # without step 0 that test set is constant: nothing left to correlate
+    True
+    """
+    data = np.asarray(scores, dtype=np.float64)
+    if data.ndim != 2:
+        raise InvalidArgumentError(f"scores: expected a 2-D array (checkpoints × test sets), got shape {data.shape}")
+    control = np.asarray(covar, dtype=np.float64).reshape(data.shape[0], -1) if np.size(covar) else None
+    if control is None or control.shape[0] != data.shape[0]:
+        raise InvalidArgumentError("covar: needs one row per checkpoint of scores")
+    n = data.shape[0]
+    if n < 5:
+        raise InvalidArgumentError(f"scores: need at least 5 checkpoints to delete one, got {n}")
+    options: dict[str, Any] = {"method": method, "fit": fit, **gam_options}
+    keep = [np.flatnonzero(np.arange(n) != t) for t in range(n)]
+    try:
+        batch = partial_corr_matrix_batch([data[rows] for rows in keep], [control[rows] for rows in keep], **options)
+        return np.stack([np.asarray(result.r, dtype=float) for result in batch])
+    except GengenError:
+        # One deletion that leaves a test set without residual sinks the batch: each deletion on its own.
+        return np.stack([_matrix_or_nan(data[rows], control[rows], options) for rows in keep])
+
+
+@dataclass(frozen=True)
+class LeaveOneOut:
+    """The verdict of one estimate with each checkpoint deleted in turn (arrays: one entry per pair).
+
+    Attributes
+    ----------
+    p_max : ndarray
+        The largest two-sided p-value over the full estimate and every deletion, each taken in the direction of
+        the full estimate (a deletion that flips the sign gives p = 1).
+    worst : ndarray of int
+        The deleted checkpoint (row index) that gives ``p_max``; -1 when the full estimate does.
+    r_worst : ndarray
+        The estimate without that checkpoint.
+    ci_low, ci_high : ndarray
+        The hull of the full interval and every deletion's interval: it holds the full estimate and excludes 0
+        exactly when ``p_max`` is below 1 − level.
+    """
+
+    p_max: NDArray[np.float64]
+    worst: NDArray[np.int64]
+    r_worst: NDArray[np.float64]
+    ci_low: NDArray[np.float64]
+    ci_high: NDArray[np.float64]
+
+
+def _directional_p(statistic: float, df: float) -> float:
+    """Two-sided p of ``statistic`` on Student's t with ``df`` where it is positive; 1 where it is not (or
+    anything is undefined): an estimate on the other side of 0 does not support the verdict at all."""
+    if math.isfinite(statistic) and statistic > 0 and math.isfinite(df) and df > 0:
+        return min(1.0, float(_core.t_two_sided(float(statistic), float(df))))
+    return 1.0
+
+
+def _half_width(se: float, df: float, ci_level: float) -> float:
+    """Half-width of the t interval on the Fisher-z scale (NaN where undefined)."""
+    if math.isfinite(se) and math.isfinite(df) and df > 0:
+        return float(_core.t_quantile(0.5 + ci_level / 2, float(df))) * se
+    return math.nan
+
+
+def leave_one_out_test(
+    r: ArrayLike,
+    r_deleted: ArrayLike,
+    se_z: ArrayLike,
+    df: ArrayLike,
+    *,
+    ci_level: float = 0.95,
+) -> LeaveOneOut:
+    r"""The largest p-value and the hull of the intervals over the full estimate and each deletion.
+
+    Parameters
+    ----------
+    r : array_like of shape (pairs,)
+        The full estimates.
+    r_deleted : array_like of shape (n, pairs)
+        The estimates without each of the n checkpoints (:func:`leave_one_out_partial_corr`).
+    se_z : array_like of shape (pairs,)
+        Standard errors of :math:`\operatorname{artanh} r` of the full estimates (e.g. the AR-sieve's, or
+        Fisher's :math:`1/\sqrt{n - 3 - k}`).
+    df : array_like of shape (pairs,)
+        Degrees of freedom of the full estimates' t reference (e.g. ``df_sieve``).
+    ci_level : float
+        Level of the intervals.
+
+    Returns
+    -------
+    LeaveOneOut
+        ``p_max``, ``worst``, ``r_worst``, ``ci_low``, ``ci_high`` per pair.
+
+    Notes
+    -----
+    One checkpoint fewer leaves one degree of freedom less: a deletion's standard error is
+    :math:`\mathrm{se}_{-t} = \mathrm{se}_z \sqrt{\nu / (\nu - 1)}` with :math:`\nu = 1/\mathrm{se}_z^2` (the
+    variance inflation is kept), on :math:`1/\mathrm{se}_{-t}^2 + 1` degrees of freedom. With :math:`s` the sign
+    of the full estimate and :math:`z_t = s \operatorname{artanh} r^{(-t)}`,
+    :math:`p_t = \min\{1, 2 P(T > z_t / \mathrm{se}_{-t})\}` (1 when :math:`z_t \le 0`), and
+    :math:`p_{\max} = \max(p, \max_t p_t)`. Each interval is :math:`\tanh(z \mp t_{\nu,(1+\text{level})/2}\,
+    \mathrm{se})`; since each excludes 0 on the side of :math:`s` exactly when its :math:`p_t < 1 -
+    \text{level}`, their hull excludes 0 exactly when :math:`p_{\max} < 1 - \text{level}`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gengen.stats.influence import leave_one_out_test
+    >>> result = leave_one_out_test([0.6], [[0.55], [0.05], [0.62]], se_z=[0.2], df=[24.0])
+    >>> int(result.worst[0]), round(float(result.p_max[0]), 2)  # without checkpoint 1 little is left
+    (1, 0.81)
+    """
+    full = np.asarray(r, dtype=np.float64).ravel()
+    deleted = np.asarray(r_deleted, dtype=np.float64)
+    if deleted.ndim != 2 or deleted.shape[1] != full.size:
+        raise InvalidArgumentError(f"r_deleted: expected shape (n, {full.size}), got {deleted.shape}")
+    se = np.broadcast_to(np.asarray(se_z, dtype=np.float64).ravel(), full.shape)
+    dof = np.broadcast_to(np.asarray(df, dtype=np.float64).ravel(), full.shape)
+    if not 0.0 < ci_level < 1.0:
+        raise InvalidArgumentError(f"ci_level: must lie strictly between 0 and 1, got {ci_level!r}")
+    sign = np.where(full < 0, -1.0, 1.0)
+    z_full = np.arctanh(np.clip(full, -1 + 1e-15, 1 - 1e-15))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nu = 1.0 / se**2
+        se_deleted = np.where(nu > 1.0, se * np.sqrt(nu / (nu - 1.0)), np.nan)
+        df_deleted = 1.0 / se_deleted**2 + 1.0
+    z_deleted = np.arctanh(np.clip(deleted, -1 + 1e-15, 1 - 1e-15))
+    # Every deletion of a pair has the same standard error and df, so the largest p is at the smallest
+    # statistic in the direction of the full estimate (a deletion without an estimate: minus infinity, p = 1).
+    directional = np.where(np.isfinite(z_deleted), sign * z_deleted, -np.inf)
+    weakest = np.argmin(directional, axis=0)
+    pairs = full.size
+    p_max = np.full(pairs, np.nan)
+    worst = np.full(pairs, -1, dtype=np.int64)
+    r_worst = np.full(pairs, np.nan)
+    low = np.full(pairs, np.nan)
+    high = np.full(pairs, np.nan)
+    for j in range(pairs):
+        half_full = _half_width(float(se[j]), float(dof[j]), ci_level)
+        half_deleted = _half_width(float(se_deleted[j]), float(df_deleted[j]), ci_level)
+        if not (math.isfinite(half_full) and math.isfinite(half_deleted)):
+            continue
+        p_full = _directional_p(float(sign[j] * z_full[j] / se[j]), float(dof[j]))
+        p_deleted = _directional_p(float(directional[weakest[j], j] / se_deleted[j]), float(df_deleted[j]))
+        if p_deleted > p_full:
+            p_max[j], worst[j], r_worst[j] = p_deleted, weakest[j], deleted[weakest[j], j]
+        else:
+            p_max[j], r_worst[j] = p_full, full[j]
+        finite = z_deleted[:, j][np.isfinite(z_deleted[:, j])]
+        low[j] = min(z_full[j] - half_full, float(finite.min()) - half_deleted if finite.size else math.inf)
+        high[j] = max(z_full[j] + half_full, float(finite.max()) + half_deleted if finite.size else -math.inf)
+        if finite.size < deleted.shape[0]:
+            # A deletion without an estimate leaves the sign open: the hull spans 0, as its p = 1 says.
+            low[j], high[j] = min(low[j], 0.0), max(high[j], 0.0)
+    return LeaveOneOut(p_max=p_max, worst=worst, r_worst=r_worst, ci_low=np.tanh(low), ci_high=np.tanh(high))
