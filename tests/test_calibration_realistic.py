@@ -34,6 +34,7 @@ from gengen.learning_curves import (
     _threshold_counts,
     checkpoint_steps,
     curve_table,
+    design_partial_corr,
     simulate_curve_runs,
     true_partial_corr,
 )
@@ -111,6 +112,22 @@ def test_the_alternative_correlates_the_noises_at_rho() -> None:
     assert true_partial_corr(cell, 0.5) == pytest.approx(expected, rel=1e-9)
     assert r == pytest.approx(true_partial_corr(cell, 0.5), abs=0.03)
     assert true_partial_corr(cell, 0.0) == 0.0
+
+
+def test_design_partial_corr_is_what_the_runs_carry() -> None:
+    """The design's partial correlation (coverage's truth) is the mean of ppcor's r_partial over many runs (up to the
+    small-sample bias of r), above the white-noise closed form (the fit on ID absorbs persistent measurement error),
+    and zero under the null."""
+    from gengen import stats
+
+    cell = CurveCell("base", n=40, n_examples=1000, runs=3000)
+    _, counts = simulate_curve_runs(cell, 0.5, np.random.default_rng(8))
+    values = counts / 1000
+    r = [stats.partial_corr_matrix(run[:, 1:], run[:, :1]).r[0, 1] for run in values]
+    design = design_partial_corr(CurveCell("base", n=40, n_examples=1000), 0.5)
+    assert np.mean(r) == pytest.approx(design, abs=0.03)
+    assert design > true_partial_corr(cell, 0.5) + 0.05
+    assert design_partial_corr(cell, 0.0) == 0.0
 
 
 def test_special_test_sets() -> None:

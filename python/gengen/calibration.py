@@ -26,6 +26,7 @@ correlation of the two noises, and of their innovations, is ρ).
 
 from __future__ import annotations
 
+import functools
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -38,7 +39,7 @@ import pandas as pd
 
 from gengen import stats
 from gengen.errors import GengenError
-from gengen.learning_curves import CurveCell, curve_table, simulate_curve_runs, true_partial_corr
+from gengen.learning_curves import CurveCell, curve_table, design_partial_corr, simulate_curve_runs
 from gengen.stats.correlation import consistent_interval
 from gengen.stats.lagged import lagged_partial_corr_matrix
 from gengen.stats.meta import fisher_meta
@@ -517,7 +518,7 @@ def _reference_rows(cell: CurveCell, replicates: list[tuple[np.ndarray, np.ndarr
                 np.array([r]), np.array([result.statistic[0, 1]]), np.array([np.asarray(result.df).max()]), 0.95
             )
             ttest.append(
-                {"r_partial": r, "p": float(result.p_value[0, 1]), "ci_low": float(low), "ci_high": float(high)}
+                {"r_partial": r, "p": float(result.p_value[0, 1]), "ci_low": float(low[0]), "ci_high": float(high[0])}
             )
             try:
                 with np.errstate(all="ignore"):
@@ -528,13 +529,19 @@ def _reference_rows(cell: CurveCell, replicates: list[tuple[np.ndarray, np.ndarr
     return {"lagged": pd.DataFrame(lagged), "t-test": pd.DataFrame(ttest)}
 
 
+@functools.cache
+def _truth(cell: CurveCell, rho: float) -> float:
+    """The partial correlation the cell's design carries (computed once per cell and ρ)."""
+    return design_partial_corr(cell, rho)
+
+
 def _realistic_chunk(
     cell: CurveCell, rho: float, replicates: list[tuple[np.ndarray, np.ndarray]], n_boot: int, seed: int
 ) -> tuple[dict[str, dict[str, float]], str]:
     """Every method's counts on one batch of replicates, and the default's settings as analyse recorded them."""
     import gengen
 
-    truth = true_partial_corr(cell, rho)
+    truth = _truth(cell, rho)
     table = curve_table(cell, replicates)
     default = gengen.analyse(table, id_testset="id", n_boot=n_boot, seed=seed)
     runs = default.pairs[default.pairs["level"] == "run"]
@@ -602,13 +609,14 @@ def realistic_study(
         ``testable`` — rows reported testable with a finite p —, ``reject`` among them at α = 0.05,
         ``covered`` of ``intervals``, ``flagged``/``unflagged`` rows and their rejections), ``sum_r`` (of
         r_partial), ``gam_rows`` (testable rows whose ``fit`` is "gam"), ``true_r``
-        (:func:`~gengen.learning_curves.true_partial_corr`) and the CPU seconds of the chunk.
+        (:func:`~gengen.learning_curves.design_partial_corr`) and the CPU seconds of the chunk.
 
     Notes
     -----
     Hypotheses: ``H0`` (ρ = 0: the OOD series are independent given ID) and ``rho=0.3``, ``rho=0.5`` (the two
     OOD noises correlate at ρ; the partial correlation the data carry is ``true_r`` < ρ because each test set
-    adds its own measurement error). Coverage counts intervals holding ``true_r`` (0 under H0).
+    adds its own measurement error: :func:`~gengen.learning_curves.design_partial_corr`). Coverage counts
+    intervals holding ``true_r`` (0 under H0).
 
     Examples
     --------
@@ -655,7 +663,7 @@ def realistic_study(
                     "well_specified": cell.well_specified,
                     "hypothesis": hypothesis,
                     "rho": rho,
-                    "true_r": true_partial_corr(cell, rho),
+                    "true_r": _truth(cell, rho),
                     "method": method,
                     **{key: int(value) if key != "sum_r" else value for key, value in tally.items()},
                     "n_boot": n_boot,

@@ -49,6 +49,7 @@ __all__ = [
     "CurveCell",
     "checkpoint_steps",
     "curve_table",
+    "design_partial_corr",
     "id_curve",
     "simulate_curve_runs",
     "true_partial_corr",
@@ -201,13 +202,14 @@ def _link(cell: CurveCell, x: np.ndarray, j: int) -> np.ndarray:
     return 0.5 + jump + ID_GAIN * slope * (1.0 - np.exp(-4.0 * v)) / (1.0 - np.exp(-4.0))
 
 
-def _duplicate(counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def _duplicate(arrays: tuple[np.ndarray, ...], rng: np.random.Generator) -> tuple[np.ndarray, ...]:
     """A quarter of the rows after step 0, chosen at random, replaced by a copy of the row before them."""
-    n = counts.shape[1]
+    n = arrays[0].shape[1]
     chosen = np.sort(rng.choice(np.arange(1, n), size=n // 4, replace=False))
-    out = counts.copy()
+    out = tuple(array.copy() for array in arrays)
     for t in chosen:  # in increasing order, so that a run of chosen rows repeats one checkpoint
-        out[:, t] = out[:, t - 1]
+        for array in out:
+            array[:, t] = array[:, t - 1]
     return out
 
 
@@ -235,6 +237,12 @@ def simulate_curve_runs(cell: CurveCell, rho: float, rng: np.random.Generator) -
     >>> steps.shape, counts.shape, int(counts.max()) <= 200
     ((11,), (1, 11, 3), True)
     """
+    steps, counts, _ = _simulate(cell, rho, rng)
+    return steps, counts
+
+
+def _simulate(cell: CurveCell, rho: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Steps, counts and the OOD test sets' conditional means given ID (runs, n, 2) of one replicate."""
     if not 0.0 <= rho < 1.0:
         raise GengenError(f"rho: must lie in [0, 1), got {rho}")
     runs, big_n = cell.runs, cell.n_examples
@@ -250,8 +258,10 @@ def simulate_curve_runs(cell: CurveCell, rho: float, rng: np.random.Generator) -
     if rho:
         shared = _ar1(rng, cell.phi, (runs, n - 1))
         noise = [np.sqrt(1.0 - rho) * e + np.sqrt(rho) * shared for e in noise]
+    means = np.full((runs, n, 2), 0.5)
     for j in range(2):
-        p = _link(cell, x[:, 1:], j) + NOISE_SD * noise[j]
+        means[:, 1:, j] = _link(cell, x[:, 1:], j)
+        p = means[:, 1:, j] + NOISE_SD * noise[j]
         if j == 1 and cell.special == "plateau":
             half = (n - 1) // 2
             p[:, half:] = p[:, [half - 1]]
@@ -263,8 +273,61 @@ def simulate_curve_runs(cell: CurveCell, rho: float, rng: np.random.Generator) -
     counts[:, 0, :] = rng.binomial(big_n, 0.5, size=(runs, 3))
     if cell.special == "duplicates":
         # A repeated row keeps its own step number: two evaluations of the same weights.
-        counts = _duplicate(counts, rng)
-    return steps, counts
+        counts, means = _duplicate((counts, means), rng)
+    return steps, counts, means
+
+
+def design_partial_corr(cell: CurveCell, rho: float, *, replicates: int = 20_000, seed: int = 0) -> float:
+    r"""The partial correlation of the two OOD test sets given ID that the design of ``cell`` carries.
+
+        The measurement error of a fixed test set persists across checkpoints with similar accuracy, so a
+        regression on ID absorbs much of it and the closed form of :func:`true_partial_corr` understates the
+        correlation the residuals keep. This is the design's own value: over ``replicates`` simulated runs, the
+        deviations :math:`d_{j,t} = \hat p_{j,t} - \mu_{j,t}` from each test set's conditional mean given ID
+        (its link after step 0, chance at step 0) are regressed on :math:`[1, x_t]` within each run, and
+
+        .. math::
+    ho_{	ext{design}} = rac{\sum \langle r_a, r_b
+    angle}{\sqrt{\sum \lVert r_a
+    Vert^2
+           \sum \lVert r_b
+    Vert^2}},
+
+        the sums running over runs (the limit of the fixed-effect pooled correlation of many runs). Zero under the
+        null (ρ = 0) by construction.
+
+        Examples
+        --------
+        >>> cell = CurveCell("base", n=20, n_examples=30000)
+        >>> 0.27 < design_partial_corr(cell, 0.3, replicates=2000) < 0.34
+        True
+    """
+    if rho == 0:
+        return 0.0
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 23]))
+    design = CurveCell(
+        cell.label,
+        n=cell.n,
+        schedule=cell.schedule,
+        n_examples=cell.n_examples,
+        phi=cell.phi,
+        link=cell.link,
+        special=cell.special,
+        jump=cell.jump,
+        runs=replicates,
+    )
+    _, counts, means = _simulate(design, rho, rng)
+    x = counts[:, :, 0] / cell.n_examples
+    deviations = counts[:, :, 1:] / cell.n_examples - means
+    # Within each run: residuals of a simple regression on x (vectorised over runs).
+    xc = x - x.mean(axis=1, keepdims=True)
+    dc = deviations - deviations.mean(axis=1, keepdims=True)
+    slope = np.einsum("rt,rtj->rj", xc, dc) / np.einsum("rt,rt->r", xc, xc)[:, None]
+    residual = dc - xc[:, :, None] * slope[:, None, :]
+    sums = np.array(
+        [np.sum(residual[..., 0] * residual[..., 1]), np.sum(residual[..., 0] ** 2), np.sum(residual[..., 1] ** 2)]
+    )
+    return float(sums[0] / np.sqrt(sums[1] * sums[2]))
 
 
 def true_partial_corr(cell: CurveCell, rho: float) -> float:
