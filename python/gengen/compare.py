@@ -4,15 +4,24 @@ For two groups (models, sizes, or any runs) with partial-correlation matrices :m
 the same :math:`p` OOD test sets:
 
 * **sign agreement**: the fraction of the :math:`p(p-1)/2` pairs whose partial correlations have the same
-  sign;
+  sign, :math:`r_A r_B > 0` (a zero agrees with nothing), with its chance level: the mean and the 2.5–97.5%
+  range of the agreement when :math:`B`'s test-set labels are permuted (``sign_agreement_chance``,
+  ``…_chance_low``, ``…_chance_high``; ``p_sign_agreement`` the share of permutations that agree at least as
+  often);
 * **matrix correlation** (Mantel): the Pearson correlation :math:`r_M` of the upper triangles of :math:`A` and
   :math:`B` (from :func:`gengen.stats.partial_corr`), with a permutation p-value that permutes the test-set
   labels of :math:`B` jointly (rows and columns) — the pairs of one matrix are not independent, so the usual
   t-test does not apply (:func:`gengen.stats.mantel`). The permutations come from
   :func:`gengen.stats.permutation_indices` (seeded);
   :math:`p = (1 + \#\{r_M^{(b)} \ge r_M\}) / (1 + n_\text{perm})` for ``alternative="greater"`` (does the
-  pattern carry over?), with :math:`|r|` for ``"two-sided"``;
-* **conflicts**: pairs significant and positive for one group and significant and negative for another.
+  pattern carry over?), with :math:`|r|` for ``"two-sided"``; the smallest p the permutations can give is
+  :math:`1/(1 + n_\text{perm})` (``mantel_p_at_floor``); ``mantel_r_chance_low``/``_high`` bracket 95% of the
+  permuted :math:`r_M`;
+* **conflicts**: pairs significant and positive for one group and significant and negative for another;
+* **heterogeneity** (:mod:`gengen.heterogeneity`): per pair, Cochran's Q that the partial correlation is the
+  same in every model (each model's estimate pooled over its seeds), across the sizes of a family and across
+  shot regimes, and every two models' difference (``heterogeneity``, ``differences``; the across-model test's
+  columns also in ``wide``).
 
 References
 ----------
@@ -31,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from gengen import _core
 from gengen.errors import GengenError, InputError
 from gengen.stats.matrices import mantel
 from gengen.stats.options import ALTERNATIVES, DEFAULT_ALTERNATIVE, DEFAULT_N_PERM_MANTEL
@@ -38,7 +48,37 @@ from gengen.stats.options import ALTERNATIVES, DEFAULT_ALTERNATIVE, DEFAULT_N_PE
 if TYPE_CHECKING:
     from gengen.analyse.result import Analysis
 
-SOURCES = ("runs", "pooled")
+SOURCES = ("runs", "pooled", "models")
+#: Columns of the agreement table.
+AGREEMENT_COLUMNS = (
+    "group_a",
+    "group_b",
+    "n_testsets",
+    "n_pairs",
+    "n_sign_agree",
+    "sign_agreement",
+    "sign_agreement_chance",
+    "sign_agreement_chance_low",
+    "sign_agreement_chance_high",
+    "p_sign_agreement",
+    "mantel_r",
+    "mantel_r_chance_low",
+    "mantel_r_chance_high",
+    "mantel_p",
+    "mantel_p_at_floor",
+    "n_perm",
+    "alternative",
+)
+#: The across-model heterogeneity columns copied into the wide table (one row per pair).
+WIDE_HETEROGENEITY = (
+    "n_groups_heterogeneity",
+    "q_heterogeneity",
+    "df_heterogeneity",
+    "p_heterogeneity",
+    "p_heterogeneity_adjusted",
+    "i2_heterogeneity",
+    "significant_heterogeneity",
+)
 
 
 @dataclass
@@ -52,13 +92,17 @@ class Comparison:
     wide : DataFrame
         One row per pair; per group ``r[<group>]`` and ``sign[<group>]``.
     agreement : DataFrame
-        One row per pair of groups: ``group_a, group_b, n_testsets, n_pairs, n_sign_agree, sign_agreement,
-        mantel_r, mantel_p, n_perm, alternative``.
+        One row per pair of groups: the columns of :data:`AGREEMENT_COLUMNS`.
     conflicts : DataFrame
         ``testset_a, testset_b, group_positive, r_positive, p_positive, group_negative, r_negative,
         p_negative``.
     settings : dict
         The options used.
+    heterogeneity : DataFrame
+        Cochran's Q per comparison (``across``: model, size, shots) × cell × pair
+        (:func:`gengen.heterogeneity.heterogeneity_table`); empty when the source has no variances.
+    differences : DataFrame
+        Every two groups' difference per pair (:func:`gengen.heterogeneity.pairwise_differences`).
     """
 
     per_pair: pd.DataFrame
@@ -66,6 +110,8 @@ class Comparison:
     agreement: pd.DataFrame
     conflicts: pd.DataFrame
     settings: dict[str, Any] = field(default_factory=dict)
+    heterogeneity: pd.DataFrame = field(default_factory=pd.DataFrame)
+    differences: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def groups(self) -> list[str]:
@@ -78,8 +124,9 @@ class Comparison:
         return _square(rows)
 
     def to_dir(self, out: str | Path) -> dict[str, Path]:
-        """Write ``compare_pairs.csv``, ``compare_agreement.csv``, ``compare_conflicts.csv`` and
-        ``comparison.json`` (settings) to ``out``."""
+        """Write ``compare_pairs.csv``, ``compare_agreement.csv``, ``compare_conflicts.csv``,
+        ``compare_long.csv``, ``compare_heterogeneity.csv``, ``compare_differences.csv`` and ``comparison.json``
+        (settings) to ``out``."""
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
         written = {}
@@ -88,6 +135,8 @@ class Comparison:
             ("compare_agreement", self.agreement),
             ("compare_conflicts", self.conflicts),
             ("compare_long", self.per_pair),
+            ("compare_heterogeneity", self.heterogeneity),
+            ("compare_differences", self.differences),
         ):
             table.to_csv(folder / f"{name}.csv", index=False)
             written[f"{name}.csv"] = folder / f"{name}.csv"
@@ -104,12 +153,21 @@ class Comparison:
         from gengen._files import read_csv, read_json
 
         settings = read_json(path / "comparison.json")
+
+        def optional(name: str) -> pd.DataFrame:
+            file = path / f"{name}.csv"
+            if not file.is_file() or file.stat().st_size <= 1:
+                return pd.DataFrame()
+            return read_csv(file)
+
         return cls(
             per_pair=read_csv(path / "compare_long.csv"),
             wide=read_csv(path / "compare_pairs.csv"),
             agreement=read_csv(path / "compare_agreement.csv"),
             conflicts=read_csv(path / "compare_conflicts.csv"),
             settings=settings,
+            heterogeneity=optional("compare_heterogeneity"),
+            differences=optional("compare_differences"),
         )
 
 
@@ -126,13 +184,48 @@ def _square(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(values, index=names, columns=names)
 
 
-def _long_table(source: Analysis | pd.DataFrame, which: str, alpha: float) -> pd.DataFrame:
+def _testable(pairs: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose data can support a test (all rows when the table has no ``testable`` column)."""
+    if "testable" not in pairs.columns:
+        return pairs
+    return pairs[pairs["testable"].fillna(True).astype(bool)]
+
+
+def _model_rows(pairs: pd.DataFrame, adjust: str) -> pd.DataFrame:
+    """One row per model (its seeds pooled, :func:`gengen.heterogeneity.group_estimates`) and pair, with a
+    normal p-value of z/se adjusted across the model's pairs."""
+    from gengen.heterogeneity import group_estimates
+    from gengen.stats import p_adjust
+
+    estimates = group_estimates(pairs)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        statistic = (estimates["z"] / np.sqrt(estimates["variance"])).to_numpy(dtype=float)
+    p = np.array([float(_core.normal_two_sided(value)) if np.isfinite(value) else np.nan for value in statistic])
+    adjusted = np.full(len(p), np.nan)
+    for _, index in estimates.groupby("unit", sort=False).indices.items():
+        adjusted[index] = p_adjust(p[index], adjust)  # type: ignore[arg-type]
+    return pd.DataFrame(
+        {
+            "unit": estimates["unit"],
+            "testset_a": estimates["testset_a"],
+            "testset_b": estimates["testset_b"],
+            "r": estimates["r"],
+            "p": adjusted,
+        }
+    )
+
+
+def _long_table(source: Analysis | pd.DataFrame, which: str, alpha: float, adjust: str = "holm") -> pd.DataFrame:
     """Normalise the input to long rows: group, testset_a, testset_b, r, p, significant."""
     if isinstance(source, pd.DataFrame):
         pairs, pooled = source, pd.DataFrame()
     else:
         pairs, pooled = source.pairs, source.pooled
-    if which == "pooled":
+    pairs = _testable(pairs)
+    if which == "models":
+        table = _model_rows(pairs, adjust)
+        label_columns = ["unit"]
+    elif which == "pooled":
         if pooled.empty:
             raise GengenError("option source: the analysis has no pooled (meta-analysis) rows; use source='runs'")
         label_columns = [c for c in ("model", "family", "size", "shots", "study") if c in pooled.columns]
@@ -151,7 +244,10 @@ def _long_table(source: Analysis | pd.DataFrame, which: str, alpha: float) -> pd
         if "estimand" in table.columns and "r_innovation" in table.columns:
             r = r.where(table["estimand"] != "r_innovation", table["r_innovation"])
         table = table.assign(r=r, p=table["p_adjusted"])
-    group = table[label_columns].astype(str).agg("/".join, axis=1)
+    labels = [table[column].astype(str) for column in label_columns]
+    group = labels[0]
+    for more in labels[1:]:
+        group = group + "/" + more
     out = pd.DataFrame(
         {
             "group": group,
@@ -174,6 +270,92 @@ def _orient(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(testset_a=a, testset_b=b)
 
 
+def sign_agreement(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+    """(pairs with the same sign, pairs with both values finite): the same sign is :math:`a b > 0`, so a zero
+    agrees with nothing (it has no sign)."""
+    both = np.isfinite(a) & np.isfinite(b)
+    return int(np.sum(a[both] * b[both] > 0)), int(np.sum(both))
+
+
+def chance_levels(a: np.ndarray, b: np.ndarray, n_perm: int, seed: int) -> dict[str, float]:
+    """Sign agreement and Mantel r of two complete symmetric matrices when ``b``'s labels are permuted.
+
+    The permutations are those of :func:`gengen.stats.mantel` (``permutation_indices(p, n_perm, "free",
+    seed)``): the chance level of the sign agreement is the permutations' mean, its range their 2.5% and 97.5%
+    quantiles, and ``p_sign_agreement`` = (1 + #{permuted ≥ observed}) / (1 + n_perm).
+    """
+    from gengen.stats import permutation_indices
+
+    rows, cols = np.triu_indices(a.shape[0], 1)
+    x, y = a[rows, cols], b[rows, cols]
+    orders = np.asarray(permutation_indices(a.shape[0], n_perm, scheme="free", seed=seed))
+    permuted = np.stack([b[np.ix_(order, order)][rows, cols] for order in orders])
+    agree = np.mean(permuted * x > 0, axis=1)
+    observed = float(np.mean(x * y > 0))
+    xc = (x - x.mean()) / (np.linalg.norm(x - x.mean()) or 1.0)
+    centred = permuted - permuted.mean(axis=1, keepdims=True)
+    norms = np.linalg.norm(centred, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mantel_r = centred @ xc / norms
+    return {
+        "sign_agreement_chance": float(np.mean(agree)),
+        "sign_agreement_chance_low": float(np.quantile(agree, 0.025)),
+        "sign_agreement_chance_high": float(np.quantile(agree, 0.975)),
+        "p_sign_agreement": float((1 + np.sum(agree >= observed - 1e-12)) / (1 + n_perm)),
+        "mantel_r_chance_low": float(np.nanquantile(mantel_r, 0.025)),
+        "mantel_r_chance_high": float(np.nanquantile(mantel_r, 0.975)),
+    }
+
+
+def _agreement_row(
+    long: pd.DataFrame, group_a: str, group_b: str, *, n_perm: int, alternative: str, seed: int
+) -> dict[str, Any]:
+    """Sign agreement, its chance level, and the Mantel test of two groups' partial-correlation matrices."""
+    rows_a = long[long["group"] == group_a]
+    rows_b = long[long["group"] == group_b]
+    both = rows_a.merge(rows_b, on=["testset_a", "testset_b"], suffixes=("_a", "_b"))
+    agree, n_pairs = sign_agreement(both["r_a"].to_numpy(dtype=float), both["r_b"].to_numpy(dtype=float))
+    matrix_a, matrix_b = _square(rows_a), _square(rows_b)
+    common = [name for name in matrix_a.index if name in matrix_b.index]
+    a = matrix_a.loc[common, common].to_numpy()
+    b = matrix_b.loc[common, common].to_numpy()
+    complete = [i for i in range(len(common)) if np.isfinite(a[i]).all() and np.isfinite(b[i]).all()]
+    nan = float("nan")
+    chance = dict.fromkeys(
+        (
+            "sign_agreement_chance",
+            "sign_agreement_chance_low",
+            "sign_agreement_chance_high",
+            "p_sign_agreement",
+            "mantel_r_chance_low",
+            "mantel_r_chance_high",
+        ),
+        nan,
+    )
+    if len(complete) >= 3:
+        a_complete, b_complete = a[np.ix_(complete, complete)], b[np.ix_(complete, complete)]
+        test = mantel(a_complete, b_complete, n_perm=n_perm, alternative=alternative, seed=seed)  # type: ignore[arg-type]
+        mantel_r, mantel_p = test.r, test.p_value
+        chance = chance_levels(a_complete, b_complete, n_perm, seed)
+    else:
+        mantel_r, mantel_p = nan, nan
+    return {
+        "group_a": group_a,
+        "group_b": group_b,
+        "n_testsets": len(complete),
+        "n_pairs": n_pairs,
+        "n_sign_agree": agree,
+        "sign_agreement": agree / n_pairs if n_pairs else nan,
+        **chance,
+        "mantel_r": mantel_r,
+        "mantel_p": mantel_p,
+        # the smallest p the permutations can give: "p = 0.001" then means "p ≤ 0.001"
+        "mantel_p_at_floor": bool(np.isfinite(mantel_p) and mantel_p <= 1.0 / (n_perm + 1) + 1e-12),
+        "n_perm": n_perm,
+        "alternative": alternative,
+    }
+
+
 def compare(
     source: Analysis | pd.DataFrame,
     *,
@@ -189,12 +371,13 @@ def compare(
     ----------
     source : Analysis or DataFrame
         An analysis, or its pairs table (``pairs.csv``).
-    source_level : {"runs", "pooled"}
-        Compare per-run partial correlations (groups are models, or model/run when a model has several runs)
-        or the pooled random-effects estimates of each ``by`` cell.
+    source_level : {"runs", "pooled", "models"}
+        Compare per-run partial correlations (groups are models, or model/run when a model has several runs),
+        the pooled random-effects estimates of each ``by`` cell, or one estimate per model with its seeds
+        pooled (:func:`gengen.heterogeneity.group_estimates`; p from z/se, adjusted across the model's pairs).
     alpha : float
         Level on the adjusted p-values (``p_adjusted``, or ``p_random_adjusted`` when pooled) for
-        "significant".
+        "significant", and on the adjusted heterogeneity p-values.
     n_perm : int
         Permutations of the Mantel test.
     alternative : {"greater", "two-sided"}
@@ -206,7 +389,8 @@ def compare(
     -------
     Comparison
         The ``per_pair`` and ``wide`` tables, the ``conflicts`` between groups, the ``agreement`` (Mantel test)
-        of every two groups, and the ``settings``.
+        of every two groups, the ``heterogeneity`` and ``differences`` tables (from the per-run rows, whatever
+        ``source_level``; empty for a pairs table without ``se_z`` or ``n``/``k``) and the ``settings``.
 
     Examples
     --------
@@ -236,7 +420,8 @@ def compare(
         raise GengenError(f"option n_perm: must be a positive integer, got {n_perm!r}")
     if not 0.0 < alpha < 1.0:
         raise GengenError(f"option alpha: must lie strictly between 0 and 1, got {alpha!r}")
-    long = _orient(_long_table(source, source_level, alpha))
+    adjust = _adjust_method(source)
+    long = _orient(_long_table(source, source_level, alpha, adjust))
     groups = list(dict.fromkeys(long["group"]))
     wide = long.pivot_table(
         index=["testset_a", "testset_b"], columns="group", values=["r", "sign"], aggfunc="first", sort=True
@@ -244,57 +429,11 @@ def compare(
     wide.columns = [f"{value}[{group}]" for value, group in wide.columns]
     wide = wide[[f"{value}[{group}]" for group in groups for value in ("r", "sign")]].reset_index()
 
-    agreement_rows = []
-    for group_a, group_b in combinations(groups, 2):
-        rows_a = long[long["group"] == group_a]
-        rows_b = long[long["group"] == group_b]
-        both = rows_a.merge(rows_b, on=["testset_a", "testset_b"], suffixes=("_a", "_b")).dropna(subset=["r_a", "r_b"])
-        agree = int((both["sign_a"] == both["sign_b"]).sum())
-        matrix_a, matrix_b = _square(rows_a), _square(rows_b)
-        common = [name for name in matrix_a.index if name in matrix_b.index]
-        a = matrix_a.loc[common, common].to_numpy()
-        b = matrix_b.loc[common, common].to_numpy()
-        complete = [i for i in range(len(common)) if np.isfinite(a[i]).all() and np.isfinite(b[i]).all()]
-        if len(complete) >= 3:
-            test = mantel(
-                a[np.ix_(complete, complete)],
-                b[np.ix_(complete, complete)],
-                n_perm=n_perm,
-                alternative=alternative,  # checked against ALTERNATIVES above
-                seed=seed,
-            )
-            mantel_r, mantel_p = test.r, test.p_value
-        else:
-            mantel_r, mantel_p = float("nan"), float("nan")
-        agreement_rows.append(
-            {
-                "group_a": group_a,
-                "group_b": group_b,
-                "n_testsets": len(complete),
-                "n_pairs": len(both),
-                "n_sign_agree": agree,
-                "sign_agreement": agree / len(both) if len(both) else float("nan"),
-                "mantel_r": mantel_r,
-                "mantel_p": mantel_p,
-                "n_perm": n_perm,
-                "alternative": alternative,
-            }
-        )
-    agreement = pd.DataFrame(
-        agreement_rows,
-        columns=[
-            "group_a",
-            "group_b",
-            "n_testsets",
-            "n_pairs",
-            "n_sign_agree",
-            "sign_agreement",
-            "mantel_r",
-            "mantel_p",
-            "n_perm",
-            "alternative",
-        ],
-    )
+    agreement_rows = [
+        _agreement_row(long, group_a, group_b, n_perm=n_perm, alternative=alternative, seed=seed)
+        for group_a, group_b in combinations(groups, 2)
+    ]
+    agreement = pd.DataFrame(agreement_rows, columns=list(AGREEMENT_COLUMNS))
 
     positive = long[long["significant"] & (long["r"] > 0)]
     negative = long[long["significant"] & (long["r"] < 0)]
@@ -311,12 +450,53 @@ def compare(
             "p_negative",
         ]
     ].reset_index(drop=True)
+    heterogeneity, differences = _heterogeneity(source, alpha, adjust)
+    if not heterogeneity.empty:
+        across_models = heterogeneity[heterogeneity["across"] == "model"]
+        cells = list(dict.fromkeys(across_models["cell"]))
+        for cell in cells:
+            columns = {c: c if len(cells) == 1 else f"{c}[{cell}]" for c in WIDE_HETEROGENEITY}
+            part = across_models[across_models["cell"] == cell][["testset_a", "testset_b", *WIDE_HETEROGENEITY]]
+            wide = wide.merge(part.rename(columns=columns), on=["testset_a", "testset_b"], how="left")
     settings = {
         "source": source_level,
+        "adjust_heterogeneity": adjust,
         "alpha": alpha,
         "n_perm": n_perm,
         "alternative": alternative,
         "seed": seed,
         "groups": groups,
     }
-    return Comparison(per_pair=long, wide=wide, agreement=agreement, conflicts=conflicts, settings=settings)
+    return Comparison(
+        per_pair=long,
+        wide=wide,
+        agreement=agreement,
+        conflicts=conflicts,
+        settings=settings,
+        heterogeneity=heterogeneity,
+        differences=differences,
+    )
+
+
+def _adjust_method(source: Analysis | pd.DataFrame) -> str:
+    """The analysis' p-value adjustment for tables maxT does not cover (Holm for maxT, as the pooled table)."""
+    if isinstance(source, pd.DataFrame):
+        return "holm"
+    method = str(source.settings.get("adjust", "holm"))
+    return "holm" if method == "maxT" else method
+
+
+def _heterogeneity(source: Analysis | pd.DataFrame, alpha: float, adjust: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The heterogeneity and pairwise-difference tables, empty when the rows carry no variance."""
+    from gengen.heterogeneity import group_estimates, heterogeneity_table, pairwise_differences
+
+    pairs = source if isinstance(source, pd.DataFrame) else source.pairs
+    has_se = "se_z" in pairs.columns and bool(np.isfinite(pairs["se_z"].to_numpy(dtype=float)).any())
+    has_variance = has_se or {"n", "k"} <= set(pairs.columns)
+    if not has_variance or pairs.empty:
+        return pd.DataFrame(), pd.DataFrame()
+    estimates = group_estimates(pairs)
+    return (
+        heterogeneity_table(estimates, alpha=alpha, adjust=adjust),
+        pairwise_differences(estimates, alpha=alpha),
+    )

@@ -1,4 +1,5 @@
-"""A study's scores to its report: analyse, then compare, then report — what ``gengen run`` and the demo end with.
+"""A study's scores to its report: analyse, compare, state the verdict, report — what ``gengen run`` and the demo
+end with.
 
 This is the one module that chains the three steps; :mod:`gengen.analyse`, :mod:`gengen.compare` and
 :mod:`gengen.report` each know only the data they are given (the report reads the analysis and comparison,
@@ -7,14 +8,22 @@ never the other way round).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 __all__ = ["run_study_analysis"]
 
 
-def run_study_analysis(store_path: str | Path, out_dir: str | Path, id_testset: str, **options: Any) -> Path:
-    """Load a store, analyse it, compare the groups and write the report.
+def run_study_analysis(
+    store_path: str | Path,
+    out_dir: str | Path,
+    id_testset: str,
+    *,
+    log: Callable[[str], None] | None = None,
+    **options: Any,
+) -> Path:
+    """Load a store, analyse it, compare the groups, state the verdict and write the report.
 
     Parameters
     ----------
@@ -24,6 +33,9 @@ def run_study_analysis(store_path: str | Path, out_dir: str | Path, id_testset: 
         Folder for ``pairs.csv``, ``summary.json``, the comparison tables, ``report.html`` and ``figures/``.
     id_testset : str
         The in-domain test set.
+    log : callable, optional
+        Called with each line of the verdict (e.g. ``print``); the verdict is also in ``summary.json``,
+        ``verdict.json`` and at the top of the report.
     **options
         Passed to :func:`gengen.analyse` (e.g. ``metric``, ``n_perm``, ``ood``).
 
@@ -35,9 +47,15 @@ def run_study_analysis(store_path: str | Path, out_dir: str | Path, id_testset: 
     from gengen.analyse import analyse, load_scores
     from gengen.compare import compare
     from gengen.report import report
+    from gengen.verdict import build_verdict
 
     analysis = analyse(load_scores(store_path), id_testset=id_testset, **options)
     analysis.to_dir(out_dir)
     comparison = compare(analysis)
     comparison.to_dir(out_dir)
-    return report(analysis, comparison, out_dir)
+    verdict = build_verdict(analysis)
+    verdict.to_dir(out_dir)
+    if log is not None:
+        for line in verdict.lines():
+            log(line)
+    return report(analysis, comparison, out_dir, verdict=verdict)

@@ -168,7 +168,13 @@ def analyse_command(
             f"{group['n_significant']} significant ({group['n_significant_positive']} positive, "
             f"{group['n_significant_negative']} negative)"
         )
+    from gengen.verdict import build_verdict
+
+    verdict = build_verdict(analysis, seed=seed)
+    verdict.to_dir(out)  # verdict.json, verdict_pairs.csv, and "verdict" in summary.json
     typer.echo(f"wrote {out}")
+    for line in verdict.lines():
+        typer.echo(line)
 
 
 def register(app: typer.Typer) -> None:

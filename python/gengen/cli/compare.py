@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -15,7 +15,10 @@ from gengen.stats.options import ALTERNATIVES, DEFAULT_ALTERNATIVE, DEFAULT_N_PE
 @user_errors_exit
 def compare_command(
     analysis_dir: Annotated[Path, typer.Argument(help="Output folder of gengen analyse.")],
-    source: Annotated[str, typer.Option(help="runs (per-run correlations) or pooled (meta-analysis).")] = "runs",
+    source: Annotated[
+        str,
+        typer.Option(help="runs (per-run correlations), pooled (meta-analysis cells) or models (seeds pooled)."),
+    ] = "runs",
     alpha: Annotated[float, typer.Option(help="Significance level on adjusted p-values.")] = 0.05,
     n_perm: Annotated[
         int, typer.Option(help="Permutations of the Mantel test.", max=MAX_RESAMPLES)
@@ -26,27 +29,61 @@ def compare_command(
     seed: Annotated[int, typer.Option(help="Seed of the Mantel permutations.", **SEED_RANGE)] = 0,
     out: Annotated[Path | None, typer.Option(help="Output folder (default: ANALYSIS_DIR).")] = None,
 ) -> None:
-    """Sign agreement, Mantel correlation of partial-correlation matrices, and conflicting pairs."""
+    """Sign agreement, Mantel correlation, conflicting pairs, and whether each pair differs between models.
+
+    Writes compare_*.csv (compare_heterogeneity.csv: Cochran's Q per pair across models, sizes and shot
+    regimes; compare_differences.csv: every two models), verdict.json and verdict_pairs.csv, and ends with the
+    verdict.
+    """
     from gengen.analyse import Analysis
     from gengen.compare import compare
+    from gengen.verdict import build_verdict
 
     if out is not None:
         check_output_folder(out)
+    analysis = Analysis.from_dir(analysis_dir)
     comparison = compare(
-        Analysis.from_dir(analysis_dir),
+        analysis,
         source_level=source,
         alpha=alpha,
         n_perm=n_perm,
         alternative=alternative,
         seed=seed,
     )
-    comparison.to_dir(out or analysis_dir)
+    target = out or analysis_dir
+    comparison.to_dir(target)
     for row in comparison.agreement.itertuples(index=False):
-        typer.echo(
-            f"{row.group_a} vs {row.group_b}: sign agreement {row.sign_agreement:.3f} over {row.n_pairs} "
-            f"pairs; Mantel r = {row.mantel_r:.3f}, p = {row.mantel_p:.4g}"
+        p_text = (
+            f"p <= {row.mantel_p:.2g} (the floor of {row.n_perm} permutations)"
+            if row.mantel_p_at_floor
+            else (f"p = {row.mantel_p:.4g}")
         )
-    typer.echo(f"{len(comparison.conflicts)} conflicting pair(s); wrote {out or analysis_dir}")
+        typer.echo(
+            f"{row.group_a} vs {row.group_b}: sign agreement {row.sign_agreement:.3f} over {row.n_pairs} pairs "
+            f"(chance {row.sign_agreement_chance:.3f}); Mantel r = {row.mantel_r:.3f}, {p_text}"
+        )
+    for line in heterogeneity_lines(comparison.heterogeneity):
+        typer.echo(line)
+    typer.echo(f"{len(comparison.conflicts)} conflicting pair(s); wrote {target}")
+    verdict = build_verdict(analysis, n_perm=n_perm, seed=seed, alpha=alpha)
+    verdict.to_dir(target)
+    for line in verdict.lines():
+        typer.echo(line)
+
+
+def heterogeneity_lines(table: Any) -> list[str]:
+    """One line per comparison and cell: how many pairs differ significantly between its groups."""
+    lines: list[str] = []
+    if table is None or table.empty:
+        return lines
+    for (across, cell), rows in table.groupby(["across", "cell"], sort=False):
+        groups = max(rows["groups_heterogeneity"].astype(str), key=len).split(";")
+        where = "" if cell == "all" else f" ({cell})"
+        lines.append(
+            f"heterogeneity across {across}s{where}: {int(rows['significant_heterogeneity'].sum())} of {len(rows)} "
+            f"pairs differ between {len(groups)} groups (Cochran's Q, adjusted p < alpha)"
+        )
+    return lines
 
 
 def register(app: typer.Typer) -> None:

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
     from gengen.analyse.result import Analysis
     from gengen.compare import Comparison
+    from gengen.verdict import Verdict
 
 #: Sections of the page per level of the pairs table: (level, anchor, heading, note).
 LEVELS = (
@@ -247,6 +248,28 @@ def _section(analysis: Analysis, level: str, rows: pd.DataFrame) -> tuple[dict[s
     table = encode_table(view, dict(PAIR_VIEW))
     table["pageSize"] = 25
     return heatmap, table, names
+
+
+def verdict_record(verdict: Verdict) -> dict[str, Any]:
+    """The template's verdict block: the paragraph, one row per class (count, strongest examples), agreement."""
+    from gengen.verdict import CLASSES
+
+    rows = [
+        {
+            "name": name,
+            "count": verdict.counts.get(name, 0),
+            "examples": [example["label"] for example in verdict.examples.get(name, [])],
+        }
+        for name in CLASSES
+    ]
+    agreement = ""
+    mantel = verdict.agreement.get("mantel_r", {})
+    if mantel and mantel.get("n_at_floor"):
+        agreement = (
+            f"{mantel['n_at_floor']} of {verdict.agreement['n_comparisons']} Mantel p-values are at the floor of "
+            f"the permutations (p ≤ {mantel['p_floor']:.2g}): smaller p-values cannot be resolved."
+        )
+    return {"text": verdict.text, "rows": rows, "agreement": agreement}
 
 
 def _comparison_text(agreement: pd.DataFrame, n_groups: int, alpha: float) -> str:
@@ -470,8 +493,9 @@ def report(
     title: str = "gengen report",
     filename: str = "report.html",
     progress: bool = False,
+    verdict: Verdict | None = None,
 ) -> Path:
-    """Write the HTML report and its figures.
+    """Write the HTML report and its figures; the page opens with the verdict.
 
     Parameters
     ----------
@@ -490,6 +514,8 @@ def report(
         Name of the HTML file when ``out_dir`` is a folder.
     progress : bool
         Report progress on stderr: a bar on a terminal, one line per step otherwise.
+    verdict : Verdict, optional
+        From :func:`gengen.verdict.build_verdict`; computed when omitted.
 
     Returns
     -------
@@ -497,10 +523,13 @@ def report(
         The HTML file.
     """
     from gengen.compare import compare
+    from gengen.verdict import build_verdict
 
     path, figure_dir = output_paths(out_dir, filename)
     if comparison is None:
         comparison = compare(analysis)
+    if verdict is None:
+        verdict = build_verdict(analysis, comparison)
     alpha = float(analysis.settings.get("alpha", 0.05))
     levels = [(spec, _level_rows(analysis, spec[0])) for spec in LEVELS]
     levels = [(spec, rows) for spec, rows in levels if not rows.empty]
@@ -632,7 +661,7 @@ def report(
             {source_column(value) for rows in (rows for _, rows in levels) for value in rows.get("p_adjusted_from", [])}
             - {""}
         )
-        contents = [(spec[1], spec[2]) for spec, _ in levels]
+        contents = [("verdict", "Verdict"), *((spec[1], spec[2]) for spec, _ in levels)]
         if comparison_record:
             contents.append(("across-groups", "Across groups"))
         if pooled_record:
@@ -656,6 +685,7 @@ def report(
             tables={"summary": _table(summary, list(summary.columns), "no groups")},
             sections=sections,
             comparison=comparison_record,
+            verdict=verdict_record(verdict),
             pooled=pooled_record,
             trajectories=trajectories,
             groups=group_records,

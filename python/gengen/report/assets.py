@@ -29,6 +29,9 @@ td.flag { color: #8a4b00; }
 img { max-width: 100%; height: auto; display: block; margin: 0.5em 0; }
 .warning { background: #fff4e5; border-left: 4px solid #e69500; padding: 0.4em 0.8em; margin: 0.3em 0; }
 .note { color: #555; font-size: 0.9em; }
+.verdict { border: 2px solid #333; border-radius: 6px; padding: 0.4em 1em; margin: 1em 0; background: #fafafa; }
+.verdict-text { font-size: 1.1em; line-height: 1.45; }
+.verdict-counts td, .verdict-counts th { vertical-align: top; padding: 0.2em 0.8em; }
 figcaption { color: #555; font-size: 0.85em; }
 nav ul { columns: 2; font-size: 0.95em; }
 table.settings td:first-child { white-space: nowrap; color: #333; }

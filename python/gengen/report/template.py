@@ -40,6 +40,17 @@ mode {{ settings.mode_resolved }}; fit {{ settings.fit }}; {{ settings.method }}
 significance from {{ deciding }}, adjusted with {{ settings.adjust }} at {{ settings.alpha }}.
 Tables and figures need JavaScript for searching, sorting and hovering; the full tables are pairs.csv
 and pooled.csv, the figures are also in {{ figure_folder }}/ as PNG and SVG.</p>
+{% if verdict %}<section id="verdict" class="verdict">
+<h2>Verdict</h2>
+<p class="verdict-text">{{ verdict.text }}</p>
+<table class="verdict-counts"><tr><th>pairs</th><th>count</th><th>strongest examples</th></tr>
+{% for row in verdict.rows %}<tr><td>{{ row.name }}</td><td class="num">{{ row.count }}</td>
+<td>{% for example in row.examples %}{{ example }}{% if not loop.last %}<br>{% endif %}{% endfor %}</td></tr>
+{% endfor %}</table>
+{% if verdict.agreement %}<p class="note">{{ verdict.agreement }}</p>{% endif %}
+<p class="note">Every pair's class, estimates and tests: verdict_pairs.csv; the across-model tests of each pair:
+compare_heterogeneity.csv and compare_differences.csv.</p>
+</section>{% endif %}
 <noscript><p class="warning">JavaScript is off: the tables, heatmaps and trajectories below stay empty.
 Read pairs.csv and the figures in {{ figure_folder }}/ instead.</p></noscript>
 <nav><ul>

@@ -1,0 +1,553 @@
+r"""Does a pair's partial correlation differ between models? Cochran's Q on Fisher's z across groups.
+
+For one pair of OOD test sets and :math:`M` groups (models; the sizes of one family; the shot regimes of one
+model), group :math:`g` contributes one estimate of Fisher's :math:`z` of the pair's partial correlation and its
+variance (:func:`group_estimates`):
+
+* a group with several runs (seeds): the random-effects pooled estimate of its runs,
+  :math:`\hat z_g = \operatorname{artanh} r_\text{random}`, :math:`v_g = \mathrm{se}_\text{random}^2` — the
+  pooled table's numbers (:func:`gengen.analyse.pooled.meta_table`), recomputed here with the same
+  :func:`gengen.stats.meta.fisher_meta` and the same run variances (the squared AR-sieve ``se_z``), so that
+  :math:`v_g` holds both the checkpoint noise of each run and the seed-to-seed spread :math:`\hat\tau^2`;
+* a group with one run: :math:`\hat z_g = \operatorname{artanh} r_\text{partial}`, :math:`v_g = \mathrm{se}_z^2`.
+
+Rows that cannot be tested (``testable`` False) are left out. The test (:func:`heterogeneity_test`):
+
+.. math::
+
+    w_g = 1/v_g, \quad \bar z = \frac{\sum_g w_g \hat z_g}{\sum_g w_g}, \quad
+    Q = \sum_g w_g (\hat z_g - \bar z)^2 \sim \chi^2_{M-1} \text{ under } H_0: \rho_1 = \dots = \rho_M,
+    \quad I^2 = \max\Bigl(0, \frac{Q - (M - 1)}{Q}\Bigr).
+
+Pairwise differences (:func:`pairwise_differences`): :math:`d_{gh} = (\hat z_g - \hat z_h) / \sqrt{v_g + v_h}`,
+two-sided normal p-value, adjusted with Holm's method across the :math:`M(M-1)/2` comparisons of the pair.
+The heterogeneity p-values are adjusted across the pairs of a cell with the analysis' method
+(:func:`heterogeneity_table`). The calibration (type-I error, power) is in ``docs/calibration.md``.
+
+References
+----------
+Cochran, W. G. (1954). The combination of estimates from different experiments. *Biometrics* 10, 101–129.
+Higgins, J. P. T. & Thompson, S. G. (2002). Quantifying heterogeneity in a meta-analysis.
+*Statistics in Medicine* 21, 1539–1558.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gengen import _core
+from gengen.errors import InputError
+
+__all__ = [
+    "ACROSS",
+    "HETEROGENEITY_COLUMNS",
+    "HeterogeneityResult",
+    "PairMatrices",
+    "comparison_cells",
+    "group_estimates",
+    "heterogeneity_table",
+    "heterogeneity_test",
+    "pair_matrices",
+    "pairwise_differences",
+    "q_arrays",
+]
+
+#: The comparisons: across models (within a shot regime), across the sizes of a family, across shot regimes.
+ACROSS = ("model", "size", "shots")
+#: The columns that identify a group (a pooling cell of the analysis).
+UNIT_COLUMNS = ("family", "model", "size", "shots")
+#: For each comparison, the columns that must be equal within one test (its cell) and the one that varies.
+CELLS: dict[str, tuple[tuple[str, ...], str]] = {
+    "model": (("shots",), "unit"),
+    "size": (("family", "shots"), "size"),
+    "shots": (("model", "size"), "shots"),
+}
+HETEROGENEITY_COLUMNS = (
+    "across",
+    "cell",
+    "testset_a",
+    "testset_b",
+    "n_groups_heterogeneity",
+    "groups_heterogeneity",
+    "r_common_heterogeneity",
+    "q_heterogeneity",
+    "df_heterogeneity",
+    "p_heterogeneity",
+    "p_heterogeneity_adjusted",
+    "i2_heterogeneity",
+    "significant_heterogeneity",
+)
+DIFFERENCE_COLUMNS = (
+    "across",
+    "cell",
+    "testset_a",
+    "testset_b",
+    "group_a",
+    "group_b",
+    "r_a",
+    "r_b",
+    "z_difference",
+    "se_difference",
+    "statistic",
+    "p_difference",
+    "p_difference_adjusted",
+    "significant_difference",
+)
+#: How a group's variance of z was obtained, as in the ``variance_method`` column.
+SIEVE = "se_z² (AR-sieve, autocorrelation-aware)"
+POOLED = "se_random² of the runs' random-effects pooling (se_z² per run, DerSimonian–Laird τ²)"
+INDEPENDENT = "1/(n - 3 - k) (assumes independent checkpoints)"
+
+
+@dataclass(frozen=True)
+class HeterogeneityResult:
+    """Cochran's Q of one set of Fisher-z estimates.
+
+    Attributes
+    ----------
+    n_groups : int
+        Estimates used (finite z, positive variance).
+    z_common : float
+        The inverse-variance weighted mean of z.
+    q : float
+        Cochran's Q.
+    df : int
+        ``n_groups - 1``.
+    p_value : float
+        :math:`P(\\chi^2_{df} \\ge Q)`; NaN with fewer than two groups.
+    i2 : float
+        Higgins' I².
+    """
+
+    n_groups: int
+    z_common: float
+    q: float
+    df: int
+    p_value: float
+    i2: float
+
+
+def heterogeneity_test(z: Any, variance: Any) -> HeterogeneityResult:
+    r"""Cochran's Q test that several Fisher-z estimates share one value.
+
+    Parameters
+    ----------
+    z : array_like, shape (M,)
+        Estimates of Fisher's z; NaN entries are left out.
+    variance : array_like, shape (M,)
+        Their variances; entries that are not finite and positive are left out.
+
+    Returns
+    -------
+    HeterogeneityResult
+        Q, its df and p-value, I² and the common (fixed-effect) z.
+
+    Notes
+    -----
+    :math:`Q = \sum_g w_g (z_g - \bar z)^2`, :math:`w_g = 1/v_g`, :math:`\bar z = \sum w_g z_g / \sum w_g`,
+    referred to :math:`\chi^2_{M-1}`; :math:`I^2 = \max(0, (Q - (M-1))/Q)`. The same as R's
+    ``metafor::rma(yi = z, vi = v, method = "FE")$QE``.
+
+    Examples
+    --------
+    >>> result = heterogeneity_test([0.5, -0.1, 0.2], [0.02, 0.03, 0.025])
+    >>> round(result.q, 3), result.df, round(result.p_value, 4)
+    (7.297, 2, 0.026)
+    """
+    z_arr = np.asarray(z, dtype=float).ravel()
+    v_arr = np.asarray(variance, dtype=float).ravel()
+    if z_arr.shape != v_arr.shape:
+        raise InputError(f"z and variance: different lengths ({z_arr.size} and {v_arr.size})")
+    keep = np.isfinite(z_arr) & np.isfinite(v_arr) & (v_arr > 0)
+    z_arr, w = z_arr[keep], 1.0 / v_arr[keep]
+    m = int(z_arr.size)
+    nan = float("nan")
+    if m == 0:
+        return HeterogeneityResult(0, nan, nan, 0, nan, nan)
+    common = float(np.sum(w * z_arr) / np.sum(w))
+    if m == 1:
+        return HeterogeneityResult(1, common, nan, 0, nan, nan)
+    q = float(np.sum(w * (z_arr - common) ** 2))
+    p = float(_core.chi_squared_sf(q, m - 1))
+    i2 = max(0.0, (q - (m - 1)) / q) if q > 0 else 0.0
+    return HeterogeneityResult(m, common, q, m - 1, p, i2)
+
+
+def _oriented(table: pd.DataFrame) -> pd.DataFrame:
+    """Each pair's two names in alphabetical order, so that a pair matches across groups."""
+    swap = (table["testset_a"] > table["testset_b"]).to_numpy()
+    a = np.where(swap, table["testset_b"], table["testset_a"])
+    b = np.where(swap, table["testset_a"], table["testset_b"])
+    return table.assign(testset_a=a, testset_b=b)
+
+
+def _run_rows(pairs: pd.DataFrame) -> pd.DataFrame:
+    """The testable per-run rows of a pairs table, pair names oriented, group columns filled."""
+    needed = ("model", "run", "testset_a", "testset_b", "r_partial")
+    missing = [column for column in needed if column not in pairs.columns]
+    if missing:
+        raise InputError(f"pairs: missing column(s) {', '.join(missing)}; expected gengen analyse's pairs table")
+    rows = pairs[pairs["level"] == "run"] if "level" in pairs.columns else pairs
+    if "testable" in rows.columns:
+        rows = rows[rows["testable"].fillna(True).astype(bool)]
+    rows = _oriented(rows.copy())
+    for column in UNIT_COLUMNS:
+        if column not in rows.columns:
+            rows[column] = pd.NA
+    return rows
+
+
+def _text(value: Any) -> str:
+    return "" if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)) else str(value)
+
+
+def group_estimates(pairs: pd.DataFrame) -> pd.DataFrame:
+    """One Fisher-z estimate and variance per group (model × size × shots) and pair, from the per-run rows.
+
+    Parameters
+    ----------
+    pairs : DataFrame
+        The analysis' pairs table (``level == "run"`` rows are used; rows with ``testable`` False are left
+        out). Needs ``model, run, testset_a, testset_b, r_partial`` and ``se_z`` (else ``n`` and ``k``).
+
+    Returns
+    -------
+    DataFrame
+        ``unit, family, model, size, shots, testset_a, testset_b, n_runs, r, z, variance, variance_method``;
+        ``unit`` labels the group (the model, with ``shots=…`` when a model has several shot regimes).
+
+    Notes
+    -----
+    A group with several runs gets the random-effects estimate of :func:`gengen.stats.meta.fisher_meta` over
+    its runs (variances from :func:`gengen.analyse.pooled.run_variances`, as the pooled table):
+    :math:`z = \\operatorname{artanh} r_\\text{random}`, :math:`v = \\mathrm{se}_\\text{random}^2`. A group with
+    one run: :math:`z = \\operatorname{artanh} r_\\text{partial}`, :math:`v = \\mathrm{se}_z^2`, or
+    :math:`1/(n-3-k)` when the inference gave no ``se_z``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> pairs = pd.DataFrame({"model": ["a", "b"], "run": "main", "testset_a": "x", "testset_b": "y",
+    ...                       "r_partial": [0.3, -0.2], "se_z": [0.15, 0.2]})
+    >>> group_estimates(pairs)[["unit", "n_runs", "z", "variance"]].round(4)
+      unit  n_runs       z  variance
+    0    a       1  0.3095    0.0225
+    1    b       1 -0.2027    0.0400
+    """
+    from gengen.analyse.pooled import run_variances
+    from gengen.stats.meta import fisher_meta
+
+    rows = _run_rows(pairs)
+    keys = ["family", "model", "size", "shots"]
+    shots_per_model = rows.groupby("model", dropna=False)["shots"].nunique(dropna=False)
+    several_shots = set(shots_per_model.index[shots_per_model > 1])
+    has_se = "se_z" in rows.columns and np.isfinite(rows["se_z"].to_numpy(dtype=float)).any()
+    can_count = "n" in rows.columns and "k" in rows.columns
+    if not has_se and not can_count:
+        raise InputError("pairs: neither se_z nor n and k; cannot give each estimate a variance")
+    out: list[dict[str, Any]] = []
+    for key, cell in rows.groupby(keys, sort=False, dropna=False):
+        family, model, size, shots = key
+        unit = str(model) if model not in several_shots else f"{model} shots={_text(shots)}"
+        n_runs = cell["run"].nunique()
+        identity = {"unit": unit, "family": family, "model": model, "size": size, "shots": shots}
+        if n_runs == 1:
+            r = cell["r_partial"].to_numpy(dtype=float)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if has_se:
+                    variance = cell["se_z"].to_numpy(dtype=float) ** 2
+                    method = SIEVE
+                else:
+                    dof = cell["n"].to_numpy(dtype=float) - 3.0 - cell["k"].to_numpy(dtype=float)
+                    variance = np.where(dof > 0, 1.0 / dof, np.nan)
+                    method = INDEPENDENT
+                z = np.arctanh(np.where(np.abs(r) < 1, r, np.nan))
+            for a, b, r_i, z_i, v_i in zip(cell["testset_a"], cell["testset_b"], r, z, variance, strict=True):
+                out.append(
+                    {**identity, "testset_a": a, "testset_b": b, "n_runs": 1, "r": r_i, "z": z_i, "variance": v_i}
+                    | {"variance_method": method}
+                )
+            continue
+        for (a, b), pair_rows in cell.groupby(["testset_a", "testset_b"], sort=False):
+            variance_runs, variance_df, _ = run_variances(pair_rows)
+            n = pair_rows["n"].to_numpy() if "n" in pair_rows.columns else np.full(len(pair_rows), np.nan)
+            k = pair_rows["k"].to_numpy() if "k" in pair_rows.columns else np.zeros(len(pair_rows))
+            meta = fisher_meta(pair_rows["r_partial"].to_numpy(), n, k, variance=variance_runs, df=variance_df)
+            r_random = meta.r_random
+            z_random = float(np.arctanh(r_random)) if np.isfinite(r_random) and abs(r_random) < 1 else float("nan")
+            out.append(
+                {
+                    **identity,
+                    "testset_a": a,
+                    "testset_b": b,
+                    "n_runs": meta.n_runs,
+                    "r": r_random,
+                    "z": z_random,
+                    "variance": meta.se_random**2,
+                    "variance_method": POOLED if variance_runs is not None else INDEPENDENT,
+                }
+            )
+    columns = ["unit", *keys, "testset_a", "testset_b", "n_runs", "r", "z", "variance", "variance_method"]
+    return pd.DataFrame(out, columns=columns)
+
+
+def comparison_cells(estimates: pd.DataFrame, across: str) -> list[tuple[str, pd.DataFrame]]:
+    """The tests of one comparison: (cell label, estimates) for each cell with at least two groups.
+
+    Parameters
+    ----------
+    estimates : DataFrame
+        From :func:`group_estimates`.
+    across : {"model", "size", "shots"}
+        The comparison (see :func:`heterogeneity_table`).
+
+    Returns
+    -------
+    list of (str, DataFrame)
+        The cell's label (``"all"``, ``"shots=5"``, ``"family=pythia, shots=0"``) and its rows.
+    """
+    within, varying = CELLS[across]
+    frame = estimates.copy()
+    keys = frame[list(within)].astype(object).where(frame[list(within)].notna(), None)
+    frame["_key"] = list(zip(*(keys[c] for c in within), strict=True))
+    labels = {
+        key: ", ".join(f"{c}={_text(v)}" for c, v in zip(within, key, strict=True) if _text(v))
+        for key in dict.fromkeys(frame["_key"])
+    }
+    frame["_cell"] = frame["_key"].map(labels)
+    frame = frame.drop(columns="_key")
+    cells = []
+    for label, rows in frame.groupby("_cell", sort=True):
+        if across == "size" and not rows["family"].notna().all():
+            continue
+        units = rows.drop_duplicates("unit")
+        if units[varying].nunique(dropna=False) < 2:
+            continue
+        # One group per value of the varying column: two models of one size in a family are not "sizes".
+        if across != "model" and units[varying].nunique(dropna=False) != len(units):
+            continue
+        cells.append((str(label) or "all", rows.drop(columns="_cell")))
+    return cells
+
+
+@dataclass(frozen=True)
+class PairMatrices:
+    """One cell's estimates as (pair × group) arrays.
+
+    Attributes
+    ----------
+    index : DataFrame
+        ``testset_a, testset_b`` of each row, sorted.
+    units : list of str
+        The groups, one per column.
+    z, variance, r : ndarray, shape (pairs, groups)
+        Fisher's z, its variance and r (NaN where a group has no estimate for the pair).
+    usable : ndarray of bool
+        Finite z and positive variance.
+    """
+
+    index: pd.DataFrame
+    units: list[str]
+    z: np.ndarray
+    variance: np.ndarray
+    r: np.ndarray
+    usable: np.ndarray
+
+
+def pair_matrices(rows: pd.DataFrame) -> PairMatrices:
+    """The estimates of one cell as (pair × group) arrays.
+
+    Parameters
+    ----------
+    rows : DataFrame
+        Rows of :func:`group_estimates` (one cell).
+
+    Returns
+    -------
+    PairMatrices
+        Pairs sorted by name, groups in order of appearance.
+    """
+    units = list(dict.fromkeys(map(str, rows["unit"])))
+    frame = rows.assign(unit=rows["unit"].astype(str))
+
+    def wide(column: str) -> pd.DataFrame:
+        table = frame.pivot_table(index=["testset_a", "testset_b"], columns="unit", values=column, aggfunc="first")
+        return table.reindex(columns=units).sort_index()
+
+    z = wide("z")
+    variance = wide("variance").reindex(z.index).to_numpy(dtype=float)
+    r = wide("r").reindex(z.index).to_numpy(dtype=float)
+    z_values = z.to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        usable = np.isfinite(z_values) & np.isfinite(variance) & (variance > 0)
+    index = z.index.to_frame(index=False)
+    return PairMatrices(index, units, z_values, variance, r, usable)
+
+
+def q_arrays(z: np.ndarray, variance: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`heterogeneity_test` for every row of (pairs × groups) arrays at once.
+
+    Parameters
+    ----------
+    z, variance : ndarray, shape (pairs, groups)
+        Estimates and their variances; entries without a finite z and a positive variance are left out.
+
+    Returns
+    -------
+    dict of ndarray
+        ``n_groups``, ``z_common``, ``sum_w`` (:math:`\\sum w_g`), ``q``, ``df``, ``p`` and ``i2`` per row.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        usable = np.isfinite(z) & np.isfinite(variance) & (variance > 0)
+        w = np.where(usable, 1.0 / np.where(usable, variance, 1.0), 0.0)
+        zz = np.where(usable, z, 0.0)
+        n = usable.sum(axis=1)
+        sum_w = w.sum(axis=1)
+        common = np.where(n > 0, (w * zz).sum(axis=1) / np.where(sum_w > 0, sum_w, 1.0), np.nan)
+        q = np.where(n > 1, (w * (zz - np.where(np.isfinite(common), common, 0.0)[:, None]) ** 2).sum(axis=1), np.nan)
+        df = np.maximum(n - 1, 0)
+        p = np.array([float(_core.chi_squared_sf(x, d)) if d > 0 else np.nan for x, d in zip(q, df, strict=True)])
+        i2 = np.where(q > 0, np.maximum(0.0, (q - df) / np.where(q > 0, q, 1.0)), np.where(n > 1, 0.0, np.nan))
+    return {"n_groups": n, "z_common": common, "sum_w": sum_w, "q": q, "df": df, "p": p, "i2": i2}
+
+
+def heterogeneity_table(
+    estimates: pd.DataFrame, *, alpha: float = 0.05, adjust: str = "holm", across: tuple[str, ...] = ACROSS
+) -> pd.DataFrame:
+    """Cochran's Q per pair, for each comparison (across models, sizes, shot regimes) that has two groups.
+
+    Parameters
+    ----------
+    estimates : DataFrame
+        From :func:`group_estimates`.
+    alpha : float
+        Level of ``significant_heterogeneity`` (on the adjusted p-value).
+    adjust : str
+        :func:`gengen.stats.p_adjust` method, applied across the pairs of each cell.
+    across : tuple of str
+        Which comparisons: ``"model"`` (every group, within each shot regime), ``"size"`` (the sizes of a
+        family, within each shot regime), ``"shots"`` (the shot regimes of one model and size).
+
+    Returns
+    -------
+    DataFrame
+        The columns of :data:`HETEROGENEITY_COLUMNS`, one row per comparison × cell × pair.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> pairs = pd.DataFrame({"model": ["a", "b", "c"], "run": "main", "testset_a": "x", "testset_b": "y",
+    ...                       "r_partial": [0.5, -0.1, 0.2], "se_z": [0.15, 0.17, 0.16]})
+    >>> table = heterogeneity_table(group_estimates(pairs))
+    >>> table[["across", "q_heterogeneity", "df_heterogeneity", "p_heterogeneity"]].round(3)
+      across  q_heterogeneity  df_heterogeneity  p_heterogeneity
+    0  model            8.312                 2            0.016
+    """
+    from gengen.stats import p_adjust
+
+    tables = []
+    for comparison in across:
+        if comparison not in CELLS:
+            raise InputError(f"option across: {comparison!r} is not one of {', '.join(CELLS)}")
+        for label, rows in comparison_cells(estimates, comparison):
+            matrices = pair_matrices(rows)
+            q = q_arrays(matrices.z, matrices.variance)
+            usable = matrices.usable
+            table = matrices.index.assign(
+                across=comparison,
+                cell=label,
+                n_groups_heterogeneity=q["n_groups"],
+                groups_heterogeneity=[
+                    ";".join(unit for unit, keep in zip(matrices.units, row, strict=True) if keep) for row in usable
+                ],
+                r_common_heterogeneity=np.tanh(q["z_common"]),
+                q_heterogeneity=q["q"],
+                df_heterogeneity=q["df"],
+                p_heterogeneity=q["p"],
+                i2_heterogeneity=q["i2"],
+            )
+            table["p_heterogeneity_adjusted"] = p_adjust(table["p_heterogeneity"].to_numpy(dtype=float), adjust)  # type: ignore[arg-type]
+            table["significant_heterogeneity"] = table["p_heterogeneity_adjusted"] < alpha
+            tables.append(table)
+    if not tables:
+        return pd.DataFrame(columns=list(HETEROGENEITY_COLUMNS))
+    return pd.concat(tables, ignore_index=True)[list(HETEROGENEITY_COLUMNS)]
+
+
+def pairwise_differences(
+    estimates: pd.DataFrame, *, alpha: float = 0.05, across: tuple[str, ...] = ACROSS
+) -> pd.DataFrame:
+    """Every two groups' difference in Fisher's z per pair, Holm-adjusted across the comparisons of the pair.
+
+    Parameters
+    ----------
+    estimates : DataFrame
+        From :func:`group_estimates`.
+    alpha : float
+        Level of ``significant_difference`` (on the adjusted p-value).
+    across : tuple of str
+        As in :func:`heterogeneity_table`.
+
+    Returns
+    -------
+    DataFrame
+        The columns of ``DIFFERENCE_COLUMNS``: ``z_difference`` = :math:`\\hat z_a - \\hat z_b`,
+        ``se_difference`` = :math:`\\sqrt{v_a + v_b}`, their ratio ``statistic``, two-sided normal
+        ``p_difference`` and Holm's ``p_difference_adjusted`` over the :math:`M(M-1)/2` comparisons of the pair.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> pairs = pd.DataFrame({"model": ["a", "b"], "run": "main", "testset_a": "x", "testset_b": "y",
+    ...                       "r_partial": [0.5, -0.3], "se_z": [0.15, 0.15]})
+    >>> pairwise_differences(group_estimates(pairs))[["group_a", "group_b", "statistic", "p_difference"]].round(3)
+      group_a group_b  statistic  p_difference
+    0       a       b      4.049           0.0
+    """
+    from gengen.stats import p_adjust
+
+    records: list[pd.DataFrame] = []
+    for comparison in across:
+        for label, rows in comparison_cells(estimates, comparison):
+            matrices = pair_matrices(rows)
+            blocks = []
+            for g, h in combinations(range(len(matrices.units)), 2):
+                keep = matrices.usable[:, g] & matrices.usable[:, h]
+                if not keep.any():
+                    continue
+                z, v, r = matrices.z, matrices.variance, matrices.r
+                se = np.sqrt(v[keep, g] + v[keep, h])
+                difference = z[keep, g] - z[keep, h]
+                statistic = difference / se
+                blocks.append(
+                    matrices.index[keep].assign(
+                        across=comparison,
+                        cell=label,
+                        group_a=matrices.units[g],
+                        group_b=matrices.units[h],
+                        r_a=r[keep, g],
+                        r_b=r[keep, h],
+                        z_difference=difference,
+                        se_difference=se,
+                        statistic=statistic,
+                        p_difference=[float(_core.normal_two_sided(x)) for x in statistic],
+                        _pair=np.flatnonzero(keep),
+                    )
+                )
+            if not blocks:
+                continue
+            table = pd.concat(blocks, ignore_index=True)
+            adjusted = np.empty(len(table))
+            for index in table.groupby("_pair", sort=False).indices.values():
+                adjusted[index] = p_adjust(table["p_difference"].to_numpy()[index], "holm")
+            table["p_difference_adjusted"] = adjusted
+            table["significant_difference"] = adjusted < alpha
+            records.append(table.drop(columns="_pair"))
+    if not records:
+        return pd.DataFrame(columns=list(DIFFERENCE_COLUMNS))
+    return pd.concat(records, ignore_index=True)[list(DIFFERENCE_COLUMNS)]

@@ -1,0 +1,476 @@
+r"""The answer at a glance: which pairs' partial correlations hold across models, which depend on the model.
+
+Every pair of OOD test sets gets one of four classes, from one estimate per model (its seeds pooled,
+:func:`gengen.heterogeneity.group_estimates`) and the across-model tests of :mod:`gengen.heterogeneity`:
+
+* **model-dependent**: the partial correlation differs between models — Cochran's Q, adjusted across pairs
+  with the analysis' method (Holm when it used maxT), below :math:`\alpha`;
+* **consistent positive** / **consistent negative**: not model-dependent, the common (inverse-variance
+  weighted) estimate :math:`\bar z = \sum w_g \hat z_g / \sum w_g` is significant
+  (:math:`|\bar z| \sqrt{\sum w_g}` against the standard normal, adjusted across pairs the same way) and every
+  model's estimate has its sign;
+* **undetermined**: everything else — too little information (fewer than two models could test the pair) or
+  too little power (no common effect detected, or models pointing different ways without a significant Q).
+  ``reason`` says which.
+
+With a single model the classes come from that model's own estimate (nothing is compared). The block also
+reports how often two models agree on the sign of a pair and how alike their matrices are (Mantel r), against
+what permuting test-set labels gives by chance (:func:`gengen.compare.compare` with ``source_level="models"``),
+and one paragraph a reader can quote (:attr:`Verdict.text`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from gengen import _core
+
+if TYPE_CHECKING:
+    from gengen.analyse.result import Analysis
+    from gengen.compare import Comparison
+
+__all__ = ["CLASSES", "Verdict", "build_verdict"]
+
+#: The classes of a pair, in the order they are reported.
+CLASSES = ("consistent positive", "consistent negative", "model-dependent", "undetermined")
+VERDICT_COLUMNS = (
+    "cell",
+    "testset_a",
+    "testset_b",
+    "verdict",
+    "reason",
+    "n_groups",
+    "groups",
+    "r_by_group",
+    "n_positive",
+    "n_negative",
+    "r_min",
+    "r_max",
+    "r_common",
+    "p_common",
+    "p_common_adjusted",
+    "q_heterogeneity",
+    "p_heterogeneity",
+    "p_heterogeneity_adjusted",
+)
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def _percent(value: float) -> str:
+    return "n/a" if not np.isfinite(value) else f"{100 * value:.0f}%"
+
+
+def _number(value: float, digits: int = 2) -> str:
+    return "n/a" if not np.isfinite(value) else f"{value:.{digits}f}"
+
+
+@dataclass
+class Verdict:
+    """Result of :func:`build_verdict`.
+
+    Attributes
+    ----------
+    pairs : DataFrame
+        One row per cell × pair: the columns of ``VERDICT_COLUMNS`` (``verdict`` one of :data:`CLASSES`).
+    counts : dict
+        Pairs per class.
+    examples : dict
+        Per class, the strongest pairs (largest common \\|r\\|; largest Q for model-dependent ones).
+    agreement : dict
+        Sign agreement and Mantel r of every two models, summarised (median, range) with their chance levels.
+    groups : list of str
+        The models compared.
+    settings : dict
+        ``alpha``, ``adjust``, ``n_perm``, ``seed``.
+    text : str
+        One paragraph stating the answer.
+    """
+
+    pairs: pd.DataFrame
+    counts: dict[str, int]
+    examples: dict[str, list[dict[str, Any]]]
+    agreement: dict[str, Any]
+    groups: list[str]
+    settings: dict[str, Any] = field(default_factory=dict)
+    text: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The verdict as plain JSON-ready data (what ``summary.json`` carries under ``"verdict"``)."""
+        return _json_safe(
+            {
+                "groups": self.groups,
+                "n_pairs": len(self.pairs),
+                "counts": self.counts,
+                "examples": self.examples,
+                "agreement": self.agreement,
+                "settings": self.settings,
+                "text": self.text,
+            }
+        )
+
+    def lines(self) -> list[str]:
+        """The verdict as terminal lines: one per class with its count and strongest example, agreement, text."""
+        n = len(self.pairs)
+        out = [f"verdict over {n} pairs and {len(self.groups)} model(s) ({', '.join(self.groups)}):"]
+        for name in CLASSES:
+            example = self.examples.get(name, [])
+            hint = f"  e.g. {example[0]['label']}" if example else ""
+            out.append(f"  {name:<20} {self.counts.get(name, 0):>6}{hint}")
+        sign = self.agreement.get("sign_agreement", {})
+        if sign:
+            out.append(
+                f"  sign agreement {_percent(sign['median'])} (range {_percent(sign['min'])}-"
+                f"{_percent(sign['max'])}) vs chance {_percent(sign['chance'])} (95% "
+                f"{_percent(sign['chance_low'])}-{_percent(sign['chance_high'])}); Mantel r "
+                f"{_number(self.agreement['mantel_r']['median'])} (range {_number(self.agreement['mantel_r']['min'])}"
+                f" to {_number(self.agreement['mantel_r']['max'])}) vs chance 0 (95% "
+                f"{_number(self.agreement['mantel_r']['chance_low'])} to "
+                f"{_number(self.agreement['mantel_r']['chance_high'])})"
+            )
+        out.append(self.text)
+        return out
+
+    def to_dir(self, out: str | Path) -> dict[str, Path]:
+        """Write ``verdict_pairs.csv`` and ``verdict.json``, and add ``"verdict"`` to ``summary.json`` if there.
+
+        Parameters
+        ----------
+        out : str or Path
+            The analysis folder.
+
+        Returns
+        -------
+        dict
+            File role → path written.
+        """
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        written = {"verdict_pairs.csv": folder / "verdict_pairs.csv", "verdict.json": folder / "verdict.json"}
+        self.pairs.to_csv(written["verdict_pairs.csv"], index=False)
+        data = self.as_dict()
+        _write_json(written["verdict.json"], data)
+        summary_path = folder / "summary.json"
+        if summary_path.is_file():
+            from gengen._files import read_json
+
+            summary = read_json(summary_path)
+            if isinstance(summary, dict):
+                summary["verdict"] = data
+                files = set(summary.get("files", [])) | {"verdict.json", "verdict_pairs.csv"}
+                summary["files"] = sorted(files)
+                _write_json(summary_path, summary)
+                written["summary.json"] = summary_path
+        return written
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Write JSON through a temporary file, so a failure never leaves half a file."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(temporary, 0o666 & ~mask)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _classify(
+    positive: int,
+    negative: int,
+    n_groups: int,
+    p_common: float,
+    z_common: float,
+    p_het: float,
+    alpha: float,
+    compared: bool,
+) -> tuple[str, str]:
+    """A pair's class and the reason, from its counts and adjusted p-values."""
+    if n_groups == 0:
+        return "undetermined", "no model could test this pair"
+    if compared and n_groups < 2:
+        return "undetermined", "only one model could test this pair"
+    if np.isfinite(p_het) and p_het < alpha:
+        return "model-dependent", "the partial correlation differs between models (Cochran's Q)"
+    if not (np.isfinite(p_common) and p_common < alpha):
+        return "undetermined", "no common effect detected (too little power, or none)"
+    if z_common > 0 and negative == 0:
+        return "consistent positive", "significant common effect, positive in every model"
+    if z_common < 0 and positive == 0:
+        return "consistent negative", "significant common effect, negative in every model"
+    return "undetermined", "significant common effect, but some model points the other way"
+
+
+def _pair_table(estimates: pd.DataFrame, alpha: float, adjust: str) -> pd.DataFrame:
+    """One row per across-model cell × pair with the common estimate, Q and the class."""
+    from gengen.heterogeneity import comparison_cells, pair_matrices, q_arrays
+    from gengen.stats import p_adjust
+
+    cells = comparison_cells(estimates, "model")
+    compared = bool(cells)
+    if not cells:  # a single model: its own estimates, nothing compared
+        cells = [("all", estimates)]
+    tables = []
+    for label, rows in cells:
+        if rows.empty:
+            continue
+        matrices = pair_matrices(rows)
+        q = q_arrays(matrices.z, matrices.variance)
+        r = np.where(matrices.usable, matrices.r, np.nan)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            statistic = q["z_common"] * np.sqrt(q["sum_w"])
+        units = matrices.units
+        table = matrices.index.assign(
+            cell=label,
+            n_groups=q["n_groups"],
+            groups=[";".join(u for u, keep in zip(units, row, strict=True) if keep) for row in matrices.usable],
+            r_by_group=[
+                ";".join(f"{u}={x:.3f}" for u, x, keep in zip(units, values, row, strict=True) if keep)
+                for values, row in zip(r, matrices.usable, strict=True)
+            ],
+            n_positive=np.sum(r > 0, axis=1),
+            n_negative=np.sum(r < 0, axis=1),
+            r_min=np.nanmin(np.where(matrices.usable, r, np.inf), axis=1),
+            r_max=np.nanmax(np.where(matrices.usable, r, -np.inf), axis=1),
+            r_common=np.tanh(q["z_common"]),
+            p_common=[float(_core.normal_two_sided(x)) if np.isfinite(x) else np.nan for x in statistic],
+            q_heterogeneity=q["q"],
+            p_heterogeneity=q["p"],
+        )
+        table.loc[table["n_groups"] == 0, ["r_min", "r_max"]] = np.nan
+        table["p_common_adjusted"] = p_adjust(table["p_common"].to_numpy(dtype=float), adjust)  # type: ignore[arg-type]
+        table["p_heterogeneity_adjusted"] = p_adjust(table["p_heterogeneity"].to_numpy(dtype=float), adjust)  # type: ignore[arg-type]
+        classes = [
+            _classify(
+                row.n_positive,
+                row.n_negative,
+                row.n_groups,
+                row.p_common_adjusted,
+                row.r_common,
+                row.p_heterogeneity_adjusted,
+                alpha,
+                compared,
+            )
+            for row in table.itertuples(index=False)
+        ]
+        table["verdict"] = [name for name, _ in classes]
+        table["reason"] = [reason for _, reason in classes]
+        tables.append(table)
+    if not tables:
+        return pd.DataFrame(columns=list(VERDICT_COLUMNS))
+    return pd.concat(tables, ignore_index=True)[list(VERDICT_COLUMNS)]
+
+
+def _examples(pairs: pd.DataFrame, n_examples: int) -> dict[str, list[dict[str, Any]]]:
+    """The strongest pairs of each class, with a label for the terminal and the page."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name in CLASSES:
+        rows = pairs[pairs["verdict"] == name]
+        if rows.empty:
+            out[name] = []
+            continue
+        if name == "model-dependent":
+            rows = rows.sort_values("q_heterogeneity", ascending=False, kind="stable")
+        else:
+            rows = rows.reindex(rows["r_common"].abs().sort_values(ascending=False, kind="stable").index)
+        chosen = []
+        for row in rows.head(n_examples).itertuples(index=False):
+            if name == "model-dependent":
+                label = (
+                    f"{row.testset_a} / {row.testset_b}: r from {row.r_min:.2f} to {row.r_max:.2f} across models "
+                    f"(Q = {row.q_heterogeneity:.1f}, adjusted p = {row.p_heterogeneity_adjusted:.2g})"
+                )
+            else:
+                label = (
+                    f"{row.testset_a} / {row.testset_b}: common r = {row.r_common:.2f} "
+                    f"(models {row.r_min:.2f} to {row.r_max:.2f})"
+                )
+            chosen.append(
+                {
+                    "testset_a": row.testset_a,
+                    "testset_b": row.testset_b,
+                    "r_common": row.r_common,
+                    "r_min": row.r_min,
+                    "r_max": row.r_max,
+                    "r_by_group": row.r_by_group,
+                    "q_heterogeneity": row.q_heterogeneity,
+                    "p_heterogeneity_adjusted": row.p_heterogeneity_adjusted,
+                    "p_common_adjusted": row.p_common_adjusted,
+                    "label": label,
+                }
+            )
+        out[name] = chosen
+    return out
+
+
+def _agreement_summary(agreement: pd.DataFrame, alpha: float) -> dict[str, Any]:
+    """Median and range of the two-model sign agreements and Mantel r, with their chance levels."""
+    if agreement.empty:
+        return {}
+    sign = agreement["sign_agreement"].astype(float)
+    mantel = agreement["mantel_r"].astype(float)
+    return {
+        "n_comparisons": len(agreement),
+        "sign_agreement": {
+            "median": float(sign.median()),
+            "min": float(sign.min()),
+            "max": float(sign.max()),
+            "chance": float(agreement["sign_agreement_chance"].astype(float).median()),
+            "chance_low": float(agreement["sign_agreement_chance_low"].astype(float).min()),
+            "chance_high": float(agreement["sign_agreement_chance_high"].astype(float).max()),
+            "n_above_chance": int((agreement["p_sign_agreement"].astype(float) < alpha).sum()),
+        },
+        "mantel_r": {
+            "median": float(mantel.median()),
+            "min": float(mantel.min()),
+            "max": float(mantel.max()),
+            "chance": 0.0,
+            "chance_low": float(agreement["mantel_r_chance_low"].astype(float).min()),
+            "chance_high": float(agreement["mantel_r_chance_high"].astype(float).max()),
+            "n_significant": int((agreement["mantel_p"].astype(float) < alpha).sum()),
+            "n_at_floor": int(agreement["mantel_p_at_floor"].astype(bool).sum()),
+            "p_floor": float(1.0 / (1 + int(agreement["n_perm"].iloc[0]))),
+        },
+    }
+
+
+def _paragraph(
+    counts: dict[str, int], groups: list[str], n_pairs: int, agreement: dict[str, Any], alpha: float, adjust: str
+) -> str:
+    """The one paragraph of the verdict."""
+    if len(groups) < 2:
+        head = (
+            f"One model ({groups[0] if groups else 'none'}): nothing is compared across models. Of its {n_pairs} "
+            f"pairs of OOD test sets, {counts['consistent positive']} have a significant positive partial "
+            f"correlation, {counts['consistent negative']} a significant negative one ({adjust}-adjusted p < "
+            f"{alpha}), and {counts['undetermined']} are undetermined."
+        )
+        return head
+    text = (
+        f"Across {len(groups)} models, of {n_pairs} pairs of OOD test sets {counts['consistent positive']} have a "
+        f"partial correlation that is positive in every model and {counts['consistent negative']} one that is "
+        f"negative in every model (common effect significant, no significant difference between models); "
+        f"{counts['model-dependent']} depend on the model (Cochran's Q of Fisher z, {adjust}-adjusted p < {alpha}); "
+        f"{counts['undetermined']} are undetermined (too little information or power to tell)."
+    )
+    if agreement:
+        sign, mantel = agreement["sign_agreement"], agreement["mantel_r"]
+        text += (
+            f" Two models agree on the sign of {_percent(sign['median'])} of pairs (median of "
+            f"{agreement['n_comparisons']} comparisons, range {_percent(sign['min'])}-{_percent(sign['max'])}), "
+            f"where permuting test-set labels gives {_percent(sign['chance'])} (95% range "
+            f"{_percent(sign['chance_low'])}-{_percent(sign['chance_high'])}); their partial-correlation matrices "
+            f"correlate at Mantel r = {_number(mantel['median'])} (range {_number(mantel['min'])} to "
+            f"{_number(mantel['max'])}; chance 0, 95% range {_number(mantel['chance_low'])} to "
+            f"{_number(mantel['chance_high'])})."
+        )
+    return text
+
+
+def build_verdict(
+    source: Analysis | pd.DataFrame,
+    comparison: Comparison | None = None,
+    *,
+    alpha: float | None = None,
+    adjust: str | None = None,
+    n_perm: int = 999,
+    seed: int = 0,
+    n_examples: int = 3,
+) -> Verdict:
+    """Classify every pair as consistent positive, consistent negative, model-dependent or undetermined.
+
+    Parameters
+    ----------
+    source : Analysis or DataFrame
+        An analysis, or its pairs table.
+    comparison : Comparison, optional
+        A :func:`gengen.compare.compare` result with ``source_level="models"`` whose agreement table is used;
+        computed (with ``n_perm`` and ``seed``) when omitted or at another level.
+    alpha : float, optional
+        Level of every adjusted p-value (default the analysis' ``alpha``, else 0.05).
+    adjust : str, optional
+        :func:`gengen.stats.p_adjust` method across pairs (default the analysis' method, Holm for maxT).
+    n_perm : int
+        Label permutations of the chance levels and Mantel tests.
+    seed : int
+        Their seed.
+    n_examples : int
+        Strongest pairs kept per class.
+
+    Returns
+    -------
+    Verdict
+        Per-pair classes, counts, examples, agreement with chance levels, and the paragraph.
+
+    Notes
+    -----
+    Per pair, with the models' :math:`\\hat z_g` and :math:`v_g`: :math:`Q = \\sum w_g (\\hat z_g - \\bar z)^2`
+    on :math:`M - 1` df, and the common effect :math:`\\bar z \\sqrt{\\sum w_g} \\sim N(0, 1)`,
+    :math:`w_g = 1 / v_g`; both adjusted across the pairs of a cell.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> pairs = pd.DataFrame({"model": ["a", "b", "a", "b"], "run": "main",
+    ...                       "testset_a": ["x", "x", "x", "x"], "testset_b": ["y", "y", "w", "w"],
+    ...                       "r_partial": [0.6, 0.5, 0.6, -0.6], "se_z": [0.1, 0.1, 0.1, 0.1]})
+    >>> verdict = build_verdict(pairs)
+    >>> verdict.counts
+    {'consistent positive': 1, 'consistent negative': 0, 'model-dependent': 1, 'undetermined': 0}
+    """
+    from gengen.compare import compare
+    from gengen.heterogeneity import group_estimates
+
+    settings = {} if isinstance(source, pd.DataFrame) else source.settings
+    alpha = float(settings.get("alpha", 0.05)) if alpha is None else float(alpha)
+    if adjust is None:
+        adjust = str(settings.get("adjust", "holm"))
+        adjust = "holm" if adjust == "maxT" else adjust
+    pairs_table = source if isinstance(source, pd.DataFrame) else source.pairs
+    estimates = group_estimates(pairs_table)
+    pairs = _pair_table(estimates, alpha, adjust)
+    groups = list(dict.fromkeys(map(str, estimates["unit"])))
+    counts = {name: int((pairs["verdict"] == name).sum()) for name in CLASSES}
+    agreement: dict[str, Any] = {}
+    if len(groups) > 1:
+        if comparison is None or comparison.settings.get("source") != "models":
+            comparison = compare(source, source_level="models", alpha=alpha, n_perm=n_perm, seed=seed)
+        agreement = _agreement_summary(comparison.agreement, alpha)
+    if pairs.empty:
+        text = (
+            "No per-run partial correlations that could be tested (an across-run analysis, or no testable rows): "
+            "the verdict compares models' per-run estimates, so there is nothing to state."
+        )
+    else:
+        text = _paragraph(counts, groups, len(pairs), agreement, alpha, adjust)
+    return Verdict(
+        pairs=pairs,
+        counts=counts,
+        examples=_examples(pairs, n_examples),
+        agreement=agreement,
+        groups=groups,
+        settings={"alpha": alpha, "adjust": adjust, "n_perm": n_perm, "seed": seed},
+        text=text,
+    )
