@@ -14,6 +14,7 @@ from gengen.analyse.options import (
     DEFAULT_ALPHA,
     DEFAULT_BY,
     DEFAULT_INFERENCE,
+    DEFAULT_LEAVE_ONE_OUT,
     DEFAULT_METRIC,
     DEFAULT_MODE,
     DEFAULT_POOLING,
@@ -118,6 +119,19 @@ def analyse_command(
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of every permutation and bootstrap.", **SEED_RANGE)] = 0,
+    leave_one_out: Annotated[
+        bool,
+        typer.Option(
+            help="No single checkpoint decides a verdict: the deciding p is the largest over deleting any one "
+            "checkpoint (--no-leave-one-out: the full estimate's p alone)."
+        ),
+    ] = DEFAULT_LEAVE_ONE_OUT,
+    min_step: Annotated[
+        int | None,
+        typer.Option(
+            help="Leave out checkpoints before this step (1 leaves out step 0, the model before training).", min=0
+        ),
+    ] = None,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("gengen-analysis"),
 ) -> None:
     """Correlate every pair of OOD test sets across checkpoints after regressing out the ID score.
@@ -149,6 +163,8 @@ def analyse_command(
             pooling=None if pooling == "none" else pooling,
             mode=mode,
             seed=seed,
+            leave_one_out=leave_one_out,
+            min_step=min_step,
             models=_names(model),
             runs=_names(run),
             sizes=_names(size),
