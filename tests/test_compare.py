@@ -160,3 +160,43 @@ def test_compare_an_analysis_and_its_cli(tmp_path: Path) -> None:
 def test_bad_options(example: tuple, options: dict, message: str) -> None:
     with pytest.raises(GengenError, match=message):
         compare(example[2], **options)
+
+
+def test_a_zero_agrees_with_nothing() -> None:
+    """A partial correlation of exactly 0 has no sign: it agrees with neither a positive, a negative nor a zero."""
+    rng = np.random.default_rng(21)
+    matrices = {model: random_matrix(rng, len(NAMES)) for model in ("small", "large")}
+    for model, cells in (("small", [(0, 1), (0, 2), (1, 3)]), ("large", [(0, 1), (2, 4), (1, 3)])):
+        for i, j in cells:
+            matrices[model][i, j] = matrices[model][j, i] = 0.0
+    p_values = {model: np.full((len(NAMES), len(NAMES)), 0.5) for model in matrices}
+    result = compare(pairs_table(matrices, p_values), n_perm=49)
+    rows, cols = np.triu_indices(len(NAMES), 1)
+    a, b = matrices["small"][rows, cols], matrices["large"][rows, cols]
+    row = result.agreement.iloc[0]
+    assert row["n_sign_agree"] == np.sum(a * b > 0)
+    assert row["n_sign_agree"] < np.sum(a * b >= 0)  # counting zeros as agreement would be caught
+    assert row["n_sign_agree"] < np.sum(np.sign(a) == np.sign(b))  # and so would two zeros "agreeing"
+    assert_allclose(row["sign_agreement"], np.mean(a * b > 0))
+
+
+def test_pooled_adjustment_is_within_each_cell() -> None:
+    """The pooled table adjusts its p-values across the pairs of one cell (one model's seeds), not all cells."""
+    from statsmodels.stats.multitest import multipletests
+
+    from gengen.simulate import simulate_trajectories
+
+    frames = [
+        simulate_trajectories(n=40, n_testsets=5, phi=0.3, shared=0.5, n_runs=2, seed=seed, model=model)
+        for seed, model in ((4, "alpha"), (5, "beta"))
+    ]
+    analysis = analyse(pd.concat(frames, ignore_index=True), id_testset="id", metric="accuracy", n_boot=199)
+    pooled = analysis.pooled
+    assert sorted(pooled["model"].unique()) == ["alpha", "beta"]
+    for column in ("p_random", "p_fixed"):
+        across_all = multipletests(pooled[column].to_numpy(), method="holm")[1]
+        within = np.empty(len(pooled))
+        for _, index in pooled.groupby("model").indices.items():
+            within[index] = multipletests(pooled[column].to_numpy()[index], method="holm")[1]
+        assert_allclose(pooled[f"{column}_adjusted"], within, rtol=1e-10)
+        assert not np.allclose(within, across_all)  # the data tell the two adjustments apart
