@@ -160,7 +160,8 @@ class Analysis:
             if table.empty:
                 continue
             for (model, run), rows in table[table["level"] == level].groupby(["model", "run"], sort=False):
-                top = rows.loc[rows["r_partial"].abs().idxmax()]
+                strength = rows["r_partial"].abs()
+                top = rows.loc[strength.idxmax()] if strength.notna().any() else None
                 # Sign and significance of the estimand that decided the rows (r_innovation under the lagged test).
                 effect = rows["r_partial"]
                 if "estimand" in rows.columns and "r_innovation" in rows.columns:
@@ -172,6 +173,10 @@ class Analysis:
                 }
                 if "diagnostics" in rows.columns:
                     decision["n_flagged"] = int((rows["diagnostics"].fillna("") != "").sum())
+                if "testable" in rows.columns:
+                    decision["n_untestable"] = int((~rows["testable"].fillna(False).astype(bool)).sum())
+                if "n_steps" in rows.columns:
+                    decision["n_steps"] = int(rows["n_steps"].iloc[0])
                 groups.append(
                     {
                         "level": level,
@@ -184,7 +189,9 @@ class Analysis:
                         "n_significant": int(rows["significant"].sum()),
                         "n_significant_positive": int((rows["significant"] & (effect > 0)).sum()),
                         "n_significant_negative": int((rows["significant"] & (effect < 0)).sum()),
-                        "strongest_pair": [top["testset_a"], top["testset_b"], float(top["r_partial"])],
+                        "strongest_pair": (
+                            None if top is None else [top["testset_a"], top["testset_b"], float(top["r_partial"])]
+                        ),
                         **decision,
                     }
                 )

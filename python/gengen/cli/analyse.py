@@ -183,6 +183,7 @@ def analyse_command(
             f"{group['model']} / {group['run']}: {group['n_pairs']} pairs, n = {group['n']}, "
             f"{group['n_significant']} significant ({group['n_significant_positive']} positive, "
             f"{group['n_significant_negative']} negative)"
+            + (f", {group['n_untestable']} untestable" if group.get("n_untestable") else "")
         )
     from gengen.verdict import build_verdict
 
