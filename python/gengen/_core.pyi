@@ -96,7 +96,8 @@ class BootstrapResult:
 
 @final
 class GamFitResult:
-    """fitted (n, m), residuals (n, m), edf (m,), lam (m, q), score (m,), k used per control."""
+    """fitted (n, m), residuals (n, m), edf (m,), lam (m, q), score (m,), k used per control, capped per column
+    (the EDF cap raised λ), the resolved cap max_edf (inf when none)."""
 
     @property
     def fitted(self) -> _Float2D: ...
@@ -110,6 +111,10 @@ class GamFitResult:
     def score(self) -> _Float1D: ...
     @property
     def k_used(self) -> list[int]: ...
+    @property
+    def capped(self) -> list[bool]: ...
+    @property
+    def max_edf(self) -> float: ...
 
 @final
 class CalibrationTally:
@@ -186,7 +191,7 @@ def partial_corr(
     covar: _Float2D,
     method: str,
     semi: str | None = None,
-    fit: tuple[int, str, str] | None = None,
+    fit: tuple[int, str, str, float | str | None] | None = None,
 ) -> PartialCorrResult:
     """ppcor's pcor.test / spcor.test."""
 
@@ -203,7 +208,7 @@ def partial_corr_matrix_batch(
     scores: list[_Float2D],
     covars: list[_Float2D],
     method: str,
-    fit: tuple[int, str, str] | None = None,
+    fit: tuple[int, str, str, float | str | None] | None = None,
     n_threads: int | None = None,
 ) -> list[CorrMatrixResult]:
     """One result per run."""
@@ -217,7 +222,7 @@ def permutation_test_batch(
     block_length: int | None = None,
     mirror: bool = False,
     seed: int = 0,
-    fit: tuple[int, str, str] | None = None,
+    fit: tuple[int, str, str, float | str | None] | None = None,
     n_threads: int | None = None,
 ) -> list[PermutationResult]:
     """One result per run."""
@@ -232,7 +237,7 @@ def bootstrap_ci_batch(
     ci_level: float = 0.95,
     ci_method: str = "percentile",
     seed: int = 0,
-    fit: tuple[int, str, str] | None = None,
+    fit: tuple[int, str, str, float | str | None] | None = None,
     n_threads: int | None = None,
 ) -> list[BootstrapResult]:
     """One result per run."""
@@ -273,8 +278,12 @@ def gam_fit(
     basis: str = "cr",
     lam: list[float] | None = None,
     n_threads: int | None = None,
+    max_edf: float | str | None = None,
 ) -> GamFitResult:
-    """GAM fits of every column of y."""
+    """GAM fits of every column of y; max_edf caps the EDF ("auto": default_max_edf(n, q); None: no cap)."""
+
+def default_max_edf(n: int, q: int = 1) -> float:
+    """The default cap on a GAM fit's EDF (intercept included): 1 + q · max(1, n / 5)."""
 
 # --- simulation study and autocorrelation-aware tests (rust/src/py/simulate.rs, issue 9) ---
 def simulate_run(

@@ -507,6 +507,10 @@ pub struct GamColumns {
     pub score: Vec<f64>,
     /// Basis dimension used per control (lowered where a control has few distinct values).
     pub k_used: Vec<usize>,
+    /// Per column, whether the EDF cap raised λ above the criterion's optimum.
+    pub capped: Vec<bool>,
+    /// The resolved EDF cap (infinite when off).
+    pub max_edf: f64,
 }
 
 /// GAM control, mgcv's `y ~ s(z_1, k, bs = basis) + … + s(z_q, k, bs = basis)` per column of `y`, with λ
@@ -555,6 +559,8 @@ pub fn gam_fit(
         lambda,
         score: fits.iter().map(|f| f.score).collect(),
         k_used: smoother.k_used().to_vec(),
+        capped: fits.iter().map(|f| f.capped).collect(),
+        max_edf: smoother.max_edf(),
     })
 }
 

@@ -1,8 +1,9 @@
 """The GAM control: each column on an intercept plus one penalised regression spline per covariate (mgcv's model).
 
 Every function that regresses covariates out takes ``fit="gam"`` for this control, with the keyword options
-``k`` (basis dimension per covariate, default 10), ``gam_method`` (``"gcv"``, default, or ``"reml"``) and
-``gam_basis`` (``"cr"``, default, or ``"tp"``); :func:`gam_fit` exposes the fit itself.
+``k`` (basis dimension per covariate, default 10), ``gam_method`` (``"gcv"``, default, or ``"reml"``),
+``gam_basis`` (``"cr"``, default, or ``"tp"``) and ``max_edf`` (cap on the effective degrees of freedom,
+default ``"auto"``: :func:`default_max_edf` of the number of rows); :func:`gam_fit` exposes the fit itself.
 """
 
 from __future__ import annotations
@@ -19,15 +20,63 @@ from gengen.errors import InvalidArgumentError
 from gengen.stats.options import (
     DEFAULT_GAM_BASIS,
     DEFAULT_GAM_K,
+    DEFAULT_GAM_MAX_EDF,
     DEFAULT_GAM_METHOD,
     GAM_BASES,
     GAM_METHODS,
     GamBasis,
+    GamMaxEdf,
     GamMethod,
 )
-from gengen.stats.validation import as_covar, as_float_array, check_choice, check_count, check_threads
+from gengen.stats.validation import (
+    as_covar,
+    as_float_array,
+    check_choice,
+    check_count,
+    check_max_edf,
+    check_threads,
+)
 
-__all__ = ["GamFit", "gam_fit"]
+__all__ = ["GamFit", "default_max_edf", "gam_fit"]
+
+
+def default_max_edf(n: int, q: int = 1) -> float:
+    r"""The default cap on the GAM control's effective degrees of freedom: :math:`1 + q\max(1, n/5)`.
+
+        The cap counts the intercept (as mgcv's ``sum(edf)``): each of the ``q`` smooths may spend one degree of
+        freedom per five checkpoints, and always at least a straight line's one.
+
+        Parameters
+        ----------
+        n : int
+            Rows (checkpoints).
+        q : int, default 1
+            Controls.
+
+        Returns
+        -------
+        float
+            The cap, intercept included.
+
+        Notes
+        -----
+        A partial correlation under a GAM control of EDF :math:`
+    u` (intercept included) has
+        :math:`n - 2 - (
+    u - 1)` degrees of freedom, as ppcor counts them. Left to itself GCV can spend 9 of 11 at
+        n = 11 (standard error :math:`10^{150}`); under the cap it keeps :math:`n - 1 - 3.2 = 6.8` at n = 11,
+        :math:`14` at n = 20 and :math:`30` at n = 40, while from n = 27 on a smooth may still spend 5.4 or more,
+        what mgcv spends on the saturating ID curves of a learning curve.
+
+        Examples
+        --------
+        >>> from gengen.stats.gam import default_max_edf
+        >>> default_max_edf(11), default_max_edf(40), default_max_edf(40, q=2)
+        (3.2, 9.0, 17.0)
+    """
+    n = check_count("n", n, 1)
+    q = check_count("q", q, 1)
+    return float(_core.default_max_edf(n, q))
 
 
 @dataclass(frozen=True)
@@ -48,6 +97,10 @@ class GamFit:
     k : tuple of int
         Basis dimension used per control (lower than asked when a control has fewer distinct values).
     gam_method, gam_basis : str
+    capped : bool or ndarray of shape (m,)
+        Whether the EDF cap raised the smoothing parameters above the criterion's optimum.
+    max_edf : float
+        The cap that applied (``inf`` when none).
     """
 
     fitted: NDArray[np.float64]
@@ -58,6 +111,8 @@ class GamFit:
     k: tuple[int, ...]
     gam_method: str
     gam_basis: str
+    capped: Any = False
+    max_edf: float = float("inf")
 
 
 def gam_fit(
@@ -69,6 +124,7 @@ def gam_fit(
     gam_basis: GamBasis = DEFAULT_GAM_BASIS,
     lam: ArrayLike | None = None,
     n_threads: int | None = None,
+    max_edf: GamMaxEdf = DEFAULT_GAM_MAX_EDF,
 ) -> GamFit:
     r"""GAM control: each column of ``y`` on an intercept plus one penalised regression spline per control.
 
@@ -89,11 +145,16 @@ def gam_fit(
         Fixed smoothing parameters instead of selecting them.
     n_threads : int, optional
         Threads to use (default: all cores).
+    max_edf : float, "auto" or None, default "auto"
+        Cap on each fit's effective degrees of freedom, intercept included: ``"auto"`` for
+        :func:`default_max_edf` of n and q, a number (at least 1 + q), or None for the criterion's optimum
+        whatever it spends. Does not apply to fixed ``lam``.
 
     Returns
     -------
     GamFit
-        ``fitted``, ``residuals``, ``edf``, ``lam``, ``score``, ``k``, ``gam_method``, ``gam_basis``.
+        ``fitted``, ``residuals``, ``edf``, ``lam``, ``score``, ``k``, ``gam_method``, ``gam_basis``,
+        ``capped``, ``max_edf``.
 
     Notes
     -----
@@ -104,6 +165,11 @@ def gam_fit(
     :math:`\log\lambda` is global (grid + Brent), so where the criterion has several local minima (short
     trajectories with tied control values) the optimum can be better than the one mgcv's Newton iteration
     stops at.
+
+    Under the cap :math:`\nu_{\max}`, when the optimum has :math:`\operatorname{tr} A_\lambda > \nu_{\max}`
+    every :math:`\log\lambda_j` is raised by the same :math:`t` (bisection; the EDF falls monotonically in
+    :math:`t`) until :math:`\operatorname{tr} A_\lambda = \nu_{\max}`: the returned fit is mgcv's
+    ``gam(y ~ s(z, k = k, bs = "cr"), sp = lam)`` at the returned ``lam``.
 
     References
     ----------
@@ -117,6 +183,9 @@ def gam_fit(
     >>> fit = stats.gam_fit(np.sin(4 * z) + 0.1 * np.cos(40 * z), z)
     >>> fit.k, bool(2 < fit.edf < 10)
     ((10,), True)
+    >>> short = stats.gam_fit(np.sin(4 * z[::4]) + 0.1 * np.cos(40 * z[::4]), z[::4])
+    >>> round(short.edf, 6), short.max_edf, short.capped
+    (3.6, 3.6, True)
     """
     check_choice("gam_method", gam_method, GAM_METHODS)
     check_choice("gam_basis", gam_basis, GAM_BASES)
@@ -129,7 +198,8 @@ def gam_fit(
     if controls.shape[1] == 0:
         raise InvalidArgumentError('covar: fit="gam" needs at least one control column')
     fixed = None if lam is None else [float(v) for v in np.atleast_1d(as_float_array("lam", lam))]
-    result = _core.gam_fit(table, controls, k, gam_method, gam_basis, fixed, check_threads(n_threads))
+    cap = check_max_edf(max_edf)
+    result = _core.gam_fit(table, controls, k, gam_method, gam_basis, fixed, check_threads(n_threads), cap)
     fitted, residuals, edf, lam_out, score, k_used = (
         result.fitted,
         result.residuals,
@@ -150,8 +220,13 @@ def gam_fit(
             tuple(k_used),
             gam_method,
             gam_basis,
+            bool(result.capped[0]),
+            float(result.max_edf),
         )
-    return GamFit(fitted, residuals, edf, lam_out, score, tuple(k_used), gam_method, gam_basis)
+    capped = np.asarray(result.capped, dtype=bool)
+    return GamFit(
+        fitted, residuals, edf, lam_out, score, tuple(k_used), gam_method, gam_basis, capped, float(result.max_edf)
+    )
 
 
 def warn_if_k_lowered(controls: NDArray[np.float64], k: int, where: str) -> None:

@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_FIT",
     "DEFAULT_GAM_BASIS",
     "DEFAULT_GAM_K",
+    "DEFAULT_GAM_MAX_EDF",
     "DEFAULT_GAM_METHOD",
     "DEFAULT_INTERVAL_METHOD",
     "DEFAULT_METHOD",
@@ -41,6 +42,7 @@ __all__ = [
     "BootstrapScheme",
     "Fit",
     "GamBasis",
+    "GamMaxEdf",
     "GamMethod",
     "IntervalMethod",
     "Method",
@@ -61,6 +63,9 @@ Fit = Literal["linear", "gam"]
 GamMethod = Literal["gcv", "reml"]
 #: Spline basis of the GAM control (mgcv's ``bs = "cr"`` or ``bs = "tp"``).
 GamBasis = Literal["cr", "tp"]
+#: Cap on the GAM control's effective degrees of freedom (intercept included): ``"auto"`` for
+#: :func:`gengen.stats.gam.default_max_edf` of the number of checkpoints, a number, or None for no cap.
+GamMaxEdf = float | Literal["auto"] | None
 PermutationScheme = Literal["free", "block", "circular"]
 BootstrapScheme = Literal["iid", "block", "circular"]
 #: Bootstrap interval: percentile or bias-corrected and accelerated.
@@ -83,7 +88,7 @@ ADJUSTMENTS: tuple[Adjustment, ...] = get_args(Adjustment)
 ALTERNATIVES: tuple[Alternative, ...] = get_args(Alternative)
 
 #: The keyword options that apply with ``fit="gam"``.
-GAM_OPTIONS: Final = ("k", "gam_method", "gam_basis")
+GAM_OPTIONS: Final = ("k", "gam_method", "gam_basis", "max_edf")
 
 DEFAULT_METHOD: Final = "pearson"
 DEFAULT_FIT: Final = "linear"
@@ -91,6 +96,8 @@ DEFAULT_FIT: Final = "linear"
 DEFAULT_GAM_K: Final = 10
 DEFAULT_GAM_METHOD: Final = "gcv"
 DEFAULT_GAM_BASIS: Final = "cr"
+#: Every GAM control is capped at ``1 + q · max(1, n / 5)`` effective degrees of freedom unless told otherwise.
+DEFAULT_GAM_MAX_EDF: Final = "auto"
 #: Permutations of a Freedman–Lane test: p-values resolve to 1e-4.
 DEFAULT_N_PERM: Final = 9999
 #: Bootstrap replicates (and the analysis' sieve replicates).

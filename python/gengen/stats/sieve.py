@@ -48,8 +48,18 @@ from numpy.typing import ArrayLike, NDArray
 from gengen import _core
 from gengen.errors import DegenerateDataError, GengenError, InvalidArgumentError
 from gengen.stats.gam import gam_fit
-from gengen.stats.options import DEFAULT_CI_LEVEL, DEFAULT_FIT, DEFAULT_GAM_K, DEFAULT_METHOD, FITS, Fit, ResidualMethod
-from gengen.stats.validation import check_choice, labelled, trajectory_inputs
+from gengen.stats.options import (
+    DEFAULT_CI_LEVEL,
+    DEFAULT_FIT,
+    DEFAULT_GAM_K,
+    DEFAULT_GAM_MAX_EDF,
+    DEFAULT_METHOD,
+    FITS,
+    Fit,
+    GamMaxEdf,
+    ResidualMethod,
+)
+from gengen.stats.validation import check_choice, check_max_edf, labelled, trajectory_inputs
 
 __all__ = [
     "SIEVE_METHOD",
@@ -623,7 +633,9 @@ def curvature_shift(scores: ArrayLike, covar: ArrayLike) -> NDArray[np.float64]:
     return np.nan_to_num(shift, nan=0.0)
 
 
-def gam_control_z(scores: ArrayLike, covar: ArrayLike, k: int = DEFAULT_GAM_K) -> NDArray[np.float64]:
+def gam_control_z(
+    scores: ArrayLike, covar: ArrayLike, k: int = DEFAULT_GAM_K, max_edf: GamMaxEdf = DEFAULT_GAM_MAX_EDF
+) -> NDArray[np.float64]:
     r"""Every pair's :math:`\operatorname{artanh} r` when a GAM, not a line, takes the control out: (m, m).
 
     The residuals are those of ``fit="gam"`` (one penalised spline of the single control per test set). NaN
@@ -638,6 +650,8 @@ def gam_control_z(scores: ArrayLike, covar: ArrayLike, k: int = DEFAULT_GAM_K) -
         The control.
     k : int
         GAM basis dimension.
+    max_edf : float, "auto" or None
+        Cap on the GAM's effective degrees of freedom (see :func:`~gengen.stats.gam.gam_fit`).
 
     Returns
     -------
@@ -655,7 +669,7 @@ def gam_control_z(scores: ArrayLike, covar: ArrayLike, k: int = DEFAULT_GAM_K) -
         # would only repeat on every group.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            residuals = np.asarray(gam_fit(data, control, k=k).residuals, dtype=np.float64)
+            residuals = np.asarray(gam_fit(data, control, k=k, max_edf=max_edf).residuals, dtype=np.float64)
     except (GengenError, np.linalg.LinAlgError):
         return missing
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -735,7 +749,11 @@ def _ranks(values: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 def _operators(
-    data: NDArray[np.float64], control: NDArray[np.float64], fit: str, k: int
+    data: NDArray[np.float64],
+    control: NDArray[np.float64],
+    fit: str,
+    k: int,
+    max_edf: GamMaxEdf = DEFAULT_GAM_MAX_EDF,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """Residuals (n, m), the residual operators I − H (shared (n, n) or per column (m, n, n)) and the EDF (m,)."""
     n, m = data.shape
@@ -745,7 +763,7 @@ def _operators(
         operator = np.eye(n) - q @ q.T
         residuals = operator @ data
         return residuals, operator, np.full(m, float(design.shape[1]))
-    fit_result = gam_fit(data, control, k=k)
+    fit_result = gam_fit(data, control, k=k, max_edf=max_edf)
     lam = np.atleast_2d(np.asarray(fit_result.lam, dtype=np.float64))
     operators = np.empty((m, n, n))
     identity = np.eye(n)
@@ -780,6 +798,7 @@ def sieve_partial_corr_matrix(
     max_order: int | None = None,
     k: int = DEFAULT_GAM_K,
     seed: int = 0,
+    max_edf: GamMaxEdf = DEFAULT_GAM_MAX_EDF,
 ) -> SievePartialCorrMatrix:
     r"""Partial correlations of every pair of test sets, with AR-sieve standard errors, tests and intervals.
 
@@ -805,6 +824,9 @@ def sieve_partial_corr_matrix(
         GAM basis dimension for ``fit="gam"``.
     seed : int
         Seed of the replicates; the result does not depend on anything else.
+    max_edf : float, "auto" or None, default "auto"
+        Cap on each GAM smooth's effective degrees of freedom for ``fit="gam"`` (intercept included; ``"auto"``
+        is :func:`~gengen.stats.gam.default_max_edf` of n, None the criterion's optimum whatever it spends).
 
     Returns
     -------
@@ -866,7 +888,7 @@ def sieve_partial_corr_matrix(
             f"scores: {n} checkpoints are too few for the sieve with {control.shape[1]} control(s) and AR order "
             f"up to {max_order} (need at least {control.shape[1] + 5 + max_order})"
         )
-    residuals, operators, edf = _operators(data, control, fit, k)
+    residuals, operators, edf = _operators(data, control, fit, k, check_max_edf(max_edf))
     # Degrees of freedom of each pair's t-test as ppcor counts them (n − 2 − k; under the GAM, k = the larger
     # smooth's EDF without its intercept), so that with independent checkpoints the test is ppcor's.
     spent = edf - 1.0

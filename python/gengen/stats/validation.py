@@ -18,12 +18,14 @@ from gengen.errors import InvalidArgumentError
 from gengen.stats.options import (
     DEFAULT_GAM_BASIS,
     DEFAULT_GAM_K,
+    DEFAULT_GAM_MAX_EDF,
     DEFAULT_GAM_METHOD,
     FITS,
     GAM_BASES,
     GAM_METHODS,
     GAM_OPTIONS,
     RESIDUAL_METHODS,
+    GamMaxEdf,
 )
 
 
@@ -118,8 +120,19 @@ def check_fit(fit: str) -> None:
     check_choice("fit", fit, FITS)
 
 
-def core_fit(fit: str, gam_options: dict[str, Any]) -> tuple[int, str, str] | None:
-    """The core's ``fit`` argument: None for the linear control, (k, method, basis) for the GAM control."""
+def check_max_edf(value: Any) -> GamMaxEdf:
+    """The GAM's ``max_edf``: ``"auto"``, None (no cap), or a number (the core refuses one below 1 + q)."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value == "auto":
+        return "auto"
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating) or np.isnan(value):
+        raise InvalidArgumentError(f'max_edf: must be a number, "auto" or None, got {value!r}')
+    return float(value)
+
+
+def core_fit(fit: str, gam_options: dict[str, Any]) -> tuple[int, str, str, GamMaxEdf] | None:
+    """The core's ``fit`` argument: None for the linear control, (k, method, basis, max_edf) for the GAM control."""
     check_fit(fit)
     unknown = sorted(set(gam_options) - set(GAM_OPTIONS))
     if unknown:
@@ -134,7 +147,7 @@ def core_fit(fit: str, gam_options: dict[str, Any]) -> tuple[int, str, str] | No
     gam_basis = gam_options.get("gam_basis", DEFAULT_GAM_BASIS)
     check_choice("gam_method", gam_method, GAM_METHODS)
     check_choice("gam_basis", gam_basis, GAM_BASES)
-    return (k, gam_method, gam_basis)
+    return (k, gam_method, gam_basis, check_max_edf(gam_options.get("max_edf", DEFAULT_GAM_MAX_EDF)))
 
 
 def check_seed(seed: int) -> int:

@@ -38,6 +38,12 @@
 //! search (`O(r)` per trial λ with one control), so both are cheap; refitting reproduces the selection
 //! step, reuse keeps the residual-maker fixed as in the linear Freedman–Lane scheme.
 //!
+//! **Capped EDF.** On short trajectories the criterion can spend nearly every degree of freedom (GCV at
+//! n = 11 takes up to 9), leaving a partial correlation nothing to be tested on. [`GamOptions::max_edf`]
+//! caps `tr A_λ` (default [`default_max_edf`]): when the optimum spends more, all `log λ_j` are raised
+//! together, by bisection, until the EDF equals the cap (the EDF falls monotonically along that ray). The
+//! capped fit is mgcv's `gam(…, sp = λ)` at the λ returned.
+//!
 //! **Bad input.** Non-finite values, a constant control, a control with fewer than 3 distinct values,
 //! collinear controls and too few rows are errors. When a control has fewer distinct values than `k` (or,
 //! with one control, `k >= n`), `k` is lowered to what the data support, as the caller can see from
@@ -139,13 +145,53 @@ impl Basis {
     }
 }
 
+/// The default cap on a GAM fit's effective degrees of freedom (intercept included) with `n` rows and `q`
+/// controls: `1 + q · max(1, n / 5)`, i.e. each smooth may spend at most one degree of freedom per five rows
+/// (and always at least a straight line's one). At n = 11 and one control that is 3.2 (the criterion alone can
+/// spend 9 of 11), so a partial correlation keeps `n − 2 − (EDF − 1) ≥ 6.8` degrees of freedom; at n ≥ 27 it
+/// leaves 5.4 or more, enough for the saturating curves of a learning curve (mgcv spends 3–5 on them).
+pub fn default_max_edf(n: usize, q: usize) -> f64 {
+    1.0 + q as f64 * (n as f64 / DEFAULT_ROWS_PER_EDF).max(1.0)
+}
+
+/// Rows per effective degree of freedom of [`default_max_edf`].
+pub const DEFAULT_ROWS_PER_EDF: f64 = 5.0;
+
+/// A cap on the effective degrees of freedom `tr A_λ` (intercept included) of a fit.
+///
+/// When the criterion's optimum spends more, every `log λ_j` is raised by the same amount (bisection: the EDF
+/// falls monotonically as all smoothing parameters grow together) until the EDF equals the cap.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum EdfCap {
+    /// The criterion's optimum, whatever it spends.
+    Off,
+    /// [`default_max_edf`] of the number of rows and controls.
+    #[default]
+    Auto,
+    /// At most this many, at least `1 + q` (every smooth a straight line).
+    At(f64),
+}
+
+impl EdfCap {
+    /// The cap for `n` rows and `q` controls (infinite when off).
+    pub fn resolve(self, n: usize, q: usize) -> f64 {
+        match self {
+            EdfCap::Off => f64::INFINITY,
+            EdfCap::Auto => default_max_edf(n, q),
+            EdfCap::At(value) => value,
+        }
+    }
+}
+
 /// Options of the smoother.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GamOptions {
     /// Basis dimension per control (number of knots), at least 3; mgcv's default is 10.
     pub k: usize,
     pub method: SmoothMethod,
     pub basis: Basis,
+    /// Cap on the fit's effective degrees of freedom (default [`EdfCap::Auto`]).
+    pub max_edf: EdfCap,
 }
 
 impl Default for GamOptions {
@@ -154,6 +200,7 @@ impl Default for GamOptions {
             k: DEFAULT_K,
             method: SmoothMethod::Gcv,
             basis: Basis::CubicRegression,
+            max_edf: EdfCap::Auto,
         }
     }
 }
@@ -174,6 +221,8 @@ pub struct GamFit {
     pub score: f64,
     /// Residual sum of squares.
     pub rss: f64,
+    /// Whether the EDF cap raised λ above the criterion's optimum.
+    pub capped: bool,
 }
 
 /// The penalty in the orthonormal model coordinates.
@@ -190,6 +239,8 @@ enum Penalty {
 pub struct GamSmoother {
     n: usize,
     options: GamOptions,
+    /// The resolved EDF cap (infinite when off).
+    max_edf: f64,
     k_used: Vec<usize>,
     knots: Vec<Vec<f64>>,
     /// n × r orthonormal basis `U` of the model space.
@@ -261,6 +312,7 @@ impl GamSmoother {
         Ok(GamSmoother {
             n,
             options: *options,
+            max_edf: checked_cap(options.max_edf, n, q)?,
             k_used: terms.iter().map(|t| t.k).collect(),
             knots: terms.into_iter().map(|t| t.knots).collect(),
             basis: reparametrised.basis,
@@ -331,7 +383,49 @@ impl GamSmoother {
                 rho
             }
         };
-        self.fit_at(y, &e, rss0, &rho)
+        let (rho, capped) = self.capped(rho, &e, rss0);
+        let mut fit = self.fit_at(y, &e, rss0, &rho)?;
+        fit.capped = capped;
+        Ok(fit)
+    }
+
+    /// The resolved cap on the effective degrees of freedom (infinite when off).
+    pub fn max_edf(&self) -> f64 {
+        self.max_edf
+    }
+
+    /// `rho` itself when its EDF is within the cap; otherwise `rho + t` (every `log λ_j` raised by the same
+    /// `t`) with `t` found by bisection so that the EDF equals the cap, and `true`. The EDF does not depend on
+    /// the column (`e` only completes the evaluation).
+    fn capped(&self, rho: Vec<f64>, e: &[f64], rss0: f64) -> (Vec<f64>, bool) {
+        let edf_at = |t: f64| {
+            let shifted: Vec<f64> = rho.iter().map(|r| r + t).collect();
+            self.evaluate(&shifted, e, rss0).edf
+        };
+        let cap = self.max_edf;
+        let optimum = edf_at(0.0);
+        if optimum.is_nan() || optimum <= cap + CAP_TOLERANCE {
+            return (rho, false);
+        }
+        // Raise t until the EDF is within the cap (the cap is at least the null-space dimension, reached only
+        // as λ → ∞: stop where every weight is below 1e-8 · its value at λ = 1).
+        let (mut lo, mut hi) = (0.0f64, 1.0f64);
+        while edf_at(hi) > cap && hi < MAX_CAP_SHIFT {
+            lo = hi;
+            hi *= 2.0;
+        }
+        for _ in 0..100 {
+            if hi - lo < 1e-10 {
+                break;
+            }
+            let mid = 0.5 * (lo + hi);
+            if edf_at(mid) > cap {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        (rho.iter().map(|r| r + hi).collect(), true)
     }
 
     /// Fits one column at given smoothing parameters (one per control, finite and positive).
@@ -585,6 +679,7 @@ impl GamSmoother {
             lambda: rho.iter().map(|r| r.exp()).collect(),
             fitted,
             residuals,
+            capped: false,
         })
     }
 }
@@ -660,6 +755,24 @@ impl FixedSmoother {
         }
         out
     }
+}
+
+/// EDF above the cap by less than this counts as within it.
+const CAP_TOLERANCE: f64 = 1e-9;
+/// The largest common shift of `log λ` the cap's bisection tries (λ multiplied by e^128).
+const MAX_CAP_SHIFT: f64 = 128.0;
+
+/// The resolved cap of `cap` for `n` rows and `q` controls, refusing one below a straight line per control.
+fn checked_cap(cap: EdfCap, n: usize, q: usize) -> Result<f64> {
+    let value = cap.resolve(n, q);
+    let floor = (1 + q) as f64;
+    if value.is_nan() || value < floor {
+        return Err(StatsError::invalid(
+            "max_edf",
+            format!("must be at least {floor} (an intercept and a straight line per control), got {value}"),
+        ));
+    }
+    Ok(value)
 }
 
 /// Step 1: checks the controls and builds each one's spline term (basis and penalty), its basis dimension

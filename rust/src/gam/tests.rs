@@ -25,6 +25,8 @@ fn smoother(controls: &[&[f64]], k: usize, method: SmoothMethod) -> GamSmoother 
             k,
             method,
             basis: Basis::CubicRegression,
+            // These tests check the criterion's own optimum against mgcv's.
+            max_edf: EdfCap::Off,
         },
         "covar",
     )
@@ -340,6 +342,7 @@ fn thin_plate_fits_match_mgcv() {
             k: 10,
             method,
             basis: Basis::ThinPlate,
+            max_edf: EdfCap::Off,
         };
         let fit = GamSmoother::new(&control, &options, "covar")
             .unwrap()
@@ -390,4 +393,110 @@ fn linear_y_is_fitted_exactly() {
         let fit = smoother(&[&x], 10, method).fit_column(&y).unwrap();
         assert!(fit.residuals.iter().all(|r| r.abs() < 1e-10));
     }
+}
+
+/// Eleven checkpoints of a wiggly column: GCV alone spends nearly every degree of freedom.
+fn short_wiggly() -> (Vec<f64>, Vec<f64>) {
+    let x: Vec<f64> = (0..11).map(|i| 0.5 + 0.035 * i as f64).collect();
+    let y = x
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (30.0 * v).sin() + 0.05 * (2.7 * i as f64).sin())
+        .collect();
+    (x, y)
+}
+
+#[test]
+fn edf_cap_holds_and_is_the_fit_at_the_returned_lambda() {
+    let (x, y) = short_wiggly();
+    let control = Mat::from_columns(11, &[&x]).unwrap();
+    let free = GamSmoother::new(
+        &control,
+        &GamOptions {
+            max_edf: EdfCap::Off,
+            ..GamOptions::default()
+        },
+        "covar",
+    )
+    .unwrap()
+    .fit_column(&y)
+    .unwrap();
+    assert!(free.edf > 6.0 && !free.capped, "{}", free.edf);
+    let gam = GamSmoother::new(&control, &GamOptions::default(), "covar").unwrap();
+    assert!((gam.max_edf() - 3.2).abs() < 1e-12, "1 + 11/5");
+    let capped = gam.fit_column(&y).unwrap();
+    assert!(capped.capped && (capped.edf - 3.2).abs() < 1e-6, "{}", capped.edf);
+    assert!(capped.lambda[0] > free.lambda[0]);
+    // The capped fit is the penalised fit at its own λ (what mgcv's gam(..., sp = λ) returns).
+    let again = gam.fit_column_with_lambda(&y, &capped.lambda).unwrap();
+    for (a, b) in again.fitted.iter().zip(&capped.fitted) {
+        assert!((a - b).abs() < 1e-12);
+    }
+    // A column the criterion fits with few degrees of freedom is left alone.
+    let line: Vec<f64> = x.iter().map(|v| 1.0 + 2.0 * v + 0.01 * (7.0 * v).sin()).collect();
+    let uncapped = gam.fit_column(&line).unwrap();
+    assert!(uncapped.edf <= 3.2 + 1e-9);
+}
+
+#[test]
+fn edf_cap_with_two_controls_raises_both_lambdas_together() {
+    let z1: Vec<f64> = (0..30).map(|i| (i as f64 * 0.37).sin()).collect();
+    let z2: Vec<f64> = (0..30)
+        .map(|i| (i as f64 * 0.91).cos() + 0.01 * i as f64)
+        .collect();
+    let y: Vec<f64> = z1
+        .iter()
+        .zip(&z2)
+        .map(|(a, b)| (3.0 * a).sin() + (4.0 * b).cos())
+        .collect();
+    let control = Mat::from_columns(30, &[&z1, &z2]).unwrap();
+    let options = |cap| GamOptions {
+        k: 6,
+        max_edf: cap,
+        ..GamOptions::default()
+    };
+    let free = GamSmoother::new(&control, &options(EdfCap::Off), "covar")
+        .unwrap()
+        .fit_column(&y)
+        .unwrap();
+    assert!(free.edf > 5.0, "{}", free.edf);
+    let capped = GamSmoother::new(&control, &options(EdfCap::At(4.0)), "covar")
+        .unwrap()
+        .fit_column(&y)
+        .unwrap();
+    assert!(capped.capped && (capped.edf - 4.0).abs() < 1e-6, "{}", capped.edf);
+    let ratio: Vec<f64> = capped
+        .lambda
+        .iter()
+        .zip(&free.lambda)
+        .map(|(c, f)| c / f)
+        .collect();
+    assert!(
+        (ratio[0] / ratio[1] - 1.0).abs() < 1e-9 && ratio[0] > 1.0,
+        "{ratio:?}"
+    );
+}
+
+#[test]
+fn edf_cap_below_a_straight_line_is_refused() {
+    let (x, _) = short_wiggly();
+    let control = Mat::from_columns(11, &[&x]).unwrap();
+    for cap in [1.5, f64::NAN] {
+        let err = GamSmoother::new(
+            &control,
+            &GamOptions {
+                max_edf: EdfCap::At(cap),
+                ..GamOptions::default()
+            },
+            "covar",
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().starts_with("max_edf: must be at least 2"),
+            "{err}"
+        );
+    }
+    assert_eq!(default_max_edf(11, 1), 3.2);
+    assert_eq!(default_max_edf(4, 1), 2.0);
+    assert_eq!(default_max_edf(40, 2), 17.0);
 }

@@ -20,7 +20,7 @@ use crate::batch::{self, BootstrapRequest, PermutationRequest};
 use crate::bootstrap::IntervalMethod;
 use crate::control::Control;
 use crate::error::StatsError;
-use crate::gam::{Basis, GamOptions, SmoothMethod};
+use crate::gam::{default_max_edf as max_edf_rule, Basis, EdfCap, GamOptions, SmoothMethod};
 use crate::matrix::Mat;
 use crate::method::Method;
 use crate::pcor::{self, Semi};
@@ -47,13 +47,34 @@ fn check_signals() -> PyResult<()> {
     Python::with_gil(|py| py.check_signals())
 }
 
-/// The control from the binding's `fit` argument: None for the linear fit, or (k, method, basis) for GAM.
-type FitArgument = Option<(usize, String, String)>;
+/// The control from the binding's `fit` argument: None for the linear fit, or (k, method, basis, max_edf)
+/// for GAM.
+type FitArgument = Option<(usize, String, String, Option<EdfCapArgument>)>;
+
+/// The GAM's `max_edf` as Python passes it: a number, or `"auto"` for the default of n (None: no cap).
+#[derive(FromPyObject)]
+enum EdfCapArgument {
+    Value(f64),
+    Name(String),
+}
+
+fn edf_cap_from(cap: &Option<EdfCapArgument>) -> Result<EdfCap, StatsError> {
+    match cap {
+        None => Ok(EdfCap::Off),
+        Some(EdfCapArgument::Value(value)) if *value == f64::INFINITY => Ok(EdfCap::Off),
+        Some(EdfCapArgument::Value(value)) => Ok(EdfCap::At(*value)),
+        Some(EdfCapArgument::Name(name)) if name == "auto" => Ok(EdfCap::Auto),
+        Some(EdfCapArgument::Name(name)) => Err(StatsError::invalid(
+            "max_edf",
+            format!("must be a number, \"auto\" or None, got {name:?}"),
+        )),
+    }
+}
 
 fn control_from(fit: &FitArgument) -> Result<Control, StatsError> {
     match fit {
         None => Ok(Control::Linear),
-        Some((k, method, basis)) => {
+        Some((k, method, basis, max_edf)) => {
             if *k < 3 {
                 return Err(StatsError::invalid("k", format!("must be at least 3, got {k}")));
             }
@@ -61,6 +82,7 @@ fn control_from(fit: &FitArgument) -> Result<Control, StatsError> {
                 k: *k,
                 method: SmoothMethod::parse(method, "gam_method")?,
                 basis: Basis::parse(basis, "gam_basis")?,
+                max_edf: edf_cap_from(max_edf)?,
             }))
         }
     }
@@ -330,13 +352,15 @@ pub struct GamFitResult {
     lam: Py<PyArray2<f64>>,
     score: Py<PyArray1<f64>>,
     k_used: Vec<usize>,
+    capped: Vec<bool>,
+    max_edf: f64,
 }
 
 /// GAM control, mgcv's `y ~ s(z_1, k, bs = basis) + … + s(z_q, k, bs = basis)` per column of `y`, with λ
 /// chosen per column by GCV or REML (or fixed at `lam`, one value per control).
 #[allow(clippy::too_many_arguments)]
 #[pyfunction]
-#[pyo3(signature = (y, covar, k=10, method="gcv", basis="cr", lam=None, n_threads=None))]
+#[pyo3(signature = (y, covar, k=10, method="gcv", basis="cr", lam=None, n_threads=None, max_edf=None))]
 fn gam_fit<'py>(
     py: Python<'py>,
     y: PyReadonlyArray2<'py, f64>,
@@ -346,6 +370,7 @@ fn gam_fit<'py>(
     basis: &str,
     lam: Option<Vec<f64>>,
     n_threads: Option<usize>,
+    max_edf: Option<EdfCapArgument>,
 ) -> CoreResult<GamFitResult> {
     let y = to_mat(&y.as_array());
     let covar = to_mat(&covar.as_array());
@@ -353,6 +378,7 @@ fn gam_fit<'py>(
         k,
         method: SmoothMethod::parse(method, "gam_method")?,
         basis: Basis::parse(basis, "gam_basis")?,
+        max_edf: edf_cap_from(&max_edf)?,
     };
     let fits = py.allow_threads(|| batch::gam_fit(&y, &covar, &options, lam.as_deref(), n_threads))?;
     Ok(GamFitResult {
@@ -362,7 +388,16 @@ fn gam_fit<'py>(
         lam: to_numpy(py, &fits.lambda),
         score: vector(py, fits.score),
         k_used: fits.k_used,
+        capped: fits.capped,
+        max_edf: fits.max_edf,
     })
+}
+
+/// The default cap on a GAM fit's EDF with n rows and q controls: `1 + q · max(1, n / 5)`.
+#[pyfunction]
+#[pyo3(signature = (n, q=1))]
+fn default_max_edf(n: usize, q: usize) -> f64 {
+    max_edf_rule(n, q)
 }
 
 /// A (rows, n) numpy array of a row-major table of indices.
@@ -496,6 +531,7 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(p_adjust, module)?)?;
     module.add_function(wrap_pyfunction!(default_block_length, module)?)?;
     module.add_function(wrap_pyfunction!(gam_fit, module)?)?;
+    module.add_function(wrap_pyfunction!(default_max_edf, module)?)?;
     simulate::register(module)?;
     module.add_function(wrap_pyfunction!(normal_two_sided, module)?)?;
     module.add_function(wrap_pyfunction!(normal_quantile, module)?)?;
