@@ -246,6 +246,10 @@ def test_submitit_local_executor(assets: dict[str, Any], reference: dict[str, An
     expected = reference["scores"][reference["scores"]["model"] == "opt-tiny"].reset_index(drop=True)
     pd.testing.assert_frame_equal(scores(tmp_path / "out"), expected)
     assert len(list((tmp_path / "out" / "slurm").glob("*/*_result.pkl"))) == 2  # one submitit job per run
+    # Each job's result came back as gengen's own JSON file, written by the job itself.
+    results = [json.loads((config.run_dir(run) / "result.json").read_text()) for run in config.runs()]
+    assert [(r["format"], r["ok"], r["model"]) for r in results] == [("gengen-run-result/1", True, "opt-tiny")] * 2
+    assert {r["job_id"] for r in results} == {p.parent.name for p in (tmp_path / "out" / "slurm").glob("*/*.pkl")}
     assert {(s.status, s.progress) for s in study_status(config)} == {("done", "3/3")}
 
 
@@ -361,9 +365,8 @@ def test_resubmission_waits_for_slurm_jobs_still_alive(
     """A driver killed while its Slurm jobs run: submitting again waits for those jobs instead of doubling them."""
     submitit = pytest.importorskip("submitit")
     from gengen.executors import RunTask
-    from gengen.executors.slurm import SlurmExecutor
+    from gengen.executors.slurm import SlurmExecutor, run_job
     from gengen.executors.state import write_state
-    from gengen.executors.worker import execute_run
 
     extra = '[executor]\nkind = "slurm"\n'
     config = load_config(write_study(tmp_path, study_text(assets, tmp_path / "out", families=("opt",), extra=extra)))
@@ -375,14 +378,12 @@ def test_resubmission_waits_for_slurm_jobs_still_alive(
     class AliveJob:  # what submitit.SlurmJob reports for a job that is still running
         def __init__(self, folder: Path, job_id: str):
             self.job_id = job_id
-            self.paths = type("Paths", (), {"result_pickle": Path(folder) / "absent.pkl"})()
             self.state = "RUNNING"
 
-        def done(self) -> bool:
+        def done(self) -> bool:  # the job runs now, as the real one would on its node
+            monkeypatch.setenv("SLURM_JOB_ID", self.job_id)
+            run_job(tasks[self.job_id])
             return True
-
-        def result(self) -> Any:
-            return execute_run(tasks[self.job_id], log=lambda _: None)
 
     def submit_again(self: Any, task: Any) -> Any:
         raise AssertionError(f"{task.label} submitted again")
@@ -396,3 +397,127 @@ def test_resubmission_waits_for_slurm_jobs_still_alive(
     assert sum("job 10" in line and "still alive" in line for line in lines) == 2
     expected = reference["scores"][reference["scores"]["model"] == "opt-tiny"].reset_index(drop=True)
     pd.testing.assert_frame_equal(scores(tmp_path / "out"), expected)
+
+
+PAYLOAD = "PAYLOAD_RAN"
+
+
+class _Planted:
+    """Unpickling this creates the marker file: what a hostile pickle in the study folder would do."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path.write_text, (self.marker, "unpickled"))
+
+
+def test_a_planted_result_pickle_is_never_unpickled(
+    assets: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26: a study folder whose state.json names a Slurm job and whose slurm/<job>/<job>_0_result.pkl is
+    a planted pickle: reattaching reads gengen's JSON result file only; the pickle's code never runs."""
+    import pickle
+
+    submitit = pytest.importorskip("submitit")
+    from gengen.executors.slurm import SlurmExecutor
+    from gengen.executors.state import write_state
+
+    extra = '[executor]\nkind = "slurm"\nretries = 0\n'
+    config = load_config(write_study(tmp_path, study_text(assets, tmp_path / "out", families=("opt",), extra=extra)))
+    marker = tmp_path / PAYLOAD
+    for index, run in enumerate(config.runs()):
+        job_id = str(500 + index)
+        write_state(config, run, "running", attempt=1, executor="slurm", job_id=job_id)
+        folder = tmp_path / "out" / "slurm" / job_id
+        folder.mkdir(parents=True)
+        (folder / f"{job_id}_0_result.pkl").write_bytes(pickle.dumps(("success", _Planted(marker))))
+
+    class FinishedJob:  # submitit's view: the job is alive, then done, and its result pickle is there
+        def __init__(self, folder: Path, job_id: str):
+            self.job_id = job_id
+            self.state = "RUNNING"
+            self.paths = submitit.core.utils.JobPaths(Path(str(folder).replace("%j", job_id)), job_id)
+
+        def done(self) -> bool:
+            return True
+
+        def result(self) -> Any:
+            return pickle.loads(self.paths.result_pickle.read_bytes())
+
+    monkeypatch.setattr(submitit, "SlurmJob", FinishedJob)
+    monkeypatch.setattr(SlurmExecutor, "start", lambda self: None)
+    monkeypatch.setattr("gengen.executors.slurm.RESULT_WAIT_SECONDS", 0.0)
+    execution = execute_study(config, log=lambda _: None)
+    assert not marker.exists(), "the planted pickle was unpickled"
+    assert not execution.ok and len(execution.failed) == 2
+    for result in execution.failed:
+        assert re.fullmatch(r"job 50[01]: ended without writing .*result\.json \(Slurm state RUNNING\)", result.error)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"status": "running", "job_id": "../../elsewhere"}', "job_id: '../../elsewhere' is not a job id"),
+        ('{"status": "running", "job_id": "1; rm -rf ~"}', "job_id: '1; rm -rf ~' is not a job id"),
+        ('{"status": "running", "job_id": 7}', "job_id: expected str, got int"),
+        ('{"status": "running", "attempt": "x"}', "attempt: expected int, got str"),
+        ('{"status": "running", "attempt": true}', "attempt: expected int, got bool"),
+        ('{"status": "running", "pid": 100000000000000000000}', "pid: expected a process id"),
+        ('{"status": "gone"}', "status: expected one of pending, running, done, failed, got 'gone'"),
+        ("[1, 2]", "not a run state (a JSON object expected, got list)"),
+        ('{"status": "run', "not valid JSON (line 1 column 12"),
+    ],
+)
+def test_malformed_or_planted_state_files_are_refused(tmp_path: Path, content: str, message: str) -> None:
+    from gengen.errors import InputError
+    from gengen.executors.state import read_state
+
+    config = parse_config(
+        {
+            "study": {"name": "s", "id_testset": "mnli", "output": str(tmp_path / "out")},
+            "models": [{"name": "m", "path": "facebook/opt-125m", "family": "opt", "size": "125m"}],
+            "task": {"train": {"source": "mnli"}},
+            "testsets": [{"name": "mnli", "source": "mnli"}],
+        },
+        base=tmp_path,
+    )
+    run = config.runs()[0]
+    path = config.run_dir(run) / "state.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    with pytest.raises(InputError) as caught:
+        read_state(config, run)
+    assert str(caught.value).startswith(f"{path}: {message}"), str(caught.value)
+    with pytest.raises(InputError):  # before anything is written: no store, no other state
+        execute_study(config, log=lambda _: None)
+    assert not (tmp_path / "out" / "gengen.sqlite").exists()
+
+
+def test_result_files_are_checked(tmp_path: Path) -> None:
+    from gengen.errors import InputError
+    from gengen.executors.base import RunResult
+    from gengen.executors.results import read_result, write_result
+
+    path = tmp_path / "result.json"
+    rows = ({"model": "m", "run": "r", "step": 1, "testset": "t", "metric": "acc", "value": float("nan")},)
+    result = RunResult("m", "r", ok=True, rows_written=1, seconds=1.5, host="h", scores=rows, manifest={"a": [1]})
+    write_result(path, result, job_id="12", attempt=2)
+    back = read_result(path, job_id="12", model="m", run="r")
+    assert back is not None and back.scores is not None
+    assert (back.ok, back.rows_written, back.manifest, back.scores[0]["step"]) == (True, 1, {"a": [1]}, 1)
+    assert read_result(path, job_id="13", model="m", run="r") is None  # another job's: none for this one
+    assert read_result(tmp_path / "absent.json", job_id="12", model="m", run="r") is None
+    with pytest.raises(InputError, match="the result of run m r, not of m other"):
+        read_result(path, job_id="12", model="m", run="other")
+    record = json.loads(path.read_text().replace("NaN", "null"))
+    for change, message in (
+        ({"ok": "yes"}, "ok: expected bool"),
+        ({"rows_written": True}, "rows_written: expected int"),
+        ({"scores": [["not", "a", "record"]]}, "scores: row 1 is not a record"),
+        ({"scores": [{"value": {"nested": 1}}]}, "scores: row 1 is not a record"),
+        ({"format": "pickle"}, "not a gengen result file"),
+    ):
+        path.write_text(json.dumps({**record, **change}))
+        with pytest.raises(InputError, match=re.escape(message)):
+            read_result(path, job_id="12", model="m", run="r")

@@ -168,6 +168,102 @@ def _lm_eval_cases() -> list[Case]:
     return out
 
 
+EXECUTOR_STUDY = """
+[study]
+name = "s"
+output = "out"
+id_testset = "mnli"
+
+[[models]]
+name = "m"
+path = "facebook/opt-125m"
+family = "opt"
+size = "125m"
+
+[task]
+train = { source = "mnli" }
+
+[[testsets]]
+name = "mnli"
+source = "mnli"
+
+[executor]
+kind = "slurm"
+"""
+
+
+class _Planted:
+    """Unpickling this creates the marker: what a hostile pickle in the Slurm folder would do."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (Path.write_text, (Path(self.marker), "unpickled"))
+
+
+def _state(content: str, *, pickle_for: str | None = None) -> Callable[[Path], None]:
+    """The study's one run gets ``content`` as its state.json (and, optionally, a planted result pickle)."""
+
+    def setup(folder: Path) -> None:
+        import pickle
+
+        from gengen.config import load_config
+
+        (folder / "study.toml").write_text(EXECUTOR_STUDY)
+        config = load_config(folder / "study.toml")
+        path = config.run_dir(config.runs()[0]) / "state.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(content)
+        if pickle_for is not None:
+            jobs = folder / "out" / "slurm" / pickle_for
+            jobs.mkdir(parents=True)
+            planted = pickle.dumps(("success", _Planted(str(folder / MARKER))))
+            (jobs / f"{pickle_for}_0_result.pkl").write_bytes(planted)
+
+    return setup
+
+
+def _executor_cases() -> list[Case]:
+    state = "{tmp}/out/runs/m/seed-0/state.json"
+    running = '{{"status": "running", "executor": "slurm", "attempt": 1, "job_id": {job}}}'
+    planted = {
+        "job-id-path": ('"../../../elsewhere"', "job_id: '../../../elsewhere' is not a job id"),
+        "job-id-shell": ('"1; touch PAYLOAD_RAN"', "job_id: '1; touch PAYLOAD_RAN' is not a job id"),
+        "job-id-number": ("7", "job_id: expected str"),
+    }
+    out = []
+    for label, (job, message) in planted.items():
+        for command in ("run", "status"):
+            out.append(
+                Case(
+                    f"untrusted-{command}-state-{label}",
+                    [command, "{tmp}/study.toml"],
+                    f"{state}: {message}",
+                    setup=_state(running.format(job=job), pickle_for="7" if label == "job-id-number" else None),
+                    after=_not_run,
+                )
+            )
+    malformed = {
+        "not-json": ('{"status": "runn', "not valid JSON"),
+        "a-list": ("[1, 2]", "not a run state"),
+        "attempt-text": ('{"status": "pending", "attempt": "two"}', "attempt: expected int, got str"),
+        "pid-huge": ('{"status": "running", "pid": 1e400}', "pid: expected int, got float"),
+        "status-unknown": ('{"status": "finished"}', "status: expected one of"),
+    }
+    for label, (content, message) in malformed.items():
+        for command in ("run", "status"):
+            out.append(
+                Case(
+                    f"cli-{command}-state-{label}",
+                    [command, "{tmp}/study.toml"],
+                    f"{state}: {message}",
+                    setup=_state(content),
+                )
+            )
+    return out
+
+
 def cases() -> list[Case]:
-    """Every planted-code case."""
-    return [*_lm_eval_cases()]
+    """Every planted-code and planted-state case."""
+    return [*_lm_eval_cases(), *_executor_cases()]

@@ -7,7 +7,9 @@ states together with each run's progress: evaluations stored over evaluations pl
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -15,12 +17,42 @@ from pathlib import Path
 from typing import Any
 
 from gengen.config import RunSpec, StudyConfig
+from gengen.errors import InputError
 from gengen.executors.spool import RunSpool, read_json, write_json_atomic
 
-__all__ = ["STATE_FILE", "STATUSES", "RunStatus", "read_state", "study_status", "write_state"]
+__all__ = [
+    "JOB_ID_PATTERN",
+    "STATE_FILE",
+    "STATUSES",
+    "RunStatus",
+    "check_state",
+    "read_state",
+    "study_status",
+    "write_state",
+]
 
 STATE_FILE = "state.json"
 STATUSES = ("pending", "running", "done", "failed")
+
+JOB_ID_PATTERN = re.compile(r"[A-Za-z0-9_]{1,64}")
+"""What a recorded job id may be (Slurm ``123`` or ``123_4``, submitit's local and debug ids): it becomes part of a
+path (``slurm/<job id>/``) and a command line, so nothing else is used."""
+
+# The fields a state file may hold and their types (``int`` excludes ``bool``); other keys are kept as they are.
+_FIELDS: dict[str, tuple[type, ...]] = {
+    "model": (str,),
+    "run": (str,),
+    "status": (str,),
+    "updated_at": (str,),
+    "host": (str,),
+    "pid": (int,),
+    "attempt": (int,),
+    "executor": (str,),
+    "job_id": (str,),
+    "error": (str,),
+    "details": (str,),
+    "worker": (str,),
+}
 
 
 def _now() -> str:
@@ -43,10 +75,63 @@ def write_state(config: StudyConfig, run: RunSpec, status: str, **fields: Any) -
     write_json_atomic(config.run_dir(run) / STATE_FILE, record)
 
 
+def check_state(path: Path, record: Any) -> dict[str, Any]:
+    """``record`` (the JSON of the state file ``path``) checked field by field; InputError naming the file.
+
+    A state file is written by gengen, but it lies in the user's folder: a damaged or planted one must not
+    become a traceback, nor a job id that leads elsewhere (see :data:`JOB_ID_PATTERN`).
+    """
+    fix = "delete it to let gengen start the run's state afresh"
+    if not isinstance(record, dict):
+        raise InputError(f"{path}: not a run state (a JSON object expected, got {type(record).__name__}); {fix}")
+    for key, kinds in _FIELDS.items():
+        value = record.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, kinds) or (int in kinds and isinstance(value, bool)):
+            raise InputError(
+                f"{path}: {key}: expected {' or '.join(k.__name__ for k in kinds)}, got {type(value).__name__}; {fix}"
+            )
+    if record.get("status") not in (None, *STATUSES):
+        raise InputError(f"{path}: status: expected one of {', '.join(STATUSES)}, got {record['status']!r}; {fix}")
+    if record.get("attempt") is not None and not 0 <= record["attempt"] <= 1_000_000:
+        raise InputError(f"{path}: attempt: expected an integer from 0 to 1000000, got {record['attempt']}; {fix}")
+    if record.get("pid") is not None and not 1 <= record["pid"] < 2**31:
+        raise InputError(f"{path}: pid: expected a process id (1 to 2^31 - 1), got {record['pid']}; {fix}")
+    job_id = record.get("job_id")
+    if job_id is not None and not JOB_ID_PATTERN.fullmatch(job_id):
+        shown = job_id if len(job_id) <= 80 else job_id[:77] + "..."
+        raise InputError(f"{path}: job_id: {shown!r} is not a job id (letters, digits and _ only); {fix}")
+    return record
+
+
 def read_state(config: StudyConfig, run: RunSpec) -> dict[str, Any] | None:
-    """The run's last recorded state, or None."""
-    found = read_json(config.run_dir(run) / STATE_FILE)
-    return found if isinstance(found, dict) else None
+    """The run's last recorded state, or None when it has none.
+
+    Raises
+    ------
+    InputError
+        The state file is not a JSON object of the expected fields (damaged, or written by something else).
+    """
+    path = config.run_dir(run) / STATE_FILE
+    if not path.exists() and not path.is_symlink():
+        return None
+    if not path.is_file():  # a folder, a FIFO (reading it would block), a dangling link
+        raise InputError(f"{path}: not a regular file, expected the run's state file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not UTF-8 text (byte {error.start}); the run state file is damaged") from None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(
+            f"{path}: not valid JSON (line {error.lineno} column {error.colno}: {error.msg}); the run state file "
+            "is damaged: delete it to let gengen start the run's state afresh"
+        ) from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to read") from None
+    return check_state(path, record)
 
 
 @dataclass(frozen=True)
@@ -146,7 +231,8 @@ def study_status(config: StudyConfig, store: Any = None) -> list[RunStatus]:
         if status is None:
             status = "done" if manifest is not None and manifest.get("status") == "complete" else "pending"
         note = None
-        if status == "running" and state.get("host") == socket.gethostname() and not _alive(int(state["pid"])):
+        pid = state.get("pid")
+        if status == "running" and state.get("host") == socket.gethostname() and pid is not None and not _alive(pid):
             note = "its process is gone: submit the study again to resume it"
         out.append(
             RunStatus(
