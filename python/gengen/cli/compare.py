@@ -27,6 +27,14 @@ def compare_command(
         str, typer.Option(help=f"Mantel alternative: {either(ALTERNATIVES)}.")
     ] = DEFAULT_ALTERNATIVE,
     seed: Annotated[int, typer.Option(help="Seed of the Mantel permutations.", **SEED_RANGE)] = 0,
+    phases: Annotated[
+        str | None,
+        typer.Option(
+            help="Also split each run's checkpoints into an early and a late phase and test each pair's difference: "
+            "fraction:AT (share of the run's steps) or id:AT (share of its ID gain), e.g. fraction:0.5; writes "
+            "compare_phases.csv."
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Output folder (default: ANALYSIS_DIR).")] = None,
 ) -> None:
     """Sign agreement, Mantel correlation, conflicting pairs, and whether each pair differs between models.
@@ -37,8 +45,10 @@ def compare_command(
     """
     from gengen.analyse import Analysis
     from gengen.compare import compare
+    from gengen.phases import compare_phases, parse_phases
     from gengen.verdict import build_verdict
 
+    split = parse_phases(phases) if phases is not None else None
     if out is not None:
         check_output_folder(out)
     analysis = Analysis.from_dir(analysis_dir)
@@ -65,6 +75,15 @@ def compare_command(
     for line in heterogeneity_lines(comparison.heterogeneity):
         typer.echo(line)
     typer.echo(f"{len(comparison.conflicts)} conflicting pair(s); wrote {target}")
+    if split is not None:
+        phase_comparison = compare_phases(analysis, split=split[0], at=split[1])
+        phase_comparison.to_dir(target)
+        for (level, model, run), rows in phase_comparison.table.groupby(["level", "model", "run"], sort=False):
+            label = model if level == "model" else f"{model} / {run}"
+            typer.echo(
+                f"phases {phases} ({level} {label}): {int(rows['significant_phase'].sum())} of {len(rows)} pairs "
+                "differ between early and late checkpoints (adjusted p < alpha)"
+            )
     verdict = build_verdict(analysis, n_perm=n_perm, seed=seed, alpha=alpha)
     verdict.to_dir(target)
     for line in verdict.lines():
