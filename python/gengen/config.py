@@ -82,6 +82,7 @@ __all__ = [
     "DataSpec",
     "EvaluationConfig",
     "ExecutorConfig",
+    "FamilySettings",
     "LmEvalConfig",
     "LoraConfig",
     "ModelSpec",
@@ -107,6 +108,9 @@ DEFAULT_PROMPT = "{premise} Question: {hypothesis} Yes or No?"
 EXECUTORS = ("local", "ray", "slurm")
 NEUTRAL = ("drop", "No")
 BACKENDS = ("gengen", "lm-eval")
+TRUNCATION_SIDES = ("left", "right")
+WARMUP_RULES = ("gengen", "transformers")
+TIE_ANSWERS = ("No", "Yes")
 
 # LoRA: the linear layers of each family's blocks (what `target_modules` may name) and the default targets
 # (the query and value projections, as in the LoRA paper and peft's OPT/Llama defaults). Llama-style families
@@ -216,6 +220,30 @@ class LoraConfig:
 
 
 @dataclass(frozen=True)
+class FamilySettings:
+    """What one model family changes of the study's training settings (``[training.families.<family>]``).
+
+    Each attribute left at None keeps the study's value. An OPT + OLMo2 study can so give each family its own
+    LoRA targets (OPT's attention output is ``out_proj``, OLMo2's ``o_proj``), or checkpoint and quantise only
+    its largest family.
+
+    Attributes
+    ----------
+    lora_r, lora_alpha, lora_dropout, lora_target_modules
+        The ``lora = { r, alpha, dropout, target_modules }`` table of the family.
+    gradient_checkpointing : bool or None
+    quantization : str or None
+    """
+
+    lora_r: int | None = None
+    lora_alpha: int | None = None
+    lora_dropout: float | None = None
+    lora_target_modules: tuple[str, ...] | None = None
+    gradient_checkpointing: bool | None = None
+    quantization: str | None = None
+
+
+@dataclass(frozen=True)
 class TrainingConfig:
     """Optimisation settings shared by every run of the study.
 
@@ -230,6 +258,14 @@ class TrainingConfig:
     Several processes (``gengen train --gpus N``): ``strategy = "ddp"`` keeps a whole model in each and sums
     the gradients; ``"fsdp"`` shards parameters, gradients and optimiser states over them (PyTorch FSDP2), for
     models whose training state does not fit one GPU.
+
+    ``truncation`` says which end of a prompt longer than ``max_length`` tokens is cut: ``"left"`` (the
+    default: the start of the premise goes, the question stays) or ``"right"`` (the end goes, as a Hugging Face
+    tokenizer's ``truncation=True`` does). ``warmup_rule``: with W warmup steps, ``"gengen"`` (W = round(ratio
+    × total)) gives optimiser step s (1-based) the factor s / W; ``"transformers"`` (W = ceil(ratio × total),
+    ``get_linear_schedule_with_warmup``) gives it (s − 1) / W, so its first step has learning rate 0. Both
+    then decay linearly to 0 after the last step. ``families`` holds per-family changes
+    (:class:`FamilySettings`); :meth:`StudyConfig.training_for` applies them.
     """
 
     method: str = "full"
@@ -252,14 +288,43 @@ class TrainingConfig:
     gradient_checkpointing: bool = False
     quantization: str = "none"
     strategy: str = "ddp"
+    truncation: str = "left"
+    warmup_rule: str = "gengen"
+    families: Mapping[str, FamilySettings] = field(default_factory=dict)
+
+    def for_family(self, family: str) -> TrainingConfig:
+        """These settings with ``family``'s changes applied (``families`` emptied: the result is one family's)."""
+        settings = self.families.get(family.lower())
+        if settings is None:
+            return replace(self, families={}) if self.families else self
+        lora = replace(
+            self.lora,
+            r=self.lora.r if settings.lora_r is None else settings.lora_r,
+            alpha=self.lora.alpha if settings.lora_alpha is None else settings.lora_alpha,
+            dropout=self.lora.dropout if settings.lora_dropout is None else settings.lora_dropout,
+            target_modules=settings.lora_target_modules or self.lora.target_modules,
+        )
+        checkpointing = settings.gradient_checkpointing
+        return replace(
+            self,
+            lora=lora,
+            gradient_checkpointing=self.gradient_checkpointing if checkpointing is None else checkpointing,
+            quantization=settings.quantization or self.quantization,
+            families={},
+        )
 
 
 @dataclass(frozen=True)
 class DataRegime:
-    """Full data (``shots`` empty) or few-shot: one run per shot count and data seed."""
+    """Full data (``shots`` empty) or few-shot: one run per shot count and data seed.
+
+    ``balanced``: a few-shot sample has half Yes and half No (the default; the odd example goes to Yes), or,
+    when false, is ``shots`` examples drawn uniformly without replacement (llmft's draw, classes unbalanced).
+    """
 
     shots: tuple[int, ...] = ()
     data_seeds: tuple[int, ...] = (0,)
+    balanced: bool = True
 
 
 @dataclass(frozen=True)
@@ -294,7 +359,9 @@ class EvaluationConfig:
     spreads a model too large for one GPU over all visible GPUs when ``gengen score`` loads it (accelerate).
     ``backend = "lm-eval"`` makes ``gengen score`` score the tasks of ``[evaluation.lm_eval]`` with
     lm-evaluation-harness instead of the study's test sets (which may then be left out; training, if any,
-    still evaluates its ``[[testsets]]`` with gengen's scorer).
+    still evaluates its ``[[testsets]]`` with gengen's scorer). ``max_examples`` keeps a random subset of a
+    larger test set drawn by ``subsample_seed`` (the same for every run). ``ties``: the answer predicted when
+    the two answer logits are equal (``"No"``, the default; ``"Yes"`` is what an argmax over [Yes, No] does).
     """
 
     steps: tuple[int, ...] = ()
@@ -307,6 +374,8 @@ class EvaluationConfig:
     device_map: bool = False
     backend: str = "gengen"
     lm_eval: LmEvalConfig | None = None
+    subsample_seed: int = 0
+    ties: str = "No"
 
 
 @dataclass(frozen=True)
@@ -476,11 +545,14 @@ class StudyConfig:
             raise ConfigError(f"model {run.model.name!r}: its run folder {folder} is outside {runs}")
         return folder
 
+    def training_for(self, model: ModelSpec) -> TrainingConfig:
+        """The training settings of ``model``: the study's, with its family's ``[training.families]`` changes."""
+        return self.training.for_family(model.family)
+
     def lora_targets(self, model: ModelSpec) -> tuple[str, ...]:
-        """The LoRA target modules of ``model``: ``training.lora.target_modules``, else its family's default."""
-        if self.training.lora.target_modules:
-            return self.training.lora.target_modules
-        return LORA_DEFAULT_TARGETS
+        """The LoRA target modules of ``model``: its family's, else ``training.lora.target_modules``, else
+        the default (``q_proj``, ``v_proj``)."""
+        return self.training_for(model).lora.target_modules or LORA_DEFAULT_TARGETS
 
 
 def safe_folder_name(name: str) -> str:
@@ -817,7 +889,7 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
         raise study.error("id_testset", f"{id_testset!r} is not one of the test sets ({known})")
 
     training_section = top.table("training", required=False)
-    training = _training(training_section)
+    training = _training(training_section, models)
     if training.method == "lora":
         _check_lora_targets(training, models, training_section)
     regime = top.table("data", required=False)
@@ -825,6 +897,7 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
     data_seeds = regime.list_of("data_seeds", regime.int_item, (0,))
     if not data_seeds:
         raise regime.error("data_seeds", "must not be empty")
+    balanced = regime.boolean("balanced", True)
     regime.finish()
 
     resources = _resources(top.table("resources", required=False))
@@ -844,7 +917,7 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
         task=task,
         testsets=tuple(testsets),
         training=training,
-        data=DataRegime(shots=tuple(shots), data_seeds=tuple(data_seeds)),
+        data=DataRegime(shots=tuple(shots), data_seeds=tuple(data_seeds), balanced=balanced),
         evaluation=evaluation,
         executor=executor,
         resources=resources,
@@ -853,20 +926,57 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
     )
 
 
-def _training(section: _Section) -> TrainingConfig:
+def _lora_table(table: _Section, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of a ``lora = {...}`` table (r, alpha, dropout, target_modules), validated."""
+    values = {
+        "r": table.number("r", defaults["r"], integer=True, positive=True),
+        "alpha": table.number("alpha", defaults["alpha"], integer=True, positive=True),
+        "dropout": table.number("dropout", defaults["dropout"], minimum=0.0),
+        "target_modules": table.list_of("target_modules", table.str_item, None),
+    }
+    table.finish()
+    if values["dropout"] is not None and values["dropout"] >= 1:
+        raise table.error("dropout", f"expected a number in [0, 1), got {values['dropout']}")
+    if values["target_modules"] is not None and not values["target_modules"]:
+        raise table.error("target_modules", "must not be empty (leave it out for the default)")
+    return values
+
+
+def _families(section: _Section, models: Sequence[ModelSpec]) -> dict[str, FamilySettings]:
+    """``[training.families.<family>]`` tables: each family must be one of the study's models' families."""
+    if not section.has("families"):
+        return {}
+    table = section.table("families")
+    known = sorted({m.family.lower() for m in models})
+    out: dict[str, FamilySettings] = {}
+    for family in list(table.data):
+        if family.lower() not in known:
+            raise table.error(family, f"no model of the study has family {family!r} (families: {', '.join(known)})")
+        if family.lower() in out:
+            raise table.error(family, f"family {family.lower()!r} appears twice (families are case-insensitive)")
+        one = table.table(family)
+        lora: dict[str, Any] = {"r": None, "alpha": None, "dropout": None, "target_modules": None}
+        if one.has("lora"):
+            lora = _lora_table(one.table("lora"), lora)
+        out[family.lower()] = FamilySettings(
+            lora_r=lora["r"],
+            lora_alpha=lora["alpha"],
+            lora_dropout=lora["dropout"],
+            lora_target_modules=lora["target_modules"],
+            gradient_checkpointing=one.boolean("gradient_checkpointing", None),
+            quantization=one.string("quantization", None, choices=QUANTIZATIONS),
+        )
+        one.finish()
+    table.finish()
+    return out
+
+
+def _training(section: _Section, models: Sequence[ModelSpec] = ()) -> TrainingConfig:
     method = section.string("method", "full", choices=METHODS)
     lora = LoraConfig()
     if section.has("lora"):
-        table = section.table("lora")
-        lora = LoraConfig(
-            r=table.number("r", 8, integer=True, positive=True),
-            alpha=table.number("alpha", 16, integer=True, positive=True),
-            dropout=table.number("dropout", 0.05, minimum=0.0),
-            target_modules=table.list_of("target_modules", table.str_item, None),
-        )
-        table.finish()
-        if lora.dropout >= 1:
-            raise table.error("dropout", f"expected a number in [0, 1), got {lora.dropout}")
+        lora = LoraConfig(**_lora_table(section.table("lora"), {"r": 8, "alpha": 16, "dropout": 0.05}))
+    families = _families(section, models)
     epochs = section.number("epochs", None, positive=True)
     max_steps = section.number("max_steps", None, integer=True, positive=True)
     if epochs is None and max_steps is None:
@@ -901,27 +1011,40 @@ def _training(section: _Section) -> TrainingConfig:
         gradient_checkpointing=section.boolean("gradient_checkpointing", False),
         quantization=section.string("quantization", "none", choices=QUANTIZATIONS),
         strategy=section.string("strategy", "ddp", choices=STRATEGIES),
+        truncation=section.string("truncation", "left", choices=TRUNCATION_SIDES),
+        warmup_rule=section.string("warmup_rule", "gengen", choices=WARMUP_RULES),
+        families=families,
     )
-    if config.strategy == "fsdp" and config.quantization != "none":
-        raise section.error("strategy", "'fsdp' does not shard a quantised base; use 'ddp' with quantization")
+    for family, settings in families.items():
+        lora_keys = (settings.lora_r, settings.lora_alpha, settings.lora_dropout, settings.lora_target_modules)
+        if method != "lora" and any(v is not None for v in lora_keys):
+            raise section.error(f"families.{family}.lora", "a family's LoRA settings need method = 'lora'")
+    for family in ["", *families]:
+        one = config.for_family(family) if family else config
+        where = f"families.{family}.quantization" if family else "quantization"
+        if one.strategy == "fsdp" and one.quantization != "none":
+            raise section.error("strategy", "'fsdp' does not shard a quantised base; use 'ddp' with quantization")
+        if one.quantization != "none" and one.method != "lora":
+            raise section.error(where, "a quantised base can only be trained with method = 'lora'")
     if config.strategy == "fsdp" and config.precision == "fp16":
         raise section.error("strategy", "'fsdp' runs in bf16 or fp32 (fp16 needs a sharded grad scaler)")
-    if config.quantization != "none" and config.method != "lora":
-        raise section.error("quantization", "a quantised base can only be trained with method = 'lora'")
     section.finish()
     return config
 
 
 def _check_lora_targets(training: TrainingConfig, models: Sequence[ModelSpec], section: _Section) -> None:
-    """LoRA targets must exist in every model's family (checked before any model loads)."""
-    targets = training.lora.target_modules
+    """LoRA targets must exist in every model's family (checked before any model loads): the family's own
+    (``families.<family>.lora.target_modules``), else the study's."""
     for model in models:
         family = model.family.lower()
+        targets = training.for_family(family).lora.target_modules
+        own = training.families.get(family)
+        key = f"families.{family}.lora.target_modules" if own and own.lora_target_modules else "lora.target_modules"
         modules = LORA_MODULES.get(family)
         if modules is None:
             if not targets:
                 raise section.error(
-                    "lora.target_modules",
+                    key,
                     f"model {model.name!r}: family {model.family!r} has no default LoRA targets "
                     f"(known families: {', '.join(sorted(LORA_MODULES))}); list the target modules",
                 )
@@ -929,7 +1052,7 @@ def _check_lora_targets(training: TrainingConfig, models: Sequence[ModelSpec], s
         for target in targets or LORA_DEFAULT_TARGETS:
             if target not in modules and target not in LORA_SPECIAL_TARGETS:
                 raise section.error(
-                    "lora.target_modules",
+                    key,
                     f"{target!r} is not a linear layer of {model.family} model {model.name!r} "
                     f"(its layers: {', '.join(modules)})",
                 )
@@ -953,6 +1076,8 @@ def _evaluation(section: _Section, base: Path) -> EvaluationConfig:
         device_map=section.boolean("device_map", False),
         backend=section.string("backend", "gengen", choices=BACKENDS),
         lm_eval=_lm_eval(section.table("lm_eval"), base) if section.has("lm_eval") else None,
+        subsample_seed=section.number("subsample_seed", 0, integer=True, minimum=0),
+        ties=section.string("ties", "No", choices=TIE_ANSWERS),
     )
     if config.backend == "lm-eval" and config.lm_eval is None:
         raise section.error("lm_eval", "missing: backend 'lm-eval' needs [evaluation.lm_eval] with its tasks")

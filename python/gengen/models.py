@@ -253,15 +253,26 @@ def truncate_left(ids: Sequence[int], max_length: int, keep_prefix: int) -> list
     return ids[:keep_prefix] + ids[len(ids) - (max_length - keep_prefix) :]
 
 
-def encode_prompts(tokenizer: Any, frame: pd.DataFrame, prompt: str, max_length: int) -> list[list[int]]:
+def truncate_right(ids: Sequence[int], max_length: int) -> list[int]:
+    """The first ``max_length`` tokens of ``ids`` (a Hugging Face tokenizer's ``truncation=True``)."""
+    return list(ids)[:max_length]
+
+
+def encode_prompts(
+    tokenizer: Any, frame: pd.DataFrame, prompt: str, max_length: int, truncation: str = "left"
+) -> list[list[int]]:
     """Token ids of each example's prompt (special tokens as the tokenizer adds them).
 
-    A prompt longer than ``max_length`` loses tokens from the start of its text, so that the question and the
-    place where the answer goes are always kept; the BOS token the tokenizer puts first is kept too (models
-    trained with one behave badly without it).
+    With ``truncation = "left"`` (the default) a prompt longer than ``max_length`` loses tokens from the start
+    of its text, so that the question and the place where the answer goes are always kept; the BOS token the
+    tokenizer puts first is kept too (models trained with one behave badly without it). ``"right"`` keeps the
+    first ``max_length`` tokens, as the tokenizer's own ``truncation=True`` does (the question of a long
+    prompt is then lost, and its last kept token is where the answer is read).
     """
     texts = [prompt.format(premise=p, hypothesis=h) for p, h in zip(frame["premise"], frame["hypothesis"], strict=True)]
     encoded = tokenizer(texts, add_special_tokens=True)["input_ids"]
+    if truncation == "right":
+        return [truncate_right(ids, max_length) for ids in encoded]
     prefix = special_prefix_length(tokenizer)
     return [truncate_left(ids, max_length, prefix) for ids in encoded]
 

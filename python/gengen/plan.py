@@ -494,7 +494,7 @@ def plan_study(
         raise ConfigError(f"--tflops: expected a positive number, got {tflops}")
     if tokens_per_example < 1:
         raise ConfigError(f"--tokens-per-example: expected a positive integer, got {tokens_per_example}")
-    training, evaluation = config.training, config.evaluation
+    evaluation = config.evaluation
     chosen = {r.model.name for r in config.select_runs(models)}
     n_full = _data_size(config.task.train, None)
     test_examples = sum(_data_size(t, evaluation.max_examples) for t in config.testsets)
@@ -508,6 +508,7 @@ def plan_study(
             continue
         shape = model_shape(model)
         p = shape.parameters()
+        training = config.training_for(model)  # with its family's [training.families] changes
         targets = config.lora_targets(model)
         trainable = p if training.method == "full" else shape.lora_parameters(training.lora.r, targets)
         one = _total_gib(training_memory(shape, training, targets=targets), overhead_gib)

@@ -3,7 +3,8 @@
 For each example the prompt is fed to the model and the logits at its last token are read:
 
 * ``acc``: the share of examples whose gold answer has the larger of the two answer logits
-  (the prediction is " Yes" when ``logit(Yes) > logit(No)``, " No" otherwise, ties included);
+  (the prediction is " Yes" when ``logit(Yes) > logit(No)``, " No" when it is smaller, and
+  ``evaluation.ties`` — " No" by default — when the two are equal, which low-precision logits make common);
 * ``logprob``: the mean over examples of ``log softmax(logits)[gold answer]`` over the full vocabulary.
 
 Examples are scored in batches, without gradients, sorted by length (longest first) so that a batch holds
@@ -112,6 +113,7 @@ def score_encoded(
     batch_size: int = 32,
     device: torch.device | None = None,
     max_tokens: int | None = None,
+    ties: str = "No",
 ) -> ScoreResult:
     """Score tokenised prompts.
 
@@ -133,11 +135,15 @@ def score_encoded(
         Where to run (default: the model's device).
     max_tokens : int, optional
         Cap on the padded tokens of a batch (see :func:`length_batches`).
+    ties : {"No", "Yes"}
+        The answer predicted when the two answer logits are equal.
 
     Returns
     -------
     ScoreResult
     """
+    if ties not in ("No", "Yes"):
+        raise InputError(f"scoring: ties must be 'No' or 'Yes', got {ties!r}")
     labels = np.asarray(labels, dtype=np.int64)
     if len(encoded) != len(labels) or len(labels) == 0:
         raise InputError(f"scoring: {len(encoded)} prompts and {len(labels)} labels (need as many, at least one)")
@@ -161,7 +167,8 @@ def score_encoded(
                 normaliser = torch.logsumexp(logits, dim=-1)
                 del logits
                 gold_yes = torch.from_numpy(labels[rows] == 1).to(device)
-                correct += int(((pair[:, 0] > pair[:, 1]) == gold_yes).sum())
+                predict_yes = pair[:, 0] >= pair[:, 1] if ties == "Yes" else pair[:, 0] > pair[:, 1]
+                correct += int((predict_yes == gold_yes).sum())
                 gold_logit = torch.where(gold_yes, pair[:, 0], pair[:, 1])
                 total_logprob += float((gold_logit - normaliser).sum(dtype=torch.float64))
     finally:
@@ -180,13 +187,15 @@ class EncodedTestset:
 
 
 def encode_testsets(config: StudyConfig, tokenizer: Any) -> list[EncodedTestset]:
-    """Load and tokenise every test set of a study (capped by ``evaluation.max_examples``)."""
+    """Load and tokenise every test set of a study (capped by ``evaluation.max_examples``, the subset drawn by
+    ``evaluation.subsample_seed``; prompts cut to ``training.max_length`` on ``training.truncation``'s side)."""
     from gengen.data import load_examples
 
     out = []
+    training, evaluation = config.training, config.evaluation
     for spec in config.testsets:
-        frame = load_examples(spec, cap=config.evaluation.max_examples)
-        encoded = encode_prompts(tokenizer, frame, config.task.prompt, config.training.max_length)
+        frame = load_examples(spec, cap=evaluation.max_examples, seed=evaluation.subsample_seed)
+        encoded = encode_prompts(tokenizer, frame, config.task.prompt, training.max_length, training.truncation)
         out.append(EncodedTestset(spec.name, encoded, frame["label"].to_numpy()))
     return out
 
@@ -203,10 +212,12 @@ def score_rows(
     skip: set[tuple[int, str, str]] | None = None,
     log: Any = None,
     max_tokens: int | None = None,
+    ties: str = "No",
 ) -> list[dict[str, Any]]:
     """Score a model on test sets and return score-table rows (``base`` supplies model, run, step, ...).
 
-    Test sets whose every metric at ``base["step"]`` is in ``skip`` are not scored again.
+    Test sets whose every metric at ``base["step"]`` is in ``skip`` are not scored again; ``ties`` is the answer
+    predicted when the two answer logits are equal (see :func:`score_encoded`).
     """
     rows: list[dict[str, Any]] = []
     step = int(base["step"])
@@ -221,6 +232,7 @@ def score_rows(
             pad_id=pad_id,
             batch_size=batch_size,
             max_tokens=max_tokens,
+            ties=ties,
         )
         if log is not None:
             log(
@@ -463,6 +475,7 @@ def score_checkpoints(
                 skip=done,
                 log=log,
                 max_tokens=config.evaluation.max_tokens,
+                ties=config.evaluation.ties,
             )
         if rows:
             store.write_scores(pd.DataFrame(rows))

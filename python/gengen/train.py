@@ -333,12 +333,12 @@ class TrainContext:
 
 
 def _training_data(config: StudyConfig, run: RunSpec, train: pd.DataFrame) -> pd.DataFrame:
-    from gengen.data import balanced_sample
+    from gengen.data import few_shot_sample
 
     if run.shots is None:
         return train
     assert run.data_seed is not None
-    return balanced_sample(train, run.shots, run.data_seed)
+    return few_shot_sample(train, run.shots, run.data_seed, balanced=config.data.balanced)
 
 
 def _shard(model: Any, device: torch.device) -> None:
@@ -377,9 +377,10 @@ def _build_model(
 
     Full fine-tuning keeps fp32 master weights; LoRA freezes a base in the compute dtype (or 8/4-bit) and
     trains fp32 adapters. Gradient checkpointing, when asked for, uses the non-reentrant variant, which needs
-    no gradient on the inputs (the frozen embeddings of a LoRA base have none).
+    no gradient on the inputs (the frozen embeddings of a LoRA base have none). The settings are the model's
+    family's (:meth:`gengen.config.StudyConfig.training_for`).
     """
-    training = config.training
+    training = config.training_for(run.model)
     if training.method == "full":
         source = str(checkpoint) if checkpoint is not None else run.model.path
         revision = None if checkpoint is not None else run.model.revision
@@ -422,12 +423,21 @@ def _build_model(
 
 
 def _schedule(total: int, training: TrainingConfig) -> Callable[[int], float]:
-    warmup = max(training.warmup_steps, round(training.warmup_ratio * total))
+    """The learning-rate factor of ``LambdaLR``, called with the optimiser steps taken so far (0 for step 1).
 
-    def factor(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        return max(0.0, (total - step) / max(1, total - warmup))
+    W warmup steps (``warmup_steps``, or the ``warmup_ratio`` of the total: rounded by the "gengen" rule,
+    rounded up by the "transformers" one), then a linear decay: step s (1-based) gets s / W ("gengen") or
+    (s - 1) / W ("transformers", ``get_linear_schedule_with_warmup``) while in the warmup, and
+    (total - s + 1) / (total - W) after it.
+    """
+    hf = training.warmup_rule == "transformers"
+    from_ratio = math.ceil(training.warmup_ratio * total) if hf else round(training.warmup_ratio * total)
+    warmup = max(training.warmup_steps, from_ratio)
+
+    def factor(taken: int) -> float:
+        if warmup and taken < warmup:
+            return (taken if hf else taken + 1) / warmup
+        return max(0.0, (total - taken) / max(1, total - warmup))
 
     return factor
 
@@ -519,7 +529,7 @@ class Trainer:
         if not self.world.main:
             log, progress = _silent, False
         self.config, self.run, self.store, self.log, self.progress = config, run, store, log, progress
-        self.training = config.training
+        self.training = config.training_for(run.model)
         context = context or TrainContext(config)
         self.tokenizer, self.answers, train_all, self.testsets = context.for_model(run)
         self.train_set = _training_data(config, run, train_all)
@@ -599,7 +609,7 @@ class Trainer:
             self.log(f"{run.model.name} {run.key}: resuming from step {self.resume_step}")
         self.tokens_at_start = self.tokens
         self.encoded_train = encode_prompts(
-            self.tokenizer, self.train_set, self.config.task.prompt, training.max_length
+            self.tokenizer, self.train_set, self.config.task.prompt, training.max_length, training.truncation
         )
         self.gold_train = np.where(self.train_set["label"].to_numpy() == 1, self.answers[0], self.answers[1])
         return self.resume_step
@@ -712,6 +722,7 @@ class Trainer:
                 skip=self.done,
                 log=None,
                 max_tokens=self.config.evaluation.max_tokens,
+                ties=self.config.evaluation.ties,
             )
         self.scoring_seconds += time.perf_counter() - began
         self.scored_examples += sum(int(r["n_examples"]) for r in rows if r["metric"] == self.metrics[0])

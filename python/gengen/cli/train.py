@@ -6,11 +6,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gengen.cli._common import TRUST_TASK_CODE_HELP, user_errors_exit
+
+if TYPE_CHECKING:
+    from gengen.config import DataSpec, ModelSpec, StudyConfig
 
 
 @user_errors_exit
@@ -60,6 +63,12 @@ def train_command(
         check_trainable_with_lm_eval(study, trust_task_code=trust_task_code)
     if dry_run:
         typer.echo(f"study {study.name}: {len(runs)} runs, {len(study.testsets)} test sets, output {study.output}")
+        typer.echo(f"  train: {_data_line(study.task.train)}")
+        for testset in study.testsets:
+            typer.echo(f"  test set {testset.name}: {_data_line(testset, study.evaluation.max_examples)}")
+        for spec in study.models:
+            if any(r.model == spec for r in runs):
+                typer.echo(f"  model {spec.name} ({spec.family}): {_training_line(study, spec)}")
         for run in runs:
             typer.echo(f"  {run.model.name} ({run.model.path}) {run.key} -> {study.run_dir(run)}")
         return
@@ -90,6 +99,29 @@ def train_command(
 
         rows = score_trained_runs(study, runs, trust_task_code=trust_task_code, log=typer.echo)
         typer.echo(f"lm-eval: {len(rows)} scores written to {study.output}")
+
+
+def _data_line(spec: DataSpec, cap: int | None = None) -> str:
+    """Where a data set is read from: registered source or file, split, cap."""
+    from gengen.data import REGISTRY
+
+    where = spec.source if spec.source is not None else str(spec.path)
+    split = spec.split or (REGISTRY[spec.source].test_split if spec.source is not None else None)
+    limit = spec.max_examples if spec.max_examples is not None else cap
+    return f"{where}{f' split {split}' if split else ''}, {'all examples' if limit is None else f'at most {limit}'}"
+
+
+def _training_line(study: StudyConfig, model: ModelSpec) -> str:
+    """One model's training settings, with its family's changes applied."""
+    training = study.training_for(model)
+    line = training.method
+    if training.method == "lora":
+        lora = training.lora
+        targets = ",".join(study.lora_targets(model))
+        line += f" r={lora.r} alpha={lora.alpha} dropout={lora.dropout:g} targets={targets}"
+    memory = ["gradient checkpointing"] if training.gradient_checkpointing else []
+    memory += [f"{training.quantization} base"] if training.quantization != "none" else []
+    return line + (f"; {', '.join(memory)}" if memory else "")
 
 
 def _launch(gpus: int, config: Path, models: list[str] | None, threads: int | None, trust_task_code: bool) -> int:

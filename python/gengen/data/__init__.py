@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from gengen.data.loading import balanced_sample, cap_examples, load_examples, map_labels
+from gengen.data.loading import balanced_sample, cap_examples, few_shot_sample, load_examples, map_labels
 from gengen.data.registry import REGISTRY, RegisteredDataset
 
-__all__ = ["REGISTRY", "RegisteredDataset", "balanced_sample", "cap_examples", "load_examples", "map_labels"]
+__all__ = [
+    "REGISTRY",
+    "RegisteredDataset",
+    "balanced_sample",
+    "cap_examples",
+    "few_shot_sample",
+    "load_examples",
+    "map_labels",
+]

@@ -16,7 +16,7 @@ from gengen.config import DataSpec
 from gengen.data.registry import DROP, REGISTRY, YES, RegisteredDataset
 from gengen.errors import ConfigError, InputError
 
-__all__ = ["DEFAULT_FILE_LABELS", "balanced_sample", "cap_examples", "load_examples", "map_labels"]
+__all__ = ["DEFAULT_FILE_LABELS", "balanced_sample", "cap_examples", "few_shot_sample", "load_examples", "map_labels"]
 
 DEFAULT_FILE_LABELS: Mapping[str, str] = {
     **{v: "Yes" for v in ("1", "true", "yes", "entailment", "entails", "entailed")},
@@ -182,7 +182,7 @@ def cap_examples(frame: pd.DataFrame, cap: int | None, seed: int = 0) -> pd.Data
     return frame.iloc[keep].reset_index(drop=True)
 
 
-def load_examples(spec: DataSpec, *, cap: int | None = None) -> pd.DataFrame:
+def load_examples(spec: DataSpec, *, cap: int | None = None, seed: int = 0) -> pd.DataFrame:
     """Read a data set as ``premise, hypothesis, label`` (1 = Yes, 0 = No).
 
     Parameters
@@ -192,6 +192,8 @@ def load_examples(spec: DataSpec, *, cap: int | None = None) -> pd.DataFrame:
         column and label mapping.
     cap : int, optional
         Default cap on the number of examples (``spec.max_examples`` takes precedence).
+    seed : int
+        Seed of the capped subset (``evaluation.subsample_seed``; see :func:`cap_examples`).
 
     Returns
     -------
@@ -229,7 +231,7 @@ def load_examples(spec: DataSpec, *, cap: int | None = None) -> pd.DataFrame:
             strict=True,
             case_insensitive=spec.labels is None,
         )
-    return cap_examples(frame, spec.max_examples if spec.max_examples is not None else cap)
+    return cap_examples(frame, spec.max_examples if spec.max_examples is not None else cap, seed)
 
 
 def balanced_sample(frame: pd.DataFrame, shots: int, seed: int) -> pd.DataFrame:
@@ -250,3 +252,46 @@ def balanced_sample(frame: pd.DataFrame, shots: int, seed: int) -> pd.DataFrame:
         parts.append(rng.choice(rows, size=count, replace=False))
     order = rng.permutation(np.concatenate(parts))
     return frame.iloc[order].reset_index(drop=True)
+
+
+def few_shot_sample(frame: pd.DataFrame, shots: int, seed: int, *, balanced: bool = True) -> pd.DataFrame:
+    """A few-shot training sample of ``shots`` rows drawn by ``seed``.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        The training set (``label`` 1 = Yes, 0 = No).
+    shots : int
+        Rows to draw.
+    seed : int
+        The run's data seed.
+    balanced : bool
+        Half Yes and half No (:func:`balanced_sample`), or ``shots`` rows drawn uniformly without replacement
+        whatever their labels (llmft's ``np.random.choice`` draw; here from ``numpy.random.default_rng(seed)``,
+        so the rows differ from llmft's for the same seed).
+
+    Returns
+    -------
+    DataFrame
+        The sample, in a random order.
+
+    Raises
+    ------
+    InputError
+        The training set has fewer rows (of a class, when balanced) than asked for.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"premise": list("abcdefgh"), "hypothesis": "h", "label": [1, 0] * 4})
+    >>> int(few_shot_sample(frame, 4, seed=0)["label"].sum())
+    2
+    >>> len(few_shot_sample(frame, 5, seed=0, balanced=False))
+    5
+    """
+    if balanced:
+        return balanced_sample(frame, shots, seed)
+    if len(frame) < shots:
+        raise InputError(f"few-shot sample of {shots}: only {len(frame)} training examples")
+    rows = np.random.default_rng(seed).choice(len(frame), size=shots, replace=False)
+    return frame.iloc[rows].reset_index(drop=True)
