@@ -117,7 +117,10 @@ def test_plot_functions_draw_the_analysis(analysis: Analysis) -> None:
     residuals = plot_residuals(analysis, "pythia-410m", pairs=[("arc_easy", "sciq")])
     rows = analysis.pairs[(analysis.pairs["model"] == "pythia-410m") & (analysis.pairs["level"] == "run")]
     pair = rows[rows["testset_a"].isin(["arc_easy", "sciq"]) & rows["testset_b"].isin(["arc_easy", "sciq"])]
-    assert residuals.axes[0].get_title() == f"partial r = {float(pair['r_partial'].iloc[0]):.2f}"
+    assert residuals.axes[0].get_title() == (
+        f"partial r = {float(pair['r_partial'].iloc[0]):.2f}, adjusted p = {float(pair['p_adjusted'].iloc[0]):.2g}, "
+        f"n = {int(pair['n'].iloc[0])}"
+    )
     trajectories = plot_trajectories(analysis, "pythia-410m", "main")
     assert "pythia-410m / main" in trajectories.axes[0].get_title()
     comparison = compare(analysis, n_perm=9)

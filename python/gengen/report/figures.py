@@ -38,6 +38,8 @@ RASTERIZE_ABOVE = 400
 
 
 HEATMAPS_PER_ROW = 4
+#: Opacity of the cells of pairs that are not significant in the per-group heatmaps.
+FADED_ALPHA = 0.3
 #: Agreement scatter panels per line of the figure (wider figures would be shrunk to illegible on the page).
 AGREEMENT_PER_ROW = 3
 
@@ -128,16 +130,24 @@ def draw_heatmap(
     *,
     row_labels: bool = True,
     column_labels: bool = True,
+    fade: bool = False,
 ) -> AxesImage:
     """Draw one correlation heatmap (colour scale -1…1) on ``ax``; ``marks`` (bool matrix) adds a dot.
+
+    With ``fade``, cells not in ``marks`` are drawn at a third of their opacity, so that the colour a reader
+    sees is the colour of a significant pair (at 64 test sets most cells are noise that looks like structure).
 
     Labels are the test-set names with shared prefixes stripped (:func:`gengen.report.order.short_labels`),
     sized to one cell of a ``panel``-inch heatmap.
     """
     values = matrix.to_numpy(dtype=float)
     m = values.shape[0]
+    opacity = None
+    if fade and marks is not None:
+        opacity = np.where(marks.to_numpy(dtype=bool) | np.eye(m, dtype=bool), 1.0, FADED_ALPHA)
     image = ax.imshow(
         np.ma.masked_invalid(values),
+        alpha=opacity,
         cmap=CMAP,
         vmin=-1.0,
         vmax=1.0,
@@ -210,7 +220,14 @@ def heatmaps(
         matrix = pd.DataFrame(values, index=order, columns=order)
         marks = pd.DataFrame(np.nan_to_num(square(rows, order, "significant")) > 0, index=order, columns=order)
         image = draw_heatmap(
-            ax, matrix, marks, _group_label(model, run, single), panel, row_labels=column == 0, column_labels=False
+            ax,
+            matrix,
+            marks,
+            _group_label(model, run, single),
+            panel,
+            row_labels=column == 0,
+            column_labels=False,
+            fade=True,
         )
     if image is not None:
         cax = figure.add_axes(
@@ -218,7 +235,8 @@ def heatmaps(
         )
         figure.colorbar(image, cax=cax, label=value.replace("_", " "))
     figure.suptitle(
-        f"{value.replace('_', ' ')} (• adjusted p < {analysis.settings['alpha']}); columns in the order of the rows",
+        f"{value.replace('_', ' ')} (• adjusted p < {analysis.settings['alpha']}; other pairs faded); columns in "
+        "the order of the rows",
         fontsize=11,
         y=1 - 0.2 / height,
     )
@@ -281,9 +299,12 @@ def residual_scatter(analysis: Analysis, model: str, run: str, pairs: list[tuple
             | ((rows["testset_a"] == b) & (rows["testset_b"] == a))
         ]
         r = float(match["r_partial"].iloc[0]) if len(match) else float("nan")
+        # the p-value that decided "significant" and the checkpoints behind it: r from 2 points means nothing
+        p = float(match["p_adjusted"].iloc[0]) if len(match) and "p_adjusted" in match else float("nan")
+        n = int(match["n"].iloc[0]) if len(match) and "n" in match else len(steps)
         ax.set_xlabel(f"{a} residual", fontsize=8)
         ax.set_ylabel(f"{b} residual", fontsize=8)
-        ax.set_title(f"partial r = {r:.2f}", fontsize=9)
+        ax.set_title(f"partial r = {r:.2f}, adjusted p = {p:.2g}, n = {n}", fontsize=9)
         ax.tick_params(labelsize=8)
     if not chosen:
         axes[0].text(0.5, 0.5, "no pairs to show", ha="center", va="center")
@@ -378,7 +399,7 @@ def agreement(comparison: Comparison) -> Figure:
         both = long[long["group"] == group_a].merge(
             long[long["group"] == group_b], on=["testset_a", "testset_b"], suffixes=("_a", "_b")
         )
-        agree = both["sign_a"] == both["sign_b"]
+        agree = both["r_a"] * both["r_b"] > 0  # as the agreement table counts: a zero agrees with nothing
         dense = len(both) > RASTERIZE_ABOVE
         ax.axhline(0, color="grey", linewidth=0.6)
         ax.axvline(0, color="grey", linewidth=0.6)
@@ -406,9 +427,13 @@ def agreement(comparison: Comparison) -> Figure:
             ((table["group_a"] == group_a) & (table["group_b"] == group_b))
             | ((table["group_a"] == group_b) & (table["group_b"] == group_a))
         ].iloc[0]
+        at_floor = bool(row.get("mantel_p_at_floor", False))
+        p_text = f"p ≤ {row['mantel_p']:.2g} (permutation floor)" if at_floor else f"p = {row['mantel_p']:.3g}"
+        chance = row.get("sign_agreement_chance", float("nan"))
+        chance_text = f" (chance {chance:.0%})" if np.isfinite(chance) else ""
         ax.set_title(
-            f"Mantel r = {row['mantel_r']:.2f}, p = {row['mantel_p']:.3g}\n"
-            f"sign agreement {row['sign_agreement']:.0%} of {int(row['n_pairs'])} pairs",
+            f"Mantel r = {row['mantel_r']:.2f}, {p_text}\n"
+            f"sign agreement {row['sign_agreement']:.0%} of {int(row['n_pairs'])} pairs{chance_text}",
             fontsize=9,
         )
         ax.set_xlabel(f"partial r, {group_a}", fontsize=8)
