@@ -10,6 +10,7 @@ test set and metric named ``<testset>/<metric>``, which the wide importer's defa
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +19,7 @@ import pandas as pd
 
 from gengen.errors import GengenError
 from gengen.formats import EXPORT_FORMATS, ExportFormat
-from gengen.store import COLUMNS, Store, load
+from gengen.store import COLUMNS, DB_NAME, Store, load
 
 __all__ = ["EXPORT_FORMATS", "WIDE_ID_COLUMNS", "export", "to_wide"]
 
@@ -28,6 +29,7 @@ WIDE_ID_COLUMNS: tuple[str, ...] = COLUMNS[: COLUMNS.index("testset")]
 
 _WIDE_KEY = ["study", "model", "run", "step"]
 _SUFFIX_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+_SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def to_wide(scores: pd.DataFrame, separator: str = "/") -> pd.DataFrame:
@@ -81,11 +83,15 @@ def export(
     source : Store, path or DataFrame
         A store, the path of one, or a score table.
     out : str or Path
-        The file to write (replaced atomically; parent folders are created).
+        The file to write (replaced atomically; parent folders are created). An existing ``out`` is replaced
+        only when it is a writable regular file that is not an SQLite database: never the store itself (by
+        any path, relative or through a symbolic link to a folder), a read-only file, a symbolic link, a
+        device or a FIFO.
     wide : bool
         One row per checkpoint and one column per test set and metric, instead of one score per row.
     format : {"csv", "parquet"}, optional
-        Taken from the suffix of ``out`` (``.csv``, ``.parquet``, ``.pq``) when not given.
+        Taken from the suffix of ``out`` (``.csv``, ``.parquet``, ``.pq``) when not given; given, it must
+        agree with a known suffix (``--format parquet`` into ``out.csv`` is an error).
     **filters : str or list of str
         Passed to :meth:`gengen.store.Store.load` (``model=``, ``metric=``...).
 
@@ -93,14 +99,27 @@ def export(
     -------
     int
         Rows written.
+
+    Raises
+    ------
+    GengenError
+        ``out`` would replace the store, a read-only file, a link or a special file; the format and the
+        suffix disagree; a filter matches nothing.
     """
     out = Path(out).expanduser()
-    chosen = format or _SUFFIX_FORMATS.get(out.suffix.lower())
+    by_suffix = _SUFFIX_FORMATS.get(out.suffix.lower())
+    chosen = format or by_suffix
     if chosen not in EXPORT_FORMATS:
         raise GengenError(
             f"{out}: cannot tell the export format from the suffix {out.suffix or '(none)'!r}; "
             f"pass --format {' or '.join(EXPORT_FORMATS)}"
         )
+    if by_suffix is not None and chosen != by_suffix:
+        raise GengenError(
+            f"--format: {chosen} into {out}, whose suffix {out.suffix!r} says {by_suffix}; "
+            f"name the file .{'csv' if chosen == 'csv' else 'parquet'} or drop --format"
+        )
+    _check_target(out, None if isinstance(source, pd.DataFrame) else source)
     if isinstance(source, pd.DataFrame):
         scores = source
     elif isinstance(source, Store):
@@ -118,11 +137,59 @@ def export(
             table.to_csv(temporary, index=False)
         else:
             table.to_parquet(temporary, index=False)
+        # mkstemp makes the file private (0600); an export is an ordinary file (0666 less the umask).
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        _check_target(out, None if isinstance(source, pd.DataFrame) else source)  # again: it may have changed
         os.replace(temporary, out)
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
     return len(table)
+
+
+def _store_files(source: Store | str | os.PathLike[str]) -> list[Path]:
+    """The database of ``source`` and its side files (WAL, shared memory, journal), resolved."""
+    if isinstance(source, Store):
+        database = source.path
+    else:
+        given = Path(source).expanduser()
+        database = (
+            given if given.is_file() or given.suffix.lower() in (".sqlite", ".sqlite3", ".db") else given / DB_NAME
+        )
+    real = Path(os.path.realpath(database))
+    return [real, *(real.with_name(real.name + side) for side in ("-wal", "-shm", "-journal"))]
+
+
+def _check_target(out: Path, source: Store | str | os.PathLike[str] | None) -> None:
+    """Refuse an ``out`` whose replacement would destroy something: the store, a read-only file, a link, a
+    special file, any SQLite database."""
+    if out.is_symlink():
+        raise GengenError(
+            f"{out}: a symbolic link (to {os.readlink(out)}); export writes a new file and does not replace "
+            "links: give the path of the file itself"
+        )
+    real = Path(os.path.realpath(out))
+    if source is not None and real in _store_files(source):
+        raise GengenError(f"{out}: is the store being exported ({real}); export to another file")
+    try:
+        status = real.stat()
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(status.st_mode):
+        raise GengenError(f"{out}: is a directory, expected a file name (e.g. {out / 'scores.csv'})")
+    if not stat.S_ISREG(status.st_mode):
+        raise GengenError(f"{out}: not a regular file (a device, FIFO or socket); export does not replace it")
+    if not status.st_mode & 0o222 or not os.access(real, os.W_OK):
+        raise GengenError(f"{out}: a read-only file; export does not replace it (remove it or give another path)")
+    try:
+        with open(real, "rb") as handle:
+            header = handle.read(len(_SQLITE_HEADER))
+    except OSError:
+        header = b""
+    if header == _SQLITE_HEADER:
+        raise GengenError(f"{out}: an SQLite database (a gengen store?); export does not replace it")
 
 
 def _check_filters_matched(

@@ -463,6 +463,10 @@ class Store:
         stem for a database file named by path).
     timeout : float
         Seconds a write waits for another process's transaction before giving up.
+    read_only : bool
+        Open an existing store for reading only (SQLite ``mode=ro``, or ``immutable=1`` where even the
+        WAL index cannot be created, as in a read-only folder): nothing is created, migrated or written, so a
+        store on read-only media or shared read-only can be loaded and exported.
 
     Notes
     -----
@@ -482,7 +486,14 @@ class Store:
     >>> shutil.rmtree(folder)
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, study: str | None = None, timeout: float = _BUSY_TIMEOUT_S):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        study: str | None = None,
+        timeout: float = _BUSY_TIMEOUT_S,
+        read_only: bool = False,
+    ):
         path = Path(path).expanduser()
         if path.suffix.lower() in (".sqlite", ".db", ".sqlite3") or path.is_file():
             self.path = path
@@ -492,6 +503,14 @@ class Store:
             default_study = path.resolve().name
         self.study = study if study is not None else default_study
         self.timeout = float(timeout)
+        self.read_only = read_only
+        self._uri: str | None = None
+        if read_only:
+            if not self.path.is_file():
+                raise StoreError(f"{path}: no gengen store here (expected {self.path})")
+            with self._connect() as conn:
+                self._check_version(conn)
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as conn:
             self._prepare(conn)
@@ -505,7 +524,10 @@ class Store:
     def _connect(self) -> Iterator[sqlite3.Connection]:
         """An autocommit connection with the busy timeout set; closed on exit."""
         try:
-            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+            if self.read_only:
+                conn = self._connect_read_only()
+            else:
+                conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
         except sqlite3.Error as error:
             raise StoreError(_store_problem(self.path, error)) from None
         try:
@@ -516,6 +538,41 @@ class Store:
             raise StoreError(_store_problem(self.path, error)) from None
         finally:
             conn.close()
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """``mode=ro``; where that cannot read (a WAL store in a read-only folder has no ``-shm`` to map),
+        ``immutable=1``, which reads the file as it is (the store must then not be written meanwhile)."""
+        base = self.path.resolve().as_uri()
+        modes = [self._uri] if self._uri else [f"{base}?mode=ro", f"{base}?immutable=1"]
+        for number, uri in enumerate(modes):
+            conn = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
+            try:
+                conn.execute("PRAGMA user_version").fetchone()
+            except sqlite3.OperationalError:
+                conn.close()
+                if number == len(modes) - 1:
+                    raise
+                continue
+            self._uri = uri
+            return conn
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _check_version(self, conn: sqlite3.Connection) -> None:
+        """A store opened read-only must be one this gengen reads as it is (no migration is possible)."""
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: store schema version {version} is newer than this gengen's ({SCHEMA_VERSION}); "
+                "upgrade gengen"
+            )
+        if version == 0:
+            raise StoreError(f"{self.path}: an SQLite database that is not a gengen store")
+        raise _OlderSchemaError(
+            f"{self.path}: store schema version {version} is older than this gengen's ({SCHEMA_VERSION}); "
+            "open it once writable (e.g. gengen ingest) to upgrade it"
+        )
 
     @contextlib.contextmanager
     def _transaction(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
@@ -777,6 +834,10 @@ class Store:
         return _frame_from_rows(rows)
 
 
+class _OlderSchemaError(StoreError):
+    """A store of an older schema opened read-only (it must be migrated, which needs writing)."""
+
+
 def _store_problem(path: Path, error: sqlite3.Error) -> str:
     """One line naming the store and what SQLite could not do with it."""
     text = str(error)
@@ -849,4 +910,8 @@ def load(path: str | os.PathLike[str], **filters: str | Sequence[str]) -> pd.Dat
     database = candidate if candidate.is_file() else candidate / DB_NAME
     if not database.is_file():
         raise StoreError(f"{path}: no gengen store here (expected {database})")
-    return Store(database).load(**filters)
+    try:  # reading needs no write access: a read-only store (file, folder or media) loads
+        store = Store(database, read_only=True)
+    except _OlderSchemaError:
+        store = Store(database)  # migrated first, as any writable opening does
+    return store.load(**filters)
