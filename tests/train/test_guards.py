@@ -230,3 +230,50 @@ def test_accumulated_unequal_micro_batches_give_the_full_batch_gradient(
     assert sizes == [5]
     for a, b in zip(accumulated, whole, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
+
+
+# ------------------------------------------------------------------------------------------ the scores
+
+
+class EqualAnswerLogits(torch.nn.Module):
+    """A 'model' whose logits are the same for every token: logit(Yes) = logit(No) on every prompt."""
+
+    def __init__(self, vocab: int):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.zeros(vocab))
+
+    def forward(self, input_ids: Any, attention_mask: Any = None, logits_to_keep: Any = None, **_: Any) -> Any:
+        from types import SimpleNamespace
+
+        positions = input_ids.shape[1] if logits_to_keep is None else len(logits_to_keep)
+        return SimpleNamespace(logits=self.bias.expand(input_ids.shape[0], positions, -1))
+
+
+@pytest.mark.parametrize(("ties", "expected"), [("No", 0.7), ("Yes", 0.3)])
+def test_ties_are_predicted_as_the_configured_answer(ties: str, expected: float) -> None:
+    """Catches ties predicted "Yes" whatever ``evaluation.ties`` says (``>=`` for ``>``), or "No" when "Yes" is
+    asked: with every pair of answer logits equal, accuracy is the share of gold answers equal to the tie answer
+    (7 of 10 are No), and the log-probability that of a uniform distribution."""
+    from gengen.score import score_encoded
+
+    labels = np.array([1, 1, 1, 0, 0, 0, 0, 0, 0, 0])
+    encoded = [[5, 6, 7][: 1 + i % 3] for i in range(10)]
+    result = score_encoded(EqualAnswerLogits(50), encoded, labels, (3, 4), pad_id=0, batch_size=4, ties=ties)
+    assert result.acc == pytest.approx(expected)
+    assert result.logprob == pytest.approx(-np.log(50))
+
+
+def test_tie_rule_is_read_from_the_study_and_refused_when_unknown(tmp_path: Path) -> None:
+    from gengen.config import parse_config
+    from gengen.errors import ConfigError
+
+    study = {
+        "study": {"name": "s", "id_testset": "mnli"},
+        "models": [{"name": "m", "path": "facebook/opt-125m", "family": "opt", "size": "125m"}],
+        "task": {"train": {"source": "mnli"}},
+        "testsets": [{"name": "mnli", "source": "mnli"}],
+    }
+    assert parse_config(study, base=tmp_path).evaluation.ties == "No"
+    assert parse_config({**study, "evaluation": {"ties": "Yes"}}, base=tmp_path).evaluation.ties == "Yes"
+    with pytest.raises(ConfigError, match=r"evaluation\.ties: expected one of 'No', 'Yes', got 'yes'"):
+        parse_config({**study, "evaluation": {"ties": "yes"}}, base=tmp_path)
