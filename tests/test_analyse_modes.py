@@ -88,7 +88,7 @@ def test_a_run_table_fills_every_test_and_is_decided_by_the_sieve() -> None:
         assert table[column].notna().all(), column
     assert table["p_adjusted_from"].eq("p_loo_max").all() and table["level"].eq("run").all()
     assert table["p_deciding_method"].str.startswith("AR-sieve").all()
-    assert (table["p_deciding"] >= table["p_sieve"]).all()
+    assert (table["p_deciding"] >= table["p_sieve"] * (1 - 1e-12)).all()
 
 
 def test_an_unknown_level_is_refused_with_the_modes_named() -> None:

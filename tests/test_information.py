@@ -124,29 +124,46 @@ def test_leave_one_out_estimates_equal_numpy_refits() -> None:
 
 
 def test_leave_one_out_test_against_scipy() -> None:
+    """p_max is the largest directional p over the full estimate and the deletions that remove more than half of
+    it; the interval is the hull of theirs (scipy's t for every p and quantile)."""
     rng = np.random.default_rng(3)
-    r = np.array([0.6, -0.4, 0.05])
-    deleted = np.clip(r + rng.normal(0, 0.15, (12, 3)), -0.99, 0.99)
+    r = np.array([0.6, -0.4, 0.05, 0.5])
+    deleted = np.clip(r + rng.normal(0, 0.05, (12, 4)), -0.99, 0.99)
     deleted[4, 0] = 0.02  # one checkpoint carries the first pair
-    se = np.array([0.2, 0.25, 0.3])
+    deleted[7, 1] = 0.1  # and flips the second's sign
+    deleted[2, 3] = np.nan  # without it the fourth has no estimate
+    se = np.array([0.2, 0.25, 0.3, 0.2])
     df = 1 / se**2 + 1
-    result = stats.leave_one_out_test(r, deleted, se, df, ci_level=0.95)
-    nu = 1 / se**2
-    se_deleted = se * np.sqrt(nu / (nu - 1))
+    fisher_df = np.full(4, 20.0)
+    result = stats.leave_one_out_test(r, deleted, se, df, fisher_df=fisher_df, ci_level=0.95)
+    se_deleted = se * np.sqrt(20 / 19)
     df_deleted = 1 / se_deleted**2 + 1
     sign = np.sign(r)
-    for j in range(3):
-        z = sign[j] * np.arctanh(deleted[:, j]) / se_deleted[j]
-        p_deleted = np.where(z > 0, 2 * scipy.stats.t.sf(z, df_deleted[j]), 1.0)
-        p_full = 2 * scipy.stats.t.sf(abs(np.arctanh(r[j])) / se[j], df[j])
-        assert_allclose(result.p_max[j], max(p_full, p_deleted.max()), rtol=1e-9)
+    for j in range(4):
+        z = np.arctanh(r[j])
+        z_deleted = np.arctanh(deleted[:, j])
+        removed = np.where(np.isnan(z_deleted), np.inf, 1 - sign[j] * z_deleted / abs(z))
+        carrying = removed > 0.5
+        directional = sign[j] * z_deleted[carrying] / se_deleted[j]
+        p_deleted = np.where(directional > 0, 2 * scipy.stats.t.sf(directional, df_deleted[j]), 1.0)
+        p_full = 2 * scipy.stats.t.sf(abs(z) / se[j], df[j])
+        assert_allclose(result.p_max[j], max([p_full, *p_deleted]), rtol=1e-9)
+        assert result.worst[j] == int(np.argmax(removed))
         q_full, q_deleted = scipy.stats.t.ppf(0.975, df[j]), scipy.stats.t.ppf(0.975, df_deleted[j])
-        low = min(np.arctanh(r[j]) - q_full * se[j], (np.arctanh(deleted[:, j]) - q_deleted * se_deleted[j]).min())
-        high = max(np.arctanh(r[j]) + q_full * se[j], (np.arctanh(deleted[:, j]) + q_deleted * se_deleted[j]).max())
-        assert_allclose([result.ci_low[j], result.ci_high[j]], np.tanh([low, high]), rtol=1e-9)
-        # The hull excludes 0 exactly when the largest p is below 1 - level.
+        kept = z_deleted[carrying & np.isfinite(z_deleted)]
+        low = min([z - q_full * se[j], *(kept - q_deleted * se_deleted[j])])
+        high = max([z + q_full * se[j], *(kept + q_deleted * se_deleted[j])])
+        if np.isnan(z_deleted[carrying]).any():
+            low, high = min(low, 0.0), max(high, 0.0)
+        assert_allclose([result.ci_low[j], result.ci_high[j]], np.tanh([low, high]), rtol=1e-9, atol=1e-15)
+        # The hull excludes 0 exactly when p_max is below 1 - level.
         assert (result.ci_low[j] > 0 or result.ci_high[j] < 0) == (result.p_max[j] < 0.05)
     assert result.worst[0] == 4 and result.r_worst[0] == pytest.approx(0.02)
+    assert result.influence[1] > 1 and result.p_max[1] == 1.0  # a deletion that flips the sign
+    assert result.influence[3] == 1.0 and result.p_max[3] == 1.0
+    # Ordinary variation (no deletion removes half): the full estimate's p decides.
+    calm = stats.leave_one_out_test([0.5], np.full((12, 1), 0.48), [0.2], [26.0], fisher_df=[20.0])
+    assert_allclose(calm.p_max, 2 * scipy.stats.t.sf(np.arctanh(0.5) / 0.2, 26.0), rtol=1e-9)
 
 
 # --------------------------------------------------------------------------------------- the analysis
@@ -163,8 +180,9 @@ def spike_at_step_0(n: int, seed: int) -> pd.DataFrame:
 
 
 def test_no_single_checkpoint_decides_a_verdict() -> None:
-    """The spike at step 0 gives a nominally significant sieve p on most of these nulls; the deciding p (the
-    largest over deleting any one checkpoint) does not, and the row names step 0."""
+    """The spike at step 0 gives a nominally significant sieve p on most of these nulls; the deciding p (which
+    must survive deleting any checkpoint that carries more than half of the estimate) does not, and the row
+    names step 0."""
     nominal = decided = named = 0
     for seed in range(20):
         pairs = gengen.analyse(spike_at_step_0(20, seed), id_testset="id", n_boot=99, pooling=None).pairs

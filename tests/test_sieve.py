@@ -295,14 +295,14 @@ def test_pairs_table_rows_are_one_coherent_answer() -> None:
     pairs = result.pairs
     assert (pairs["p_adjusted_from"] == "p_loo_max").all()
     assert (pairs["estimand"] == "r_partial").all()
-    # No single checkpoint decides: the deciding p is the largest over the full estimate and every deletion.
-    assert_allclose(pairs["p_deciding"], np.fmax(pairs["p_sieve"], pairs["p_loo_max"]))
-    assert (pairs["p_deciding"] >= pairs["p_sieve"]).all()
+    # No single checkpoint decides: the deciding p survives deleting any checkpoint that carries the estimate.
+    assert_allclose(pairs["p_deciding"], np.fmax(pairs["p_sieve"], pairs["p_loo_max"]), rtol=1e-12)
+    assert (pairs["p_deciding"] >= pairs["p_sieve"] * (1 - 1e-12)).all()
     assert ((pairs["ci_low"] <= pairs["r_partial"]) & (pairs["r_partial"] <= pairs["ci_high"])).all()
     excludes = (pairs["ci_low"] > 0) | (pairs["ci_high"] < 0)
     assert ((pairs["p_deciding"] < 1 - pairs["ci_level"]) == excludes).all()
     assert pairs["ci_method"].str.startswith("AR-sieve").all()
-    assert pairs["ci_method"].str.endswith("hull over deleting any one checkpoint").all()
+    assert pairs["ci_method"].str.endswith("hull over the deletions that carry it").all()
     # pooled with the same estimand and its autocorrelation-aware variances
     assert (result.pooled["variance_method"].str.startswith("se_z")).all()
 
@@ -315,7 +315,7 @@ def test_t_test_rows_get_the_interval_consistent_with_their_p_value() -> None:
         assert ((pairs["ci_low"] <= pairs["r_partial"]) & (pairs["r_partial"] <= pairs["ci_high"])).all()
         excludes = (pairs["ci_low"] > 0) | (pairs["ci_high"] < 0)
         assert ((pairs["p_deciding"] < 0.05) == excludes).all()
-    assert_allclose(pairs["p_deciding"], np.fmax(pairs["p_value"], pairs["p_loo_max"]))
+    assert_allclose(pairs["p_deciding"], np.fmax(pairs["p_value"], pairs["p_loo_max"]), rtol=1e-12)
     kendall = gengen.analyse(df, id_testset="id", inference="t-test", method="kendall").pairs
     assert kendall["ci_low"].isna().all() and kendall["ci_method"].str.startswith("none: Kendall").all()
 

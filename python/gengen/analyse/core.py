@@ -95,6 +95,7 @@ PAIR_COLUMNS = (
     "untestable_reason",
     "p_loo_max",
     "influential_step",
+    "influence",
     "estimand",
     "diagnostics",
     "se_z",
@@ -810,7 +811,7 @@ def _two_sided(statistic: float, df: float) -> float:
 
 
 #: Why a row's deciding p-value is the largest over deletions (appended to ``p_deciding_method``).
-LEAVE_ONE_OUT_NOTE = "; the largest p over deleting any one checkpoint"
+LEAVE_ONE_OUT_NOTE = "; survives deleting any checkpoint that carries more than half of it"
 
 
 def _leave_one_out_columns(
@@ -834,6 +835,7 @@ def _leave_one_out_columns(
     """
     table["p_loo_max"] = np.nan
     table["influential_step"] = np.nan
+    table["influence"] = np.nan
     applies = (
         settings.leave_one_out
         and plan.ordered
@@ -856,10 +858,12 @@ def _leave_one_out_columns(
         z = np.arctanh(np.clip(r, -1 + 1e-15, 1 - 1e-15))
         with np.errstate(divide="ignore", invalid="ignore"):
             se = np.abs(np.where(np.abs(r) > 1e-12, z / statistic, 1.0 / np.sqrt(df)))
-    result = stats.leave_one_out_test(r, deleted, se, df, ci_level=settings.ci_level)
+    fisher_df = table["df"].to_numpy(dtype=float) - 1.0  # n - 3 - k (k: the control's degrees of freedom)
+    result = stats.leave_one_out_test(r, deleted, se, df, fisher_df=fisher_df, ci_level=settings.ci_level)
     steps = np.asarray(group.index)
     table["p_loo_max"] = result.p_max
     table["influential_step"] = [float(steps[worst]) if worst >= 0 else np.nan for worst in result.worst]
+    table["influence"] = result.influence
     table["loo_ci_low"] = result.ci_low
     table["loo_ci_high"] = result.ci_high
     p_full = table[deciding].to_numpy(dtype=float)
@@ -880,7 +884,7 @@ def _hull_interval(table: pd.DataFrame) -> None:
     defined = np.isfinite(low) & np.isfinite(table["ci_low"].to_numpy(dtype=float))
     table["ci_low"] = np.where(defined, low, table["ci_low"])
     table["ci_high"] = np.where(defined, high, table["ci_high"])
-    table["ci_method"] = table["ci_method"] + "; hull over deleting any one checkpoint"
+    table["ci_method"] = table["ci_method"] + "; hull over the deletions that carry it"
 
 
 def _untestable_rows(group: Group, settings: Settings, covar: np.ndarray, unusable: dict[str, str]) -> pd.DataFrame:

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         gam_fit,
     )
     from gengen.stats.influence import (
+        CARRYING_SHARE,
         LeaveOneOut,
         leave_one_out_partial_corr,
         leave_one_out_test,
@@ -162,6 +163,7 @@ _MODULE_OF: dict[str, str] = {
     "ljung_box": "sieve",
     "sieve_column_notes": "sieve",
     "sieve_partial_corr_matrix": "sieve",
+    "CARRYING_SHARE": "influence",
     "LeaveOneOut": "influence",
     "leave_one_out_partial_corr": "influence",
     "leave_one_out_test": "influence",
@@ -185,6 +187,7 @@ _MODULE_OF: dict[str, str] = {
 
 __all__ = [
     "AUTOCORR_THRESHOLD",
+    "CARRYING_SHARE",
     "SIEVE_METHOD",
     "Adjustment",
     "Alternative",

@@ -9,8 +9,9 @@ recomputing the estimate — with the control refitted, as statsmodels' ``OLSInf
 Belsley, Kuh & Welsch (1980) do for a regression coefficient — shows whether the verdict survives without it.
 
 :func:`leave_one_out_partial_corr` gives the estimates; :func:`leave_one_out_test` turns them, with the
-standard error of the full estimate, into the largest p-value over deletions and the hull of the intervals,
-which gengen's analysis uses so that no single checkpoint decides a verdict.
+standard error of the full estimate, into each pair's most influential checkpoint and the p-value that survives
+the deletion of any checkpoint carrying more than half of the estimate, which gengen's analysis uses so that no
+single checkpoint decides a verdict.
 
 References
 ----------
@@ -32,7 +33,7 @@ from gengen.errors import GengenError, InvalidArgumentError
 from gengen.stats.correlation import partial_corr_matrix, partial_corr_matrix_batch
 from gengen.stats.options import DEFAULT_FIT, DEFAULT_METHOD, Fit, Method
 
-__all__ = ["LeaveOneOut", "leave_one_out_partial_corr", "leave_one_out_test"]
+__all__ = ["CARRYING_SHARE", "LeaveOneOut", "leave_one_out_partial_corr", "leave_one_out_test"]
 
 
 def _matrix_or_nan(scores: NDArray[np.float64], covar: NDArray[np.float64], options: dict[str, Any]) -> Any:
@@ -126,6 +127,11 @@ def leave_one_out_partial_corr(
         return np.stack([_matrix_or_nan(data[rows], control[rows], options) for rows in keep])
 
 
+#: A deletion *carries* an estimate when it removes more than this share of it (on Fisher's z scale): the
+#: DFBETA-style cut-off of the rule that no single checkpoint decides a verdict.
+CARRYING_SHARE = 0.5
+
+
 @dataclass(frozen=True)
 class LeaveOneOut:
     """The verdict of one estimate with each checkpoint deleted in turn (arrays: one entry per pair).
@@ -133,19 +139,25 @@ class LeaveOneOut:
     Attributes
     ----------
     p_max : ndarray
-        The largest two-sided p-value over the full estimate and every deletion, each taken in the direction of
-        the full estimate (a deletion that flips the sign gives p = 1).
+        The largest two-sided p-value over the full estimate and every deletion that carries it (removes more
+        than ``share`` of it), each taken in the direction of the full estimate (a deletion that flips the sign,
+        or leaves no estimate, gives p = 1). Equal to the full estimate's p when no single checkpoint carries it.
     worst : ndarray of int
-        The deleted checkpoint (row index) that gives ``p_max``; -1 when the full estimate does.
+        The most influential checkpoint (row index): the deletion that removes the largest share of the estimate;
+        -1 when undefined.
+    influence : ndarray
+        The share of the estimate that deleting ``worst`` removes, :math:`1 - s z_{(t)} / |z|` (above 1 when the
+        sign flips; 1 when no estimate is left).
     r_worst : ndarray
-        The estimate without that checkpoint.
+        The estimate without ``worst``.
     ci_low, ci_high : ndarray
-        The hull of the full interval and every deletion's interval: it holds the full estimate and excludes 0
-        exactly when ``p_max`` is below 1 − level.
+        The hull of the full interval and those of the carrying deletions: it holds the full estimate and
+        excludes 0 exactly when ``p_max`` is below 1 − level.
     """
 
     p_max: NDArray[np.float64]
     worst: NDArray[np.int64]
+    influence: NDArray[np.float64]
     r_worst: NDArray[np.float64]
     ci_low: NDArray[np.float64]
     ci_high: NDArray[np.float64]
@@ -172,9 +184,11 @@ def leave_one_out_test(
     se_z: ArrayLike,
     df: ArrayLike,
     *,
+    fisher_df: ArrayLike,
+    share: float = CARRYING_SHARE,
     ci_level: float = 0.95,
 ) -> LeaveOneOut:
-    r"""The largest p-value and the hull of the intervals over the full estimate and each deletion.
+    r"""Whether an estimate's verdict survives the deletion of any checkpoint that carries it.
 
     Parameters
     ----------
@@ -187,32 +201,44 @@ def leave_one_out_test(
         Fisher's :math:`1/\sqrt{n - 3 - k}`).
     df : array_like of shape (pairs,)
         Degrees of freedom of the full estimates' t reference (e.g. ``df_sieve``).
+    fisher_df : array_like of shape (pairs,)
+        :math:`n - 3 - k`, Fisher's :math:`1/\mathrm{se}^2` with independent checkpoints: one checkpoint fewer
+        scales the variance by :math:`f / (f - 1)`.
+    share : float
+        A deletion *carries* the estimate when it removes more than this share of it (default 0.5).
     ci_level : float
         Level of the intervals.
 
     Returns
     -------
     LeaveOneOut
-        ``p_max``, ``worst``, ``r_worst``, ``ci_low``, ``ci_high`` per pair.
+        ``p_max``, ``worst``, ``influence``, ``r_worst``, ``ci_low``, ``ci_high`` per pair.
 
     Notes
     -----
-    One checkpoint fewer leaves one degree of freedom less: a deletion's standard error is
-    :math:`\mathrm{se}_{-t} = \mathrm{se}_z \sqrt{\nu / (\nu - 1)}` with :math:`\nu = 1/\mathrm{se}_z^2` (the
-    variance inflation is kept), on :math:`1/\mathrm{se}_{-t}^2 + 1` degrees of freedom. With :math:`s` the sign
-    of the full estimate and :math:`z_t = s \operatorname{artanh} r^{(-t)}`,
-    :math:`p_t = \min\{1, 2 P(T > z_t / \mathrm{se}_{-t})\}` (1 when :math:`z_t \le 0`), and
-    :math:`p_{\max} = \max(p, \max_t p_t)`. Each interval is :math:`\tanh(z \mp t_{\nu,(1+\text{level})/2}\,
-    \mathrm{se})`; since each excludes 0 on the side of :math:`s` exactly when its :math:`p_t < 1 -
-    \text{level}`, their hull excludes 0 exactly when :math:`p_{\max} < 1 - \text{level}`.
+    With :math:`s` the sign of the full estimate, :math:`z = \operatorname{artanh} r` and
+    :math:`z_{(t)} = \operatorname{artanh} r^{(-t)}`, the influence of checkpoint :math:`t` is
+    :math:`1 - s z_{(t)} / |z|`, the share of the estimate its deletion removes (DFBETA on the Fisher scale,
+    relative to the estimate; Belsley, Kuh & Welsch, 1980). Its deletion's standard error is
+    :math:`\mathrm{se}_{(t)} = \mathrm{se}_z \sqrt{f / (f - 1)}` (the variance inflation kept) on
+    :math:`1/\mathrm{se}_{(t)}^2 + 1` degrees of freedom, and its directional p-value is
+    :math:`p_{(t)} = \min\{1, 2 P(T > s z_{(t)} / \mathrm{se}_{(t)})\}` (1 when :math:`s z_{(t)} \le 0`).
+    Then :math:`p_{\max} = \max(p, \max_{t \in C} p_{(t)})` over the carrying deletions
+    :math:`C = \{t : 1 - s z_{(t)}/|z| > \text{share}\}`. A row is significant only when no single
+    checkpoint carries it, or its significance survives that checkpoint's deletion. The rule costs little power:
+    ordinary sampling variation moves an estimate by a small share per checkpoint, while a spike (a test set
+    flat after step 0, every test set's step 0 off its line in ID) carries nearly all of it. Each interval is
+    :math:`\tanh(z \mp t_{\nu,(1+\text{level})/2}\, \mathrm{se})`; each excludes 0 on the side of
+    :math:`s` exactly when its p is below :math:`1 - \text{level}`, so their hull excludes 0 exactly when
+    :math:`p_{\max} < 1 - \text{level}`.
 
     Examples
     --------
     >>> import numpy as np
     >>> from gengen.stats.influence import leave_one_out_test
-    >>> result = leave_one_out_test([0.6], [[0.55], [0.05], [0.62]], se_z=[0.2], df=[24.0])
-    >>> int(result.worst[0]), round(float(result.p_max[0]), 2)  # without checkpoint 1 little is left
-    (1, 0.81)
+    >>> result = leave_one_out_test([0.6], [[0.55], [0.05], [0.62]], se_z=[0.2], df=[24.0], fisher_df=[23.0])
+    >>> int(result.worst[0]), round(float(result.influence[0]), 2), round(float(result.p_max[0]), 2)
+    (1, 0.93, 0.81)
     """
     full = np.asarray(r, dtype=np.float64).ravel()
     deleted = np.asarray(r_deleted, dtype=np.float64)
@@ -220,22 +246,23 @@ def leave_one_out_test(
         raise InvalidArgumentError(f"r_deleted: expected shape (n, {full.size}), got {deleted.shape}")
     se = np.broadcast_to(np.asarray(se_z, dtype=np.float64).ravel(), full.shape)
     dof = np.broadcast_to(np.asarray(df, dtype=np.float64).ravel(), full.shape)
+    fisher = np.broadcast_to(np.asarray(fisher_df, dtype=np.float64).ravel(), full.shape)
     if not 0.0 < ci_level < 1.0:
         raise InvalidArgumentError(f"ci_level: must lie strictly between 0 and 1, got {ci_level!r}")
+    if not 0.0 < share <= 1.0:
+        raise InvalidArgumentError(f"share: must lie in (0, 1], got {share!r}")
     sign = np.where(full < 0, -1.0, 1.0)
     z_full = np.arctanh(np.clip(full, -1 + 1e-15, 1 - 1e-15))
     with np.errstate(divide="ignore", invalid="ignore"):
-        nu = 1.0 / se**2
-        se_deleted = np.where(nu > 1.0, se * np.sqrt(nu / (nu - 1.0)), np.nan)
+        se_deleted = np.where(fisher > 1.0, se * np.sqrt(fisher / (fisher - 1.0)), np.nan)
         df_deleted = 1.0 / se_deleted**2 + 1.0
     z_deleted = np.arctanh(np.clip(deleted, -1 + 1e-15, 1 - 1e-15))
-    # Every deletion of a pair has the same standard error and df, so the largest p is at the smallest
-    # statistic in the direction of the full estimate (a deletion without an estimate: minus infinity, p = 1).
+    # A deletion without an estimate (NaN) removes all of it and leaves the sign open.
     directional = np.where(np.isfinite(z_deleted), sign * z_deleted, -np.inf)
-    weakest = np.argmin(directional, axis=0)
     pairs = full.size
     p_max = np.full(pairs, np.nan)
     worst = np.full(pairs, -1, dtype=np.int64)
+    influence = np.full(pairs, np.nan)
     r_worst = np.full(pairs, np.nan)
     low = np.full(pairs, np.nan)
     high = np.full(pairs, np.nan)
@@ -244,16 +271,28 @@ def leave_one_out_test(
         half_deleted = _half_width(float(se_deleted[j]), float(df_deleted[j]), ci_level)
         if not (math.isfinite(half_full) and math.isfinite(half_deleted)):
             continue
-        p_full = _directional_p(float(sign[j] * z_full[j] / se[j]), float(dof[j]))
-        p_deleted = _directional_p(float(directional[weakest[j], j] / se_deleted[j]), float(df_deleted[j]))
-        if p_deleted > p_full:
-            p_max[j], worst[j], r_worst[j] = p_deleted, weakest[j], deleted[weakest[j], j]
-        else:
-            p_max[j], r_worst[j] = p_full, full[j]
-        finite = z_deleted[:, j][np.isfinite(z_deleted[:, j])]
-        low[j] = min(z_full[j] - half_full, float(finite.min()) - half_deleted if finite.size else math.inf)
-        high[j] = max(z_full[j] + half_full, float(finite.max()) + half_deleted if finite.size else -math.inf)
-        if finite.size < deleted.shape[0]:
+        magnitude = abs(float(z_full[j]))
+        p_max[j] = _directional_p(magnitude / float(se[j]), float(dof[j]))
+        low[j], high[j] = z_full[j] - half_full, z_full[j] + half_full
+        if magnitude <= 1e-12:
+            continue  # no estimate to carry
+        removed = 1.0 - np.minimum(directional[:, j], 1e300) / magnitude  # +inf where nothing is left
+        worst[j] = int(np.argmax(removed))
+        influence[j] = float(removed[worst[j]]) if np.isfinite(directional[worst[j], j]) else 1.0
+        r_worst[j] = deleted[worst[j], j]
+        carrying = removed > share
+        if not carrying.any():
+            continue
+        weakest = float(directional[carrying, j].min())
+        p_max[j] = max(p_max[j], _directional_p(weakest / float(se_deleted[j]), float(df_deleted[j])))
+        kept = z_deleted[carrying, j]
+        finite = kept[np.isfinite(kept)]
+        if finite.size:
+            low[j] = min(low[j], float(finite.min()) - half_deleted)
+            high[j] = max(high[j], float(finite.max()) + half_deleted)
+        if finite.size < kept.size:
             # A deletion without an estimate leaves the sign open: the hull spans 0, as its p = 1 says.
             low[j], high[j] = min(low[j], 0.0), max(high[j], 0.0)
-    return LeaveOneOut(p_max=p_max, worst=worst, r_worst=r_worst, ci_low=np.tanh(low), ci_high=np.tanh(high))
+    return LeaveOneOut(
+        p_max=p_max, worst=worst, influence=influence, r_worst=r_worst, ci_low=np.tanh(low), ci_high=np.tanh(high)
+    )
