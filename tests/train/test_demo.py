@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -84,6 +85,55 @@ def test_finish_summarises_then_runs_the_pipeline(tmp_path: Path, monkeypatch: p
     assert lines[-1] == f"report: {tmp_path / 'report' / 'report.html'}"
 
 
+def p_value_columns(pairs: pd.DataFrame) -> list[str]:
+    """Every numeric p-value column of a pairs table (p_value, p_sieve, p_lagged, p_adjusted, ...)."""
+    return [c for c in pairs.columns if c.startswith("p_") and pd.api.types.is_float_dtype(pairs[c])]
+
+
+@pytest.mark.slow
+def test_demo_study_shows_a_rising_learning_curve_and_no_degenerate_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bundled study as it is (every model, its data sizes, training and evaluation schedule), one seed,
+    through the demo's own code path and the default analysis (issue 23, item 8): every run has at least 25
+    distinct checkpoint rows on the log-spaced schedule, ID accuracy still rises after the first quarter of them,
+    and no row of the pairs table is degenerate (|r_partial| > 0.999, or a p-value of exactly 0); a row the
+    analysis cannot test says why."""
+    import gengen.demo as demo
+    from gengen.store import Store
+
+    text = study_template()
+    assert "log_points" in text
+    seeds = text.replace("seeds = [1, 2]", "seeds = [1]")
+    assert seeds != text
+    monkeypatch.setattr(demo, "study_template", lambda: seeds)
+    lines: list[Any] = []
+    out = run_demo(tmp_path / "demo", jobs=2, log=lines.append, progress=False)
+    assert (out / "report" / "report.html").is_file()
+
+    scores = Store(out).load(metric="acc")
+    assert scores.groupby(["model", "run"]).ngroups == 4
+    for (model, run), series in scores.groupby(["model", "run"]):
+        wide = series.pivot(index="step", columns="testset", values="value")
+        assert len(wide.drop_duplicates()) >= 25, (model, run, len(wide.drop_duplicates()), len(wide))
+        # Still learning after the first quarter of the evaluations: the best ID score there is below the
+        # median of the last quarter by more than the binomial noise of 200 examples (sd 0.03) makes likely.
+        id_scores = wide["id"].to_numpy()
+        quarter = len(id_scores) // 4
+        late = float(np.median(id_scores[-quarter:]))
+        assert id_scores[: quarter + 1].max() < late - 0.08, (model, run, id_scores.round(3))
+
+    pairs = pd.read_parquet(out / "report" / "pairs.parquet")
+    assert len(pairs) > 0
+    assert not (pairs["r_partial"].abs() > 0.999).any(), pairs.loc[pairs["r_partial"].abs() > 0.999]
+    for column in p_value_columns(pairs):
+        assert not (pairs[column] == 0).any(), column
+    if "testable" in pairs.columns:
+        untestable = pairs[~pairs["testable"].astype(bool)]
+        assert (untestable["untestable_reason"].fillna("").str.len() > 0).all()
+        assert untestable["r_partial"].isna().all()
+
+
 def test_shrunken_demo_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The demo's own code path on a smaller study: 2 models, 1 seed, 16 steps, small data."""
     import gengen.demo as demo
@@ -92,8 +142,9 @@ def test_shrunken_demo_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     for model in ("opt-m", "olmo2-m"):
         start = text.index(f'name = "{model}"') - len("[[models]]\n")
         text = text[:start] + text[text.index("\n\n", start) + 2 :]
-    text = text.replace("max_steps = 160", "max_steps = 16").replace("every = 16", "every = 8")
+    text = text.replace("max_steps = 200", "max_steps = 16").replace("log_points = 36", "every = 8")
     text = text.replace("seeds = [1, 2]", "seeds = [1]").replace("checkpoint_every = 80", "checkpoint_every = 8")
+    assert "max_steps = 16" in text and "every = 8" in text
     monkeypatch.setattr(demo, "study_template", lambda: text)
     monkeypatch.setattr(demo, "N_TRAIN", 200)
     monkeypatch.setattr(demo, "N_TEST", 30)
@@ -111,10 +162,11 @@ def test_shrunken_demo_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "olmo2-s" in summary and "opt-s" in summary and "spelling_noise" in summary
     assert "2 models x 1 runs x 3 checkpoints x 7 test sets x 2 metrics" in summary
     # Training happened: in every run the ID log-probability of the gold answer rises from its step-0 value
-    # (this fails if the optimiser never steps).
+    # (this fails if the optimiser never steps). The bundled study's loss is over the two answers and its
+    # learning rate small, so in 16 steps the full-vocabulary log-probability moves by about 0.08.
     from gengen.store import Store
 
     scores = Store(out).load(testset="id", metric="logprob")
     for (model, run), series in scores.groupby(["model", "run"]):
         values = series.sort_values("step")["value"].to_numpy()
-        assert values[-1] > values[0] + 0.1, (model, run, values)
+        assert values[-1] > values[0] + 0.02, (model, run, values)
