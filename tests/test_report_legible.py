@@ -50,3 +50,27 @@ def test_mantel_p_at_the_permutation_floor_is_said_so(analysis: Analysis) -> Non
     assert bool(same.agreement["mantel_p_at_floor"].iloc[0])
     titles = [ax.get_title() for ax in plot_agreement(same).axes]
     assert any("p ≤ 0.1 (permutation floor)" in title for title in titles)
+
+
+def test_agreement_matrix_and_forest_plot(analysis: Analysis) -> None:
+    from scipy import stats as scipy_stats
+
+    from gengen.report import plot_agreement_matrix, plot_forest
+
+    comparison = compare(analysis, n_perm=9)
+    figure = plot_agreement_matrix(comparison)
+    mantel = figure.axes[0].images[0].get_array()
+    row = comparison.agreement.iloc[0]
+    assert mantel[0, 1] == pytest.approx(row["mantel_r"]) and mantel[1, 0] == pytest.approx(row["mantel_r"])
+    sign = figure.axes[2].images[0].get_array()  # axes: Mantel panel, its colour bar, sign panel, its colour bar
+    assert sign[0, 1] == pytest.approx(row["sign_agreement"])
+
+    forest = plot_forest(analysis, "ood_2", "ood_1")
+    rows = analysis.pairs[(analysis.pairs["testset_a"] == "ood_1") & (analysis.pairs["testset_b"] == "ood_2")]
+    z, v = np.arctanh(rows["r_partial"].to_numpy()), rows["se_z"].to_numpy() ** 2
+    w = 1 / v
+    q = float(np.sum(w * (z - np.sum(w * z) / np.sum(w)) ** 2))
+    title = forest.axes[0].get_title()
+    assert title == f"ood_1 / ood_2: Q = {q:.2f} on 1 df, p = {scipy_stats.chi2.sf(q, 1):.2g}"
+    points = forest.axes[0].lines[0].get_xdata()
+    np.testing.assert_allclose(sorted(points), sorted(rows["r_partial"]), rtol=1e-10)

@@ -20,6 +20,7 @@ know nothing of it.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
@@ -91,6 +92,14 @@ HTML_SUFFIXES = (".html", ".htm")
 def _slug(text: str) -> str:
     """A file-name-safe version of ``text``."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
+
+
+def _figure_stem(model: str, run: str) -> str:
+    """A group's figure-name stem, unique per (model, run): the slug (at most 60 characters, so a long model
+    name stays a valid file name) and a digest of the exact names, so that ``a b``, ``a_b`` and ``a/b`` (one
+    slug) get three figures."""
+    exact = hashlib.sha256(f"{model}\x00{run}".encode()).hexdigest()[:10]
+    return f"{_slug(f'{model}_{run}')[:60]}-{exact}"
 
 
 def _cell(value: Any) -> tuple[str, bool]:
@@ -248,6 +257,80 @@ def _section(analysis: Analysis, level: str, rows: pd.DataFrame) -> tuple[dict[s
     table = encode_table(view, dict(PAIR_VIEW))
     table["pageSize"] = 25
     return heatmap, table, names
+
+
+def comparison_figure_records(
+    cache: FigureCache, analysis: Analysis, comparison: Comparison, verdict: Verdict
+) -> list[dict[str, Any]]:
+    """The model × model agreement matrix and a forest plot of the verdict's strongest pair of each class."""
+    from gengen.heterogeneity import group_estimates
+    from gengen.report import comparison_figures as cf  # the module, not a function of this one
+
+    records = [
+        _figure_record(
+            cache,
+            "agreement_matrix",
+            digest(comparison.agreement),
+            lambda: cf.agreement_matrix(comparison),
+            "Every two groups: Mantel r of their partial-correlation matrices and the share of pairs with the same "
+            "sign.",
+        )
+    ]
+    estimates = group_estimates(analysis.pairs)
+    for name in ("model-dependent", "consistent positive", "consistent negative"):
+        for example in verdict.examples.get(name, [])[:1]:
+            a, b = example["testset_a"], example["testset_b"]
+            rows = estimates[(estimates["testset_a"] == a) & (estimates["testset_b"] == b)]
+            records.append(
+                _figure_record(
+                    cache,
+                    f"forest_{_slug(a)}_{_slug(b)}",
+                    digest(rows),
+                    partial(cf.forest, estimates, a, b),
+                    f"{a} / {b} ({name}): each model's partial correlation with its 95% interval (seeds pooled); "
+                    "dashed: the common estimate.",
+                )
+            )
+    return records
+
+
+def plot_agreement_matrix(comparison: Comparison) -> Figure:
+    """Model × model matrices of Mantel r and sign agreement.
+
+    Parameters
+    ----------
+    comparison : Comparison
+        From :func:`gengen.compare.compare`.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure, not shown or saved.
+    """
+    from gengen.report.comparison_figures import agreement_matrix
+
+    return agreement_matrix(comparison)
+
+
+def plot_forest(analysis: Analysis, testset_a: str, testset_b: str) -> Figure:
+    """Forest plot of one pair across models: estimate and interval per model, the common estimate, Q and p.
+
+    Parameters
+    ----------
+    analysis : Analysis
+        From :func:`gengen.analyse`.
+    testset_a, testset_b : str
+        The pair.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure, not shown or saved.
+    """
+    from gengen.heterogeneity import group_estimates
+    from gengen.report.comparison_figures import forest
+
+    return forest(group_estimates(analysis.pairs), testset_a, testset_b)
 
 
 def verdict_record(verdict: Verdict) -> dict[str, Any]:
@@ -526,6 +609,9 @@ def report(
     from gengen.verdict import build_verdict
 
     path, figure_dir = output_paths(out_dir, filename)
+    from gengen._files import inside
+
+    inside(path.parent, figure_dir)  # a figures/ linking elsewhere is not written through
     if comparison is None:
         comparison = compare(analysis)
     if verdict is None:
@@ -584,7 +670,8 @@ def report(
                         comparison_key,
                         lambda: fig.agreement(comparison),
                         "Partial correlation of each pair in one group against another (first six comparisons).",
-                    )
+                    ),
+                    *comparison_figure_records(cache, analysis, comparison, verdict),
                 ],
                 "conflicts": not comparison.conflicts.empty,
             }
@@ -610,7 +697,7 @@ def report(
         group_records = []
         single = len({model for model, _ in run_keys}) == len(run_keys)
         for model, run in figure_keys:
-            stem = _slug(f"{model}_{run}")
+            stem = _figure_stem(model, run)
             label = model if single else f"{model} / {run}"
             wide = analysis.wide(model, run)
             rows = main_rows[(main_rows["model"] == model) & (main_rows["run"] == run)]
@@ -705,6 +792,8 @@ def report(
 __all__ = [
     "output_paths",
     "plot_agreement",
+    "plot_agreement_matrix",
+    "plot_forest",
     "plot_heatmaps",
     "plot_raw_vs_partial",
     "plot_residuals",
