@@ -1,8 +1,10 @@
-"""Reading gengen's own output files (an analysis folder, a comparison) with one clear error per bad file.
+"""Reading gengen's own output files (an analysis folder, a comparison) with one clear error per bad file, and
+keeping what gengen writes inside the folder it writes to.
 
 A truncated ``summary.json``, a damaged ``pairs.parquet`` or an empty CSV raise
 :class:`gengen.errors.InputError` naming the file and the problem, instead of the parser's own exception
-(which names neither the file nor what to do).
+(which names neither the file nor what to do). :func:`inside` resolves a path gengen is about to write under a
+study, store or analysis folder and refuses one that leaves the folder (a symbolic link to elsewhere, ``..``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,55 @@ import pandas as pd
 
 from gengen.errors import InputError
 
-__all__ = ["read_csv", "read_json", "read_parquet"]
+__all__ = ["inside", "read_csv", "read_json", "read_parquet"]
+
+
+def inside(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
+    """``path`` (under the folder ``root``), checked to resolve inside ``root`` before gengen writes it.
+
+    ``root`` itself may be a symbolic link (the user chose it); what lies under it may not lead out of it: a
+    ``runs/`` or ``figures/`` that links elsewhere, a ``gengen.sqlite`` that links (or dangles) elsewhere, a
+    ``..`` in a name. Every symbolic link on the way is followed, dangling ones included.
+
+    Parameters
+    ----------
+    root : path
+        The folder the path must stay in.
+    path : path
+        A path under ``root`` (absolute, or relative to ``root``).
+
+    Returns
+    -------
+    Path
+        ``path`` as given (joined to ``root`` when relative), for the caller to write.
+
+    Raises
+    ------
+    InputError
+        ``path`` resolves outside ``root``; the message names the path and where it leads.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from pathlib import Path
+    >>> root = Path(tempfile.mkdtemp())
+    >>> inside(root, "figures/a.png") == root / "figures" / "a.png"
+    True
+    >>> os.symlink("/tmp", root / "figures")
+    >>> try:
+    ...     inside(root, "figures/a.png")
+    ... except InputError as error:
+    ...     print(str(error).split(" (to ")[1])
+    /tmp/a.png, through a symbolic link); gengen writes only inside the folder
+    >>> os.unlink(root / "figures"); os.rmdir(root)
+    """
+    base = Path(os.path.realpath(root))
+    given = Path(path) if Path(path).is_absolute() else Path(root) / path
+    target = Path(os.path.realpath(given))
+    if target == base or target.is_relative_to(base):
+        return given
+    how = "through a symbolic link" if ".." not in given.parts else "through '..'"
+    raise InputError(f"{given}: leads outside {root} (to {target}, {how}); gengen writes only inside the folder")
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:

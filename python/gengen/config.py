@@ -539,11 +539,12 @@ class StudyConfig:
 
         The model's folder is :func:`safe_folder_name` of its name, so no name can lead outside ``output``.
         """
+        from gengen._files import inside
+
         runs = self.output / "runs"
         folder = runs / safe_folder_name(run.model.name) / safe_folder_name(run.key.replace(",", "_").replace("=", "-"))
-        if not folder.resolve().is_relative_to(runs.resolve()):  # belt and braces: never outside the study output
-            raise ConfigError(f"model {run.model.name!r}: its run folder {folder} is outside {runs}")
-        return folder
+        # Inside the study output as resolved: a runs/ (or run folder) linking elsewhere is refused, naming it.
+        return inside(self.output, folder)
 
     def training_for(self, model: ModelSpec) -> TrainingConfig:
         """The training settings of ``model``: the study's, with its family's ``[training.families]`` changes."""

@@ -501,6 +501,15 @@ class Store:
         else:
             self.path = path / DB_NAME
             default_study = path.resolve().name
+            if not read_only:  # a gengen.sqlite linking (or dangling) out of the study folder is not written
+                from gengen._files import inside
+
+                inside(path, self.path)
+        if not read_only and self.path.is_symlink() and not self.path.exists():
+            raise StoreError(
+                f"{self.path}: a symbolic link to a missing file ({os.readlink(self.path)}); "
+                "gengen does not create a store through it"
+            )
         self.study = study if study is not None else default_study
         self.timeout = float(timeout)
         self.read_only = read_only

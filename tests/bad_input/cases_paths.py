@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .case import Case
-from .cases_cli import _both, _read_only, _store
+from .cases_cli import IN_CSV, _analysis, _both, _read_only, _store
+from .cases_untrusted import EXECUTOR_STUDY
 
 
 def _link(name: str, target: str) -> Callable[[Path], None]:
@@ -107,6 +108,108 @@ def _export_cases() -> list[Case]:
     ]
 
 
+def _elsewhere(folder: Path) -> Path:
+    """A folder outside the case folder's tree of writable outputs (a sibling of what the command writes)."""
+    path = folder / "elsewhere"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def _nothing_elsewhere(folder: Path) -> None:
+    written = sorted(str(p.relative_to(folder)) for p in (folder / "elsewhere").rglob("*"))
+    assert written == [], f"written outside the folder: {written}"
+
+
+def _runs_link(folder: Path) -> None:
+    (folder / "study.toml").write_text(EXECUTOR_STUDY.replace('kind = "slurm"', 'kind = "local"'))
+    (folder / "out").mkdir()
+    (folder / "out" / "runs").symlink_to(_elsewhere(folder))
+
+
+def _store_link(target: str, *, existing: bool) -> Callable[[Path], None]:
+    def setup(folder: Path) -> None:
+        _elsewhere(folder)
+        if existing:
+            _store(folder / "elsewhere", "other")
+        (folder / "study").mkdir()
+        (folder / "study" / "gengen.sqlite").symlink_to(folder / target)
+
+    return setup
+
+
+def _figures_link(folder: Path) -> None:
+    _analysis(folder)
+    (folder / "analysis" / "figures").symlink_to(_elsewhere(folder))
+
+
+def _folder_cases() -> list[Case]:
+    run_dir = "{tmp}/out/runs/m/seed-0: leads outside {tmp}/out"
+    return [
+        Case(
+            "folder-runs-is-a-link-run",
+            ["run", "{tmp}/study.toml"],
+            run_dir,
+            setup=_runs_link,
+            after=_nothing_elsewhere,
+        ),
+        Case("folder-runs-is-a-link-status", ["status", "{tmp}/study.toml"], run_dir, setup=_runs_link),
+        Case(
+            "folder-store-link-dangles",
+            ["ingest", "{tmp}/in.csv", "--store", "{tmp}/study", "-q"],
+            "{tmp}/study/gengen.sqlite: leads outside {tmp}/study",
+            files=IN_CSV,
+            setup=_store_link("elsewhere/new.sqlite", existing=False),
+            after=_nothing_elsewhere,
+        ),
+        Case(
+            "folder-store-link-leaves-the-folder",
+            ["ingest", "{tmp}/in.csv", "--store", "{tmp}/study", "-q"],
+            "{tmp}/study/gengen.sqlite: leads outside {tmp}/study",
+            files=IN_CSV,
+            setup=_store_link("elsewhere/other/gengen.sqlite", existing=True),
+        ),
+        Case(
+            "folder-store-file-link-dangles",
+            ["ingest", "{tmp}/in.csv", "--store", "{tmp}/study/gengen.sqlite", "-q"],
+            "{tmp}/study/gengen.sqlite: a symbolic link to a missing file",
+            files=IN_CSV,
+            setup=_store_link("elsewhere/new.sqlite", existing=False),
+            after=_nothing_elsewhere,
+        ),
+        Case(
+            "folder-figures-is-a-link",
+            ["report", "{tmp}/analysis", "-q"],
+            "{tmp}/analysis/figures: leads outside {tmp}/analysis",
+            setup=_figures_link,
+            after=_nothing_elsewhere,
+        ),
+    ]
+
+
+def _site_figures_link(folder: Path) -> None:
+    (folder / "site").mkdir()
+    (folder / "site" / "page_figures").symlink_to(_elsewhere(folder))
+
+
+def _report_cases() -> list[Case]:
+    # Without -q: the progress lines would come before the error, had --out not been checked first.
+    return [
+        Case(
+            "report-out-under-a-file-checked-before-progress",
+            ["report", "{tmp}/analysis", "--out", "{tmp}/blocker/sub"],
+            "{tmp}/blocker",
+            setup=_both(_analysis, _file("blocker")),
+        ),
+        Case(
+            "report-out-figures-link-checked-before-progress",
+            ["report", "{tmp}/analysis", "--out", "{tmp}/site/page.html"],
+            "{tmp}/site/page_figures: leads outside {tmp}/site",
+            setup=_both(_analysis, _site_figures_link),
+            after=_nothing_elsewhere,
+        ),
+    ]
+
+
 def cases() -> list[Case]:
     """Every path case."""
-    return [*_export_cases()]
+    return [*_export_cases(), *_folder_cases(), *_report_cases()]

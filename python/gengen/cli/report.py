@@ -41,10 +41,17 @@ def report_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
 ) -> None:
     """Write report.html: heatmaps, agreement across models, residuals, trajectories, tables, settings."""
+    from gengen._files import inside
     from gengen.analyse import Analysis
+    from gengen.cli._common import check_output_folder
     from gengen.compare import Comparison, compare
-    from gengen.report import report
+    from gengen.report import output_paths, report
 
+    # --out is checked before any work (and before the first progress line): a file in the way, a folder that
+    # cannot be written, a figures/ folder linking out of it.
+    page, figures = output_paths(out or analysis_dir)
+    check_output_folder(page.parent, "--out")
+    inside(page.parent, figures)
     analysis = Analysis.from_dir(analysis_dir)
     scatter = _pairs(pair)
     known = set(analysis.settings.get("ood_resolved", []))

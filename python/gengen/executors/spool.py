@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gengen._files import inside
 from gengen.store import KEY, normalise_scores
 
 __all__ = ["MANIFEST_FILE", "SPOOL_DIR", "RunSpool", "read_json", "write_json_atomic"]
@@ -125,7 +126,7 @@ class RunSpool:
         text = json.dumps(rows, sort_keys=True, default=str)
         first = min(int(r["step"]) for r in rows)
         name = f"step-{first:09d}-{hashlib.sha1(text.encode()).hexdigest()[:12]}.json"
-        write_json_atomic(self.folder / SPOOL_DIR / name, rows)
+        write_json_atomic(inside(self.folder, Path(SPOOL_DIR) / name), rows)
         stored.update(tuple(r[k] for k in KEY) for r in rows)
         return len(rows)
 
@@ -136,4 +137,4 @@ class RunSpool:
 
     def write_manifest(self, model: str, run: str, manifest: Mapping[str, Any]) -> None:
         """Replace the run's manifest."""
-        write_json_atomic(self.folder / MANIFEST_FILE, dict(manifest))
+        write_json_atomic(inside(self.folder, MANIFEST_FILE), dict(manifest))

@@ -89,6 +89,9 @@ class FigureCache:
                 return base64.b64encode(png.read_bytes()).decode("ascii"), entry["width"]
             except OSError:
                 self.reused -= 1
+        from gengen._files import inside
+
+        inside(self.folder, png), inside(self.folder, svg)  # a figure file linking elsewhere is not written
         figure = draw()
         width = fig.css_width(figure)
         _, _, data = fig.save_figure(figure, self.folder, name)
@@ -98,5 +101,7 @@ class FigureCache:
 
     def save(self) -> None:
         """Write the digests of the figures now in the folder."""
+        from gengen._files import inside
+
         self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / CACHE_FILE).write_text(json.dumps(self.entries, indent=1, sort_keys=True), encoding="utf-8")
+        inside(self.folder, CACHE_FILE).write_text(json.dumps(self.entries, indent=1, sort_keys=True), encoding="utf-8")
