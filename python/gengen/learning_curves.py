@@ -89,6 +89,8 @@ class CurveCell:
     #: line the fine-tuned checkpoints follow (the pre-trained model is not on the fine-tuned models' line).
     jump: tuple[float, float] = (0.0, 0.0)
     runs: int = 1
+    #: Whether the study also simulates the alternatives (ρ = 0.3, 0.5) where the cell has them.
+    alternatives: bool = True
     #: Whether the default is expected to meet the contract here (the CI-sized test asserts only these).
     well_specified: bool = True
 
