@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ import numpy as np
 
 from gengen.config import (
     LORA_DEFAULT_TARGETS,
+    QUANTIZATIONS,
     DataSpec,
     EvaluationConfig,
     ModelSpec,
@@ -286,11 +287,13 @@ KNOWN_SIZES: Mapping[tuple[str, str], int] = {
     ("snli", "test"): 6_605,
     ("scitail", "test"): 2_126,
     ("rte", "validation"): 277,
+    ("rte", "train"): 2_490,
     ("hans", "validation"): 30_000,
     ("anli_r1", "test_r1"): 667,
     ("anli_r2", "test_r2"): 667,
     ("anli_r3", "test_r3"): 800,
     ("wnli", "validation"): 71,
+    ("wnli", "train"): 635,
     ("paws", "test"): 8_000,
 }
 UNKNOWN_SIZE = 10_000
@@ -553,22 +556,118 @@ def plan_study(
     return rows
 
 
-def format_plan(rows: Sequence[PlanRow], gpus: int, gpu_memory_gib: float) -> str:
-    """The plan as a fixed-width table, with totals."""
+def fit_advice(
+    config: StudyConfig,
+    model: str,
+    *,
+    gpus: int,
+    gpu_memory_gib: float,
+    overhead_gib: float = 1.0,
+) -> list[str]:
+    """What the study has not tried yet to train ``model`` on GPUs of ``gpu_memory_gib``, and what each would need.
+
+    Each untried change is estimated alone, with the memory model of :func:`training_memory`: gradient
+    checkpointing (when off), a 8- or 4-bit base (LoRA, when the base is not quantised that far), a
+    micro-batch of 1 with the step kept by ``grad_accum``, FSDP over more GPUs (the fewest that fit, up to 64).
+    A change already in the study is never proposed.
+
+    Returns
+    -------
+    list of str
+        One line per change: ``"<setting>: ~<GiB> GiB per GPU (fits)"`` or ``"(still too much)"``.
+    """
+    spec = next(m for m in config.models if m.name == model)
+    shape, training, targets = model_shape(spec), config.training_for(spec), config.lora_targets(spec)
+    options: list[tuple[str, TrainingConfig, int]] = []
+    if not training.gradient_checkpointing:
+        options.append(("gradient_checkpointing = true", replace(training, gradient_checkpointing=True), 1))
+    if training.method == "lora":
+        for bits in ("8bit", "4bit"):
+            if QUANTIZATIONS.index(bits) > QUANTIZATIONS.index(training.quantization):
+                options.append((f'quantization = "{bits}"', replace(training, quantization=bits), 1))
+    if training.batch_size > 1:
+        accum = training.batch_size * training.grad_accum
+        options.append((f"batch_size = 1, grad_accum = {accum}", replace(training, batch_size=1, grad_accum=accum), 1))
+    if training.quantization == "none":
+        needed = next(
+            (
+                n
+                for n in range(max(2, gpus), 65)
+                if _total_gib(training_memory(shape, training, shards=n, targets=targets), overhead_gib)
+                <= gpu_memory_gib
+            ),
+            None,
+        )
+        if needed is not None and needed > gpus:
+            options.append((f'training.strategy = "fsdp" on --gpus {needed}', training, needed))
+    lines = []
+    for label, changed, shards in options:
+        gib = _total_gib(training_memory(shape, changed, shards=shards, targets=targets), overhead_gib)
+        verdict = "fits" if gib <= gpu_memory_gib else "still too much"
+        lines.append(f"{label}: ~{gib:.1f} GiB per GPU ({verdict})")
+    return lines
+
+
+def grid_hours(rows: Sequence[PlanRow], total_gpus: int, gpus_per_run: int) -> float:
+    """Wall-clock hours of every run that fits, on ``total_gpus`` GPUs, runs packed longest first.
+
+    A run that fits one GPU holds one; one that needs FSDP or a device map holds ``gpus_per_run`` and takes its
+    GPU-hours over that many. Each run, longest first, starts when the GPUs it needs are free (greedy list
+    scheduling: at most 4/3 of the best packing); a run never waits for a shorter one.
+
+    Examples
+    --------
+    >>> row = PlanRow("m", "full data", 4, 1, 1, "1 GPU", 1.0, "1 GPU", 1.0, 0.1, 0.1, 10, 3, 8.0)
+    >>> grid_hours([row], 2, 1)  # four runs of 2 hours on two GPUs
+    4.0
+    """
+    if total_gpus < 1:
+        raise ConfigError(f"--total-gpus: expected a positive integer, got {total_gpus}")
+    jobs = []
+    for row in rows:
+        if not row.fits or row.runs == 0:
+            continue
+        width = 1 if row.train_strategy == row.score_strategy == "1 GPU" else gpus_per_run
+        if width > total_gpus:
+            raise ConfigError(f"--total-gpus {total_gpus}: model {row.model!r} needs {width} GPUs per run")
+        jobs += [(row.gpu_hours / row.runs / width, width)] * row.runs
+    free = [0.0] * total_gpus
+    end = 0.0
+    for hours, width in sorted(jobs, reverse=True):
+        free.sort()
+        start = free[width - 1]
+        for i in range(width):
+            free[i] = start + hours
+        end = max(end, start + hours)
+    return end
+
+
+def format_plan(rows: Sequence[PlanRow], gpus: int, gpu_memory_gib: float, total_gpus: int | None = None) -> str:
+    """The plan as a fixed-width table, with totals over the models that fit (and, with ``total_gpus``, the
+    wall-clock of the grid on that many GPUs)."""
     header = (
         f"{'model':<14} {'regime':<11} {'runs':>5} {'params':>7} {'trainable':>9}  {'training':<14} {'GiB/GPU':>7}  "
         f"{'scoring':<19} {'GiB/GPU':>7}  {'ckpt GiB':>8} {'disk/run':>8} {'steps':>7} {'evals':>5} {'GPU-h':>9}"
     )
-    lines = [f"plan on {gpus} GPU(s) of {gpu_memory_gib:g} GiB", header]
+    lines = [f"plan: each run on up to {gpus} GPU(s) of {gpu_memory_gib:g} GiB", header]
     for r in rows:
         lines.append(
             f"{r.model[:14]:<14} {r.regime:<11} {r.runs:>5} {_count(r.parameters):>7} {_count(r.trainable):>9}  "
             f"{r.train_strategy:<14} {r.train_gib:>7.1f}  {r.score_strategy:<19} {r.score_gib:>7.1f}  "
             f"{r.checkpoint_gib:>8.2f} {r.disk_gib:>8.2f} {r.steps:>7} {r.evaluations:>5} {r.gpu_hours:>9.1f}"
         )
-    runs = sum(r.runs for r in rows)
-    disk = sum(r.runs * r.disk_gib for r in rows)
-    lines.append(f"total: {runs} runs, {sum(r.gpu_hours for r in rows):,.1f} GPU-hours, {disk:,.1f} GiB of checkpoints")
+    fitting = [r for r in rows if r.fits]
+    runs = sum(r.runs for r in fitting)
+    disk = sum(r.runs * r.disk_gib for r in fitting)
+    hours = sum(r.gpu_hours for r in fitting)
+    left_out = sorted({r.model for r in rows if not r.fits})
+    scope = f" (models that fit; left out: {', '.join(left_out)})" if left_out else ""
+    lines.append(f"total{scope}: {runs} runs, {hours:,.1f} GPU-hours, {disk:,.1f} GiB of checkpoints")
+    if total_gpus is not None and fitting:
+        wall = grid_hours(fitting, total_gpus, gpus)
+        lines.append(
+            f"wall-clock for these runs on {total_gpus} GPU(s) in all: ~{wall:,.1f} hours ({wall / 24:,.1f} days)"
+        )
     return "\n".join(lines)
 
 
@@ -579,4 +678,4 @@ def _count(n: int) -> str:
     return str(n)
 
 
-__all__ += ["KNOWN_SIZES", "format_plan"]
+__all__ += ["KNOWN_SIZES", "fit_advice", "format_plan", "grid_hours"]

@@ -8,8 +8,18 @@ from typing import Any
 
 import pytest
 
-from gengen.config import TrainingConfig, load_config
-from gengen.plan import KNOWN_SHAPES, model_shape, plan_study, shape_from_config, training_memory
+from gengen.config import TrainingConfig, load_config, parse_config
+from gengen.plan import (
+    KNOWN_SHAPES,
+    PlanRow,
+    fit_advice,
+    format_plan,
+    grid_hours,
+    model_shape,
+    plan_study,
+    shape_from_config,
+    training_memory,
+)
 
 pytestmark = pytest.mark.train
 
@@ -160,3 +170,51 @@ def test_training_strategy_is_checked_when_read(tmp_path: Path) -> None:
     data["training"] = {"strategy": "zero3"}
     with pytest.raises(ConfigError, match=r"training\.strategy: expected one of 'ddp', 'fsdp', got 'zero3'"):
         parse_config(data, origin="study.toml", base=tmp_path)
+
+
+def test_advice_names_only_what_the_study_has_not_tried(tmp_path: Path) -> None:
+    """``gengen plan`` on a study that does not fit: advice differs once checkpointing or 4-bit is set."""
+    from dataclasses import replace
+
+    import tomllib
+
+    data = tomllib.loads((STUDIES / "paper-mnli-full.toml").read_text())
+    data["study"]["output"] = str(tmp_path / "out")
+
+    def advice(**training: Any) -> str:
+        changed = {**data, "training": {**data["training"], **training}}
+        config = parse_config(changed, origin="s.toml", base=tmp_path)
+        return "; ".join(fit_advice(config, "olmo2-13b", gpus=1, gpu_memory_gib=24))
+
+    plain = advice(gradient_checkpointing=False)
+    assert "gradient_checkpointing = true" in plain and 'quantization = "4bit"' in plain
+    checkpointed = advice(gradient_checkpointing=True)
+    assert "gradient_checkpointing" not in checkpointed and 'quantization = "8bit"' in checkpointed
+    four_bit = advice(gradient_checkpointing=True, quantization="4bit")
+    assert "quantization" not in four_bit and "fsdp" not in four_bit  # FSDP does not shard a quantised base
+    assert "batch_size = 1, grad_accum = 64" in four_bit
+    # Each estimate is training_memory with that one change.
+    config = parse_config({**data, "training": {**data["training"], "gradient_checkpointing": False}}, base=tmp_path)
+    model = next(m for m in config.models if m.name == "olmo2-13b")
+    training = replace(config.training_for(model), gradient_checkpointing=True)
+    gib = sum(training_memory(model_shape(model), training, targets=config.lora_targets(model)).values()) * 1.1 / 2**30
+    assert f"gradient_checkpointing = true: ~{gib + 1.0:.1f} GiB per GPU" in plain
+
+
+def test_totals_leave_out_models_that_do_not_fit_and_grid_wall_clock() -> None:
+    config = load_config(STUDIES / "paper-mnli-full.toml")
+    rows = plan_study(config, gpus=1, gpu_memory_gib=24)
+    fitting = [r for r in rows if r.fits]
+    assert 0 < len(fitting) < len(rows)
+    text = format_plan(rows, 1, 24, total_gpus=4)
+    total = next(line for line in text.splitlines() if line.startswith("total"))
+    assert f"{sum(r.runs for r in fitting)} runs, {sum(r.gpu_hours for r in fitting):,.1f} GPU-hours" in total
+    assert "left out: " in total and all(r.model in total for r in rows if not r.fits)
+    # Packing by hand: runs of 3, 3, 2, 2, 2 hours on two GPUs: 3 | 3, then 2 | 2, then 2 after them: 7 hours.
+    row = PlanRow("a", "full data", 2, 1, 1, "1 GPU", 1, "1 GPU", 1, 0, 0, 1, 1, 6.0)
+    other = PlanRow("b", "full data", 3, 1, 1, "1 GPU", 1, "1 GPU", 1, 0, 0, 1, 1, 6.0)
+    assert grid_hours([row, other], 2, 1) == 3 + 2 + 2
+    assert grid_hours([row, other], 5, 1) == 3
+    wide = PlanRow("c", "full data", 2, 1, 1, "FSDP over 4", 1, "1 GPU", 1, 0, 0, 1, 1, 8.0)  # 4 GPUs x 1 h each
+    # The three 2-hour runs take three GPUs; each 4-GPU run then waits for all four: 2 + 1 + 1 hours.
+    assert grid_hours([wide, other], 4, 4) == 2 + 1 + 1

@@ -13,7 +13,13 @@ from gengen.cli._common import user_errors_exit
 @user_errors_exit
 def plan_command(
     config: Annotated[Path, typer.Argument(help="The study's TOML file.")],
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs per run (FSDP or a device map spreads over them).")] = 1,
+    gpus: Annotated[
+        int, typer.Option("--gpus", help="GPUs one run may use (FSDP or a device map spreads a run over them).")
+    ] = 1,
+    total_gpus: Annotated[
+        int | None,
+        typer.Option("--total-gpus", help="GPUs for the whole grid, for its wall-clock estimate (default: --gpus)."),
+    ] = None,
     gpu_memory: Annotated[float, typer.Option("--gpu-memory", help="Memory of one GPU, GiB.")] = 80.0,
     tflops: Annotated[float, typer.Option(help="Peak dense bf16 TFLOP/s of one GPU (H100 SXM: 989).")] = 989.0,
     mfu: Annotated[float, typer.Option(help="Assumed share of the peak reached (model-FLOPs utilisation).")] = 0.35,
@@ -28,7 +34,7 @@ def plan_command(
     """
     from gengen.config import load_config
     from gengen.errors import ConfigError
-    from gengen.plan import format_plan, plan_study
+    from gengen.plan import fit_advice, format_plan, plan_study
 
     study = load_config(config)
     rows = plan_study(
@@ -41,7 +47,9 @@ def plan_command(
         overhead_gib=overhead,
         models=model,
     )
-    typer.echo(format_plan(rows, gpus, gpu_memory))
+    if total_gpus is not None and total_gpus < 1:
+        raise ConfigError(f"--total-gpus: expected a positive integer, got {total_gpus}")
+    typer.echo(format_plan(rows, gpus, gpu_memory, total_gpus if total_gpus is not None else gpus))
     if any(r.train_strategy.startswith("FSDP") for r in rows) and study.training.strategy != "fsdp":
         typer.echo(f'note: training needs FSDP: set training.strategy = "fsdp" and run gengen train --gpus {gpus}')
     if any(r.score_strategy.startswith("device map") for r in rows) and not study.evaluation.device_map:
@@ -50,10 +58,14 @@ def plan_command(
     if too_big is not None:
         part = "training" if too_big.train_strategy == "does not fit" else "scoring"
         need = too_big.train_gib if part == "training" else too_big.score_gib
+        if part == "training":
+            advice = fit_advice(study, too_big.model, gpus=gpus, gpu_memory_gib=gpu_memory, overhead_gib=overhead)
+            hint = "; ".join(advice) if advice else "every memory setting is already used; use GPUs with more memory"
+        else:
+            hint = "set evaluation.device_map = true with more GPUs, or a smaller evaluation.batch_size / max_tokens"
         raise ConfigError(
             f"model {too_big.model!r} ({too_big.regime}): {part} needs ~{need:.1f} GiB per GPU, more than "
-            f"{gpus} GPU(s) of {gpu_memory:g} GiB hold; add GPUs, use quantization, a smaller batch_size or "
-            "gradient_checkpointing"
+            f"{gpus} GPU(s) of {gpu_memory:g} GiB hold; not yet tried: {hint}"
         )
 
 
