@@ -96,6 +96,7 @@ PAIR_COLUMNS = (
     "p_loo_max",
     "influential_step",
     "influence",
+    "verdict_note",
     "estimand",
     "diagnostics",
     "se_z",
@@ -702,7 +703,7 @@ def _tested_pairs(
 
     deciding = _deciding_p(settings, plan)
     _information_columns(table, group, x, covar, rows, cols, plan, settings.ci_level)
-    loo = _leave_one_out_columns(table, group, x, covar, settings, plan, deciding, rows, cols, diagnostics)
+    loo = _leave_one_out_columns(table, group, x, covar, settings, plan, deciding, rows, cols)
     _interval_columns(table, deciding, settings)
     if loo:
         _hull_interval(table)
@@ -824,10 +825,10 @@ def _leave_one_out_columns(
     deciding: str,
     rows: np.ndarray,
     cols: np.ndarray,
-    diagnostics: list[list[str]],
 ) -> bool:
-    """``p_loo_max`` and ``influential_step`` (:func:`~gengen.stats.leave_one_out_test`), and the hull of the
-    intervals in ``loo_ci_low``/``loo_ci_high``; True when they decide the rows.
+    """``p_loo_max``, ``influential_step``, ``influence`` and ``verdict_note``
+    (:func:`~gengen.stats.leave_one_out_test`), and the hull of the intervals in ``loo_ci_low``/``loo_ci_high``;
+    True when they decide the rows.
 
     Only where the deciding test is about ``r_partial`` with a standard error (the sieve, or ppcor's t-test
     with Pearson or Spearman) and the rows are a run's checkpoints: permutation p-values carry no standard
@@ -836,6 +837,7 @@ def _leave_one_out_columns(
     table["p_loo_max"] = np.nan
     table["influential_step"] = np.nan
     table["influence"] = np.nan
+    table["verdict_note"] = ""
     applies = (
         settings.leave_one_out
         and plan.ordered
@@ -867,12 +869,16 @@ def _leave_one_out_columns(
     table["loo_ci_low"] = result.ci_low
     table["loo_ci_high"] = result.ci_high
     p_full = table[deciding].to_numpy(dtype=float)
+    # A note about the verdict, not about an assumption: in its own column, so that ``diagnostics`` stays a
+    # description of the data whatever the test says.
+    notes = [""] * len(table)
     for index, worst in enumerate(result.worst):
         if worst >= 0 and p_full[index] < settings.alpha <= result.p_max[index]:
-            diagnostics[index].append(
+            notes[index] = (
                 f"significance rests on step {steps[worst]}: without it r_partial = {result.r_worst[index]:.2f} "
                 f"(p = {result.p_max[index]:.2g})"
             )
+    table["verdict_note"] = notes
     return True
 
 
