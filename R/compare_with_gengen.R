@@ -8,19 +8,28 @@
 #   default/pairs.csv  gengen analyse scores.csv --out default [the same options]
 #   t-test/pairs.csv   gengen analyse scores.csv --out t-test --inference t-test [the same options]
 #
-# gengen's default inference (the AR-sieve bootstrap) is resampling-based: its p_sieve, se_z, df_sieve and
-# ci_low/ci_high are not reproduced in R, and its p_adjusted adjusts p_sieve. So the deterministic columns are
-# compared with the default run, and the t-test's adjusted p-values and interval with the `--inference t-test`
+# gengen's default inference (the AR-sieve bootstrap) is resampling-based: its p_sieve, se_z, df_sieve, its
+# leave-one-out p_loo_max and its ci_low/ci_high are not reproduced in R, and its p_adjusted adjusts the sieve's
+# p_loo_max. So the deterministic columns (the correlations, the t-test, the AR orders and what each row can
+# tell: n, n_steps, n_informative, testable, untestable_reason) are compared with the default run, and the
+# t-test's verdict (p_loo_max, influential_step, p_adjusted and what it adjusts, significant, the interval) with
+# the `--inference t-test` run. Run the R script with the same --leave-one-out / --no-leave-one-out as that
 # run. Rows are matched on (model, run, testset_a, testset_b). Prints one line per column with the largest
 # difference, and exits with status 1 when a column disagrees beyond
 #   |R - gengen| <= 1e-10 |gengen| + 1e-12   r_raw, r_partial, ci_low, ci_high (correlations, in [-1, 1])
-#   |R - gengen| <= 1e-8 |gengen| + 1e-12    statistic, p_value, p_adjusted (they amplify r's rounding)
-#   exactly                                  n, k, df, ar_order_a, ar_order_b
+#   |R - gengen| <= 1e-8 |gengen| + 1e-12    statistic, p_value, p_loo_max, p_adjusted (they amplify r's rounding)
+#   exactly                                  n, n_steps, n_informative, k, df, ar_order_a, ar_order_b,
+#                                            influential_step; testable, significant (TRUE/FALSE);
+#                                            untestable_reason, p_adjusted_from (text, empty = NA)
 # (NA must match NA).
 
-DEFAULT_COLUMNS <- c("n", "k", "r_raw", "r_partial", "statistic", "df", "p_value", "ar_order_a", "ar_order_b")
-T_TEST_COLUMNS <- c("p_adjusted", "ci_low", "ci_high")
-EXACT_COLUMNS <- c("n", "k", "df", "ar_order_a", "ar_order_b")
+DEFAULT_COLUMNS <- c("n", "n_steps", "n_informative", "k", "r_raw", "r_partial", "statistic", "df", "p_value",
+                     "ar_order_a", "ar_order_b", "testable", "untestable_reason")
+T_TEST_COLUMNS <- c("p_loo_max", "influential_step", "p_adjusted", "p_adjusted_from", "significant", "ci_low",
+                    "ci_high")
+EXACT_COLUMNS <- c("n", "n_steps", "n_informative", "k", "df", "ar_order_a", "ar_order_b", "influential_step")
+LOGICAL_COLUMNS <- c("testable", "significant")
+TEXT_COLUMNS <- c("untestable_reason", "p_adjusted_from")
 KEY <- c("model", "run", "testset_a", "testset_b")
 CORRELATION_COLUMNS <- c("r_raw", "r_partial", "ci_low", "ci_high")
 ATOL <- 1e-12
@@ -32,10 +41,13 @@ fail <- function(...) {
 
 read_pairs <- function(path) {
   if (!file.exists(path)) fail(path, ": no such file")
-  table <- read.csv(path, stringsAsFactors = FALSE, check.names = FALSE,
+  table <- read.csv(path, stringsAsFactors = FALSE, check.names = FALSE, encoding = "UTF-8",
                     colClasses = c(model = "character", run = "character"))
-  missing_columns <- setdiff(KEY, names(table))
+  missing_columns <- setdiff(c(KEY, DEFAULT_COLUMNS, T_TEST_COLUMNS), names(table))
   if (length(missing_columns) > 0L) fail(path, ": missing column(s) ", paste(missing_columns, collapse = ", "))
+  # Text as written: an empty field (gengen) and NA (R) both mean "none"; True/TRUE are the same truth value.
+  for (column in TEXT_COLUMNS) table[[column]] <- ifelse(is.na(table[[column]]), "", as.character(table[[column]]))
+  for (column in LOGICAL_COLUMNS) table[[column]] <- as.logical(as.character(table[[column]]))
   # gengen's pair order is its column order; put each unordered pair the way the R script writes it.
   swap <- table$testset_a > table$testset_b
   first <- table$testset_a
@@ -52,6 +64,15 @@ compare <- function(r_pairs, gengen, columns, what) {
   }
   ok <- TRUE
   for (column in columns) {
+    if (column %in% c(TEXT_COLUMNS, LOGICAL_COLUMNS)) {
+      r_text <- as.character(merged[[paste0(column, ".r")]])
+      g_text <- as.character(merged[[paste0(column, ".g")]])
+      bad <- !((is.na(r_text) & is.na(g_text)) | (!is.na(r_text) & !is.na(g_text) & r_text == g_text))
+      cat(sprintf("%-17s %-10s %d of %d rows differ%s\n", column, what, sum(bad), nrow(merged),
+                  if (any(bad)) sprintf("  DIFFERS in %d rows", sum(bad)) else ""))
+      ok <- ok && !any(bad)
+      next
+    }
     r_values <- as.numeric(merged[[paste0(column, ".r")]])
     g_values <- as.numeric(merged[[paste0(column, ".g")]])
     both_na <- is.na(r_values) & is.na(g_values)
@@ -60,7 +81,7 @@ compare <- function(r_pairs, gengen, columns, what) {
     tolerance <- if (column %in% EXACT_COLUMNS) 0 else rtol * abs(g_values) + ATOL
     bad <- !both_na & (is.na(difference) | difference > tolerance)
     largest <- if (all(both_na)) 0 else max(difference[!both_na], na.rm = TRUE)
-    cat(sprintf("%-11s %-10s max |R - gengen| = %.3g over %d rows%s\n", column, what, largest, nrow(merged),
+    cat(sprintf("%-17s %-10s max |R - gengen| = %.3g over %d rows%s\n", column, what, largest, nrow(merged),
                 if (any(bad)) sprintf("  DIFFERS in %d rows", sum(bad)) else ""))
     ok <- ok && !any(bad)
   }

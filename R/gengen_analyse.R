@@ -14,7 +14,8 @@
 #               present, gives each test set's measurement noise. Other columns are ignored.
 #   out.csv     one row per group x unordered pair of OOD test sets, with gengen's pairs-table columns:
 #               level, model, run, testset_a, testset_b, metric, n, n_steps, n_informative, k, r_raw,
-#               r_partial, statistic, df, p_value, p_loo_max, influential_step, p_adjusted, p_adjusted_from,
+#               r_partial, statistic, df, p_value, p_loo_max, influential_step, influence, p_adjusted,
+#               p_adjusted_from,
 #               significant, ci_low, ci_high, ci_level, testable, untestable_reason, ar_order_a, ar_order_b,
 #               fit, method, inference, backend, edf_a, edf_b (plus size/shots/study/family when --by uses them)
 #
@@ -81,19 +82,22 @@
 #                (ggm::pcor.test, the same formula as ppcor::pcor.test)
 #              kendall: ppcor's normal approximation, p = 2 P(Z > |z|) with
 #                z = r / sqrt(2 (2 (n - k) + 5) / (9 (n - k) (n - 1 - k))); df is reported as n - 2 - k
-#   p_loo_max, influential_step (leave one checkpoint out: runs of n >= 6 checkpoints, pearson or spearman,
-#              --leave-one-out; NA otherwise)
+#   p_loo_max, influential_step, influence (leave one checkpoint out: runs of n >= 6 checkpoints, pearson or
+#              spearman, --leave-one-out, testable rows; NA otherwise)
 #              r_(-t): the pair's partial correlation without checkpoint t, the control refitted on the other
 #                n - 1 (lm.fit residuals; ranks recomputed for spearman; NA where a or b or ID is then constant
 #                or a or b is a linear function of ID, residual norm <= 1e-11 x centred norm)
 #              z = atanh r, se = |z / t| (1 / sqrt(df) when |r| <= 1e-12), s = sign(r) (+1 at 0);
-#              a deletion has one degree of freedom less: nu = 1 / se^2, se_(-t) = 1 / sqrt(nu - 1) on
-#                nu degrees of freedom (= 1 / se_(-t)^2 + 1)
+#              influence of t: 1 - s atanh(r_(-t)) / |z|, the share of the estimate its deletion removes (above
+#                1 when the sign flips; infinite, reported as 1, when nothing is left); influential_step = the
+#                step with the largest influence (the first among ties), influence = that share; none when
+#                |z| <= 1e-12
+#              a deletion *carries* the estimate when its influence exceeds 0.5; it has one checkpoint fewer:
+#                se_(-t) = se sqrt(f / (f - 1)), f = df - 1 = n - 3 - k, on 1 / se_(-t)^2 + 1 degrees of freedom
 #              directional p: p(w, d) = min(1, 2 P(T_d > w)) for w > 0, 1 otherwise (an estimate on the other
 #                side of 0 does not support the verdict)
-#              p_loo_max = max(p(s z / se, df), max_t p(s atanh r_(-t) / se_(-t), nu)) (a deletion without
-#                an estimate: p = 1); influential_step = the step of the deletion giving the largest p, the
-#                first among ties, NA when the full estimate's p is not exceeded
+#              p_loo_max = max(p(|z| / se, df), max over carrying t of p(s atanh r_(-t) / se_(-t), d_(-t)))
+#                (a carrying deletion without an estimate: p = 1); = p_value when nothing carries the estimate
 #   p_adjusted p.adjust(p_loo_max, adjust) where leave-one-out applies (p_adjusted_from "p_loo_max"), else
 #              p.adjust(p_value, adjust) ("p_value"), over the group's testable pairs (NA not counted). This is
 #              gengen's `--inference t-test`; its default decides by the sieve (p_sieve), which R does not
@@ -102,9 +106,9 @@
 #              the t-test's interval, consistent with its p-value (gengen's `--inference t-test` interval):
 #                tanh(z -/+ qt((1 + level) / 2, df) se); it contains r_partial and excludes 0 exactly when
 #                p_value < 1 - level. With leave-one-out it becomes the hull of that interval and every
-#                deletion's tanh(atanh r_(-t) -/+ qt((1 + level) / 2, nu) se_(-t)) (spanning 0 when a deletion
-#                has no estimate): it excludes 0 exactly when p_loo_max < 1 - level. Kendall: NA (no interval
-#                is consistent with its normal approximation).
+#                carrying deletion's tanh(atanh r_(-t) -/+ qt((1 + level) / 2, d_(-t)) se_(-t)) (spanning 0 when
+#                one has no estimate): it excludes 0 exactly when p_loo_max < 1 - level. Kendall: NA (no
+#                interval is consistent with its normal approximation).
 #   ar_order_a, ar_order_b
 #              the AR order that gengen's default inference (the AR-sieve bootstrap) chooses by AIC for each
 #              test set's residual series e (the residuals of the control above; ranks for spearman; the
@@ -153,6 +157,8 @@ EQUAL_RELATIVE <- 1e-12
 MINIMUM_INFORMATIVE <- 5L
 # A series whose residual norm on [1, ID] is at most this fraction of its centred norm is a linear function of ID.
 MIN_RESIDUAL_FRACTION <- 1e-11
+# A deletion that removes more than this share of atanh(r_partial) carries the estimate (gengen's CARRYING_SHARE).
+CARRYING_SHARE <- 0.5
 # Flags without a value, and the option each sets.
 FLAGS <- c("leave-one-out" = TRUE, "no-leave-one-out" = FALSE)
 
@@ -307,7 +313,8 @@ gam_residualise <- function(y, control) {
 
 kendall_partial <- function(a, b, control) {
   tau <- cor(cbind(a, b, control), method = "kendall")
-  ggm::pcor(c(1L, 2L, 3L), tau)
+  # A singular tau matrix (e.g. a short series ranked exactly as ID) has no partial tau: NA, not an error.
+  tryCatch(ggm::pcor(c(1L, 2L, 3L), tau), error = function(e) NA_real_)
 }
 
 t_test <- function(r, df) {
@@ -608,36 +615,50 @@ half_width <- function(se, df, level) {
 
 clip_atanh <- function(r) atanh(pmin(pmax(r, -1 + 1e-15), 1 - 1e-15))
 
-leave_one_out_test <- function(r, deleted, se, df, level) {
-  # The largest directional p over the full estimate and every deletion, the deletion giving it, and the hull
-  # of the intervals on the Fisher-z scale. A deletion has one degree of freedom less: nu = 1 / se^2,
-  # se_(-t) = 1 / sqrt(nu - 1), on nu degrees of freedom.
+leave_one_out_test <- function(r, deleted, se, df, fisher_df, level, share = CARRYING_SHARE) {
+  # The most influential deletion (the one removing the largest share of atanh r), that share, and the verdict
+  # that survives every deletion carrying more than `share` of the estimate: the largest directional p over
+  # the full estimate and those deletions, and the hull of their intervals on the Fisher-z scale. A deletion
+  # has one checkpoint fewer: se_(-t) = se sqrt(f / (f - 1)) with f = n - 3 - k, on 1 / se_(-t)^2 + 1 df.
   pairs <- length(r)
-  out <- list(p_max = rep(NA_real_, pairs), worst = rep(NA_integer_, pairs),
+  out <- list(p_max = rep(NA_real_, pairs), worst = rep(NA_integer_, pairs), influence = rep(NA_real_, pairs),
               low = rep(NA_real_, pairs), high = rep(NA_real_, pairs))
   for (j in seq_len(pairs)) {
-    s <- if (!is.na(r[[j]]) && r[[j]] < 0) -1 else 1
+    if (is.na(r[[j]])) next  # an untestable row has no estimate to delete from
+    s <- if (r[[j]] < 0) -1 else 1
     z <- clip_atanh(r[[j]])
-    nu <- 1 / se[[j]]^2
-    se_deleted <- if (is.finite(nu) && nu > 1) 1 / sqrt(nu - 1) else NA_real_
-    df_deleted <- nu
+    f <- fisher_df[[j]]
+    se_deleted <- if (is.finite(f) && f > 1) se[[j]] * sqrt(f / (f - 1)) else NA_real_
+    df_deleted <- 1 / se_deleted^2 + 1
     half <- half_width(se[[j]], df[[j]], level)
     half_deleted <- half_width(se_deleted, df_deleted, level)
     if (!is.finite(half) || !is.finite(half_deleted)) next
-    z_deleted <- clip_atanh(deleted[, j])
-    directional <- ifelse(is.finite(z_deleted), s * z_deleted, -Inf)
-    weakest <- which.min(directional)
-    p_full <- directional_p(s * z / se[[j]], df[[j]])
-    p_deleted <- directional_p(directional[[weakest]] / se_deleted, df_deleted)
-    out$p_max[[j]] <- max(p_full, p_deleted)
-    if (p_deleted > p_full) out$worst[[j]] <- weakest
-    finite <- z_deleted[is.finite(z_deleted)]
-    low <- min(z - half, finite - half_deleted)
-    high <- max(z + half, finite + half_deleted)
-    if (length(finite) < length(z_deleted)) {
-      # A deletion without an estimate leaves the sign open: the hull spans 0, as its p = 1 says.
-      low <- min(low, 0)
-      high <- max(high, 0)
+    magnitude <- abs(z)
+    out$p_max[[j]] <- directional_p(magnitude / se[[j]], df[[j]])
+    low <- z - half
+    high <- z + half
+    if (magnitude > 1e-12) {
+      z_deleted <- clip_atanh(deleted[, j])
+      # A deletion without an estimate removes all of it (and leaves the sign open).
+      directional <- ifelse(is.finite(z_deleted), s * z_deleted, -Inf)
+      removed <- 1 - directional / magnitude
+      worst <- which.max(removed)
+      out$worst[[j]] <- worst
+      out$influence[[j]] <- if (is.finite(directional[[worst]])) removed[[worst]] else 1
+      carrying <- removed > share
+      if (any(carrying)) {
+        weakest <- min(directional[carrying])
+        out$p_max[[j]] <- max(out$p_max[[j]], directional_p(weakest / se_deleted, df_deleted))
+        kept <- z_deleted[carrying]
+        finite <- kept[is.finite(kept)]
+        low <- min(low, finite - half_deleted)
+        high <- max(high, finite + half_deleted)
+        if (length(finite) < length(kept)) {
+          # A carrying deletion without an estimate leaves the sign open: the hull spans 0, as its p = 1 says.
+          low <- min(low, 0)
+          high <- max(high, 0)
+        }
+      }
     }
     out$low[[j]] <- tanh(low)
     out$high[[j]] <- tanh(high)
@@ -653,7 +674,8 @@ t_test_se <- function(r, statistic, df) {
 # --- The pairs table of one group -------------------------------------------------------------------------------
 
 PAIR_FIELDS <- c("testset_a", "testset_b", "n", "n_steps", "n_informative", "k", "r_raw", "r_partial",
-                 "statistic", "df", "p_value", "p_loo_max", "influential_step", "p_adjusted", "p_adjusted_from",
+                 "statistic", "df", "p_value", "p_loo_max", "influential_step", "influence", "p_adjusted",
+                 "p_adjusted_from",
                  "significant", "ci_low", "ci_high", "testable", "untestable_reason", "ar_order_a", "ar_order_b",
                  "edf_a", "edf_b", "backend")
 
@@ -713,13 +735,15 @@ tested_pairs <- function(wide, tested, control, information, n_steps, opts, use_
   }
   table$p_loo_max <- NA_real_
   table$influential_step <- NA_real_
+  table$influence <- NA_real_
   leave_one_out <- opts$leave_one_out && level == "run" && opts$method != "kendall" && n > MINIMUM_INFORMATIVE
   if (leave_one_out) {
     deleted <- deleted_correlations(wide[, tested, drop = FALSE], control, opts, pairs[1L, ], pairs[2L, ])
     se <- t_test_se(table$r_partial, table$statistic, table$df)
-    loo <- leave_one_out_test(table$r_partial, deleted, se, table$df, opts$ci_level)
+    loo <- leave_one_out_test(table$r_partial, deleted, se, table$df, table$df - 1, opts$ci_level)
     table$p_loo_max <- loo$p_max
     table$influential_step <- as.numeric(rownames(wide))[loo$worst]
+    table$influence <- loo$influence
     hull <- is.finite(loo$low) & is.finite(table$ci_low)
     table$ci_low <- ifelse(hull, loo$low, table$ci_low)
     table$ci_high <- ifelse(hull, loo$high, table$ci_high)
@@ -748,7 +772,8 @@ untestable_rows <- function(wide, ood, information, n_steps, opts) {
   data.frame(testset_a = names_a, testset_b = names_b, n = nrow(wide), n_steps = as.integer(n_steps),
              n_informative = as.integer(pmin(information$informative[names_a], information$informative[names_b])),
              k = 1L, r_raw = unname(r_raw), r_partial = missing, statistic = missing, df = missing,
-             p_value = missing, p_loo_max = missing, influential_step = missing, p_adjusted = missing,
+             p_value = missing, p_loo_max = missing, influential_step = missing, influence = missing,
+             p_adjusted = missing,
              p_adjusted_from = NA_character_, significant = FALSE, ci_low = missing, ci_high = missing,
              testable = FALSE,
              untestable_reason = unname(ifelse(unusable[names_a], information$reason[names_a],
@@ -876,6 +901,21 @@ format_numbers <- function(table) {
   table
 }
 
+write_csv_utf8 <- function(table, path, quoted) {
+  # write.csv's layout, in UTF-8 whatever the locale: write.csv translates to the native encoding, and in a C
+  # locale the reasons' en dashes and plus-minus signs would become "<U+2013>".
+  field <- function(values, quote) {
+    text <- as.character(values)
+    if (quote) text <- paste0("\"", gsub("\"", "\"\"", text, fixed = TRUE), "\"")
+    ifelse(is.na(values), "NA", text)
+  }
+  header <- paste(field(names(table), TRUE), collapse = ",")
+  body <- do.call(paste, c(unname(Map(field, table, quoted)), sep = ","))
+  connection <- file(path, open = "wb")
+  on.exit(close(connection))
+  writeLines(enc2utf8(c(header, body)), connection, useBytes = TRUE)
+}
+
 main <- function() {
   opts <- parse_args(commandArgs(trailingOnly = TRUE))
   use_ppcor <- ppcor_available()
@@ -900,14 +940,12 @@ main <- function() {
   cell_columns <- intersect(setdiff(BY_COLUMNS, "model"), names(table))
   columns <- c("level", "model", cell_columns, "run", "testset_a", "testset_b", "metric", "n", "n_steps",
                "n_informative", "k", "r_raw", "r_partial", "statistic", "df", "p_value", "p_loo_max",
-               "influential_step", "p_adjusted", "p_adjusted_from", "significant", "ci_low", "ci_high",
+               "influential_step", "influence", "p_adjusted", "p_adjusted_from", "significant", "ci_low", "ci_high",
                "ci_level", "testable", "untestable_reason", "ar_order_a", "ar_order_b", "fit", "method",
                "inference", "backend", "edf_a", "edf_b")
   table <- table[, columns]
   rownames(table) <- NULL
-  text_columns <- which(vapply(table, is.character, logical(1)))
-  write.csv(format_numbers(table), opts$output, row.names = FALSE, na = "NA", quote = text_columns,
-            fileEncoding = "UTF-8")
+  write_csv_utf8(format_numbers(table), opts$output, quoted = vapply(table, is.character, logical(1)))
   invisible(table)
 }
 
