@@ -24,13 +24,17 @@ from gengen.simulate import simulate_trajectories
 NAMES = ["arc", "boolq", "copa", "hella"]
 
 
-def reference_q(z: np.ndarray, v: np.ndarray) -> tuple[float, float, float]:
-    """Cochran's Q, its chi-squared p and I², written out."""
+def reference_q(z: np.ndarray, v: np.ndarray, nu: np.ndarray | None = None) -> tuple[float, float, float]:
+    """Cochran's Q, its p (chi-squared; with the variances' df ``nu``, F on Satterthwaite's df) and I²."""
     w = 1 / v
     mean = np.sum(w * z) / np.sum(w)
     q = float(np.sum(w * (z - mean) ** 2))
     df = len(z) - 1
-    return q, float(scipy_stats.chi2.sf(q, df)), max(0.0, (q - df) / q)
+    if nu is None:
+        p = float(scipy_stats.chi2.sf(q, df))
+    else:
+        p = float(scipy_stats.f.sf(q / df, df, np.sum(w) ** 2 / np.sum(w**2 / nu)))
+    return q, p, max(0.0, (q - df) / q)
 
 
 def single_run_pairs(seed: int = 3, models: tuple[str, ...] = ("m1", "m2", "m3")) -> pd.DataFrame:
@@ -66,6 +70,11 @@ def test_q_matches_the_written_out_statistic() -> None:
         q, p, i2 = reference_q(z, v)
         assert result.df == m - 1 and result.n_groups == m
         assert_allclose([result.q, result.p_value, result.i2], [q, p, i2], rtol=1e-10)
+        # estimated variances: F on Satterthwaite's df, heavier-tailed than chi-squared
+        nu = rng.uniform(5, 40, m)
+        with_df = heterogeneity_test(z, v, df=nu)
+        assert_allclose(with_df.p_value, reference_q(z, v, nu)[1], rtol=1e-9)
+        assert with_df.p_value > result.p_value
     # NaN estimates and non-positive variances are left out, not counted in the df
     result = heterogeneity_test([0.1, np.nan, 0.5, 0.3], [0.02, 0.02, 0.0, 0.03])
     assert result.n_groups == 2 and result.df == 1
@@ -132,7 +141,9 @@ def test_a_model_with_seeds_enters_with_its_pooled_random_effects_estimate() -> 
     table = heterogeneity_table(estimates)
     for row in table.itertuples(index=False):
         rows = merged[(merged["testset_a"] == row.testset_a) & (merged["testset_b"] == row.testset_b)]
-        q, p, _ = reference_q(np.arctanh(rows["r_random"].to_numpy()), rows["se_random"].to_numpy() ** 2)
+        q, p, _ = reference_q(
+            np.arctanh(rows["r_random"].to_numpy()), rows["se_random"].to_numpy() ** 2, rows["df_fixed"].to_numpy()
+        )
         assert_allclose([row.q_heterogeneity, row.p_heterogeneity], [q, p], rtol=1e-9)
 
 
@@ -188,3 +199,26 @@ def test_compare_carries_the_heterogeneity_columns(tmp_path: Path) -> None:
 def test_bad_input(bad: dict) -> None:
     with pytest.raises(ValueError, match="different lengths"):
         heterogeneity_test(**bad)
+
+
+def test_f_tail_and_welch_differences_against_scipy() -> None:
+    from gengen.heterogeneity import f_sf
+
+    for x, d1, d2 in ((3.0, 3, 20.0), (0.4, 1, 4.5), (12.0, 6, 3.3), (2.2, 2, 1e4), (45.0, 3, 12.5)):
+        assert_allclose(f_sf(x, d1, d2), scipy_stats.f.sf(x, d1, d2), rtol=1e-9)
+    assert_allclose(f_sf(2.0, 3, np.inf), scipy_stats.chi2.sf(6.0, 3), rtol=1e-10)
+    pairs = single_run_pairs().assign(df_sieve=lambda t: np.linspace(6, 30, len(t)))
+    differences = pairwise_differences(group_estimates(pairs))
+    row = differences.iloc[0]
+    a = pairs[(pairs["model"] == row["group_a"]) & pairs["testable"]]
+    b = pairs[(pairs["model"] == row["group_b"]) & pairs["testable"]]
+    pick = lambda t: t[  # noqa: E731
+        (t[["testset_a", "testset_b"]].min(axis=1) == row["testset_a"])
+        & (t[["testset_a", "testset_b"]].max(axis=1) == row["testset_b"])
+    ].iloc[0]
+    one, two = pick(a), pick(b)
+    va, vb = one["se_z"] ** 2, two["se_z"] ** 2
+    welch = (va + vb) ** 2 / (va**2 / one["df_sieve"] + vb**2 / two["df_sieve"])
+    statistic = (np.arctanh(one["r_partial"]) - np.arctanh(two["r_partial"])) / np.sqrt(va + vb)
+    assert_allclose([row["df_difference"], row["statistic"]], [welch, statistic], rtol=1e-10)
+    assert_allclose(row["p_difference"], 2 * scipy_stats.t.sf(abs(statistic), welch), rtol=1e-9)

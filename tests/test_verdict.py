@@ -35,7 +35,8 @@ def holm(p: np.ndarray) -> np.ndarray:
 
 
 def expected_classes(pairs: pd.DataFrame, alpha: float) -> pd.DataFrame:
-    """Each pair's class written out from the per-run rows: Q and the common z by hand, Holm across pairs."""
+    """Each pair's class written out from the per-run rows: Q (F reference) and the common z (t reference) on
+    Satterthwaite's df of the sieve variances, by hand; Holm across pairs."""
     rows = pairs[pairs["level"] == "run"]
     if "testable" in rows.columns:
         rows = rows[rows["testable"].astype(bool)]
@@ -44,20 +45,22 @@ def expected_classes(pairs: pd.DataFrame, alpha: float) -> pd.DataFrame:
         b=rows[["testset_a", "testset_b"]].max(axis=1),
         z=np.arctanh(rows["r_partial"]),
         v=rows["se_z"] ** 2,
+        nu=rows["df_sieve"],
     )
     rows = rows[np.isfinite(rows["z"]) & (rows["v"] > 0)]
     records = []
     for (a, b), group in rows.groupby(["a", "b"]):
-        z, w = group["z"].to_numpy(), 1 / group["v"].to_numpy()
+        z, w, nu = group["z"].to_numpy(), 1 / group["v"].to_numpy(), group["nu"].to_numpy()
         mean = np.sum(w * z) / np.sum(w)
         q = np.sum(w * (z - mean) ** 2)
+        df = np.sum(w) ** 2 / np.sum(w**2 / nu)  # Satterthwaite's df of the estimated weights
         records.append(
             {
                 "testset_a": a,
                 "testset_b": b,
                 "n": len(z),
-                "p_q": scipy_stats.chi2.sf(q, len(z) - 1) if len(z) > 1 else np.nan,
-                "p_common": 2 * scipy_stats.norm.sf(abs(mean) * np.sqrt(np.sum(w))),
+                "p_q": scipy_stats.f.sf(q / (len(z) - 1), len(z) - 1, df) if len(z) > 1 else np.nan,
+                "p_common": 2 * scipy_stats.t.sf(abs(mean) * np.sqrt(np.sum(w)), df),
                 "mean": mean,
                 "all_positive": bool((z > 0).all()),
                 "all_negative": bool((z < 0).all()),

@@ -16,11 +16,18 @@ Rows that cannot be tested (``testable`` False) are left out. The test (:func:`h
 .. math::
 
     w_g = 1/v_g, \quad \bar z = \frac{\sum_g w_g \hat z_g}{\sum_g w_g}, \quad
-    Q = \sum_g w_g (\hat z_g - \bar z)^2 \sim \chi^2_{M-1} \text{ under } H_0: \rho_1 = \dots = \rho_M,
-    \quad I^2 = \max\Bigl(0, \frac{Q - (M - 1)}{Q}\Bigr).
+    Q = \sum_g w_g (\hat z_g - \bar z)^2, \quad \frac{Q}{M - 1} \sim F_{M-1, \nu} \text{ under }
+    H_0: \rho_1 = \dots = \rho_M, \quad I^2 = \max\Bigl(0, \frac{Q - (M - 1)}{Q}\Bigr).
+
+The variances are themselves estimated (the sieve's ``se_z`` on ``df_sieve`` degrees of freedom :math:`\nu_g`;
+a model's pooled variance on the meta-analysis' Satterthwaite ``df_fixed``), so Q is referred to
+:math:`(M-1) F_{M-1,\nu}` with :math:`\nu = (\sum_g w_g)^2 / \sum_g (w_g^2 / \nu_g)` rather than to
+:math:`\chi^2_{M-1}` (its limit for known variances, used when no df is recorded): with the chi-squared
+reference the type-I error reached 0.068 at AR(1) φ = 0.9 and 50 checkpoints.
 
 Pairwise differences (:func:`pairwise_differences`): :math:`d_{gh} = (\hat z_g - \hat z_h) / \sqrt{v_g + v_h}`,
-two-sided normal p-value, adjusted with Holm's method across the :math:`M(M-1)/2` comparisons of the pair.
+referred to Student's t on the Welch–Satterthwaite df :math:`(v_g + v_h)^2 / (v_g^2/\nu_g + v_h^2/\nu_h)`,
+two-sided, adjusted with Holm's method across the :math:`M(M-1)/2` comparisons of the pair.
 The heterogeneity p-values are adjusted across the pairs of a cell with the analysis' method
 (:func:`heterogeneity_table`). The calibration (type-I error, power) is in ``docs/calibration.md``.
 
@@ -33,6 +40,7 @@ Higgins, J. P. T. & Thompson, S. G. (2002). Quantifying heterogeneity in a meta-
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
@@ -55,6 +63,7 @@ __all__ = [
     "pair_matrices",
     "pairwise_differences",
     "q_arrays",
+    "two_sided_p",
 ]
 
 #: The comparisons: across models (within a shot regime), across the sizes of a family, across shot regimes.
@@ -77,6 +86,7 @@ HETEROGENEITY_COLUMNS = (
     "r_common_heterogeneity",
     "q_heterogeneity",
     "df_heterogeneity",
+    "df_denominator_heterogeneity",
     "p_heterogeneity",
     "p_heterogeneity_adjusted",
     "i2_heterogeneity",
@@ -94,6 +104,7 @@ DIFFERENCE_COLUMNS = (
     "z_difference",
     "se_difference",
     "statistic",
+    "df_difference",
     "p_difference",
     "p_difference_adjusted",
     "significant_difference",
@@ -132,39 +143,48 @@ class HeterogeneityResult:
     i2: float
 
 
-def heterogeneity_test(z: Any, variance: Any) -> HeterogeneityResult:
+def heterogeneity_test(z: Any, variance: Any, df: Any = None) -> HeterogeneityResult:
     r"""Cochran's Q test that several Fisher-z estimates share one value.
 
-    Parameters
-    ----------
-    z : array_like, shape (M,)
-        Estimates of Fisher's z; NaN entries are left out.
-    variance : array_like, shape (M,)
-        Their variances; entries that are not finite and positive are left out.
+        Parameters
+        ----------
+        z : array_like, shape (M,)
+            Estimates of Fisher's z; NaN entries are left out.
+        variance : array_like, shape (M,)
+            Their variances; entries that are not finite and positive are left out.
+        df : array_like, shape (M,), optional
+            Degrees of freedom of each variance when it is estimated; Q is then referred to
+            :math:`(M-1)\,F_{M-1,
+    u}`, :math:`
+    u = (\sum w_g)^2 / \sum (w_g^2/
+    u_g)` (Satterthwaite).
 
-    Returns
-    -------
-    HeterogeneityResult
-        Q, its df and p-value, I² and the common (fixed-effect) z.
+        Returns
+        -------
+        HeterogeneityResult
+            Q, its df and p-value, I² and the common (fixed-effect) z.
 
-    Notes
-    -----
-    :math:`Q = \sum_g w_g (z_g - \bar z)^2`, :math:`w_g = 1/v_g`, :math:`\bar z = \sum w_g z_g / \sum w_g`,
-    referred to :math:`\chi^2_{M-1}`; :math:`I^2 = \max(0, (Q - (M-1))/Q)`. The same as R's
-    ``metafor::rma(yi = z, vi = v, method = "FE")$QE``.
+        Notes
+        -----
+        :math:`Q = \sum_g w_g (z_g - \bar z)^2`, :math:`w_g = 1/v_g`, :math:`\bar z = \sum w_g z_g / \sum w_g`,
+        referred to :math:`\chi^2_{M-1}` (the same as R's ``metafor::rma(yi = z, vi = v, method = "FE")$QE`` and
+        ``$QEp``), or with ``df`` to :math:`(M-1) F_{M-1,\nu}`: with estimated weights Q has a heavier tail than
+        :math:`\chi^2` (exactly F when the variances share one estimated scale); :math:`I^2 = \max(0, (Q -
+        (M-1))/Q)`.
 
-    Examples
-    --------
-    >>> result = heterogeneity_test([0.5, -0.1, 0.2], [0.02, 0.03, 0.025])
-    >>> round(result.q, 3), result.df, round(result.p_value, 4)
-    (7.297, 2, 0.026)
+        Examples
+        --------
+        >>> result = heterogeneity_test([0.5, -0.1, 0.2], [0.02, 0.03, 0.025])
+        >>> round(result.q, 3), result.df, round(result.p_value, 4)
+        (7.297, 2, 0.026)
     """
     z_arr = np.asarray(z, dtype=float).ravel()
     v_arr = np.asarray(variance, dtype=float).ravel()
-    if z_arr.shape != v_arr.shape:
+    df_arr = np.full(z_arr.shape, np.inf) if df is None else np.asarray(df, dtype=float).ravel()
+    if z_arr.shape != v_arr.shape or df_arr.shape != z_arr.shape:
         raise InputError(f"z and variance: different lengths ({z_arr.size} and {v_arr.size})")
     keep = np.isfinite(z_arr) & np.isfinite(v_arr) & (v_arr > 0)
-    z_arr, w = z_arr[keep], 1.0 / v_arr[keep]
+    z_arr, w, df_arr = z_arr[keep], 1.0 / v_arr[keep], df_arr[keep]
     m = int(z_arr.size)
     nan = float("nan")
     if m == 0:
@@ -173,7 +193,8 @@ def heterogeneity_test(z: Any, variance: Any) -> HeterogeneityResult:
     if m == 1:
         return HeterogeneityResult(1, common, nan, 0, nan, nan)
     q = float(np.sum(w * (z_arr - common) ** 2))
-    p = float(_core.chi_squared_sf(q, m - 1))
+    nu = float(satterthwaite(w[None, :], df_arr[None, :])[0])
+    p = f_sf(q / (m - 1), m - 1, nu)
     i2 = max(0.0, (q - (m - 1)) / q) if q > 0 else 0.0
     return HeterogeneityResult(m, common, q, m - 1, p, i2)
 
@@ -262,15 +283,22 @@ def group_estimates(pairs: pd.DataFrame) -> pd.DataFrame:
                 if has_se:
                     variance = cell["se_z"].to_numpy(dtype=float) ** 2
                     method = SIEVE
+                    # the sieve's variance is estimated, on df_sieve degrees of freedom
+                    df = (
+                        cell["df_sieve"].to_numpy(dtype=float)
+                        if "df_sieve" in cell.columns
+                        else np.full(len(cell), np.inf)
+                    )
                 else:
                     dof = cell["n"].to_numpy(dtype=float) - 3.0 - cell["k"].to_numpy(dtype=float)
                     variance = np.where(dof > 0, 1.0 / dof, np.nan)
                     method = INDEPENDENT
+                    df = np.full(len(cell), np.inf)
                 z = np.arctanh(np.where(np.abs(r) < 1, r, np.nan))
-            for a, b, r_i, z_i, v_i in zip(cell["testset_a"], cell["testset_b"], r, z, variance, strict=True):
+            for a, b, r_i, z_i, v_i, df_i in zip(cell["testset_a"], cell["testset_b"], r, z, variance, df, strict=True):
                 out.append(
                     {**identity, "testset_a": a, "testset_b": b, "n_runs": 1, "r": r_i, "z": z_i, "variance": v_i}
-                    | {"variance_method": method}
+                    | {"df": df_i, "variance_method": method}
                 )
             continue
         for (a, b), pair_rows in cell.groupby(["testset_a", "testset_b"], sort=False):
@@ -289,10 +317,11 @@ def group_estimates(pairs: pd.DataFrame) -> pd.DataFrame:
                     "r": r_random,
                     "z": z_random,
                     "variance": meta.se_random**2,
+                    "df": meta.df_fixed if np.isfinite(meta.df_fixed) else np.inf,
                     "variance_method": POOLED if variance_runs is not None else INDEPENDENT,
                 }
             )
-    columns = ["unit", *keys, "testset_a", "testset_b", "n_runs", "r", "z", "variance", "variance_method"]
+    columns = ["unit", *keys, "testset_a", "testset_b", "n_runs", "r", "z", "variance", "df", "variance_method"]
     return pd.DataFrame(out, columns=columns)
 
 
@@ -347,6 +376,8 @@ class PairMatrices:
         The groups, one per column.
     z, variance, r : ndarray, shape (pairs, groups)
         Fisher's z, its variance and r (NaN where a group has no estimate for the pair).
+    df : ndarray, shape (pairs, groups)
+        Degrees of freedom of each variance (``inf`` when known or not recorded).
     usable : ndarray of bool
         Finite z and positive variance.
     """
@@ -357,6 +388,7 @@ class PairMatrices:
     variance: np.ndarray
     r: np.ndarray
     usable: np.ndarray
+    df: np.ndarray
 
 
 def pair_matrices(rows: pd.DataFrame) -> PairMatrices:
@@ -381,26 +413,133 @@ def pair_matrices(rows: pd.DataFrame) -> PairMatrices:
 
     z = wide("z")
     variance = wide("variance").reindex(z.index).to_numpy(dtype=float)
+    df = wide("df").reindex(z.index).to_numpy(dtype=float) if "df" in frame.columns else np.full(variance.shape, np.inf)
+    df = np.where(np.isfinite(df) & (df > 0), df, np.inf)
     r = wide("r").reindex(z.index).to_numpy(dtype=float)
     z_values = z.to_numpy(dtype=float)
     with np.errstate(invalid="ignore"):
         usable = np.isfinite(z_values) & np.isfinite(variance) & (variance > 0)
     index = z.index.to_frame(index=False)
-    return PairMatrices(index, units, z_values, variance, r, usable)
+    return PairMatrices(index, units, z_values, variance, r, usable, df)
 
 
-def q_arrays(z: np.ndarray, variance: np.ndarray) -> dict[str, np.ndarray]:
+def two_sided_p(statistic: float, df: float) -> float:
+    """Two-sided p-value of a t statistic.
+
+    Parameters
+    ----------
+    statistic : float
+        The statistic.
+    df : float
+        Its degrees of freedom; ``inf`` for the standard normal.
+
+    Returns
+    -------
+    float
+        :math:`2 P(T_{df} > |t|)`; NaN for a statistic that is not finite.
+    """
+    if not np.isfinite(statistic):
+        return float("nan")
+    if np.isfinite(df):
+        return float(_core.t_two_sided(statistic, df))
+    return float(_core.normal_two_sided(statistic))
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz; Press et al., *Numerical Recipes*)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 500):
+        m2 = 2 * m
+        for numerator in (
+            m * (b - m) * x / ((qam + m2) * (a + m2)),
+            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def f_sf(x: float, d1: float, d2: float) -> float:
+    """:math:`P(F_{d_1, d_2} > x)`, with :math:`\\chi^2_{d_1}/d_1` for :math:`d_2 = \\infty`.
+
+    Parameters
+    ----------
+    x : float
+        The statistic.
+    d1, d2 : float
+        Numerator and denominator degrees of freedom.
+
+    Returns
+    -------
+    float
+        The upper tail probability: :math:`I_{d_2/(d_2 + d_1 x)}(d_2/2, d_1/2)`, the regularised incomplete beta.
+
+    Examples
+    --------
+    >>> round(f_sf(3.0, 3, 20), 6)
+    0.054859
+    """
+    if not np.isfinite(x) or d1 <= 0:
+        return float("nan")
+    if x <= 0:
+        return 1.0
+    if not np.isfinite(d2):
+        return float(_core.chi_squared_sf(x * d1, d1))
+    a, b = d2 / 2.0, d1 / 2.0
+    t = d2 / (d2 + d1 * x)
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(t) + b * math.log1p(-t)
+    front = math.exp(log_front)
+    if t < (a + 1.0) / (a + b + 2.0):
+        return float(min(1.0, front * _betacf(a, b, t) / a))
+    return float(max(0.0, 1.0 - front * _betacf(b, a, 1.0 - t) / b))
+
+
+def satterthwaite(w: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """Degrees of freedom of :math:`\\sum_g w_g` when each weight is estimated on :math:`\\nu_g` df, per row.
+
+    Parameters
+    ----------
+    w : ndarray, shape (pairs, groups)
+        Weights (0 where a group is left out).
+    df : ndarray, shape (pairs, groups)
+        Their degrees of freedom (``inf`` for a known variance).
+
+    Returns
+    -------
+    ndarray, shape (pairs,)
+        :math:`\\nu = (\\sum w_g)^2 / \\sum (w_g^2 / \\nu_g)` (``inf`` when every variance is known).
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        finite = np.isfinite(df) & (df > 0) & (w > 0)
+        spread = np.where(finite, w**2 / np.where(finite, df, 1.0), 0.0).sum(axis=1)
+        return np.where(spread > 0, w.sum(axis=1) ** 2 / np.where(spread > 0, spread, 1.0), np.inf)
+
+
+def q_arrays(z: np.ndarray, variance: np.ndarray, df: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """:func:`heterogeneity_test` for every row of (pairs × groups) arrays at once.
 
     Parameters
     ----------
     z, variance : ndarray, shape (pairs, groups)
         Estimates and their variances; entries without a finite z and a positive variance are left out.
+    df : ndarray, shape (pairs, groups), optional
+        Degrees of freedom of each variance when it is estimated (the sieve's ``df_sieve``): Q is then referred
+        to :math:`(M-1) F_{M-1, \\nu}` with Satterthwaite's :math:`\\nu` (:func:`satterthwaite`) instead of
+        :math:`\\chi^2_{M-1}`, and the common effect to Student's t on :math:`\\nu`.
 
     Returns
     -------
     dict of ndarray
-        ``n_groups``, ``z_common``, ``sum_w`` (:math:`\\sum w_g`), ``q``, ``df``, ``p`` and ``i2`` per row.
+        ``n_groups``, ``z_common``, ``sum_w`` (:math:`\\sum w_g`), ``q``, ``df``, ``df_denominator`` (ν),
+        ``p`` and ``i2`` per row.
     """
     with np.errstate(invalid="ignore", divide="ignore"):
         usable = np.isfinite(z) & np.isfinite(variance) & (variance > 0)
@@ -410,10 +549,20 @@ def q_arrays(z: np.ndarray, variance: np.ndarray) -> dict[str, np.ndarray]:
         sum_w = w.sum(axis=1)
         common = np.where(n > 0, (w * zz).sum(axis=1) / np.where(sum_w > 0, sum_w, 1.0), np.nan)
         q = np.where(n > 1, (w * (zz - np.where(np.isfinite(common), common, 0.0)[:, None]) ** 2).sum(axis=1), np.nan)
-        df = np.maximum(n - 1, 0)
-        p = np.array([float(_core.chi_squared_sf(x, d)) if d > 0 else np.nan for x, d in zip(q, df, strict=True)])
-        i2 = np.where(q > 0, np.maximum(0.0, (q - df) / np.where(q > 0, q, 1.0)), np.where(n > 1, 0.0, np.nan))
-    return {"n_groups": n, "z_common": common, "sum_w": sum_w, "q": q, "df": df, "p": p, "i2": i2}
+        q_df = np.maximum(n - 1, 0)
+        nu = satterthwaite(w, np.full(w.shape, np.inf) if df is None else np.where(usable, df, np.inf))
+        p = np.array([f_sf(x / d, d, v) if d > 0 else np.nan for x, d, v in zip(q, q_df, nu, strict=True)], dtype=float)
+        i2 = np.where(q > 0, np.maximum(0.0, (q - q_df) / np.where(q > 0, q, 1.0)), np.where(n > 1, 0.0, np.nan))
+    return {
+        "n_groups": n,
+        "z_common": common,
+        "sum_w": sum_w,
+        "q": q,
+        "df": q_df,
+        "df_denominator": nu,
+        "p": p,
+        "i2": i2,
+    }
 
 
 def heterogeneity_table(
@@ -456,7 +605,7 @@ def heterogeneity_table(
             raise InputError(f"option across: {comparison!r} is not one of {', '.join(CELLS)}")
         for label, rows in comparison_cells(estimates, comparison):
             matrices = pair_matrices(rows)
-            q = q_arrays(matrices.z, matrices.variance)
+            q = q_arrays(matrices.z, matrices.variance, matrices.df)
             usable = matrices.usable
             table = matrices.index.assign(
                 across=comparison,
@@ -468,6 +617,7 @@ def heterogeneity_table(
                 r_common_heterogeneity=np.tanh(q["z_common"]),
                 q_heterogeneity=q["q"],
                 df_heterogeneity=q["df"],
+                df_denominator_heterogeneity=q["df_denominator"],
                 p_heterogeneity=q["p"],
                 i2_heterogeneity=q["i2"],
             )
@@ -520,8 +670,14 @@ def pairwise_differences(
                 keep = matrices.usable[:, g] & matrices.usable[:, h]
                 if not keep.any():
                     continue
-                z, v, r = matrices.z, matrices.variance, matrices.r
+                z, v, r, nu = matrices.z, matrices.variance, matrices.r, matrices.df
                 se = np.sqrt(v[keep, g] + v[keep, h])
+                # Welch–Satterthwaite df of v_g + v_h when the variances are estimated (inf when known)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    spread = v[keep, g] ** 2 / nu[keep, g] + v[keep, h] ** 2 / nu[keep, h]
+                    welch = np.where(
+                        spread > 0, (v[keep, g] + v[keep, h]) ** 2 / np.where(spread > 0, spread, 1), np.inf
+                    )
                 difference = z[keep, g] - z[keep, h]
                 statistic = difference / se
                 blocks.append(
@@ -535,7 +691,8 @@ def pairwise_differences(
                         z_difference=difference,
                         se_difference=se,
                         statistic=statistic,
-                        p_difference=[float(_core.normal_two_sided(x)) for x in statistic],
+                        df_difference=welch,
+                        p_difference=[two_sided_p(x, d) for x, d in zip(statistic, welch, strict=True)],
                         _pair=np.flatnonzero(keep),
                     )
                 )

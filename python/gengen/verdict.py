@@ -7,8 +7,8 @@ Every pair of OOD test sets gets one of four classes, from one estimate per mode
   with the analysis' method (Holm when it used maxT), below :math:`\alpha`;
 * **consistent positive** / **consistent negative**: not model-dependent, the common (inverse-variance
   weighted) estimate :math:`\bar z = \sum w_g \hat z_g / \sum w_g` is significant
-  (:math:`|\bar z| \sqrt{\sum w_g}` against the standard normal, adjusted across pairs the same way) and every
-  model's estimate has its sign;
+  (:math:`|\bar z| \sqrt{\sum w_g}` against Student's t on the Satterthwaite df of the weights, adjusted
+  across pairs the same way) and every model's estimate has its sign;
 * **undetermined**: everything else — too little information (fewer than two models could test the pair) or
   too little power (no common effect detected, or models pointing different ways without a significant Q).
   ``reason`` says which.
@@ -30,8 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-
-from gengen import _core
 
 if TYPE_CHECKING:
     from gengen.analyse.result import Analysis
@@ -225,7 +223,7 @@ def _classify(
 
 def _pair_table(estimates: pd.DataFrame, alpha: float, adjust: str) -> pd.DataFrame:
     """One row per across-model cell × pair with the common estimate, Q and the class."""
-    from gengen.heterogeneity import comparison_cells, pair_matrices, q_arrays
+    from gengen.heterogeneity import comparison_cells, pair_matrices, q_arrays, two_sided_p
     from gengen.stats import p_adjust
 
     cells = comparison_cells(estimates, "model")
@@ -237,7 +235,7 @@ def _pair_table(estimates: pd.DataFrame, alpha: float, adjust: str) -> pd.DataFr
         if rows.empty:
             continue
         matrices = pair_matrices(rows)
-        q = q_arrays(matrices.z, matrices.variance)
+        q = q_arrays(matrices.z, matrices.variance, matrices.df)
         r = np.where(matrices.usable, matrices.r, np.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
             statistic = q["z_common"] * np.sqrt(q["sum_w"])
@@ -255,7 +253,7 @@ def _pair_table(estimates: pd.DataFrame, alpha: float, adjust: str) -> pd.DataFr
             r_min=np.nanmin(np.where(matrices.usable, r, np.inf), axis=1),
             r_max=np.nanmax(np.where(matrices.usable, r, -np.inf), axis=1),
             r_common=np.tanh(q["z_common"]),
-            p_common=[float(_core.normal_two_sided(x)) if np.isfinite(x) else np.nan for x in statistic],
+            p_common=[two_sided_p(x, d) for x, d in zip(statistic, q["df_denominator"], strict=True)],
             q_heterogeneity=q["q"],
             p_heterogeneity=q["p"],
         )
@@ -426,9 +424,11 @@ def build_verdict(
 
     Notes
     -----
-    Per pair, with the models' :math:`\\hat z_g` and :math:`v_g`: :math:`Q = \\sum w_g (\\hat z_g - \\bar z)^2`
-    on :math:`M - 1` df, and the common effect :math:`\\bar z \\sqrt{\\sum w_g} \\sim N(0, 1)`,
-    :math:`w_g = 1 / v_g`; both adjusted across the pairs of a cell.
+    Per pair, with the models' :math:`\\hat z_g`, :math:`v_g` and the df :math:`\\nu_g` of each variance:
+    :math:`Q = \\sum w_g (\\hat z_g - \\bar z)^2` against :math:`(M-1) F_{M-1,\\nu}`, and the common effect
+    :math:`\\bar z \\sqrt{\\sum w_g}` against Student's t on :math:`\\nu` (normal without df),
+    :math:`w_g = 1 / v_g`, :math:`\\nu = (\\sum w_g)^2 / \\sum (w_g^2/\\nu_g)`; both adjusted across the pairs of a
+    cell.
 
     Examples
     --------
