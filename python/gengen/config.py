@@ -38,6 +38,9 @@ A minimal study::
     batch_size = 16
     seeds = [1, 2, 3]
 
+    [training.families.opt]          # optional: what one family changes (LoRA table, checkpointing, quantization)
+    gradient_checkpointing = true
+
     [evaluation]
     every = 200
     max_examples = 2000

@@ -159,3 +159,21 @@ def test_family_settings_are_checked_when_the_study_is_read(
     text = study_toml(assets, tmp_path / "out", families=("opt", "olmo2"), extra=method) + families
     with pytest.raises(ConfigError, match=message):
         load_config(_write(tmp_path, text))
+
+
+def test_study_draws_unbalanced_samples_when_asked(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
+    from gengen.config import RunSpec
+    from gengen.store import Store
+    from gengen.train import Trainer
+
+    def yes_counts(balanced: bool) -> list[int]:
+        folder = tmp_path / str(balanced)
+        regime = f"\n[data]\nshots = [16]\ndata_seeds = [0, 1, 2, 3, 4, 5, 6, 7]\nbalanced = {str(balanced).lower()}\n"
+        config = load_config(_write(folder, study_toml(assets, folder / "out", families=("opt",)) + regime))
+        model, store = config.models[0], Store(config.output)
+        trainers = [Trainer(config, RunSpec(model, 1, 16, d), store=store, log=print) for d in config.data.data_seeds]
+        return [int(t.train_set["label"].sum()) for t in trainers]
+
+    assert yes_counts(True) == [8] * 8
+    unbalanced = yes_counts(False)
+    assert len(set(unbalanced)) > 1 and all(0 <= n <= 16 for n in unbalanced)  # a 50/50 training set, drawn freely
