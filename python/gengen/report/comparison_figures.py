@@ -89,15 +89,14 @@ def forest(estimates: pd.DataFrame, testset_a: str, testset_b: str, level: float
         One row per model; the dashed line and grey band are the inverse-variance common estimate and its
         interval; the title gives Cochran's Q, its df and p.
     """
-    from scipy.stats import norm
-
+    from gengen import _core
     from gengen.heterogeneity import heterogeneity_test
 
     a, b = sorted((testset_a, testset_b))
     rows = estimates[(estimates["testset_a"] == a) & (estimates["testset_b"] == b)]
     rows = rows[np.isfinite(rows["z"]) & (rows["variance"] > 0)]
     rows = rows.iloc[sorted(range(len(rows)), key=lambda i: _key(str(rows["unit"].iloc[i])))]
-    q = float(norm.ppf(0.5 + level / 2))
+    q = float(_core.normal_quantile(0.5 + level / 2))
     height = 0.35 * max(len(rows), 1) + 1.6
     figure = Figure(figsize=(6.4, height))
     ax = figure.add_axes((0.32, 0.9 / height, 0.63, 1 - 1.5 / height))
