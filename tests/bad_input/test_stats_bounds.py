@@ -166,6 +166,19 @@ def _stats_cases() -> list[StatsCase]:
         out.append(
             StatsCase(f"core-calibration_cell-{label}", cell.format(r=replicates, p=n_perm, b=n_boot), culprit, True)
         )
+    # Issue 26: values outside their domain were left out (r > 1) or used (n < 0) without a word, and Ljung-Box
+    # with 0 lags, or more lags than the series has points, returned a p-value.
+    for label, (call, culprit) in {
+        "fisher_meta-r-above-1": ("stats.fisher_meta([0.5, 1.2], [20, 30], [0, 0])", "r: correlations must lie in"),
+        "fisher_meta-r-below-minus-1": ("stats.fisher_meta([-3.0], [20], [0])", "r: correlations must lie in"),
+        "fisher_meta-n-negative": ("stats.fisher_meta([0.5, 0.3], [20, -30], [0, 0])", "n: counts must be >= 0"),
+        "fisher_meta-k-negative": ("stats.fisher_meta([0.5], [20], [-1])", "k: counts must be >= 0"),
+        "ljung_box-0-lags": ("stats.ljung_box(X[:, 0], 0)", "lags: expected an integer >= 1"),
+        "ljung_box-negative-lags": ("stats.ljung_box(X[:, 0], -2)", "lags: expected an integer >= 1"),
+        "ljung_box-float-lags": ("stats.ljung_box(X[:, 0], 2.5)", "lags: expected an integer >= 1"),
+        "ljung_box-more-lags-than-points": ("stats.ljung_box(X[:, 0], 19)", "lags: 19 autocorrelations need"),
+    }.items():
+        out.append(StatsCase(label, call, culprit))
     return out
 
 

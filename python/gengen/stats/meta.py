@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from gengen import _core
+from gengen.errors import InvalidArgumentError
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,16 @@ def fisher_meta(
     r_arr = np.asarray(r, dtype=float)
     n_arr = np.asarray(n, dtype=float)
     k_arr = np.asarray(k, dtype=float)
+    # NaN entries are left out, and |r| = 1 (a degenerate run) too; |r| > 1 (beyond rounding) or a negative
+    # count is a bug upstream, not a run to drop.
+    with np.errstate(invalid="ignore"):
+        outside = np.abs(r_arr) > 1 + 1e-9
+        if np.any(outside):
+            bad = float(r_arr[outside].flat[0])
+            raise InvalidArgumentError(f"r: correlations must lie in [-1, 1], got {bad:g}")
+        if np.any(n_arr < 0) or np.any(k_arr < 0):
+            name, values = ("n", n_arr) if np.any(n_arr < 0) else ("k", k_arr)
+            raise InvalidArgumentError(f"{name}: counts must be >= 0, got {float(values[values < 0].flat[0]):g}")
     if variance is None:
         with np.errstate(divide="ignore", invalid="ignore"):
             v_arr = np.where(n_arr - 3 - k_arr > 0, 1.0 / (n_arr - 3.0 - k_arr), np.nan)

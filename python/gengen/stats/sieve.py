@@ -482,6 +482,18 @@ def ljung_box(innovations: ArrayLike, lags: int, fitted_order: ArrayLike | int =
     >>> bool(ljung_box(white, 10)[0] > 0.05)
     True
     """
+    count = int(np.shape(innovations)[-1]) if np.ndim(innovations) else 0
+    if isinstance(lags, bool) or not isinstance(lags, (int, np.integer)) or lags < 1:
+        raise InvalidArgumentError(f"lags: expected an integer >= 1, got {lags!r}")
+    if lags > count - 2:
+        raise InvalidArgumentError(
+            f"lags: {lags} autocorrelations need at least {lags + 2} points per series, got {count}"
+        )
+    return _ljung_box(innovations, int(lags), fitted_order)
+
+
+def _ljung_box(innovations: ArrayLike, lags: int, fitted_order: ArrayLike | int = 0) -> NDArray[np.float64]:
+    """:func:`ljung_box` without its checks: ``lags`` is cut to the series' length minus 2 (the sieve's own use)."""
     x = np.atleast_2d(np.asarray(innovations, dtype=np.float64))
     x = x - x.mean(axis=-1, keepdims=True)
     count = x.shape[-1]
@@ -911,7 +923,7 @@ def sieve_partial_corr_matrix(
     innovations = _innovations(series, coef, max_order, exogenous)  # (m, T), common time points t = max_order … n − 1
     innovations = innovations - innovations.mean(axis=1, keepdims=True)
     variance = innovations.var(axis=1)
-    ljung_box_p = ljung_box(innovations, lags=min(10, max(innovations.shape[1] // 5, 2)), fitted_order=order)
+    ljung_box_p = _ljung_box(innovations, lags=min(10, max(innovations.shape[1] // 5, 2)), fitted_order=order)
     variance_ratio = _variance_ratio(innovations)
 
     # The innovations' spread along the run (log-linear in training time): shocks are resampled standardised and
