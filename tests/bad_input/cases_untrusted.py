@@ -72,6 +72,8 @@ def _tasks(kind: str) -> Callable[[Path], None]:
             (tasks / "evil.yaml").write_text(_task_yaml(folder, "evil", extra=f"include: {elsewhere / 'base.yaml'}\n"))
         elif kind == "broken":
             (tasks / "evil.yaml").write_text("task: evil\ndoc_to_text: [unclosed\n")
+        elif kind == "plain":
+            (tasks / "evil.yaml").write_text(_task_yaml(folder, "evil"))
         elif kind == "fifo":
             import os
 
@@ -154,6 +156,14 @@ def _lm_eval_cases() -> list[Case]:
         ),
         Case("untrusted-score-broken-yaml", SCORE, yaml_file, setup=_tasks("broken")),
         Case("untrusted-score-fifo-yaml", SCORE, "{tmp}/tasks/other.yaml", setup=_tasks("fifo")),
+        # Not planted code, but the same task folder: lm-eval failed deep inside (a traceback) once a model loaded.
+        Case(
+            "lm-eval-num-fewshot-above-the-pool",
+            [*SCORE, "--num-fewshot", "100000"],
+            "--num-fewshot: 100000",
+            setup=_tasks("plain"),
+        ),
+        Case("lm-eval-batch-size-auto-x", [*SCORE, "--batch-size", "auto:x"], "--batch-size", setup=_tasks("plain")),
     ]
     for command in ("train", "run"):
         out.append(

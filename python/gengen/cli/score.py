@@ -128,6 +128,7 @@ def score_command(
         ),
     ] = False,
 ) -> None:
+    # In the docstring below, \\[ keeps rich (the help's renderer) from reading [lm-eval] as markup and dropping it.
     """Score checkpoints on the study's test sets; the step of each is the last number in its name.
 
     Scores are committed per checkpoint to the study's store; checkpoints already scored are skipped.
@@ -136,7 +137,7 @@ def score_command(
     every checkpoint on --tasks; every task x metric goes to the store with its standard error and number of
     examples, committed per checkpoint and task (a checkpoint already scored on a task is skipped). Without
     a study file give --store, e.g. gengen score --backend lm-eval --tasks arc_easy,piqa --checkpoints
-    EleutherAI/pythia-160m@step1000,step2000 --store pythia. Needs pip install 'gengen[lm-eval]'.
+    EleutherAI/pythia-160m@step1000,step2000 --store pythia. Needs pip install 'gengen\\[lm-eval]'.
     """
     from gengen.config import load_config
     from gengen.errors import GengenError

@@ -281,7 +281,24 @@ class TaskCatalogue:
             ) from None
         for task_name, task in loaded["tasks"].items():
             self.versions[task_name] = task.VERSION
+            self._check_fewshot(task_name, task)
         return tuple(sorted(loaded["tasks"]))
+
+    def _check_fewshot(self, name: str, task: Any) -> None:
+        """``--num-fewshot`` larger than the examples a task can draw from fails deep inside lm-eval (a
+        sample larger than its population) once a model is loaded: refuse it here, naming the task."""
+        wanted = self.settings.num_fewshot
+        if not wanted:
+            return
+        try:
+            available = len(task.fewshot_docs())
+        except Exception:  # a task without a countable few-shot pool: lm-eval decides
+            return
+        if wanted >= available:
+            raise GengenError(
+                f"--num-fewshot: {wanted} examples in each prompt, but lm-eval task {name!r} has only {available} "
+                "examples to draw them from (one of which may be the example scored)"
+            )
 
     def _full_manager(self) -> Any:
         from lm_eval.tasks import TaskManager
