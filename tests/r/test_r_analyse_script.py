@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -160,10 +161,20 @@ def r_table(request: pytest.FixtureRequest, scores_csv: Path) -> tuple[Method, A
     return method, adjust, table
 
 
-def gengen_pairs(scores: pd.DataFrame, method: Method, adjust: Adjustment) -> pd.DataFrame:
+def gengen_pairs(
+    scores: pd.DataFrame,
+    method: Method,
+    adjust: Adjustment,
+    *,
+    leave_one_out: bool = True,
+    ood_subset: list[str] | None = None,
+) -> pd.DataFrame:
     """The same table from gengen.stats, pair by pair (partial_corr) on each run's distinct checkpoints, with the
-    leave-one-out verdict from :func:`numpy_leave_one_out` (Kendall: none) and p_adjust over each run's pairs."""
+    leave-one-out verdict from :func:`numpy_leave_one_out` (Kendall, or ``leave_one_out=False``: the t-test's
+    p-value and :func:`scipy_consistent_interval`) and p_adjust over each run's pairs."""
     acc = scores[scores["metric"] == "acc"]
+    if ood_subset is not None:
+        acc = acc[acc["testset"].isin([ID_TESTSET, *ood_subset])]
     tables = []
     for (model, run), group in acc.groupby(["model", "run"], sort=True):
         wide = distinct_checkpoints(group.pivot(index="step", columns="testset", values="value").sort_index())
@@ -193,7 +204,9 @@ def gengen_pairs(scores: pd.DataFrame, method: Method, adjust: Adjustment) -> pd
                 )
         table = pd.DataFrame(rows)
         deciding = table["p_value"].to_numpy()
-        if method != "kendall":
+        if method != "kendall" and not leave_one_out:
+            table["ci_low"], table["ci_high"] = scipy_consistent_interval(table, CI_LEVEL)
+        elif method != "kendall":
             loo = numpy_leave_one_out(wide, ood, method, CI_LEVEL)
             table = table.merge(loo, on=["testset_a", "testset_b"], validate="one_to_one")
             deciding = table["p_loo_max"].to_numpy()
@@ -406,6 +419,59 @@ def test_script_matches_gengen_analyse(
         record_comparison(
             f"AR orders (AIC) R vs gengen's sieve, orders seen {sorted(set(orders.tolist()))}", len(orders)
         )
+
+
+# A sixth of Pythia's 64 OOD tasks, for the runs without leave-one-out.
+OOD_SUBSET = [
+    "arc_challenge",
+    "arc_easy",
+    "hendrycksTest-anatomy",
+    "hendrycksTest-astronomy",
+    "hendrycksTest-management",
+    "logiqa",
+    "piqa",
+    "sciq",
+    "winogrande",
+    "wsc",
+    "hendrycksTest-marketing",
+]
+
+
+@pytest.mark.parametrize("method", ["pearson", "spearman"])
+def test_script_without_leave_one_out_matches(
+    method: Method, scores: pd.DataFrame, scores_csv: Path, tmp_path: Path, record_comparison: Any
+) -> None:
+    """``--no-leave-one-out``: the verdict is the t-test's alone (p_adjusted from p_value, its consistent
+    interval), as gengen.stats with scipy's interval computes it and as ``gengen analyse --no-leave-one-out
+    --inference t-test`` (``leave_one_out=False``) writes it."""
+    ood = OOD_SUBSET
+    r_pairs = script_table(
+        scores_csv,
+        tmp_path / "off.csv",
+        "--id",
+        ID_TESTSET,
+        "--ood",
+        ",".join(ood),
+        "--method",
+        method,
+        "--adjust",
+        "BH",
+        "--no-leave-one-out",
+    )
+    assert set(r_pairs["p_adjusted_from"]) == {"p_value"}
+    assert r_pairs[["p_loo_max", "influential_step", "influence"]].isna().all().all()
+    excludes = (r_pairs["ci_low"] > 0) | (r_pairs["ci_high"] < 0)
+    assert (excludes == (r_pairs["p_value"] < 1 - CI_LEVEL)).all()
+    reference = gengen_pairs(scores, method, "BH", leave_one_out=False, ood_subset=ood)
+    rows = compare_tables(r_pairs, reference, f"--no-leave-one-out vs gengen.stats ({method})")
+    g_pairs = gengen_analysis(scores, method, "BH", inference="t-test", leave_one_out=False, ood=ood)
+    assert set(g_pairs["p_adjusted_from"]) == {"p_value"}
+    compare_tables(
+        r_pairs,
+        g_pairs[[*KEY, "level", "n", "k", *DETERMINISTIC[:5], *DETERMINISTIC[7:], *T_TEST_ONLY]],
+        f"--no-leave-one-out vs gengen analyse ({method})",
+    )
+    record_comparison("R/gengen_analyse.R --no-leave-one-out rows vs gengen.stats and gengen.analyse", 2 * rows)
 
 
 def short_run_scores(seed: int = 12) -> pd.DataFrame:
@@ -652,16 +718,23 @@ def test_script_gam_matches_mgcv(
     scores: pd.DataFrame, scores_csv: Path, r_session: Any, record_comparison: Any
 ) -> None:
     """--fit gam: the script's residual correlation and df equal a direct mgcv fit (GCV.Cp, k = 10, bs = "cr")
-    on a sample of pairs; and gengen's GAM control, once gengen.stats has it, agrees within the GAM tolerance
-    of issue 4 (fits within 1e-3 sd of mgcv's: r within 5e-3, df within 0.2)."""
+    on a sample of pairs (on the 26 distinct checkpoints); and gengen's GAM control, once gengen.stats has it,
+    agrees within the GAM tolerance of issue 4 (fits within 1e-3 sd of mgcv's: r within 5e-3, df within 0.2).
+    The leave-one-out verdict refits mgcv per deletion (not compared with gengen, whose GCV search differs):
+    it never reports a stronger verdict than the full t-test, and its hull holds the estimate."""
     ood = ["arc_challenge", "arc_easy", "hendrycksTest-astronomy", "logiqa", "piqa", "sciq", "winogrande", "wsc"]
     r_pairs = script_table(
         scores_csv, scores_csv.with_name("pairs-gam.csv"), "--fit", "gam", "--id", ID_TESTSET, "--ood", ",".join(ood)
     )
     assert set(r_pairs["fit"]) == {"gam"} and set(r_pairs["backend"]) == {"mgcv"}
     assert len(r_pairs) == 2 * len(ood) * (len(ood) - 1) // 2
+    assert (r_pairs["p_loo_max"] >= r_pairs["p_value"] * (1 - 1e-12)).all()
+    assert ((r_pairs["ci_low"] <= r_pairs["r_partial"]) & (r_pairs["r_partial"] <= r_pairs["ci_high"])).all()
     acc = scores[(scores["metric"] == "acc") & (scores["model"] == r_pairs["model"].iloc[0])]
-    wide = acc.pivot(index="step", columns="testset", values="value").sort_index()
+    wide = distinct_checkpoints(
+        acc.pivot(index="step", columns="testset", values="value").sort_index()[[ID_TESTSET, *ood]]
+    )
+    assert len(wide) == 26
     sample = r_pairs[r_pairs["model"] == r_pairs["model"].iloc[0]].iloc[::3]
     for row in sample.itertuples():
         direct = r_session.call(
@@ -742,15 +815,30 @@ def test_readme_commands_agree(scores_csv: Path, tmp_path: Path, record_comparis
     done = subprocess.run([rscript, str(COMPARE_SCRIPT), *map(str, paths)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "agree on every deterministic column" in done.stdout
-    assert "ar_order_a  (default)" in done.stdout and "ci_low      (t-test)" in done.stdout
+    for column, run in (("ar_order_a", "default"), ("untestable_reason", "default"), ("p_loo_max", "t-test")):
+        assert re.search(rf"^{column} +\({run}\)", done.stdout, re.MULTILINE), done.stdout
     record_comparison("README commands: R/compare_with_gengen.R on gengen analyse's pairs.csv", 1)
 
 
-def test_compare_script_notices_a_difference(scores_csv: Path, tmp_path: Path) -> None:
-    """R/compare_with_gengen.R fails (status 1) when one r_partial is off by 1e-9 (its tolerance: 1e-10 relative)."""
+TAMPERS: list[tuple[str, Any, str]] = [
+    ("r_partial", lambda value: value + 1e-9, "default"),  # its tolerance: 1e-10 relative
+    ("untestable_reason", lambda value: "hans: stuck", "default"),
+    ("p_loo_max", lambda value: value * (1 + 1e-7), "t-test"),  # its tolerance: 1e-8 relative
+    ("influential_step", lambda value: value + 1, "t-test"),
+    ("significant", lambda value: not value, "t-test"),
+]
+
+
+@pytest.mark.parametrize(("column", "change", "run"), TAMPERS, ids=[column for column, _, _ in TAMPERS])
+def test_compare_script_notices_a_difference(
+    scores_csv: Path, tmp_path: Path, column: str, change: Any, run: str
+) -> None:
+    """R/compare_with_gengen.R fails (status 1) when one value of one column is changed just beyond its
+    tolerance, and names the column and the run it compares it with."""
     r_pairs = script_table(scores_csv, tmp_path / "pairs-r.csv", "--id", ID_TESTSET, "--ood", "arc_easy,piqa,sciq")
     tampered = r_pairs.copy()
-    tampered.loc[0, "r_partial"] += 1e-9
+    tampered[column] = tampered[column].astype(object)
+    tampered.loc[0, column] = change(tampered.loc[0, column])
     tampered.to_csv(tmp_path / "tampered.csv", index=False, float_format="%.17g")
     rscript = shutil.which("Rscript")
     assert rscript is not None
@@ -762,7 +850,8 @@ def test_compare_script_notices_a_difference(scores_csv: Path, tmp_path: Path) -
         timeout=120,
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "r_partial   (default)" in done.stdout and "DIFFERS in 1 rows" in done.stdout
+    differing = [line for line in done.stdout.splitlines() if "DIFFERS in 1 rows" in line]
+    assert len(differing) == 1 and re.match(rf"{column} +\({run}\)", differing[0]), done.stdout
 
 
 def test_script_reproduces_frozen_ppcor(tmp_path: Path) -> None:
@@ -783,7 +872,13 @@ def test_script_reproduces_frozen_ppcor(tmp_path: Path) -> None:
     assert (row.testset_a, row.testset_b, row.n, row.k, row.df) == ("x", "y", 30, 1, 27)
     np.testing.assert_allclose(row.r_partial, 0.5681692, atol=1e-7)
     np.testing.assert_allclose(row.p_value, 0.001303059, rtol=1e-6)
-    np.testing.assert_allclose(row.p_adjusted, row.p_value, rtol=1e-15)
+    assert row.n_steps == 30 and row.n_informative == 30 and row.testable and row.untestable_reason == ""
+    # One pair: Holm leaves the deciding p as it is; with leave-one-out that is p_loo_max, without it p_value.
+    assert row.p_adjusted_from == "p_loo_max" and row.p_loo_max >= row.p_value
+    np.testing.assert_allclose(row.p_adjusted, row.p_loo_max, rtol=1e-15)
+    off = script_table(path, tmp_path / "off.csv", "--id", "cv1", "--no-leave-one-out").iloc[0]
+    assert off.p_adjusted_from == "p_value" and np.isnan(off.p_loo_max) and np.isnan(off.influential_step)
+    np.testing.assert_allclose(off.p_adjusted, row.p_value, rtol=1e-15)
 
 
 @pytest.mark.parametrize(
@@ -796,6 +891,9 @@ def test_script_reproduces_frozen_ppcor(tmp_path: Path) -> None:
         (["--mode", "seeds"], "--mode seeds is not one of auto, checkpoints, across_runs"),
         (["--ci-level", "95"], "--ci-level 95 must be a number strictly between 0 and 1"),
         (["--by", "seed"], "--by seed is not one of study, model, family, size, shots"),
+        (["--alpha", "5%"], "--alpha 5% must be a number strictly between 0 and 1"),
+        (["--no-leave-one-out=yes"], "option --no-leave-one-out takes no value"),
+        (["--leave_one_out", "no"], "unknown option --leave_one_out"),
     ],
 )
 def test_script_rejects_bad_options(scores_csv: Path, tmp_path: Path, options: list[str], message: str) -> None:
