@@ -375,13 +375,19 @@ def _paragraph(
     )
     if agreement:
         sign, mantel = agreement["sign_agreement"], agreement["mantel_r"]
+        several = agreement["n_comparisons"] > 1
+        spread = (
+            f" (median of {agreement['n_comparisons']} comparisons, range {_percent(sign['min'])}-"
+            f"{_percent(sign['max'])})"
+            if several
+            else ""
+        )
+        mantel_spread = f"range {_number(mantel['min'])} to {_number(mantel['max'])}; " if several else ""
         text += (
-            f" Two models agree on the sign of {_percent(sign['median'])} of pairs (median of "
-            f"{agreement['n_comparisons']} comparisons, range {_percent(sign['min'])}-{_percent(sign['max'])}), "
-            f"where permuting test-set labels gives {_percent(sign['chance'])} (95% range "
-            f"{_percent(sign['chance_low'])}-{_percent(sign['chance_high'])}); their partial-correlation matrices "
-            f"correlate at Mantel r = {_number(mantel['median'])} (range {_number(mantel['min'])} to "
-            f"{_number(mantel['max'])}; chance 0, 95% range {_number(mantel['chance_low'])} to "
+            f" Two models agree on the sign of {_percent(sign['median'])} of pairs{spread}, where permuting "
+            f"test-set labels gives {_percent(sign['chance'])} (95% range {_percent(sign['chance_low'])}-"
+            f"{_percent(sign['chance_high'])}); their partial-correlation matrices correlate at Mantel r = "
+            f"{_number(mantel['median'])} ({mantel_spread}chance 0, 95% range {_number(mantel['chance_low'])} to "
             f"{_number(mantel['chance_high'])})."
         )
     return text
