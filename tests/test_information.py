@@ -256,3 +256,45 @@ def test_pooling_leaves_untestable_runs_out_and_says_so() -> None:
     assert pooled.loc[stuck, "diagnostics"].str.contains("left out: hans: 0.500").all()
     assert not pooled.loc[stuck, "significant_random"].any()
     assert (pooled.loc[~stuck, "runs_excluded"] == 0).all() and (pooled.loc[~stuck, "n_runs"] == 3).all()
+
+
+def curved_pretraining_curves(n: int = 40, m: int = 12, seed: int = 0) -> pd.DataFrame:
+    """OLMo-2-like: ID = C4 cross-entropy falling over log-spaced steps; every task a saturating function of it
+    (its own height and curvature) plus its own AR(0.7) noise — independent given ID."""
+    rng = np.random.default_rng(seed)
+    steps = np.unique(np.geomspace(100, 900_000, n).astype(int))
+    loss = 3.5 - 1.2 * (1 - np.exp(-steps / 150_000))
+    progress = loss.max() - loss
+    columns: dict[str, np.ndarray] = {}
+    for j in range(m):
+        height, curvature = rng.uniform(0.3, 0.6), rng.uniform(1.5, 3.0)
+        columns[f"task{j}"] = np.clip(
+            0.25 + height * (1 - np.exp(-curvature * progress)) + ar1(rng, steps.size, 0.7, 0.004), 0, 1
+        )
+    table = long_table(steps, columns)
+    c4 = long_table(steps, {"c4": loss}).assign(metric="CrossEntropyLoss")
+    return pd.concat([table, c4], ignore_index=True)
+
+
+def test_the_default_control_follows_curved_learning_curves() -> None:
+    """Under the line, a curved ID dependence makes most independent pairs 'significant' while every row is
+    noted non-linear (OLMo-2's 351 of 351); the default (fit='auto') takes the capped GAM there and does not."""
+    table = curved_pretraining_curves()
+    options = {"id_testset": "c4", "id_metric": "CrossEntropyLoss", "n_boot": 199, "pooling": None}
+    linear = gengen.analyse(table, fit="linear", **options)
+    assert linear.pairs["significant"].mean() > 0.5
+    assert linear.pairs["diagnostics"].str.contains("non-linear").mean() > 0.9
+    assert any("66 of 66 pairs: the ID effect looks non-linear; rerun with --fit gam" in w for w in linear.warnings)
+    default = gengen.analyse(table, **options)
+    pairs = default.pairs
+    assert (pairs["fit"] == "gam").all() and pairs["fit_reason"].str.contains("test sets curve in ID").all()
+    assert pairs["significant"].mean() < 0.1
+    assert not pairs["diagnostics"].str.contains("non-linear").any()
+    assert default.settings["fit"] == "auto" and default.warnings[0].startswith("control (fit='auto')")
+    # On straight dependence the default keeps the line.
+    steps, id_acc, rng = learning_curve(40, 6)
+    straight = {
+        "id": id_acc,
+        **{f"t{j}": 0.5 + 0.6 * (id_acc - 0.5) + ar1(rng, steps.size, 0.5, 0.01) for j in range(4)},
+    }
+    assert (gengen.analyse(long_table(steps, straight), id_testset="id", n_boot=99).pairs["fit"] == "linear").all()

@@ -71,8 +71,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gengen.analyse.options import ANALYSIS_FITS, DEFAULT_ANALYSIS_FIT
 from gengen.errors import ConfigError
-from gengen.stats.options import DEFAULT_FIT, FITS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -455,13 +455,14 @@ class AnalysisConfig:
 
     Attributes
     ----------
-    fit : {"linear", "gam"}
-        How the ID score is regressed out: a line, or a GAM (smooth) fit.
+    fit : {"auto", "linear", "gam"}
+        How the ID score is regressed out: per run the control :func:`gengen.stats.choose_control` picks (the
+        default), a line, or a capped GAM (smooth) fit.
     metric : {"acc", "logprob"}
         The score analysed.
     """
 
-    fit: str = DEFAULT_FIT
+    fit: str = DEFAULT_ANALYSIS_FIT
     metric: str = "acc"
 
     def options(self) -> dict[str, str]:
@@ -908,7 +909,7 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
     executor = _executor(top.table("executor", required=False), base)
     analysis_section = top.table("analysis", required=False)
     analysis = AnalysisConfig(
-        fit=analysis_section.string("fit", DEFAULT_FIT, choices=FITS),
+        fit=analysis_section.string("fit", DEFAULT_ANALYSIS_FIT, choices=ANALYSIS_FITS),
         metric=analysis_section.string("metric", "acc", choices=METRICS),
     )
     analysis_section.finish()

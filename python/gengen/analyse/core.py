@@ -25,6 +25,7 @@ from gengen.analyse.information import pair_distinct_rows
 from gengen.analyse.options import (
     DECIDING_ORDER,
     DEFAULT_ALPHA,
+    DEFAULT_ANALYSIS_FIT,
     DEFAULT_BY,
     DEFAULT_INFERENCE,
     DEFAULT_LEAVE_ONE_OUT,
@@ -39,12 +40,12 @@ from gengen.analyse.pooled import meta_table, pooled_residual_groups
 from gengen.analyse.result import Analysis
 from gengen.errors import GengenError
 from gengen.stats.autocorr import AUTOCORR_THRESHOLD, autocorrelation_warning, lag1_autocorrelation
+from gengen.stats.control_choice import choose_control
 from gengen.stats.correlation import consistent_interval
 from gengen.stats.lagged import lagged_partial_corr_matrix
 from gengen.stats.options import (
     DEFAULT_ADJUSTMENT,
     DEFAULT_CI_LEVEL,
-    DEFAULT_FIT,
     DEFAULT_INTERVAL_METHOD,
     DEFAULT_METHOD,
     DEFAULT_N_BOOT,
@@ -121,6 +122,7 @@ PAIR_COLUMNS = (
     "ci_low_innovation",
     "ci_high_innovation",
     "fit",
+    "fit_reason",
     "method",
     "inference",
     "scheme",
@@ -567,7 +569,9 @@ def _curvature_diagnostics(
     (a rule that compared verdicts under two controls fired on 79–100% of the null rows that were significant
     and 10–35% of the others, so that "unflagged rows are calibrated" was nearly automatic).
     """
-    if settings.fit != "linear" or settings.method == "kendall" or covar.shape[1] != 1:
+    # Under fit="auto" the group's control was chosen by testing every test set for curvature: the note would
+    # repeat that decision pair by pair.
+    if settings.fit != "linear" or settings.fit_chosen or settings.method == "kendall" or covar.shape[1] != 1:
         return
     rows, cols = np.triu_indices(x.shape[1], 1)
     ranked = settings.method == "spearman"
@@ -861,6 +865,8 @@ def _leave_one_out_columns(
         with np.errstate(divide="ignore", invalid="ignore"):
             se = np.abs(np.where(np.abs(r) > 1e-12, z / statistic, 1.0 / np.sqrt(df)))
     fisher_df = table["df"].to_numpy(dtype=float) - 1.0  # n - 3 - k (k: the control's degrees of freedom)
+    # An untestable row has no estimate to test (its r_partial is NaN): nothing either.
+    se = np.where(table["testable"].to_numpy(dtype=bool), se, np.nan)
     result = stats.leave_one_out_test(r, deleted, se, df, fisher_df=fisher_df, ci_level=settings.ci_level)
     steps = np.asarray(group.index)
     table["p_loo_max"] = result.p_max
@@ -968,6 +974,32 @@ def independence_methods(settings: Settings, deciding: str, perm_scheme: str) ->
     return []
 
 
+def group_control(group: Group, settings: Settings) -> tuple[Settings, str]:
+    """The settings one group is analysed with, and why: under ``fit="auto"``, with the control
+    :func:`gengen.stats.choose_control` picks for its testable test sets."""
+    if settings.fit != "auto":
+        return settings, ""
+    usable = [name for name in group.scores.columns if not getattr(group.information.get(name), "reason", "")]
+    if len(usable) < 1 or len(group.id_values) < minimum_rows(1):
+        choice_fit, reason = "linear", "too few testable test sets or checkpoints to test for curvature; linear control"
+    else:
+        choice = choose_control(group.scores[usable].to_numpy(dtype=float), group.id_values)
+        choice_fit, reason = choice.fit, choice.reason
+    return replace(settings, fit=choice_fit, fit_chosen=True), f"fit='auto': {reason}"
+
+
+def control_summary(groups: list[Group], chosen: list[str]) -> str:
+    """One line: which control ``fit="auto"`` gave how many groups (the reasons are in ``fit_reason``)."""
+    gam = [group.label for group, fit in zip(groups, chosen, strict=True) if fit == "gam"]
+    if not gam:
+        return f"control (fit='auto'): linear for all {len(groups)} groups (no majority of test sets curves in ID)"
+    shown = "; ".join(gam[:3]) + (f"; … ({len(gam) - 3} more)" if len(gam) > 3 else "")
+    return (
+        f"control (fit='auto'): the capped GAM for {len(gam)} of {len(groups)} groups, where most test sets curve "
+        f"in ID ({shown}); linear for the rest (fit_reason says why per row; --fit linear or --fit gam to choose)"
+    )
+
+
 def _progress(items: list[Any], enabled: bool, description: str) -> Iterable[Any]:
     """Iterate ``items``, with a rich progress bar on stderr when ``enabled``."""
     if not enabled:
@@ -984,7 +1016,7 @@ def analyse(
     ood: str | Iterable[str] | None = None,
     metric: str = DEFAULT_METRIC,
     id_metric: str | None = None,
-    fit: str = DEFAULT_FIT,
+    fit: str = DEFAULT_ANALYSIS_FIT,
     method: str = DEFAULT_METHOD,
     inference: str | Iterable[str] = DEFAULT_INFERENCE,
     scheme: str = DEFAULT_SCHEME,
@@ -1029,8 +1061,11 @@ def analyse(
         Metric of the OOD scores.
     id_metric : str, optional
         Metric of the ID score (default ``metric``).
-    fit : {"linear", "gam"}
-        How ID is regressed out.
+    fit : {"auto", "linear", "gam"}
+        How ID is regressed out: least squares on [1, ID], a penalised regression spline of ID whose effective
+        degrees of freedom are capped (:func:`gengen.stats.default_max_edf`), or (default) per group the one
+        :func:`gengen.stats.choose_control` picks: the GAM when most test sets curve in ID, else the line
+        (``fit`` then records the choice and ``fit_reason`` why).
     method : {"pearson", "spearman", "kendall"}
         Correlation.
     inference : str or list of str
@@ -1167,19 +1202,31 @@ def analyse(
     for group in groups:
         check_size(group, 1)
     tables = []
+    chosen: list[str] = []
     for group in _progress(groups, progress, "analysing groups"):
-        table, group_warnings = analyse_group(group, settings)
+        group_settings, reason = group_control(group, settings)
+        table, group_warnings = analyse_group(group, group_settings)
+        if reason and len(table):
+            table["fit_reason"] = reason
         tables.append(table)
         warnings.extend(group_warnings)
+        chosen.append(group_settings.fit)
+    if settings.fit == "auto" and chosen:
+        warnings.insert(0, control_summary(groups, chosen))
     pairs = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=list(PAIR_COLUMNS))
+    pairs = pairs[[column for column in PAIR_COLUMNS if column in pairs.columns]]
     pooled = pd.DataFrame()
     pooled_residuals = pd.DataFrame()
     if resolved_mode == "checkpoints" and "meta" in settings.pooling:
         pooled = meta_table(pairs, settings)
     if resolved_mode == "checkpoints" and "residuals" in settings.pooling:
         residual_tables = []
-        for group, covar, note, residuals in pooled_residual_groups(groups, settings):
-            table, _ = analyse_group(group, settings, covar=covar, residuals=residuals, p_value_note=note)
+        # One control for pooled residuals: the one most runs got.
+        pooled_settings = (
+            replace(settings, fit=max(set(chosen), key=chosen.count)) if settings.fit == "auto" else settings
+        )
+        for group, covar, note, residuals in pooled_residual_groups(groups, pooled_settings):
+            table, _ = analyse_group(group, pooled_settings, covar=covar, residuals=residuals, p_value_note=note)
             residual_tables.append(table)
         if residual_tables:
             pooled_residuals = pd.concat(residual_tables, ignore_index=True)

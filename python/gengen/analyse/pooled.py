@@ -186,6 +186,8 @@ def meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
                 }
             )
         table = pd.DataFrame(rows).reindex(columns=[*cell, *POOLED_COLUMNS])
+        # Under fit="auto" each run got its own control: the cell's, or all of them when its runs differ.
+        table["fit"] = "+".join(sorted(set(cell_rows["fit"].astype(str)))) if "fit" in cell_rows else settings.fit
         table["p_fixed_adjusted"] = stats.p_adjust(table["p_fixed"].to_numpy(dtype=float), method=adjust)
         table["p_random_adjusted"] = stats.p_adjust(table["p_random"].to_numpy(dtype=float), method=adjust)
         table["significant_random"] = table["p_random_adjusted"] < settings.alpha
@@ -194,7 +196,6 @@ def meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
         return pd.DataFrame(columns=[*settings.by, *POOLED_COLUMNS])
     pooled = pd.concat(cell_tables, ignore_index=True)
     pooled["adjust"] = adjust
-    pooled["fit"] = settings.fit
     pooled["method"] = settings.method
     return pooled[[*settings.by, *POOLED_COLUMNS, "adjust", "fit", "method"]]
 

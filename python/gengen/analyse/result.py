@@ -138,12 +138,19 @@ class Analysis:
         return table[[self.settings["id_testset"], *ood]].dropna()
 
     def residuals(self, model: str, run: str | None = None) -> pd.DataFrame:
-        """(step × OOD test set) residuals after regressing out ID (``settings['fit']``), via gengen.stats."""
+        """(step × OOD test set) residuals after regressing out ID with the run's control (its rows' ``fit``:
+        under ``fit="auto"`` the one chosen for it), via gengen.stats."""
         table = self.wide(model, run)
         covar = table[self.settings["id_testset"]].to_numpy(dtype=float)[:, None]
+        fit = self.settings["fit"]
+        if fit == "auto":
+            rows = self.pairs[self.pairs["model"] == model]
+            if run is not None:
+                rows = rows[rows["run"] == run]
+            fit = str(rows["fit"].iloc[0]) if len(rows) else "linear"
         out = {
             name: np.asarray(
-                stats.residualise(table[name].to_numpy(dtype=float), covar, fit=self.settings["fit"]),
+                stats.residualise(table[name].to_numpy(dtype=float), covar, fit=fit),
                 dtype=float,
             )
             for name in table.columns[1:]

@@ -11,7 +11,9 @@ import typer
 
 from gengen.analyse.options import (
     ADJUST_METHODS,
+    ANALYSIS_FITS,
     DEFAULT_ALPHA,
+    DEFAULT_ANALYSIS_FIT,
     DEFAULT_BY,
     DEFAULT_INFERENCE,
     DEFAULT_LEAVE_ONE_OUT,
@@ -28,11 +30,9 @@ from gengen.limits import MAX_RESAMPLES
 from gengen.stats.options import (
     DEFAULT_ADJUSTMENT,
     DEFAULT_CI_LEVEL,
-    DEFAULT_FIT,
     DEFAULT_METHOD,
     DEFAULT_N_BOOT,
     DEFAULT_N_PERM,
-    FITS,
     METHODS,
 )
 
@@ -65,7 +65,13 @@ def analyse_command(
     ood: Annotated[str | None, typer.Option(help="OOD test sets, comma-separated (default: all others).")] = None,
     metric: Annotated[str, typer.Option(help="Metric of the OOD scores.")] = DEFAULT_METRIC,
     id_metric: Annotated[str | None, typer.Option(help="Metric of the ID score (default: --metric).")] = None,
-    fit: Annotated[str, typer.Option(help=f"How ID is regressed out: {either(FITS)}.")] = DEFAULT_FIT,
+    fit: Annotated[
+        str,
+        typer.Option(
+            help=f"How ID is regressed out: {either(ANALYSIS_FITS)} (auto: per run, the capped GAM when most test "
+            "sets curve in ID, else linear)."
+        ),
+    ] = DEFAULT_ANALYSIS_FIT,
     method: Annotated[str, typer.Option(help=f"{either(METHODS)}.")] = DEFAULT_METHOD,
     inference: Annotated[
         str,
