@@ -164,3 +164,28 @@ def test_analyse_command_ends_with_the_verdict(tmp_path: Path) -> None:
     assert result.output.rstrip().splitlines()[-1].startswith("Across 2 models")
     summary = json.loads((out / "summary.json").read_text())
     assert sum(summary["verdict"]["counts"].values()) == 3
+
+
+def test_a_planted_sign_flip_is_model_dependent_and_a_shared_effect_consistent() -> None:
+    from gengen.simulate import simulate_trajectories
+
+    frames = []
+    for seed, model in ((1, "a-1b"), (2, "b-1b"), (3, "c-1b")):
+        scores = simulate_trajectories(n=60, n_testsets=3, phi=0.3, shared=0.7, seed=seed, model=model)
+        if model == "c-1b":  # ood_2 mirrored: its partial correlation with ood_1 and ood_3 changes sign
+            flip = scores["testset"] == "ood_2"
+            scores.loc[flip, "value"] = 1.0 - scores.loc[flip, "value"]
+        frames.append(scores)
+    analysis = gengen.analyse(pd.concat(frames, ignore_index=True), id_testset="id", metric="accuracy", n_boot=199)
+    verdict = build_verdict(analysis, n_perm=99)
+    classes = verdict.pairs.set_index(["testset_a", "testset_b"])["verdict"].to_dict()
+    assert classes[("ood_1", "ood_2")] == "model-dependent"
+    assert classes[("ood_2", "ood_3")] == "model-dependent"
+    assert classes[("ood_1", "ood_3")] == "consistent positive"
+    assert verdict.counts == {
+        "consistent positive": 1,
+        "consistent negative": 0,
+        "model-dependent": 2,
+        "undetermined": 0,
+    }
+    assert verdict.examples["model-dependent"][0]["testset_b"] in ("ood_2", "ood_3")
