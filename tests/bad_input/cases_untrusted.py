@@ -274,6 +274,38 @@ def _executor_cases() -> list[Case]:
     return out
 
 
+def _spool(content: str) -> Callable[[Path], None]:
+    """The study's one run gets a spool batch file holding ``content``."""
+
+    def setup(folder: Path) -> None:
+        from gengen.config import load_config
+
+        (folder / "study.toml").write_text(EXECUTOR_STUDY)
+        config = load_config(folder / "study.toml")
+        batch = config.run_dir(config.runs()[0]) / "scores" / "step-000000000-0123456789ab.json"
+        batch.parent.mkdir(parents=True)
+        batch.write_text(content)
+
+    return setup
+
+
+def _spool_cases() -> list[Case]:
+    batch = "{tmp}/out/runs/m/seed-0/scores/step-000000000-0123456789ab.json"
+    return [
+        Case(
+            f"cli-status-spool-{label}",
+            ["status", "{tmp}/study.toml"],
+            f"{batch}: {message}",
+            setup=_spool(content),
+        )
+        for label, (content, message) in {
+            "not-json": ('[{"model": "m"', "a damaged score batch (not JSON)"),
+            "an-object": ('{"model": "m"}', "a damaged score batch (a JSON list"),
+            "record-without-key": ('[{"model": "m", "value": 0.5}]', "score record 1 lacks"),
+        }.items()
+    ]
+
+
 def cases() -> list[Case]:
     """Every planted-code and planted-state case."""
-    return [*_lm_eval_cases(), *_executor_cases()]
+    return [*_lm_eval_cases(), *_executor_cases(), *_spool_cases()]

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from gengen._files import inside
+from gengen.errors import InputError
 from gengen.store import KEY, normalise_scores
 
 __all__ = ["MANIFEST_FILE", "SPOOL_DIR", "RunSpool", "read_json", "write_json_atomic"]
@@ -55,6 +56,21 @@ def read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+
+
+def _batch(path: Path) -> list[dict[str, Any]]:
+    """The score records of one spool batch file, checked."""
+    fix = "delete it and submit the study again (the run scores that evaluation again)"
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise InputError(f"{path}: a damaged score batch (not JSON); {fix}") from None
+    if not isinstance(rows, list):
+        raise InputError(f"{path}: a damaged score batch (a JSON list of score records expected); {fix}")
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict) or any(not isinstance(row.get(k), (str, int)) for k in KEY):
+            raise InputError(f"{path}: score record {number} lacks {', '.join(KEY)}; {fix}")
+    return rows
 
 
 def _plain(value: Any) -> Any:
@@ -94,10 +110,18 @@ class RunSpool:
         return sorted(p for p in spool.iterdir() if p.suffix == ".json" and not p.name.startswith("."))
 
     def records(self) -> list[dict[str, Any]]:
-        """Every spooled score row (one record per key; the first written wins)."""
+        """Every spooled score row (one record per key; the first written wins).
+
+        Raises
+        ------
+        InputError
+            A batch file is damaged: not JSON, not a list of score records, a record without its key fields.
+            (Batches are written whole and renamed into place, so a damaged one is never work in progress; taking
+            it for an empty batch would mark the run complete without its scores.)
+        """
         seen: dict[tuple[Any, ...], dict[str, Any]] = {}
         for path in self._batches():
-            for record in read_json(path) or []:
+            for record in _batch(path):
                 seen.setdefault(tuple(record[k] for k in KEY), record)
         return list(seen.values())
 
