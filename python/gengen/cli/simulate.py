@@ -50,6 +50,14 @@ def simulate_command(
             max=100_000,
         ),
     ] = None,
+    alternative_replicates: Annotated[
+        int | None,
+        typer.Option(
+            help="--grid --realistic: replicates of each alternative (rho = 0.3, 0.5); default --replicates.",
+            min=1,
+            max=100_000,
+        ),
+    ] = None,
     n_boot: Annotated[
         int, typer.Option(help="--grid --realistic: sieve resamples per run.", min=99, max=100_000)
     ] = 299,
@@ -64,7 +72,13 @@ def simulate_command(
         raise GengenError("option --realistic: goes with --grid (gengen simulate --grid --realistic)")
     if grid and realistic:
         _realistic_command(
-            quick=quick, out=out, seed=seed, replicates=replicates, pooled_replicates=pooled_replicates, n_boot=n_boot
+            quick=quick,
+            out=out,
+            seed=seed,
+            replicates=replicates,
+            pooled_replicates=pooled_replicates,
+            alternative_replicates=alternative_replicates,
+            n_boot=n_boot,
         )
         return
     if grid:
@@ -124,7 +138,14 @@ def _grid_command(*, quick: bool, out: Path | None, seed: int, replicates: int) 
 
 
 def _realistic_command(
-    *, quick: bool, out: Path | None, seed: int, replicates: int, pooled_replicates: int | None, n_boot: int
+    *,
+    quick: bool,
+    out: Path | None,
+    seed: int,
+    replicates: int,
+    pooled_replicates: int | None,
+    alternative_replicates: int | None,
+    n_boot: int,
 ) -> None:
     from gengen.calibration import (
         REALISTIC_GRID,
@@ -145,6 +166,7 @@ def _realistic_command(
         REALISTIC_QUICK_GRID if quick else REALISTIC_GRID,
         replicates=replicates,
         pooled_replicates=pooled_replicates,
+        alternative_replicates=alternative_replicates,
         n_boot=n_boot,
         seed=seed,
         csv=csv,
