@@ -1178,6 +1178,10 @@ def load_config(path: str | Path) -> StudyConfig:
     """
     path = Path(path)
     if not path.is_file():
+        if path.is_dir():
+            raise ConfigError(f"{path}: a folder, expected a study TOML file")
+        if path.exists():  # a FIFO, a device such as /dev/zero: reading it would block or never end
+            raise ConfigError(f"{path}: not a regular file (a FIFO, device or socket), expected a study TOML file")
         raise ConfigError(f"{path}: no such file")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is not TOML

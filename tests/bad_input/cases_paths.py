@@ -210,6 +210,31 @@ def _report_cases() -> list[Case]:
     ]
 
 
+def _study_file_cases() -> list[Case]:
+    """A study file that is a FIFO (reading it would block), a device that never ends, or a folder: each was
+    reported as 'no such file'."""
+    out = []
+    for command in ("run", "train", "status", "plan"):
+        out.append(
+            Case(
+                f"study-file-fifo-{command}",
+                [command, "{tmp}/study.toml"],
+                "{tmp}/study.toml: not a regular file",
+                setup=_fifo("study.toml"),
+            )
+        )
+    out.append(Case("study-file-dev-zero-run", ["run", "/dev/zero"], "/dev/zero: not a regular file"))
+    out.append(
+        Case(
+            "study-file-folder-train",
+            ["train", "{tmp}/study.toml"],
+            "{tmp}/study.toml: a folder",
+            setup=lambda f: (f / "study.toml").mkdir(),
+        )
+    )
+    return out
+
+
 def cases() -> list[Case]:
     """Every path case."""
-    return [*_export_cases(), *_folder_cases(), *_report_cases()]
+    return [*_export_cases(), *_folder_cases(), *_report_cases(), *_study_file_cases()]
