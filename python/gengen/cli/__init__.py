@@ -41,7 +41,8 @@ COMMANDS: dict[str, CommandEntry] = {
         "analyse", "Correlate every pair of OOD test sets across checkpoints after regressing out the ID score."
     ),
     "compare": CommandEntry(
-        "compare", "Sign agreement, Mantel correlation of partial-correlation matrices, and conflicting pairs."
+        "compare",
+        "Sign agreement, Mantel correlation, conflicting pairs, and whether each pair differs between models.",
     ),
     "report": CommandEntry(
         "report", "Write report.html: heatmaps, agreement across models, residuals, trajectories, tables, settings."
