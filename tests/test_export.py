@@ -242,3 +242,16 @@ def test_export_from_a_read_only_store(tmp_path: Path, side_files: bool) -> None
         assert sorted(p.name for p in store.iterdir()) == before
     finally:
         _mutable(store)
+
+
+def test_cli_export_one_study_of_several(tmp_path: Path) -> None:
+    store = _small_store(tmp_path / "study")
+    Store(store, study="copy").write_scores(ROWS)  # the same files ingested again under another study name
+    out = tmp_path / "one.csv"
+    result = CliRunner().invoke(app, ["export", str(store), str(out), "--study", "copy"])
+    assert result.exit_code == 0, result.output
+    exported = pd.read_csv(out)
+    assert set(exported["study"]) == {"copy"} and len(exported) == len(ROWS)
+    result = CliRunner().invoke(app, ["export", str(store), str(out), "--study", "nope"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: --study: no study 'nope' in the store; studies: copy, study"

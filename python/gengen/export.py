@@ -206,5 +206,6 @@ def _check_filters_matched(
         known = sorted(set(everything[name].dropna().astype(str))) if name in everything else []
         if missing[0] not in known:
             shown = ", ".join(known[:20]) + (f" (and {len(known) - 20} more)" if len(known) > 20 else "")
-            raise GengenError(f"--{name}: no {name} {missing[0]!r} in the store; {name}s: {shown or '(none)'}")
+            plural = "studies" if name == "study" else f"{name}s"
+            raise GengenError(f"--{name}: no {name} {missing[0]!r} in the store; {plural}: {shown or '(none)'}")
         raise GengenError(f"--{name}: {missing[0]!r} has no scores that also match the other filters")

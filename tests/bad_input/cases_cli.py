@@ -613,7 +613,13 @@ def _cut(source: Path, target: Path) -> None:
 
 def _export_cases() -> list[Case]:
     out: list[Case] = []
-    for option, value in (("--model", "nobody"), ("--run", "nightly"), ("--testset", "mmlu"), ("--metric", "bleu")):
+    for option, value in (
+        ("--study", "other"),
+        ("--model", "nobody"),
+        ("--run", "nightly"),
+        ("--testset", "mmlu"),
+        ("--metric", "bleu"),
+    ):
         out.append(
             Case(
                 f"cli-export-filter-{option.strip('-')}-matches-nothing", [*EXPORT, option, value], value, setup=_store

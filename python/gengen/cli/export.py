@@ -22,6 +22,9 @@ def export_command(
     format: Annotated[
         str | None, typer.Option("--format", help="csv or parquet; taken from OUT's suffix if omitted.")
     ] = None,
+    study: Annotated[
+        list[str] | None, typer.Option(help="Only these studies (repeatable; a store can hold several).")
+    ] = None,
     model: Annotated[list[str] | None, typer.Option(help="Only these models (repeatable).")] = None,
     run: Annotated[list[str] | None, typer.Option(help="Only these runs (repeatable).")] = None,
     testset: Annotated[list[str] | None, typer.Option(help="Only these test sets (repeatable).")] = None,
@@ -32,7 +35,13 @@ def export_command(
         raise GengenError(f"--format: expected {' or '.join(EXPORT_FORMATS)}, got {format!r}")
     filters = {
         name: values
-        for name, values in (("model", model), ("run", run), ("testset", testset), ("metric", metric))
+        for name, values in (
+            ("study", study),
+            ("model", model),
+            ("run", run),
+            ("testset", testset),
+            ("metric", metric),
+        )
         if values
     }
     from gengen.export import export  # pandas: only when a table is written, not for --help
