@@ -396,3 +396,101 @@ def test_k_is_lowered_when_the_control_has_few_values() -> None:
 def test_bad_controls_are_errors(control: np.ndarray, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         stats.gam_fit(np.arange(20.0), control)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The cap on the effective degrees of freedom (issue 23)
+# ----------------------------------------------------------------------------------------------------------
+
+MGCV_AT_SP = """
+function(z, y, k, sp) {
+  b <- mgcv::gam(y ~ s(z, k = k, bs = "cr"), data = data.frame(z = z, y = y), sp = sp)
+  list(edf = sum(b$edf), fitted = as.numeric(fitted(b)))
+}
+"""
+
+
+def eleven_checkpoints(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A learning curve's ID at 11 checkpoints and two OOD sets linear in it with AR(1) 0.5 noise (gengen's
+    simulated runs): on such series GCV alone spends up to 9 of the 11 degrees of freedom."""
+    from gengen import _core
+
+    idv, ood = _core.simulate_run(11, 2, "ar1", 0.5, "linear", 0.0, 0.02, 0.01, 23, seed)
+    return idv, ood
+
+
+def test_gam_at_11_checkpoints_keeps_its_degrees_of_freedom() -> None:
+    from gengen.stats.gam import default_max_edf
+    from gengen.stats.sieve import sieve_partial_corr_matrix
+
+    cap = default_max_edf(11)
+    assert cap == 1 + 11 / 4
+    spent = []
+    for seed in range(40):
+        idv, ood = eleven_checkpoints(seed)
+        free = stats.gam_fit(ood, idv, max_edf=None)
+        spent.append(float(np.max(free.edf)))
+        capped = stats.gam_fit(ood, idv)
+        assert np.all(capped.edf <= cap + 1e-6) and capped.max_edf == cap
+        assert np.array_equal(capped.capped, free.edf > cap + 1e-9)
+        # Residuals are those of the fit at the returned λ (what mgcv's gam(..., sp = λ) gives).
+        for j in range(2):
+            at = stats.gam_fit(ood[:, j], idv, lam=capped.lam[j])
+            assert_allclose(at.residuals, capped.residuals[:, j], atol=1e-12)
+        if free.edf.max() > 8.5:
+            result = sieve_partial_corr_matrix(ood, idv, fit="gam", n_boot=99, seed=seed)
+            before = sieve_partial_corr_matrix(ood, idv, fit="gam", n_boot=99, seed=seed, max_edf=None)
+            assert before.se_z[0, 1] > 1.0  # the bug: at most 1.5 degrees of freedom left to test on
+            # df = n − 2 − (EDF − 1) as ppcor counts it, from the capped EDF: the sieve's se_z is at least Fisher's.
+            assert 0 < result.se_z[0, 1] <= 2.0
+            assert result.se_z[0, 1] >= (1 - 1e-9) / np.sqrt(11 - 2 - (cap - 1) - 1)
+            assert 0 < result.p_value[0, 1] < 1 and result.ci_high[0, 1] - result.ci_low[0, 1] < 2
+    assert max(spent) > 9, "the data no longer reproduce the failure"
+
+
+def test_residualise_and_matrix_take_the_cap() -> None:
+    idv, ood = eleven_checkpoints(3)
+    capped = stats.gam_fit(ood, idv, max_edf=3.0)
+    assert_allclose(stats.residualise(ood, idv, fit="gam", max_edf=3.0), capped.residuals, atol=1e-12)
+    default = stats.residualise(ood, idv, fit="gam")
+    assert_allclose(default, stats.gam_fit(ood, idv).residuals, atol=1e-12)
+    matrix = stats.partial_corr_matrix(ood, idv, fit="gam", max_edf=3.0)
+    r = np.corrcoef(capped.residuals.T)[0, 1]
+    assert_allclose(np.asarray(matrix.r)[0, 1], r, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("max_edf", "message"),
+    [(1.5, "max_edf: must be at least 2"), ("many", "max_edf: "), (float("nan"), "max_edf: "), (True, "max_edf: ")],
+)
+def test_cap_below_a_line_or_not_a_number_is_refused(max_edf: Any, message: str) -> None:
+    from gengen.errors import InvalidArgumentError
+
+    idv, ood = eleven_checkpoints(0)
+    with pytest.raises(InvalidArgumentError, match=f"^{re.escape(message)}"):
+        stats.gam_fit(ood, idv, max_edf=max_edf)
+    with pytest.raises(InvalidArgumentError, match=f"^{re.escape(message)}"):
+        stats.residualise(ood, idv, fit="gam", max_edf=max_edf)
+
+
+@pytest.mark.r
+def test_capped_fit_is_mgcv_at_the_returned_smoothing_parameter(mgcv: Mgcv) -> None:
+    import rpy2.robjects as ro
+    from rpy2.robjects import numpy2ri
+
+    at_sp = ro.r(MGCV_AT_SP)
+    converter = ro.default_converter + numpy2ri.converter
+    checked = 0
+    for seed in range(12):
+        idv, ood = eleven_checkpoints(seed)
+        for j in range(2):
+            fit = stats.gam_fit(ood[:, j], idv)
+            if not fit.capped:
+                continue
+            with converter.context():
+                ref = at_sp(idv, ood[:, j], 10, float(fit.lam[0]))
+            assert_allclose(fit.edf, float(np.asarray(ref["edf"]).ravel()[0]), atol=1e-6)
+            assert_allclose(fit.fitted, np.asarray(ref["fitted"]).ravel(), atol=1e-8 * np.std(ood[:, j]) + 1e-12)
+            assert_allclose(fit.edf, 3.75, atol=1e-6)
+            checked += 1
+    assert checked >= 5

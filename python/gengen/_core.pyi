@@ -283,7 +283,7 @@ def gam_fit(
     """GAM fits of every column of y; max_edf caps the EDF ("auto": default_max_edf(n, q); None: no cap)."""
 
 def default_max_edf(n: int, q: int = 1) -> float:
-    """The default cap on a GAM fit's EDF (intercept included): 1 + q · max(1, n / 5)."""
+    """The default cap on a GAM fit's EDF (intercept included): 1 + q · max(1, n / 4)."""
 
 # --- simulation study and autocorrelation-aware tests (rust/src/py/simulate.rs, issue 9) ---
 def simulate_run(

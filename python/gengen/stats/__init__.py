@@ -19,6 +19,7 @@ layers; ``tests/test_stats_layering.py`` checks it):
 - :mod:`~gengen.stats.options`: the ``Literal`` option types, their choice lists and their defaults;
 - :mod:`~gengen.stats.validation`: the input checks every function shares;
 - :mod:`~gengen.stats.gam`: the GAM control (penalised regression splines);
+- :mod:`~gengen.stats.control_choice`: which control a run needs (linear or GAM), by a curvature test;
 - :mod:`~gengen.stats.correlation`: partial and semi-partial correlations (ppcor's), their matrices and
   batches, residuals;
 - :mod:`~gengen.stats.adjust`: R's ``p.adjust``;
@@ -48,6 +49,12 @@ if TYPE_CHECKING:
         autocorrelation_warning,
         lag1_autocorrelation,
     )
+    from gengen.stats.control_choice import (
+        ControlChoice,
+        CurvatureTest,
+        choose_control,
+        curvature_test,
+    )
     from gengen.stats.correlation import (
         CorrMatrices,
         PartialCorr,
@@ -62,6 +69,7 @@ if TYPE_CHECKING:
     )
     from gengen.stats.gam import (
         GamFit,
+        default_max_edf,
         gam_fit,
     )
     from gengen.stats.influence import (
@@ -144,7 +152,12 @@ _MODULE_OF: dict[str, str] = {
     "permutation_test": "resampling",
     "permutation_test_batch": "resampling",
     "GamFit": "gam",
+    "default_max_edf": "gam",
     "gam_fit": "gam",
+    "ControlChoice": "control_choice",
+    "CurvatureTest": "control_choice",
+    "choose_control": "control_choice",
+    "curvature_test": "control_choice",
     "p_adjust": "adjust",
     "LaggedPartialCorrMatrix": "lagged",
     "PrewhitenedPartialCorrMatrix": "lagged",
@@ -193,7 +206,9 @@ __all__ = [
     "Alternative",
     "BootstrapCI",
     "BootstrapScheme",
+    "ControlChoice",
     "CorrMatrices",
+    "CurvatureTest",
     "Fit",
     "GamBasis",
     "GamFit",
@@ -216,10 +231,13 @@ __all__ = [
     "bootstrap_ci",
     "bootstrap_ci_batch",
     "bootstrap_indices",
+    "choose_control",
     "consistent_interval",
     "curvature_notes",
     "curvature_shift",
+    "curvature_test",
     "default_block_length",
+    "default_max_edf",
     "default_max_order",
     "fisher_meta",
     "fit_autoregression",

@@ -96,7 +96,7 @@ DEFAULT_FIT: Final = "linear"
 DEFAULT_GAM_K: Final = 10
 DEFAULT_GAM_METHOD: Final = "gcv"
 DEFAULT_GAM_BASIS: Final = "cr"
-#: Every GAM control is capped at ``1 + q · max(1, n / 5)`` effective degrees of freedom unless told otherwise.
+#: Every GAM control is capped at ``1 + q · max(1, n / 4)`` effective degrees of freedom unless told otherwise.
 DEFAULT_GAM_MAX_EDF: Final = "auto"
 #: Permutations of a Freedman–Lane test: p-values resolve to 1e-4.
 DEFAULT_N_PERM: Final = 9999

@@ -393,7 +393,7 @@ fn gam_fit<'py>(
     })
 }
 
-/// The default cap on a GAM fit's EDF with n rows and q controls: `1 + q · max(1, n / 5)`.
+/// The default cap on a GAM fit's EDF with n rows and q controls: `1 + q · max(1, n / 4)`.
 #[pyfunction]
 #[pyo3(signature = (n, q=1))]
 fn default_max_edf(n: usize, q: usize) -> f64 {
