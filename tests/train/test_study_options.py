@@ -177,3 +177,20 @@ def test_study_draws_unbalanced_samples_when_asked(assets: dict[str, Any], study
     assert yes_counts(True) == [8] * 8
     unbalanced = yes_counts(False)
     assert len(set(unbalanced)) > 1 and all(0 <= n <= 16 for n in unbalanced)  # a 50/50 training set, drawn freely
+
+
+def test_study_subsample_seed_reaches_the_scored_test_sets(
+    assets: dict[str, Any], study_toml: Any, tmp_path: Path
+) -> None:
+    from gengen.score import encode_testsets
+
+    def scored(seed: int) -> list[list[int]]:
+        folder = tmp_path / str(seed)
+        text = study_toml(assets, folder / "out", families=("opt",))
+        text = text.replace("[evaluation]\n", f"[evaluation]\nmax_examples = 10\nsubsample_seed = {seed}\n")
+        config = load_config(_write(folder, text))
+        (first, *_) = encode_testsets(config, assets["tokenizer"])
+        assert len(first.encoded) == 10
+        return first.encoded
+
+    assert scored(0) == scored(0) and scored(0) != scored(3)
