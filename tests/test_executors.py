@@ -521,3 +521,26 @@ def test_result_files_are_checked(tmp_path: Path) -> None:
         path.write_text(json.dumps({**record, **change}))
         with pytest.raises(InputError, match=re.escape(message)):
             read_result(path, job_id="12", model="m", run="r")
+
+
+def test_a_slurm_folder_linking_out_of_the_study_is_refused(tmp_path: Path) -> None:
+    """Issue 26: submitit's job files go to <output>/slurm; a slurm/ that links elsewhere is not written through."""
+    pytest.importorskip("submitit")
+    from gengen.errors import InputError
+
+    config = parse_config(
+        {
+            "study": {"name": "s", "id_testset": "mnli", "output": str(tmp_path / "out")},
+            "models": [{"name": "m", "path": "facebook/opt-125m", "family": "opt", "size": "125m"}],
+            "task": {"train": {"source": "mnli"}},
+            "testsets": [{"name": "mnli", "source": "mnli"}],
+            "executor": {"kind": "slurm"},
+        },
+        base=tmp_path,
+    )
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "slurm").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(InputError, match=re.escape(f"{tmp_path / 'out' / 'slurm'}: leads outside")):
+        execute_study(config, log=lambda _: None)
+    assert list((tmp_path / "elsewhere").iterdir()) == []

@@ -128,9 +128,11 @@ def make_executor(config: StudyConfig, settings: ExecutorConfig, *, log: Log = p
         from gengen.executors.ray import RayExecutor
 
         return RayExecutor(config.resources, address=settings.address, jobs=settings.jobs)
+    from gengen._files import inside
     from gengen.executors.slurm import SlurmExecutor
 
-    folder = Path(settings.folder) if settings.folder else config.output / "slurm"
+    # executor.folder is the user's choice; the default lies in the study output and must stay there.
+    folder = Path(settings.folder) if settings.folder else inside(config.output, "slurm")
     return SlurmExecutor(settings, config.resources, folder)
 
 
