@@ -21,7 +21,8 @@
 #   exactly                                  n, n_steps, n_informative, k, df, ar_order_a, ar_order_b,
 #                                            influential_step; testable, significant (TRUE/FALSE);
 #                                            untestable_reason, p_adjusted_from (text, empty = NA)
-# (NA must match NA).
+# (NA must match NA). Two deletions can leave the same estimate to rounding (often so on ranks, for spearman):
+# then R and gengen may name different ones of the tied steps as influential_step, and this script reports it.
 
 DEFAULT_COLUMNS <- c("n", "n_steps", "n_informative", "k", "r_raw", "r_partial", "statistic", "df", "p_value",
                      "ar_order_a", "ar_order_b", "testable", "untestable_reason")

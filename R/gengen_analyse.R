@@ -55,7 +55,8 @@
 #   plateau     the longest run of consecutive checkpoints whose range is at most tol (the first if tied)
 #               counts as one checkpoint: informative = n - length + 1; below 5 (df = n - 2 - k >= 2 with
 #               k = 1) the test set is stuck: "x: 0.500 on checkpoints 2-11 (steps 100-1000), 10 of 11
-#               [within measurement noise (+-0.0029)]; nothing left to correlate"
+#               [within measurement noise (+-0.0029)]; nothing left to correlate" (the reasons write an en
+#               dash and a plus-minus sign where this comment has - and +-, as gengen's do)
 #   two values  x takes fewer than 3 distinct values (to 1e-12 relative): informative = that count, and
 #               "x: takes only 2 distinct values (0.500, 0.600) over n checkpoints"
 #   ID function the ID score takes d < n distinct values and x is the same (within tol) wherever ID is:
