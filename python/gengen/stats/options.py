@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_ALTERNATIVE",
     "DEFAULT_CI_LEVEL",
     "DEFAULT_FIT",
+    "DEFAULT_FIT_CHOICE",
     "DEFAULT_GAM_BASIS",
     "DEFAULT_GAM_K",
     "DEFAULT_GAM_MAX_EDF",
@@ -29,6 +30,7 @@ __all__ = [
     "DEFAULT_N_PERM",
     "DEFAULT_N_PERM_MANTEL",
     "FITS",
+    "FIT_CHOICES",
     "GAM_BASES",
     "GAM_METHODS",
     "GAM_OPTIONS",
@@ -41,6 +43,7 @@ __all__ = [
     "Alternative",
     "BootstrapScheme",
     "Fit",
+    "FitChoice",
     "GamBasis",
     "GamMaxEdf",
     "GamMethod",
@@ -59,6 +62,9 @@ ResidualMethod = Literal["pearson", "spearman"]
 Semi = Literal["x", "y"]
 #: The control: least squares on [1, covar], or an additive model of penalised regression splines.
 Fit = Literal["linear", "gam"]
+#: The analysis' control option: a fixed control, or ``"auto"``, decided per group by
+#: :func:`gengen.stats.control_choice.choose_control` (the statistics functions themselves take :data:`Fit`).
+FitChoice = Literal["linear", "gam", "auto"]
 #: Smoothing parameter selection of the GAM control (mgcv's ``method = "GCV.Cp"`` or ``"REML"``).
 GamMethod = Literal["gcv", "reml"]
 #: Spline basis of the GAM control (mgcv's ``bs = "cr"`` or ``bs = "tp"``).
@@ -79,6 +85,7 @@ METHODS: tuple[Method, ...] = get_args(Method)
 RESIDUAL_METHODS: tuple[ResidualMethod, ...] = get_args(ResidualMethod)
 SEMIS: tuple[Semi, ...] = get_args(Semi)
 FITS: tuple[Fit, ...] = get_args(Fit)
+FIT_CHOICES: tuple[FitChoice, ...] = get_args(FitChoice)
 GAM_METHODS: tuple[GamMethod, ...] = get_args(GamMethod)
 GAM_BASES: tuple[GamBasis, ...] = get_args(GamBasis)
 PERMUTATION_SCHEMES: tuple[PermutationScheme, ...] = get_args(PermutationScheme)
@@ -92,6 +99,8 @@ GAM_OPTIONS: Final = ("k", "gam_method", "gam_basis", "max_edf")
 
 DEFAULT_METHOD: Final = "pearson"
 DEFAULT_FIT: Final = "linear"
+#: What the analysis uses when not told: the control each group's curvature test picks.
+DEFAULT_FIT_CHOICE: Final = "auto"
 #: Basis dimension per covariate of the GAM control (mgcv's ``k``).
 DEFAULT_GAM_K: Final = 10
 DEFAULT_GAM_METHOD: Final = "gcv"
