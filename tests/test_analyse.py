@@ -621,3 +621,24 @@ def test_a_test_set_explained_by_id_is_left_out_with_a_note_not_an_error() -> No
     # Monotone but not linear: Pearson keeps it (its residual is not zero).
     kept = analyse(pd.concat([base, cubed], ignore_index=True), id_testset="id", inference="t-test")
     assert "cubed" in set(kept.pairs["testset_a"]) | set(kept.pairs["testset_b"])
+
+
+def test_an_analysis_folder_is_written_whole(tmp_path: Path) -> None:
+    """A second analysis into the same folder leaves nothing of the first: no stale pooled table (the report
+    would show it), no comparison or verdict of the earlier analysis; a file that links out is refused."""
+    df = synthetic(n_runs=2, n_steps=20, seed=4)
+    out = tmp_path / "analysis"
+    analyse(df, id_testset="id", n_boot=99).to_dir(out)
+    assert (out / "pooled.csv").is_file()
+    (out / "compare_pairs.csv").write_text("stale\n")
+    (out / "verdict.json").write_text("{}\n")
+    written = analyse(df, id_testset="id", n_boot=99, pooling=None).to_dir(out)
+    assert "pooled.csv" not in written
+    for name in ("pooled.csv", "pooled.parquet", "compare_pairs.csv", "verdict.json"):
+        assert not (out / name).exists(), name
+    outside = tmp_path / "elsewhere.csv"
+    (out / "pairs.csv").unlink()
+    (out / "pairs.csv").symlink_to(outside)
+    with pytest.raises(GengenError, match="pairs.csv: leads outside"):
+        analyse(df, id_testset="id", n_boot=99).to_dir(out)
+    assert not outside.exists()

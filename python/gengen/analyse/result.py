@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from gengen import stats
+from gengen._files import inside
 from gengen._versions import installed_versions
 from gengen.errors import GengenError, InputError
 
@@ -37,6 +38,11 @@ def _json_safe(value: Any) -> Any:
     if value is pd.NA:
         return None
     return value
+
+
+#: Files that an analysis folder may hold from an earlier analysis and that describe *that* analysis (its
+#: comparison and verdict): removed when a new analysis is written there, so that the report never shows them.
+STALE_AFTER_ANALYSIS = ("compare_*.csv", "comparison.json", "verdict.json", "verdict_pairs.csv")
 
 
 @dataclass
@@ -244,18 +250,28 @@ class Analysis:
             ("pooled", self.pooled),
             ("pooled_residuals", self.pooled_residuals),
         ):
+            csv, parquet = inside(folder, f"{name}.csv"), inside(folder, f"{name}.parquet")
             if table.empty and name != "pairs":
+                # An analysis folder is written whole: an earlier run's pooled table must not outlive it (the
+                # report would show it as this analysis').
+                csv.unlink(missing_ok=True)
+                parquet.unlink(missing_ok=True)
                 continue
-            table.to_csv(folder / f"{name}.csv", index=False)
-            table.to_parquet(folder / f"{name}.parquet", index=False)
-            written[f"{name}.csv"] = folder / f"{name}.csv"
-            written[f"{name}.parquet"] = folder / f"{name}.parquet"
-        self.scores.to_parquet(folder / "scores.parquet", index=False)
-        written["scores.parquet"] = folder / "scores.parquet"
+            table.to_csv(csv, index=False)
+            table.to_parquet(parquet, index=False)
+            written[f"{name}.csv"] = csv
+            written[f"{name}.parquet"] = parquet
+        for pattern in STALE_AFTER_ANALYSIS:
+            for stale in sorted(folder.glob(pattern)):
+                inside(folder, stale.name).unlink(missing_ok=True)
+        scores = inside(folder, "scores.parquet")
+        self.scores.to_parquet(scores, index=False)
+        written["scores.parquet"] = scores
         summary = self.summary()
         summary["files"] = sorted([*written, "summary.json"])
-        (folder / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        written["summary.json"] = folder / "summary.json"
+        summary_path = inside(folder, "summary.json")
+        summary_path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        written["summary.json"] = summary_path
         return written
 
     @classmethod

@@ -48,7 +48,7 @@ def load_scores(path: str | Path) -> pd.DataFrame:
         raise InputError(f"{source}: not a study folder (no gengen.sqlite inside)")
     from gengen.store import Store
 
-    return Store(source).load()
+    return Store(source, read_only=True).load()
 
 
 def _checked(table: pd.DataFrame, source: Path, is_csv: bool) -> pd.DataFrame:
