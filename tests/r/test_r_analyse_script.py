@@ -8,7 +8,8 @@ acc, OOD = the other 64 tasks' acc (2,016 pairs per model). The script runs as a
 - with references computed here from the definitions: gengen.stats pair by pair on the distinct checkpoints,
   and the leave-one-checkpoint-out verdict (``p_loo_max``, ``influential_step``, the hull interval) refitted
   with numpy least squares and scipy's t;
-- with ``gengen.analyse``'s pairs table: every deterministic column of the default analysis (the correlations,
+- with ``gengen.analyse``'s pairs table (its control pinned to the script's line, ``fit="linear"``, where gengen's
+  default chooses per run): every deterministic column of the default analysis (the correlations,
   the t-test, the AR-sieve's AR orders, and what a row can tell: ``n``, ``n_steps``, ``n_informative``,
   ``testable``, ``untestable_reason``), and the t-test's verdict (``p_loo_max``, ``influential_step``,
   ``p_adjusted``, ``p_adjusted_from``, ``significant``, ``ci_low``/``ci_high``) against ``inference="t-test"``,
@@ -389,6 +390,8 @@ def test_script_matches_gengen_stats(
 def gengen_analysis(scores: pd.DataFrame, method: Method, adjust: Adjustment, **options: Any) -> pd.DataFrame:
     """gengen.analyse's pairs table at the given options (pooling off), its per-run (or across-run) rows."""
     analyse = pytest.importorskip("gengen.analyse", reason="gengen.analyse not installed").analyse
+    # The R script's control is the line (or --fit gam); gengen's default chooses one per run (fit="auto").
+    options.setdefault("fit", "linear")
     result = analyse(scores, id_testset=ID_TESTSET, metric="acc", method=method, adjust=adjust, pooling=(), **options)
     return result.pairs[result.pairs["level"] != "pooled"]
 
@@ -628,12 +631,6 @@ def information_csv(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFr
     return scores, path
 
 
-# gengen's t-test gives a pair-level untestable row p_loo_max = 1 and influential_step = its first step (not
-# NaN) and counts it among the tests it adjusts for (reported to the lead, see
-# test_gengen_untestable_pair_has_no_p_loo_max); R leaves it out.
-PAIR_LEVEL_BUG = ("p_loo_max", "influential_step", "influence", "p_adjusted", "significant")
-
-
 @pytest.mark.parametrize("method", ["pearson", "spearman", "kendall"])
 def test_script_information_matches_gengen(
     method: Method, information_csv: tuple[pd.DataFrame, Path], tmp_path: Path, record_comparison: Any
@@ -673,14 +670,11 @@ def test_script_information_matches_gengen(
         assert testable["influential_step"].notna().any()
     assert set(r_off["p_adjusted_from"]) - {""} == {"p_value"} and r_off["p_loo_max"].isna().all()
 
-    exact_run = r_pairs["run"] != "pairs"
     t_test = gengen_analysis(scores, method, "holm", inference="t-test")
     t_off = gengen_analysis(scores, method, "holm", inference="t-test", leave_one_out=False)
     # Every column but the AR orders (the t-test runs no sieve; they are compared with the default below).
     both = [*KEY, "level", "n", "k", *DETERMINISTIC[:5], *DETERMINISTIC[7:], *T_TEST_ONLY, "edf_a", "edf_b"]
-    rows = compare_tables(r_pairs[exact_run], t_test[t_test["run"] != "pairs"][both], f"information ({method})")
-    not_bug = [column for column in both if column not in PAIR_LEVEL_BUG]
-    compare_tables(r_pairs, t_test[not_bug], f"information, run pairs ({method})")
+    rows = compare_tables(r_pairs, t_test[both], f"information ({method})")
     compare_tables(r_off, t_off[both], f"information, --no-leave-one-out ({method})")
     if method != "kendall":  # the sieve's deterministic columns (its AR orders among them)
         default = gengen_analysis(scores, method, "holm")
@@ -688,15 +682,10 @@ def test_script_information_matches_gengen(
     record_comparison("R/gengen_analyse.R rows vs gengen.analyse on untestable-by-design runs", 2 * rows)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gengen bug reported to the lead: under inference='t-test' a pair-level untestable row gets "
-    "p_loo_max = 1 and an influential_step (the t-test's se falls back to 1/sqrt(df) where r_partial is NaN) "
-    "and p_adjust counts it",
-)
-def test_gengen_untestable_pair_has_no_p_loo_max(information_csv: tuple[pd.DataFrame, Path], tmp_path: Path) -> None:
-    """Run ``pairs``: the untestable row (coarse_a, coarse_b) has no p-value in R, and the testable rows are
-    adjusted for the 5 tests they are (Bonferroni: p_adjusted = min(1, 5 p_loo_max)); gengen must agree."""
+def test_untestable_pair_has_no_p_loo_max(information_csv: tuple[pd.DataFrame, Path], tmp_path: Path) -> None:
+    """Run ``pairs``: the untestable row (coarse_a, coarse_b) has no p-value, and the testable rows are adjusted
+    for the 5 tests they are (Bonferroni: p_adjusted = min(1, 5 p_loo_max)), in R and in gengen (whose t-test
+    gave that row p_loo_max = 1 and counted it among the tests until 123d980)."""
     scores, path = information_csv
     pairs = scores[scores["run"] == "pairs"]
     r_pairs = script_table(path, tmp_path / "on.csv", "--id", ID_TESTSET, "--adjust", "bonferroni")
@@ -837,7 +826,7 @@ def test_readme_commands_agree(scores_csv: Path, tmp_path: Path, record_comparis
     """The commands of R/README.md, as a user runs them: gengen analyse (default and --inference t-test), the R
     script, and R/compare_with_gengen.R, which exits 0 only when every deterministic column agrees."""
     gengen = [sys.executable, "-c", "from gengen.cli import main; main()", "analyse", str(scores_csv)]
-    options = ["--id", ID_TESTSET, "--metric", "acc"]
+    options = ["--id", ID_TESTSET, "--metric", "acc", "--fit", "linear"]
     environment = {**os.environ, "NO_COLOR": "1"}
     for folder, extra in (("default", []), ("t-test", ["--inference", "t-test"])):
         command = [*gengen, *options, *extra, "--out", str(tmp_path / folder)]
