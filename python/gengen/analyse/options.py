@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Final, Literal, get_args
 
 from gengen.errors import GengenError
-from gengen.stats.options import FITS, INTERVAL_METHODS, METHODS, Adjustment
+from gengen.stats.options import DEFAULT_FIT_CHOICE, FIT_CHOICES, INTERVAL_METHODS, METHODS, Adjustment
 
 #: Name parts that make a metric lower-is-better; gengen negates such metrics so that "higher = better"
 #: everywhere. A metric matches when these words appear, in order, among the words of its name (split at
@@ -104,11 +104,11 @@ BOOT_CI_METHODS = INTERVAL_METHODS
 
 #: The analysis' controls: the statistics' two, and ``"auto"``, which chooses one per group
 #: (:func:`gengen.stats.choose_control`: the capped GAM when most test sets curve in ID, else the line).
-ANALYSIS_FITS: tuple[str, ...] = ("auto", *FITS)
+ANALYSIS_FITS: tuple[str, ...] = FIT_CHOICES
 #: The control unless told otherwise: chosen per group. Real learning curves make ID dependence curved (OLMo-2's
 #: 27 downstream tasks against C4 loss: 351 of 351 pairs "significant" under the line, 82–100% of rows noted
 #: non-linear); on straight dependence the choice keeps the line and its calibration (docs/calibration.md).
-DEFAULT_ANALYSIS_FIT: Final = "auto"
+DEFAULT_ANALYSIS_FIT: Final = DEFAULT_FIT_CHOICE
 
 #: The inference of the analysis unless told otherwise: the AR-sieve bootstrap of the partial correlation of
 #: levels (:mod:`gengen.stats.sieve`), whose p-value and interval are about ``r_partial`` itself and which the
