@@ -222,3 +222,10 @@ def test_f_tail_and_welch_differences_against_scipy() -> None:
     statistic = (np.arctanh(one["r_partial"]) - np.arctanh(two["r_partial"])) / np.sqrt(va + vb)
     assert_allclose([row["df_difference"], row["statistic"]], [welch, statistic], rtol=1e-10)
     assert_allclose(row["p_difference"], 2 * scipy_stats.t.sf(abs(statistic), welch), rtol=1e-9)
+
+
+def test_identical_estimates_and_extreme_statistics() -> None:
+    from gengen.heterogeneity import f_sf
+
+    assert heterogeneity_test([0.3, 0.3 + 1e-17], [0.02, 0.02], df=[10.0, 12.0]).p_value == 1.0
+    assert f_sf(1e-300, 2, 30.0) == 1.0 and f_sf(1e300, 2, 30.0) == 0.0

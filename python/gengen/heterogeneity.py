@@ -495,6 +495,10 @@ def f_sf(x: float, d1: float, d2: float) -> float:
         return float(_core.chi_squared_sf(x * d1, d1))
     a, b = d2 / 2.0, d1 / 2.0
     t = d2 / (d2 + d1 * x)
+    if t >= 1.0:  # x so small against d2 that it rounds away (identical estimates)
+        return 1.0
+    if t <= 0.0:
+        return 0.0
     log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(t) + b * math.log1p(-t)
     front = math.exp(log_front)
     if t < (a + 1.0) / (a + b + 2.0):
