@@ -298,3 +298,18 @@ def test_the_default_control_follows_curved_learning_curves() -> None:
         **{f"t{j}": 0.5 + 0.6 * (id_acc - 0.5) + ar1(rng, steps.size, 0.5, 0.01) for j in range(4)},
     }
     assert (gengen.analyse(long_table(steps, straight), id_testset="id", n_boot=99).pairs["fit"] == "linear").all()
+
+
+def test_exactly_collinear_residuals_are_untestable_not_p_zero() -> None:
+    """Five checkpoints where one test set mirrors another: r_partial would be -1 with t = -inf and p = 0."""
+    steps = np.array([0, 100, 200, 300, 400])
+    id_acc = np.array([0.50, 0.60, 0.65, 0.70, 0.72])
+    a = np.array([0.31, 0.29, 0.34, 0.30, 0.33])
+    columns = {"id": id_acc, "a": a, "b": 0.64 - a, "c": np.array([0.28, 0.31, 0.30, 0.33, 0.29])}
+    pairs = gengen.analyse(long_table(steps, columns), id_testset="id", inference="t-test", pooling=None).pairs
+    row = pairs[(pairs["testset_a"] == "a") & (pairs["testset_b"] == "b")].iloc[0]
+    assert not row["testable"] and np.isnan(row["r_partial"]) and np.isnan(row["p_deciding"])
+    assert row["untestable_reason"] == (
+        "a and b: their residuals are exactly collinear over 5 checkpoints (r_partial = -1.000); nothing left to test"
+    )
+    assert pairs.loc[pairs["testable"], "p_value"].gt(0).all()
