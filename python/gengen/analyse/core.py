@@ -779,12 +779,12 @@ def _information_columns(
     # Exactly collinear residuals (|r| = 1, e.g. ranks of five checkpoints) leave no variation to test against:
     # a row says so instead of printing r = ±1 with p = 0.
     r = table["r_partial"].to_numpy(dtype=float)
-    for index in np.flatnonzero(np.abs(r) >= 1.0 - 1e-12):
-        if not reasons[index]:
-            a, b = labels[rows[index]], labels[cols[index]]
-            reasons[index] = (
-                f"{a} and {b}: their residuals are exactly collinear over {n} checkpoints "
-                f"(r_partial = {r[index]:+.3f}); nothing left to test"
+    for collinear in np.flatnonzero(np.abs(r) >= 1.0 - 1e-12).tolist():
+        if not reasons[collinear]:
+            first, second = labels[rows[collinear]], labels[cols[collinear]]
+            reasons[collinear] = (
+                f"{first} and {second}: their residuals are exactly collinear over {n} checkpoints "
+                f"(r_partial = {r[collinear]:+.3f}); nothing left to test"
             )
     table["n_informative"] = informative
     table["untestable_reason"] = reasons
