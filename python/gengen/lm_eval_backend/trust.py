@@ -59,9 +59,9 @@ class TemplateRefused(InputError):
 
 def trusted_roots() -> tuple[Path, ...]:
     """The task folders whose code is installed code: lm-eval's own tasks and gengen's (resolved)."""
-    from gengen.lm_eval_backend import TASKS_DIR
-
-    roots = [TASKS_DIR.resolve()]
+    # gengen's own task folder (the package's TASKS_DIR), found from here: importing the package would make
+    # an import cycle (it imports this module).
+    roots = [(Path(__file__).resolve().parent / "tasks").resolve()]
     with contextlib.suppress(ImportError):
         import lm_eval.tasks
 
