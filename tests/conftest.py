@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
@@ -24,6 +25,24 @@ import pytest
 import scipy.stats
 
 SHARED_DIR = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+# Read at collection, before any test runs. Starting R through rpy2 (tests/test_gam.py, tests/r) puts R's library
+# folders first in LD_LIBRARY_PATH, and every process started after that (executor workers, torchrun, killed-run
+# subprocesses) loads the system's libpython instead of this interpreter's: `import ssl` fails with an undefined
+# _PyModule_Add. Every test's child processes get the value from before R.
+LD_LIBRARY_PATH = os.environ.get("LD_LIBRARY_PATH")
+
+
+@pytest.fixture(autouse=True)
+def environment_before_r() -> Any:
+    """LD_LIBRARY_PATH as it was before any test started R, for every process a test starts."""
+    with pytest.MonkeyPatch.context() as patch:
+        if LD_LIBRARY_PATH is None:
+            patch.delenv("LD_LIBRARY_PATH", raising=False)
+        else:
+            patch.setenv("LD_LIBRARY_PATH", LD_LIBRARY_PATH)
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -33,22 +33,6 @@ pytestmark = pytest.mark.train
 KEY = ["model", "run", "step", "testset", "metric"]
 PROMPT = "{premise} Question: {hypothesis} Yes or No?"
 CLI = "import sys; from gengen.cli import main; sys.argv[0] = 'gengen'; main()"
-# Starting R in this process (rpy2: tests/test_gam.py's mgcv fixture) puts R's library folders first in
-# LD_LIBRARY_PATH; a worker process started after that loads the system's libpython instead of this
-# interpreter's and cannot import _ssl (undefined symbol _PyModule_Add). Workers get the value read here, at
-# collection, before any test has run.
-LD_LIBRARY_PATH = os.environ.get("LD_LIBRARY_PATH")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def environment_before_r() -> Any:
-    """LD_LIBRARY_PATH as it was before any test started R, for every process this module starts."""
-    with pytest.MonkeyPatch.context() as patch:
-        if LD_LIBRARY_PATH is None:
-            patch.delenv("LD_LIBRARY_PATH", raising=False)
-        else:
-            patch.setenv("LD_LIBRARY_PATH", LD_LIBRARY_PATH)
-        yield
 
 
 @pytest.fixture(scope="module")

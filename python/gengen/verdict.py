@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from gengen.analyse.result import _json_safe
+
 if TYPE_CHECKING:
     from gengen.analyse.result import Analysis
     from gengen.compare import Comparison
@@ -59,18 +61,6 @@ VERDICT_COLUMNS = (
     "p_heterogeneity",
     "p_heterogeneity_adjusted",
 )
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(key): _json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(item) for item in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
 
 
 def _percent(value: float) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,21 +13,6 @@ pytest.importorskip("transformers")
 torch.set_num_threads(1)
 
 PROMPT = "{premise} Question: {hypothesis} Yes or No?"
-# Read at collection, before any test runs. Starting R through rpy2 (tests/test_gam.py runs before this folder)
-# puts R's library folders first in LD_LIBRARY_PATH, and every process started after that (torchrun, worker
-# and killed-run subprocesses) loads the system's libpython instead of this interpreter's: `import ssl` fails.
-LD_LIBRARY_PATH = os.environ.get("LD_LIBRARY_PATH")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def environment_before_r() -> Any:
-    """LD_LIBRARY_PATH as it was before any test started R, for every process these tests start."""
-    with pytest.MonkeyPatch.context() as patch:
-        if LD_LIBRARY_PATH is None:
-            patch.delenv("LD_LIBRARY_PATH", raising=False)
-        else:
-            patch.setenv("LD_LIBRARY_PATH", LD_LIBRARY_PATH)
-        yield
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
@@ -33,6 +33,8 @@ TRUST_TASK_CODE_HELP = (
     "templates are rendered unsandboxed). Without it such tasks are refused, naming the file."
 )
 """The help of ``--trust-task-code`` (score, train, run): task files are data unless the user says so."""
+#: ``--trust-task-code`` of the commands that may load lm-eval task folders (score, train, run).
+TrustTaskCode = Annotated[bool, typer.Option("--trust-task-code", help=TRUST_TASK_CODE_HELP)]
 
 SEED_RANGE: dict[str, int] = {"min": 0, "max": 2**64 - 1}
 """``typer.Option(**SEED_RANGE)``: seeds are unsigned 64-bit integers."""

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gengen.cli._common import TRUST_TASK_CODE_HELP, user_errors_exit
+from gengen.cli._common import TrustTaskCode, user_errors_exit
 
 RUN_FAILED_EXIT_CODE = 1
 
@@ -30,13 +30,7 @@ def run_command(
         bool, typer.Option("--analysis/--no-analysis", help="Analyse, compare and report once every run is done.")
     ] = True,
     out: Annotated[Path | None, typer.Option(help="Folder of the analysis (default: <output>/analysis).")] = None,
-    trust_task_code: Annotated[
-        bool,
-        typer.Option(
-            "--trust-task-code",
-            help=TRUST_TASK_CODE_HELP,
-        ),
-    ] = False,
+    trust_task_code: TrustTaskCode = False,
 ) -> None:
     """Fine-tune and score every run of a study through an executor, then analyse, compare and report.
 

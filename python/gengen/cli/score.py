@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gengen.cli._common import TRUST_TASK_CODE_HELP, user_errors_exit
+from gengen.cli._common import TrustTaskCode, user_errors_exit
 
 if TYPE_CHECKING:
     from gengen.config import StudyConfig
@@ -120,13 +120,7 @@ def score_command(
     run: Annotated[str, typer.Option(help="Run key stored with the scores.")] = "main",
     tokenizer: Annotated[str | None, typer.Option(help="Tokenizer (default: the first checkpoint's).")] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch (default: torch's).", min=1)] = None,
-    trust_task_code: Annotated[
-        bool,
-        typer.Option(
-            "--trust-task-code",
-            help=TRUST_TASK_CODE_HELP,
-        ),
-    ] = False,
+    trust_task_code: TrustTaskCode = False,
 ) -> None:
     # In the docstring below, \\[ keeps rich (the help's renderer) from reading [lm-eval] as markup and dropping it.
     """Score checkpoints on the study's test sets; the step of each is the last number in its name.

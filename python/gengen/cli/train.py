@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gengen.cli._common import TRUST_TASK_CODE_HELP, user_errors_exit
+from gengen.cli._common import TrustTaskCode, user_errors_exit
 
 if TYPE_CHECKING:
     from gengen.config import DataSpec, ModelSpec, StudyConfig
@@ -35,13 +35,7 @@ def train_command(
             min=1,
         ),
     ] = 1,
-    trust_task_code: Annotated[
-        bool,
-        typer.Option(
-            "--trust-task-code",
-            help=TRUST_TASK_CODE_HELP,
-        ),
-    ] = False,
+    trust_task_code: TrustTaskCode = False,
 ) -> None:
     """Fine-tune and score every run of a study; re-running resumes where it stopped.
 
