@@ -73,6 +73,14 @@ from typing import Any
 
 from gengen.analyse.options import ANALYSIS_FITS, DEFAULT_ANALYSIS_FIT
 from gengen.errors import ConfigError
+from gengen.stats.options import (
+    DEFAULT_GAM_BASIS,
+    DEFAULT_GAM_K,
+    DEFAULT_GAM_MAX_EDF,
+    DEFAULT_GAM_METHOD,
+    GAM_BASES,
+    GAM_METHODS,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -460,14 +468,28 @@ class AnalysisConfig:
         default), a line, or a capped GAM (smooth) fit.
     metric : {"acc", "logprob"}
         The score analysed.
+    gam_k, gam_method, gam_basis, max_edf
+        The GAM control (keys ``gam_k``, ``gam_method`` = "gcv" | "reml", ``gam_basis`` = "cr" | "tp",
+        ``max_edf`` = "auto" | "none" | a number), as :func:`gengen.analyse` takes them.
     """
 
     fit: str = DEFAULT_ANALYSIS_FIT
     metric: str = "acc"
+    gam_k: int = DEFAULT_GAM_K
+    gam_method: str = DEFAULT_GAM_METHOD
+    gam_basis: str = DEFAULT_GAM_BASIS
+    max_edf: float | str | None = DEFAULT_GAM_MAX_EDF
 
-    def options(self) -> dict[str, str]:
+    def options(self) -> dict[str, Any]:
         """Keyword arguments for :func:`gengen.pipeline.run_study_analysis`."""
-        return {"fit": self.fit, "metric": self.metric}
+        return {
+            "fit": self.fit,
+            "metric": self.metric,
+            "gam_k": self.gam_k,
+            "gam_method": self.gam_method,
+            "gam_basis": self.gam_basis,
+            "max_edf": self.max_edf,
+        }
 
 
 @dataclass(frozen=True)
@@ -730,6 +752,24 @@ class _Section:
             raise self.error(name, f"unknown key{hint}")
 
 
+def _gam_k(section: _Section) -> int:
+    """``[analysis] gam_k``: the GAM's basis dimension, 3 to 200."""
+    value = section.number("gam_k", DEFAULT_GAM_K, integer=True, minimum=3)
+    if value > 200:
+        raise section.error("gam_k", f"expected an integer from 3 to 200, got {value}")
+    return int(value)
+
+
+def _max_edf(section: _Section) -> float | str | None:
+    """``[analysis] max_edf``: "auto" (the default cap), "none" (uncapped) or a number of at least 2."""
+    value = section.raw("max_edf", DEFAULT_GAM_MAX_EDF)
+    if value in ("auto", "none"):
+        return None if value == "none" else "auto"
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 2:
+        raise section.error("max_edf", f"expected 'auto', 'none' or a number >= 2, got {_show(value)}")
+    return float(value)
+
+
 def _show(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -911,6 +951,10 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
     analysis = AnalysisConfig(
         fit=analysis_section.string("fit", DEFAULT_ANALYSIS_FIT, choices=ANALYSIS_FITS),
         metric=analysis_section.string("metric", "acc", choices=METRICS),
+        gam_k=_gam_k(analysis_section),
+        gam_method=analysis_section.string("gam_method", DEFAULT_GAM_METHOD, choices=GAM_METHODS),
+        gam_basis=analysis_section.string("gam_basis", DEFAULT_GAM_BASIS, choices=GAM_BASES),
+        max_edf=_max_edf(analysis_section),
     )
     analysis_section.finish()
     top.finish()

@@ -46,6 +46,10 @@ from gengen.stats.lagged import lagged_partial_corr_matrix
 from gengen.stats.options import (
     DEFAULT_ADJUSTMENT,
     DEFAULT_CI_LEVEL,
+    DEFAULT_GAM_BASIS,
+    DEFAULT_GAM_K,
+    DEFAULT_GAM_MAX_EDF,
+    DEFAULT_GAM_METHOD,
     DEFAULT_INTERVAL_METHOD,
     DEFAULT_METHOD,
     DEFAULT_N_BOOT,
@@ -245,7 +249,14 @@ def _sieve_pairs(
 
     def compute(data: np.ndarray) -> SievePartialCorrMatrix:
         return sieve_partial_corr_matrix(
-            data, covar, method=method, fit=fit, n_boot=settings.n_boot, ci_level=settings.ci_level, seed=settings.seed
+            data,
+            covar,
+            method=method,
+            fit=fit,
+            n_boot=settings.n_boot,
+            ci_level=settings.ci_level,
+            seed=settings.seed,
+            **settings.gam_options,
         )
 
     fields = ("se_z", "df", "p_value", "ci_low", "ci_high")
@@ -355,8 +366,9 @@ def plan_group(mode: GroupMode, settings: Settings, n: int) -> GroupPlan:
 
 
 def _options(settings: Settings) -> dict[str, Any]:
-    """``method`` and ``fit`` as keyword arguments (validated by make_settings; typed loosely for stats' Literals)."""
-    return {"method": settings.method, "fit": settings.fit}
+    """``method``, ``fit`` and the GAM's options as keyword arguments (validated by make_settings; typed loosely
+    for stats' Literals)."""
+    return {"method": settings.method, "fit": settings.fit, **settings.gam_options}
 
 
 def _correlation_columns(
@@ -863,7 +875,7 @@ def _leave_one_out_columns(
         return False
     method: Any = settings.method
     fit: Any = settings.fit
-    deleted = stats.leave_one_out_partial_corr(x, covar, method=method, fit=fit)[:, rows, cols]
+    deleted = stats.leave_one_out_partial_corr(x, covar, method=method, fit=fit, **settings.gam_options)[:, rows, cols]
     r = table["r_partial"].to_numpy(dtype=float)
     if deciding == "p_sieve":
         se = table["se_z"].to_numpy(dtype=float)
@@ -1049,6 +1061,10 @@ def analyse(
     seed: int = 0,
     leave_one_out: bool = DEFAULT_LEAVE_ONE_OUT,
     min_step: int | None = None,
+    gam_k: int = DEFAULT_GAM_K,
+    gam_method: str = DEFAULT_GAM_METHOD,
+    gam_basis: str = DEFAULT_GAM_BASIS,
+    max_edf: float | str | None = DEFAULT_GAM_MAX_EDF,
     progress: bool = False,
 ) -> Analysis:
     r"""Partial correlations of every pair of OOD test sets, controlling for ID performance.
@@ -1129,6 +1145,11 @@ def analyse(
         Leave out the checkpoints before this step (``1`` leaves out step 0, the model before fine-tuning).
         Default: every checkpoint, as the paper scores step 0 (the leave-one-out rule keeps its jump from
         deciding a verdict on its own).
+    gam_k, gam_method, gam_basis, max_edf
+        The GAM control wherever it applies: basis dimension (mgcv's ``k``, default 10), smoothing criterion
+        (``"gcv"`` or ``"reml"``), basis (``"cr"`` or ``"tp"``), and the cap on each smooth's effective degrees
+        of freedom (``"auto"``: :func:`gengen.stats.default_max_edf` of n; None: uncapped; or a number).
+        The lagged test keeps its own small basis (k = 5).
     progress : bool
         Show a progress bar over groups.
 
@@ -1200,6 +1221,10 @@ def analyse(
         shots=shots,
         leave_one_out=leave_one_out,
         min_step=min_step,
+        gam_k=gam_k,
+        gam_method=gam_method,
+        gam_basis=gam_basis,
+        max_edf=max_edf,
     )
     scores, ood_names = prepare(df, settings)
     resolved_mode = settings.mode

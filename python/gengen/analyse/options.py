@@ -6,13 +6,26 @@ naming it (:class:`gengen.errors.GengenError`).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final, Literal, get_args
 
 from gengen.errors import GengenError
-from gengen.stats.options import DEFAULT_FIT_CHOICE, FIT_CHOICES, INTERVAL_METHODS, METHODS, Adjustment
+from gengen.stats.options import (
+    DEFAULT_FIT_CHOICE,
+    DEFAULT_GAM_BASIS,
+    DEFAULT_GAM_K,
+    DEFAULT_GAM_MAX_EDF,
+    DEFAULT_GAM_METHOD,
+    FIT_CHOICES,
+    GAM_BASES,
+    GAM_METHODS,
+    INTERVAL_METHODS,
+    METHODS,
+    Adjustment,
+)
 
 #: Name parts that make a metric lower-is-better; gengen negates such metrics so that "higher = better"
 #: everywhere. A metric matches when these words appear, in order, among the words of its name (split at
@@ -196,6 +209,20 @@ class Settings:
     min_step: int | None = None
     #: Set on a group's copy of the settings when ``fit="auto"`` chose its control (then ``fit`` is the choice).
     fit_chosen: bool = False
+    #: The GAM control's basis dimension, smoothing criterion, basis and cap on its effective degrees of freedom
+    #: (:func:`gengen.stats.gam_fit`): they apply wherever the control is a GAM (``fit="gam"``, or chosen).
+    gam_k: int = DEFAULT_GAM_K
+    gam_method: str = DEFAULT_GAM_METHOD
+    gam_basis: str = DEFAULT_GAM_BASIS
+    max_edf: float | str | None = DEFAULT_GAM_MAX_EDF
+
+    @property
+    def gam_options(self) -> dict[str, Any]:
+        """The GAM options as the statistics take them (``k``, ``gam_method``, ``gam_basis``, ``max_edf``), or
+        none under the linear control."""
+        if self.fit != "gam":
+            return {}
+        return {"k": self.gam_k, "gam_method": self.gam_method, "gam_basis": self.gam_basis, "max_edf": self.max_edf}
 
     @property
     def permutation_scheme(self) -> str:
@@ -267,6 +294,10 @@ def make_settings(
     shots: str | int | Iterable[str | int] | None = None,
     leave_one_out: bool = True,
     min_step: int | None = None,
+    gam_k: int = DEFAULT_GAM_K,
+    gam_method: str = DEFAULT_GAM_METHOD,
+    gam_basis: str = DEFAULT_GAM_BASIS,
+    max_edf: float | str | None = DEFAULT_GAM_MAX_EDF,
 ) -> Settings:
     """Check every option of :func:`gengen.analyse` and return them as :class:`Settings`.
 
@@ -323,6 +354,16 @@ def make_settings(
         raise GengenError(f"option leave_one_out: must be true or false, got {leave_one_out!r}")
     if min_step is not None and (isinstance(min_step, bool) or not isinstance(min_step, int) or min_step < 0):
         raise GengenError(f"option min_step: must be a non-negative integer step, got {min_step!r}")
+    if isinstance(gam_k, bool) or not isinstance(gam_k, int) or not 3 <= gam_k <= 200:
+        raise GengenError(f"option gam_k: must be an integer from 3 to 200 (the GAM's basis dimension), got {gam_k!r}")
+    if isinstance(max_edf, str) and max_edf.lower() == "none":
+        max_edf = None
+    if not (
+        max_edf is None or max_edf == "auto" or (isinstance(max_edf, int | float) and not isinstance(max_edf, bool))
+    ):
+        raise GengenError(f"option max_edf: must be 'auto', 'none' or a number of at least 2, got {max_edf!r}")
+    if isinstance(max_edf, int | float) and not (max_edf >= 2 and math.isfinite(max_edf)):
+        raise GengenError(f"option max_edf: must be at least 2 (a straight line's degrees of freedom), got {max_edf!r}")
     return Settings(
         id_testset=id_testset,
         ood=ood_names,
@@ -351,6 +392,10 @@ def make_settings(
         shots=_patterns(shots, "shots"),
         leave_one_out=leave_one_out,
         min_step=min_step,
+        gam_k=gam_k,
+        gam_method=_choice(gam_method, GAM_METHODS, "gam_method"),
+        gam_basis=_choice(gam_basis, GAM_BASES, "gam_basis"),
+        max_edf=float(max_edf) if isinstance(max_edf, int | float) else max_edf,
     )
 
 

@@ -30,9 +30,15 @@ from gengen.limits import MAX_RESAMPLES
 from gengen.stats.options import (
     DEFAULT_ADJUSTMENT,
     DEFAULT_CI_LEVEL,
+    DEFAULT_GAM_BASIS,
+    DEFAULT_GAM_K,
+    DEFAULT_GAM_MAX_EDF,
+    DEFAULT_GAM_METHOD,
     DEFAULT_METHOD,
     DEFAULT_N_BOOT,
     DEFAULT_N_PERM,
+    GAM_BASES,
+    GAM_METHODS,
     METHODS,
 )
 
@@ -49,6 +55,16 @@ def cli_terms(message: str) -> str:
 
     message = re.sub(r"\boption ([a-z_]+)\b", lambda m: flag(m.group(1)), message)
     return re.sub(r"\((id_testset|lower_is_better|higher_is_better)\)", lambda m: f"({flag(m.group(1))})", message)
+
+
+def _max_edf(text: str) -> float | str | None:
+    """``--max-edf``: auto, none, or a number (checked by the analysis)."""
+    if text.lower() in ("auto", "none"):
+        return text.lower()
+    try:
+        return float(text)
+    except ValueError:
+        raise GengenError(f"--max-edf: expected auto, none or a number, got {text!r}") from None
 
 
 def _names(values: list[str] | None) -> list[str] | None:
@@ -138,6 +154,19 @@ def analyse_command(
             help="Leave out checkpoints before this step (1 leaves out step 0, the model before training).", min=0
         ),
     ] = None,
+    gam_k: Annotated[
+        int, typer.Option(help="GAM control: basis dimension (mgcv's k).", min=3, max=200)
+    ] = DEFAULT_GAM_K,
+    gam_method: Annotated[str, typer.Option(help=f"GAM control: smoothing criterion, {either(GAM_METHODS)}.")] = (
+        DEFAULT_GAM_METHOD
+    ),
+    gam_basis: Annotated[str, typer.Option(help=f"GAM control: basis, {either(GAM_BASES)}.")] = DEFAULT_GAM_BASIS,
+    max_edf: Annotated[
+        str,
+        typer.Option(
+            help="GAM control: cap on each smooth's effective degrees of freedom: auto (from n), none, or a number."
+        ),
+    ] = str(DEFAULT_GAM_MAX_EDF),
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("gengen-analysis"),
 ) -> None:
     """Correlate every pair of OOD test sets across checkpoints after regressing out the ID score.
@@ -171,6 +200,10 @@ def analyse_command(
             seed=seed,
             leave_one_out=leave_one_out,
             min_step=min_step,
+            gam_k=gam_k,
+            gam_method=gam_method,
+            gam_basis=gam_basis,
+            max_edf=_max_edf(max_edf),
             models=_names(model),
             runs=_names(run),
             sizes=_names(size),

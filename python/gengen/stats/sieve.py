@@ -51,12 +51,18 @@ from gengen.stats.gam import gam_fit
 from gengen.stats.options import (
     DEFAULT_CI_LEVEL,
     DEFAULT_FIT,
+    DEFAULT_GAM_BASIS,
     DEFAULT_GAM_K,
     DEFAULT_GAM_MAX_EDF,
+    DEFAULT_GAM_METHOD,
     DEFAULT_METHOD,
     FITS,
+    GAM_BASES,
+    GAM_METHODS,
     Fit,
+    GamBasis,
     GamMaxEdf,
+    GamMethod,
     ResidualMethod,
 )
 from gengen.stats.validation import check_choice, check_max_edf, labelled, trajectory_inputs
@@ -766,6 +772,8 @@ def _operators(
     fit: str,
     k: int,
     max_edf: GamMaxEdf = DEFAULT_GAM_MAX_EDF,
+    gam_method: GamMethod = DEFAULT_GAM_METHOD,
+    gam_basis: GamBasis = DEFAULT_GAM_BASIS,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """Residuals (n, m), the residual operators I − H (shared (n, n) or per column (m, n, n)) and the EDF (m,)."""
     n, m = data.shape
@@ -775,13 +783,13 @@ def _operators(
         operator = np.eye(n) - q @ q.T
         residuals = operator @ data
         return residuals, operator, np.full(m, float(design.shape[1]))
-    fit_result = gam_fit(data, control, k=k, max_edf=max_edf)
+    fit_result = gam_fit(data, control, k=k, max_edf=max_edf, gam_method=gam_method, gam_basis=gam_basis)
     lam = np.atleast_2d(np.asarray(fit_result.lam, dtype=np.float64))
     operators = np.empty((m, n, n))
     identity = np.eye(n)
     for j in range(m):
         # At fixed smoothing parameters the GAM is linear in y: its fitted values of the identity are H_j.
-        smoother = gam_fit(identity, control, k=k, lam=lam[j]).fitted
+        smoother = gam_fit(identity, control, k=k, lam=lam[j], gam_method=gam_method, gam_basis=gam_basis).fitted
         operators[j] = identity - smoother
     return np.asarray(fit_result.residuals), operators, np.atleast_1d(np.asarray(fit_result.edf, dtype=np.float64))
 
@@ -811,6 +819,8 @@ def sieve_partial_corr_matrix(
     k: int = DEFAULT_GAM_K,
     seed: int = 0,
     max_edf: GamMaxEdf = DEFAULT_GAM_MAX_EDF,
+    gam_method: GamMethod = DEFAULT_GAM_METHOD,
+    gam_basis: GamBasis = DEFAULT_GAM_BASIS,
 ) -> SievePartialCorrMatrix:
     r"""Partial correlations of every pair of test sets, with AR-sieve standard errors, tests and intervals.
 
@@ -839,6 +849,9 @@ def sieve_partial_corr_matrix(
     max_edf : float, "auto" or None, default "auto"
         Cap on each GAM smooth's effective degrees of freedom for ``fit="gam"`` (intercept included; ``"auto"``
         is :func:`~gengen.stats.gam.default_max_edf` of n, None the criterion's optimum whatever it spends).
+    gam_method, gam_basis : str
+        The GAM's smoothing-parameter criterion (``"gcv"``, ``"reml"``) and basis (``"cr"``, ``"tp"``) for
+        ``fit="gam"`` (see :func:`~gengen.stats.gam.gam_fit`).
 
     Returns
     -------
@@ -900,7 +913,9 @@ def sieve_partial_corr_matrix(
             f"scores: {n} checkpoints are too few for the sieve with {control.shape[1]} control(s) and AR order "
             f"up to {max_order} (need at least {control.shape[1] + 5 + max_order})"
         )
-    residuals, operators, edf = _operators(data, control, fit, k, check_max_edf(max_edf))
+    check_choice("gam_method", gam_method, GAM_METHODS)
+    check_choice("gam_basis", gam_basis, GAM_BASES)
+    residuals, operators, edf = _operators(data, control, fit, k, check_max_edf(max_edf), gam_method, gam_basis)
     # Degrees of freedom of each pair's t-test as ppcor counts them (n − 2 − k; under the GAM, k = the larger
     # smooth's EDF without its intercept), so that with independent checkpoints the test is ppcor's.
     spent = edf - 1.0
