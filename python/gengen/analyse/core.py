@@ -1145,11 +1145,16 @@ def analyse(
         Leave out the checkpoints before this step (``1`` leaves out step 0, the model before fine-tuning).
         Default: every checkpoint, as the paper scores step 0 (the leave-one-out rule keeps its jump from
         deciding a verdict on its own).
-    gam_k, gam_method, gam_basis, max_edf
-        The GAM control wherever it applies: basis dimension (mgcv's ``k``, default 10), smoothing criterion
-        (``"gcv"`` or ``"reml"``), basis (``"cr"`` or ``"tp"``), and the cap on each smooth's effective degrees
-        of freedom (``"auto"``: :func:`gengen.stats.default_max_edf` of n; None: uncapped; or a number).
-        The lagged test keeps its own small basis (k = 5).
+    gam_k : int
+        The GAM control's basis dimension (mgcv's ``k``, default 10), wherever the control is a GAM (the lagged
+        test keeps its own small basis, k = 5).
+    gam_method : {"gcv", "reml"}
+        The GAM's smoothing-parameter criterion.
+    gam_basis : {"cr", "tp"}
+        The GAM's basis.
+    max_edf : float, "auto" or None
+        Cap on each smooth's effective degrees of freedom: ``"auto"`` (:func:`gengen.stats.default_max_edf` of
+        n), None (uncapped), or a number of at least 2.
     progress : bool
         Show a progress bar over groups.
 
