@@ -7,9 +7,74 @@ wrong with it. The CLI prints that line and exits with status 2; anything else i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 
 class GengenError(ValueError):
-    """Bad input: the message names the file, column, argument or option and the problem."""
+    """Bad input: the message names the file, column, argument or option and the problem.
+
+    Raised with a plain message, or with structured fields that each front end renders in its own terms: the
+    library's ``str()`` names the Python keyword (``gam_k``), the CLI names its flag (``--gam-k``) and a study
+    file names its key, from the same error, so no front end parses another's message back.
+
+    Parameters
+    ----------
+    message : str, optional
+        The whole line, for errors that name a file or column rather than an option.
+    option : str, optional
+        The option's library name (a keyword of the function called), e.g. ``"gam_k"``.
+    problem : str, optional
+        What is wrong, without the option's name, e.g. ``"must be an integer >= 3, got 2"``.
+    hint : str, optional
+        What to do instead, e.g. ``"use --fit linear for fewer than 8 checkpoints"``.
+
+    Examples
+    --------
+    >>> error = GengenError(option="gam_k", problem="must be an integer >= 3, got 2")
+    >>> str(error)
+    'gam_k must be an integer >= 3, got 2'
+    >>> error.render(lambda name: "--" + name.replace("_", "-"))
+    '--gam-k must be an integer >= 3, got 2'
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        option: str | None = None,
+        problem: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.option = option
+        self.problem = problem
+        self.hint = hint
+        self._message = message
+        super().__init__(self.render())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keeps the fields across processes (executors pickle errors back from workers).
+        return (_rebuild, (type(self), self._message, self.option, self.problem, self.hint))
+
+    def render(self, name: Callable[[str], str] | None = None) -> str:
+        """The error's line, with its option written by ``name`` (default: the library's keyword).
+
+        Parameters
+        ----------
+        name : callable, optional
+            Maps the option's library name to the front end's (a CLI flag, a study-file key).
+
+        Returns
+        -------
+        str
+            One line: the message, or ``"<option> <problem>"`` plus ``"; <hint>"``.
+        """
+        if self._message is not None and self.option is None:
+            text = self._message
+        else:
+            shown = self.option if self.option is None or name is None else name(self.option)
+            text = " ".join(part for part in (shown, self.problem or self._message) if part)
+        return f"{text}; {self.hint}" if self.hint else text
 
 
 class InputError(GengenError):
@@ -38,3 +103,11 @@ class InvalidArgumentError(GengenError):
 
 class DegenerateDataError(GengenError):
     """The data do not support the statistic: a constant column, collinear covariates…"""
+
+
+def _rebuild(
+    cls: type[GengenError], message: str | None, option: str | None, problem: str | None, hint: str | None
+) -> GengenError:
+    error = cls.__new__(cls)
+    GengenError.__init__(error, message, option=option, problem=problem, hint=hint)
+    return error
