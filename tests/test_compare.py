@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from itertools import combinations
 from pathlib import Path
 
@@ -178,6 +179,34 @@ def test_a_zero_agrees_with_nothing() -> None:
     assert row["n_sign_agree"] < np.sum(a * b >= 0)  # counting zeros as agreement would be caught
     assert row["n_sign_agree"] < np.sum(np.sign(a) == np.sign(b))  # and so would two zeros "agreeing"
     assert_allclose(row["sign_agreement"], np.mean(a * b > 0))
+
+
+def test_a_zero_agrees_with_nothing_at_the_chance_level() -> None:
+    """The permutation chance level and its p-value count a zero as agreeing with nothing, like the observed
+    agreement: checked against the same permutations evaluated by hand with numpy, and against a closed form
+    (a matrix of zeros agrees with nothing under any permutation)."""
+    from gengen.compare import chance_levels
+    from gengen.stats import permutation_indices
+
+    rng = np.random.default_rng(5)
+    a, b = random_matrix(rng, 7), random_matrix(rng, 7)
+    for i, j in ((0, 1), (0, 2), (3, 5), (4, 6)):
+        a[i, j] = a[j, i] = 0.0
+    for i, j in ((0, 1), (2, 5), (1, 6)):
+        b[i, j] = b[j, i] = 0.0
+    rows, cols = np.triu_indices(7, 1)
+    x = a[rows, cols]
+    orders = np.asarray(permutation_indices(7, 99, scheme="free", seed=3))
+    agree = np.array([np.mean(b[np.ix_(order, order)][rows, cols] * x > 0) for order in orders])
+    observed = np.mean(x * b[rows, cols] > 0)
+    levels = chance_levels(a, b, 99, 3)
+    assert_allclose(levels["sign_agreement_chance"], agree.mean(), rtol=1e-12)
+    assert_allclose(levels["p_sign_agreement"], (1 + np.sum(agree >= observed - 1e-12)) / 100, rtol=1e-12)
+    with warnings.catch_warnings():  # a constant matrix has no Mantel r under any permutation (all NaN)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        nothing = chance_levels(a, np.eye(7), 99, 3)
+    assert nothing["sign_agreement_chance"] == 0.0 and nothing["sign_agreement_chance_high"] == 0.0
+    assert nothing["p_sign_agreement"] == 1.0  # every permutation's 0 is ≥ the observed 0
 
 
 def test_pooled_adjustment_is_within_each_cell() -> None:
