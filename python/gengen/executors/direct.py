@@ -18,15 +18,15 @@ from __future__ import annotations
 import concurrent.futures
 import socket
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 
 import torch
 
 from gengen.config import StudyConfig
 from gengen.errors import ConfigError
 from gengen.executors import StudyExecution, execute_study
-from gengen.executors.base import Executor, RunResult, RunTask
-from gengen.executors.local import process_pool
+from gengen.executors.base import RunResult, RunTask
+from gengen.executors.local import PooledExecutor
 from gengen.executors.state import write_state
 from gengen.train import RunOutcome, TrainContext, World, current_world, train_run
 
@@ -62,7 +62,7 @@ def _train_in_worker(task: RunTask) -> RunOutcome:
         raise
 
 
-class DirectExecutor(Executor):
+class DirectExecutor(PooledExecutor):
     """Trains runs here, in this process or in ``jobs`` worker processes, straight into the study's store.
 
     Parameters
@@ -95,29 +95,13 @@ class DirectExecutor(Executor):
         self.jobs = jobs
         self.log = log
         self.progress = progress
-        self.pool: ProcessPoolExecutor | None = None
+        self.pool = None
         self.contexts: dict[int, TrainContext] = {}
 
     @property
     def records_state(self) -> bool:
         """Process 0 alone writes the runs' state."""
         return self.world.main
-
-    @property
-    def capacity(self) -> int:
-        """``jobs``: the driver submits no more than are trained at once."""
-        return self.jobs
-
-    def start(self) -> None:
-        """Start the worker pool (none for ``jobs = 1``)."""
-        if self.jobs > 1:
-            self.pool = process_pool(self.jobs)
-
-    def close(self) -> None:
-        """Stop the worker pool, waiting for the runs in it."""
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
 
     def _context(self, config: StudyConfig) -> TrainContext:
         """The tokenizer and test-set cache shared by the study's runs in this process."""

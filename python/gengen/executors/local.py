@@ -18,7 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 from gengen.executors.base import Executor, RunResult, RunTask, failure
 from gengen.executors.worker import execute_run
 
-__all__ = ["LocalExecutor", "process_pool"]
+__all__ = ["LocalExecutor", "PooledExecutor", "process_pool"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -52,7 +52,34 @@ def process_pool(workers: int) -> ProcessPoolExecutor:
     )
 
 
-class LocalExecutor(Executor):
+class PooledExecutor(Executor):
+    """An executor that runs tasks in this process (``jobs = 1``) or in a :func:`process_pool` of ``jobs``.
+
+    The one place the pool is started and stopped, for :class:`LocalExecutor` and
+    :class:`gengen.executors.direct.DirectExecutor`; a subclass sets ``jobs`` and submits to ``pool``.
+    """
+
+    jobs: int = 1
+    pool: ProcessPoolExecutor | None = None
+
+    @property
+    def capacity(self) -> int:
+        """``jobs``: the driver submits no more than the pool runs."""
+        return self.jobs
+
+    def start(self) -> None:
+        """Start the worker pool (none for ``jobs = 1``)."""
+        if self.jobs > 1:
+            self.pool = process_pool(self.jobs)
+
+    def close(self) -> None:
+        """Stop the worker pool, waiting for the runs in it."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+
+class LocalExecutor(PooledExecutor):
     """Runs on this machine: in this process (``jobs = 1``) or in a pool of ``jobs`` processes.
 
     Parameters
@@ -68,23 +95,7 @@ class LocalExecutor(Executor):
     def __init__(self, jobs: int = 1, *, log: Callable[[str], None] = print):
         self.jobs = jobs
         self.log = log
-        self.pool: ProcessPoolExecutor | None = None
-
-    @property
-    def capacity(self) -> int:
-        """``jobs``: the driver submits no more than the pool runs."""
-        return self.jobs
-
-    def start(self) -> None:
-        """Start the worker pool (none for ``jobs = 1``)."""
-        if self.jobs > 1:
-            self.pool = process_pool(self.jobs)
-
-    def close(self) -> None:
-        """Stop the worker pool."""
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
+        self.pool = None
 
     def submit(self, task: RunTask) -> Future[RunResult]:
         """Run ``task`` now (``jobs = 1``) or hand it to the pool."""
