@@ -61,7 +61,7 @@ def test_wide_export_and_round_trip(pythia_store: Path, tmp_path: Path, suffix: 
     rows = export(pythia_store, out, wide=True)
     assert rows == 27 + 27 + 3  # one row per checkpoint
     table = pd.read_csv(out) if suffix == ".csv" else pd.read_parquet(out)
-    assert list(table.columns[:10]) == ["study", "model", "family", "size", "run", "seed", "shots", "step",
+    assert list(table.columns[:11]) == ["study", "model", "family", "size", "run", "seed", "shots", "data_seed", "step",
                                         "tokens", "epoch"]  # fmt: skip
     step = json.loads((PYTHIA / "pythia-410m" / "410m_step13000.json").read_text())
     row = table[(table["model"] == "pythia-v1.1-410m") & (table["step"] == 13000)]

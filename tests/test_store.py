@@ -28,7 +28,7 @@ from gengen.store import Store, load
 PYTHON_ROOT = Path(store_module.__file__).resolve().parents[1]
 
 EXPECTED_COLUMNS = [
-    "study", "model", "family", "size", "run", "seed", "shots", "step", "tokens", "epoch",
+    "study", "model", "family", "size", "run", "seed", "shots", "data_seed", "step", "tokens", "epoch",
     "testset", "metric", "value", "n_examples",
 ]  # fmt: skip
 
@@ -57,8 +57,8 @@ def test_new_store_is_wal_sqlite_with_versioned_schema(tmp_path: Path) -> None:
     assert store.path == database
     assert database.is_file()
     assert sql(database, "PRAGMA journal_mode") == [("wal",)]
-    assert sql(database, "PRAGMA user_version") == [(1,)]
-    assert store.schema_version == 1
+    assert sql(database, "PRAGMA user_version") == [(store_module.SCHEMA_VERSION,)] == [(2,)]
+    assert store.schema_version == 2
     assert store.study == "study"
     tables = {name for (name,) in sql(database, "SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"scores", "manifests"} <= tables
@@ -201,7 +201,7 @@ def test_filters(tmp_path: Path) -> None:
     assert set(store.load(model="a")["model"]) == {"a"}
     assert len(store.load(model=["a", "b"], metric="f1")) == 4
     assert len(load(tmp_path / "s", testset=["y"], model="c")) == 2
-    with pytest.raises(GengenError, match="unknown filter 'split'"):
+    with pytest.raises(GengenError, match="split is not a filter of load"):
         store.load(split="x")
 
 
@@ -271,10 +271,11 @@ def test_migration_hook_upgrades_an_old_store(tmp_path: Path, monkeypatch: pytes
     def add_column(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE scores ADD COLUMN judge TEXT")
 
-    monkeypatch.setitem(store_module.MIGRATIONS, 1, add_column)
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
+    current = store_module.SCHEMA_VERSION
+    monkeypatch.setitem(store_module.MIGRATIONS, current, add_column)
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", current + 1)
     upgraded = Store(tmp_path / "s")
-    assert sql(upgraded.path, "PRAGMA user_version") == [(2,)]
+    assert sql(upgraded.path, "PRAGMA user_version") == [(current + 1,)]
     assert "judge" in [row[1] for row in sql(upgraded.path, "PRAGMA table_info(scores)")]
     assert upgraded.load()["value"].tolist() == [0.5]
 

@@ -20,198 +20,85 @@ The same rule holds inside one batch: two rows with one key and different values
 Schema
 ------
 ``PRAGMA user_version`` holds the schema version (:data:`SCHEMA_VERSION`). Opening a store runs the
-migrations in :data:`MIGRATIONS` from the stored version up to the current one inside one transaction (a new
-file is at version 0, so creating a store is the first migration). A store written by a newer gengen is
-refused rather than misread.
+migrations in :data:`MIGRATIONS` (:mod:`gengen._store_schema`) from the stored version up to the current one
+inside one transaction (a new file is at version 0, so creating a store is the first migration). A store
+written by a newer gengen is refused rather than misread; one of an older version opened read-only (``load``,
+``gengen export``) is read as it is and upgraded the next time it is opened for writing.
+
+Run keys (``seed``, ``shots``, ``data_seed``) are integer columns next to the ``run`` label users see
+(``"seed=1,shots=64,data_seed=0"``); see :mod:`gengen._run_keys`. The validation of written tables and the
+row conversions live in :mod:`gengen._store_rows`; this module re-exports their public names.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
-import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from gengen._run_keys import RUN_KEYS, parse_run_label, run_label
+from gengen._store_rows import (
+    CODENAME_UNITS,
+    COLUMNS,
+    DEFAULT_RUN,
+    DTYPES,
+    FILTERS,
+    KEY,
+    REQUIRED_COLUMNS,
+    STORED_COLUMNS,
+    OnConflict,
+    _as_frame,
+    _db_rows,
+    _frame_from_rows,
+    empty_scores,
+    normalise_scores,
+    shown,
+    split_model_name,
+)
+from gengen._store_schema import MIGRATIONS, SCHEMA_VERSION
 from gengen._versions import installed_versions
-from gengen.errors import GengenError, InputError, StoreConflictError, StoreError
+from gengen.errors import GengenError, StoreConflictError, StoreError
 
 __all__ = [
+    "CODENAME_UNITS",
     "COLUMNS",
     "DB_NAME",
+    "DEFAULT_RUN",
+    "DTYPES",
+    "FILTERS",
     "KEY",
     "MIGRATIONS",
+    "REQUIRED_COLUMNS",
+    "RUN_KEYS",
     "SCHEMA_VERSION",
+    "STORED_COLUMNS",
+    "OnConflict",
     "Store",
     "empty_scores",
     "load",
     "normalise_scores",
+    "parse_run_label",
+    "run_label",
+    "shown",
     "split_model_name",
 ]
 
 DB_NAME = "gengen.sqlite"
 """File name of the database inside a study folder."""
 
-SCHEMA_VERSION = 1
-"""Version of the schema this gengen writes; kept in ``PRAGMA user_version``."""
-
-COLUMNS: tuple[str, ...] = (
-    "study",
-    "model",
-    "family",
-    "size",
-    "run",
-    "seed",
-    "shots",
-    "step",
-    "tokens",
-    "epoch",
-    "testset",
-    "metric",
-    "value",
-    "n_examples",
-)
-"""The score table's columns, in order; :meth:`Store.load` returns them first, then ``stderr`` and extras."""
-
-KEY: tuple[str, ...] = ("study", "model", "run", "step", "testset", "metric")
-"""The primary key of a score."""
-
-DTYPES: dict[str, str] = {
-    "study": "str",
-    "model": "str",
-    "family": "str",
-    "size": "str",
-    "run": "str",
-    "seed": "Int64",
-    "shots": "Int64",
-    "step": "int64",
-    "tokens": "Int64",
-    "epoch": "float64",
-    "testset": "str",
-    "metric": "str",
-    "value": "float64",
-    "n_examples": "Int64",
-    "stderr": "float64",
-}
-"""The dtype of each column :meth:`Store.load` returns (``str`` is pandas' string dtype)."""
-
-STORED_COLUMNS: tuple[str, ...] = (*COLUMNS, "stderr")
-"""Columns with their own database column; any other column of a written table is kept as an extra."""
-
-REQUIRED_COLUMNS: tuple[str, ...] = ("model", "step", "testset", "metric", "value")
-"""Columns a written table must have; the others have defaults."""
-
-DEFAULT_RUN = "main"
-"""The run of a score written without one."""
-
-FILTERS: tuple[str, ...] = ("study", "model", "family", "size", "run", "testset", "metric")
-"""The keyword filters :meth:`Store.load` accepts."""
-
-OnConflict = Literal["error", "replace", "keep"]
-
 _BUSY_TIMEOUT_S = 60.0
-_INTEGER_COLUMNS = ("seed", "shots", "step", "tokens", "n_examples")
-_FLOAT_COLUMNS = ("epoch", "value", "stderr")
-_TEXT_COLUMNS = ("study", "model", "family", "size", "run", "testset", "metric")
 _MANIFEST_PACKAGES = ("gengen", "numpy", "pandas", "pyarrow", "torch", "transformers", "datasets", "peft")
-_SIZE_PATTERN = re.compile(r"^(?P<family>.+?)[-_](?P<size>\d+(?:\.\d+)?[kmbt])(?:[-_].*)?$", re.IGNORECASE)
-_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
-_RUN_KEY_PATTERN = re.compile(r"(?:^|[,;\s])\s*(?P<key>seed|shots)\s*=\s*(?P<value>-?\d+)\s*(?=$|[,;\s])")
-
-
-# --------------------------------------------------------------------------------------------- schema
-
-
-def _migrate_0_to_1(conn: sqlite3.Connection) -> None:
-    """Create the version 1 schema: the score table and the manifest table."""
-    conn.execute(
-        """
-        CREATE TABLE scores (
-            study      TEXT    NOT NULL,
-            model      TEXT    NOT NULL,
-            family     TEXT    NOT NULL,
-            size       TEXT    NOT NULL,
-            run        TEXT    NOT NULL,
-            seed       INTEGER,
-            shots      INTEGER,
-            step       INTEGER NOT NULL,
-            tokens     INTEGER,
-            epoch      REAL,
-            testset    TEXT    NOT NULL,
-            metric     TEXT    NOT NULL,
-            value      REAL,
-            n_examples INTEGER,
-            stderr     REAL,
-            extra      TEXT,
-            PRIMARY KEY (study, model, run, step, testset, metric)
-        ) WITHOUT ROWID
-        """
-    )
-    conn.execute(
-        """
-        CREATE TABLE manifests (
-            model      TEXT NOT NULL,
-            run        TEXT NOT NULL,
-            manifest   TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            PRIMARY KEY (model, run)
-        ) WITHOUT ROWID
-        """
-    )
-
-
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _migrate_0_to_1}
-"""``MIGRATIONS[v]`` upgrades a store from schema version ``v`` to ``v + 1`` (inside the open transaction).
-
-To change the schema: add ``MIGRATIONS[SCHEMA_VERSION] = _migrate_1_to_2`` and increment
-:data:`SCHEMA_VERSION`; stores of every earlier version are upgraded when first opened.
-"""
 
 
 # --------------------------------------------------------------------------------------------- helpers
-
-
-def split_model_name(model: str) -> tuple[str, str]:
-    """Split a model name into family and size.
-
-    Parameters
-    ----------
-    model : str
-        A model name or hub id, e.g. ``"EleutherAI/pythia-v1.1-160m"``.
-
-    Returns
-    -------
-    tuple of str
-        ``(family, size)``: the part before a size token such as ``160m`` / ``1.4b`` / ``7B`` and the token;
-        ``(basename, "")`` when the name has no size token.
-
-    Examples
-    --------
-    >>> split_model_name("EleutherAI/pythia-v1.1-160m")
-    ('pythia-v1.1', '160m')
-    >>> split_model_name("gpt2")
-    ('gpt2', '')
-    """
-    base = model.rstrip("/").rsplit("/", 1)[-1]
-    match = _SIZE_PATTERN.match(base)
-    if match is None:
-        return base, ""
-    return match.group("family"), match.group("size")
-
-
-def _run_keys(run: str) -> dict[str, int]:
-    """Return the ``seed`` / ``shots`` values written in a run key such as ``"seed=1,shots=64"``."""
-    return {m.group("key"): int(m.group("value")) for m in _RUN_KEY_PATTERN.finditer(run)}
 
 
 def _now() -> str:
@@ -222,229 +109,6 @@ def _now() -> str:
 def _package_versions() -> dict[str, str]:
     """Versions of Python and of the installed packages that shape a run's scores."""
     return installed_versions(_MANIFEST_PACKAGES, python=True)
-
-
-def _json_scalar(value: Any) -> Any:
-    """``value`` as a JSON-ready Python scalar (numpy scalars unwrapped, NaN/NA as ``None``)."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if isinstance(value, (str, int, float, bool)):
-        return value
-    return str(value)
-
-
-def empty_scores(extra_columns: Sequence[str] = ()) -> pd.DataFrame:
-    """An empty score table with the columns and dtypes :meth:`Store.load` returns."""
-    frame = pd.DataFrame({name: pd.Series(dtype=DTYPES[name]) for name in STORED_COLUMNS})
-    for name in extra_columns:
-        frame[name] = pd.Series(dtype="object")
-    return frame
-
-
-def _as_frame(data: pd.DataFrame | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """A DataFrame from a DataFrame or an iterable of records."""
-    if isinstance(data, pd.DataFrame):
-        return data
-    if isinstance(data, Mapping):
-        raise InputError("scores: expected a DataFrame or an iterable of records (mappings), got one mapping")
-    return pd.DataFrame.from_records(list(data))
-
-
-def _label(sources: pd.Series | None, position: int) -> str:
-    """Where row ``position`` of a batch came from, for error messages."""
-    if sources is not None:
-        return str(sources.iloc[position])
-    return f"row {position}"
-
-
-def _plain(value: Any) -> Any:
-    """A numpy scalar as the Python scalar it holds (for readable messages)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _check_integers(frame: pd.DataFrame, column: str, sources: pd.Series | None) -> pd.Series:
-    """Column ``column`` as Int64, or an InputError naming the first value that is not an integer."""
-    raw = frame[column]
-    if pd.api.types.is_integer_dtype(raw.dtype) and not pd.api.types.is_bool_dtype(raw.dtype):
-        return raw.astype("Int64")
-    numbers = pd.to_numeric(raw, errors="coerce").astype("float64")
-    finite = np.isfinite(numbers.to_numpy())
-    bad = (raw.notna().to_numpy() & ~finite) | (finite & (numbers.to_numpy() != np.round(numbers.to_numpy())))
-    if pd.api.types.is_bool_dtype(raw.dtype):
-        bad = raw.notna().to_numpy()
-    if bad.any():
-        position = int(np.flatnonzero(bad)[0])
-        shown = _plain(raw.iloc[position])
-        raise InputError(f"{_label(sources, position)}: column {column!r}: {shown!r} is not an integer")
-    return numbers.round().astype("Int64")
-
-
-def _check_floats(frame: pd.DataFrame, column: str, sources: pd.Series | None) -> pd.Series:
-    """Column ``column`` as float64 (missing values as NaN), or an InputError naming the first non-number."""
-    raw = frame[column]
-    numbers = pd.to_numeric(raw, errors="coerce").astype("float64")
-    bad = numbers.isna().to_numpy() & raw.notna().to_numpy()
-    if pd.api.types.is_bool_dtype(raw.dtype):
-        bad = raw.notna().to_numpy()
-    if bad.any():
-        position = int(np.flatnonzero(bad)[0])
-        raise InputError(
-            f"{_label(sources, position)}: column {column!r}: {_plain(raw.iloc[position])!r} is not a number"
-        )
-    return numbers
-
-
-def _check_name_characters(names: pd.Series, column: str, sources: pd.Series | None) -> None:
-    """Refuse names holding control characters (NUL, newline, ESC...): they print as nothing or break lines, so
-    two different names would look the same in every table and message."""
-    unique = names.unique()
-    bad = [name for name in unique if _CONTROL_CHARACTER.search(name)]
-    if bad:
-        position = int(np.flatnonzero((names == bad[0]).to_numpy())[0])
-        found = _CONTROL_CHARACTER.search(bad[0])
-        char = found.group(0) if found else ""
-        raise InputError(
-            f"{_label(sources, position)}: column {column!r}: {bad[0]!r} holds a control character ({char!r})"
-        )
-
-
-def normalise_scores(
-    data: pd.DataFrame | Iterable[Mapping[str, Any]],
-    *,
-    study: str,
-    sources: pd.Series | None = None,
-) -> pd.DataFrame:
-    """Validate a score table and fill in its defaults, ready to be written.
-
-    Parameters
-    ----------
-    data : DataFrame or iterable of mappings
-        At least the columns ``model, step, testset, metric, value``. Missing ``study`` takes ``study``,
-        missing ``run`` is ``"main"``, missing ``family``/``size`` come from :func:`split_model_name`,
-        missing ``seed``/``shots`` are read from run keys such as ``"seed=1,shots=64"``. Columns outside
-        the score table are kept as extras.
-    study : str
-        The study of rows without one.
-    sources : Series, optional
-        One label per row (file and key) used in error messages instead of the row number.
-
-    Returns
-    -------
-    DataFrame
-        The columns of :data:`COLUMNS`, ``stderr``, then the extras, one row per key (equal duplicates
-        dropped).
-
-    Raises
-    ------
-    InputError
-        A required column is missing, a key column is empty, or a value is not a number.
-    StoreConflictError
-        Two rows share a key and have different values.
-    """
-    frame = _as_frame(data).reset_index(drop=True)
-    if sources is not None:
-        sources = sources.reset_index(drop=True)
-    missing = [name for name in REQUIRED_COLUMNS if name not in frame.columns]
-    if missing:
-        raise InputError(
-            f"scores: missing column(s) {', '.join(map(repr, missing))}; "
-            f"found {', '.join(map(repr, map(str, frame.columns))) or 'no columns'}"
-        )
-    out = pd.DataFrame(index=frame.index)
-    out["study"] = frame["study"] if "study" in frame.columns else study
-    out["model"] = frame["model"]
-    out["run"] = frame["run"] if "run" in frame.columns else DEFAULT_RUN
-    for name in ("study", "run"):
-        out[name] = out[name].where(out[name].notna(), study if name == "study" else DEFAULT_RUN)
-    for name in ("model", "testset", "metric", "run", "study"):
-        column = (out[name] if name in ("run", "study") else frame[name]).astype("object")
-        # Per distinct name, not per row: a table has few names and many rows.
-        blank = [value for value in column.dropna().unique() if str(value).strip() == ""]
-        empty = column.isna() | column.isin(blank)
-        if empty.any() and name != "study":
-            position = int(np.flatnonzero(empty.to_numpy())[0])
-            raise InputError(f"{_label(sources, position)}: column {name!r} is empty")
-        out[name] = column.astype(str)
-        _check_name_characters(out[name], name, sources)
-    split = {model: split_model_name(model) for model in out["model"].unique()}
-    for index, name in enumerate(("family", "size")):
-        derived = out["model"].map({model: pair[index] for model, pair in split.items()}).astype("object")
-        if name in frame.columns:
-            given = frame[name].astype("object")
-            out[name] = given.where(given.notna(), derived).map(str)
-        else:
-            out[name] = derived
-    run_keys = {run: _run_keys(run) for run in out["run"].unique()}
-    for name in ("seed", "shots"):
-        if name in frame.columns:
-            out[name] = _check_integers(frame, name, sources)
-        else:
-            out[name] = pd.array(out["run"].map({run: keys.get(name) for run, keys in run_keys.items()}), dtype="Int64")
-    out["step"] = _check_integers(frame, "step", sources)
-    if out["step"].isna().any():
-        position = int(np.flatnonzero(out["step"].isna().to_numpy())[0])
-        raise InputError(f"{_label(sources, position)}: column 'step' is empty")
-    for name in ("tokens", "n_examples"):
-        out[name] = (
-            _check_integers(frame, name, sources) if name in frame.columns else pd.array([pd.NA] * len(out), "Int64")
-        )
-    for name in ("epoch", "value", "stderr"):
-        out[name] = _check_floats(frame, name, sources) if name in frame.columns else np.nan
-    out = out[list(STORED_COLUMNS)]
-    extras = [name for name in frame.columns if name not in STORED_COLUMNS]
-    for name in extras:
-        out[str(name)] = frame[name]
-    return _drop_equal_duplicates(out, sources)
-
-
-def _drop_equal_duplicates(frame: pd.DataFrame, sources: pd.Series | None) -> pd.DataFrame:
-    """Drop rows repeating a key with an equal value; raise on a repeated key with a different value."""
-    duplicated = frame.duplicated(list(KEY), keep=False)
-    if not duplicated.any():
-        return frame
-    repeated = frame[duplicated]
-    for _, group in repeated.groupby(list(KEY), sort=False):
-        values = group["value"].to_numpy()
-        first = values[0]
-        differs = [not (v == first or (math.isnan(v) and math.isnan(first))) for v in values]
-        if any(differs):
-            other = differs.index(True)
-            row = group.iloc[0]
-            first_at = _label(sources, int(group.index[0]))
-            other_at = _label(sources, int(group.index[other]))
-            raise StoreConflictError(
-                f"{other_at}: run {row['model']}/{row['run']} step {row['step']} testset {row['testset']!r} "
-                f"metric {row['metric']!r}: value {float(values[other])!r} conflicts with {float(first)!r} "
-                f"from {first_at}; nothing was written"
-            )
-    return frame[~frame.duplicated(list(KEY), keep="first")]
-
-
-def _db_rows(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
-    """The rows of a normalised score table as tuples for the database (extras as one JSON text)."""
-    extras = [name for name in frame.columns if name not in STORED_COLUMNS]
-    columns: list[list[Any]] = []
-    for name in STORED_COLUMNS:
-        series = frame[name]
-        if name in _INTEGER_COLUMNS:
-            columns.append([None if v is pd.NA else int(v) for v in series.astype("Int64")])
-        elif name in _FLOAT_COLUMNS:
-            columns.append([None if math.isnan(v) else float(v) for v in series.astype("float64")])
-        else:
-            columns.append([str(v) for v in series])
-    if extras:
-        records = frame[extras].astype("object").to_dict(orient="records")
-        texts = []
-        for record in records:
-            kept = {str(k): _json_scalar(v) for k, v in record.items()}
-            kept = {k: v for k, v in kept.items() if v is not None}
-            texts.append(json.dumps(kept, sort_keys=True) if kept else None)
-        columns.append(texts)
-    else:
-        columns.append([None] * len(frame))
-    return list(zip(*columns, strict=True))
 
 
 # --------------------------------------------------------------------------------------------- store
@@ -514,11 +178,14 @@ class Store:
         self.timeout = float(timeout)
         self.read_only = read_only
         self._uri: str | None = None
+        self._columns: tuple[str, ...] = (*STORED_COLUMNS, "extra")
         if read_only:
             if not self.path.is_file():
                 raise StoreError(f"{path}: no gengen store here (expected {self.path})")
             with self._connect() as conn:
                 self._check_version(conn)
+                found = {row[1] for row in conn.execute("PRAGMA table_info(scores)")}
+            self._columns = tuple(name for name in self._columns if name in found)
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as conn:
@@ -567,21 +234,20 @@ class Store:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _check_version(self, conn: sqlite3.Connection) -> None:
-        """A store opened read-only must be one this gengen reads as it is (no migration is possible)."""
+        """A store opened read-only is read as it is: one of an older schema without migrating it (the
+        columns it lacks are filled as the migrations would), one of a newer schema not at all."""
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == SCHEMA_VERSION:
-            return
+        self._refuse_newer(version)
+        if version == 0:
+            raise StoreError(f"{self.path}: an SQLite database that is not a gengen store")
+
+    def _refuse_newer(self, version: int) -> None:
+        """A store written by a newer gengen is refused rather than misread."""
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: store schema version {version} is newer than this gengen's ({SCHEMA_VERSION}); "
                 "upgrade gengen"
             )
-        if version == 0:
-            raise StoreError(f"{self.path}: an SQLite database that is not a gengen store")
-        raise _OlderSchemaError(
-            f"{self.path}: store schema version {version} is older than this gengen's ({SCHEMA_VERSION}); "
-            "open it once writable (e.g. gengen ingest) to upgrade it"
-        )
 
     @contextlib.contextmanager
     def _transaction(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
@@ -611,11 +277,7 @@ class Store:
             return
         with self._transaction(conn):
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path}: store schema version {version} is newer than this gengen's "
-                    f"({SCHEMA_VERSION}); upgrade gengen"
-                )
+            self._refuse_newer(version)
             if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0:
                 raise StoreError(f"{self.path}: an SQLite database that is not a gengen store")
             while version < SCHEMA_VERSION:
@@ -743,7 +405,7 @@ class Store:
             where = f"{sources[match[match].index[0]]}: "
         others = f" (and {count - 1} more)" if count > 1 else ""
         raise StoreConflictError(
-            f"{where}run {model}/{run} step {step} testset {testset!r} metric {metric!r}: new value "
+            f"{where}run {model}/{run} step {step} testset {shown(testset)} metric {shown(metric)}: new value "
             f"{_show(new)} differs from {_show(stored)} already in {self.path}{others}; nothing was written"
         )
 
@@ -816,7 +478,7 @@ class Store:
         ----------
         **filters : str or list of str
             Keep rows whose ``study``, ``model``, ``family``, ``size``, ``run``, ``testset`` or ``metric`` is
-            (one of) the given value(s).
+            (one of) the given value(s): ``study="pythia"`` reads one study of a store holding several.
 
         Returns
         -------
@@ -824,27 +486,47 @@ class Store:
             Columns :data:`COLUMNS` with the dtypes of :data:`DTYPES`, then ``stderr`` (float, NaN when
             unknown), then any extra columns written with the scores; sorted by study, model, run, step,
             test set and metric.
+
+        Raises
+        ------
+        GengenError
+            An unknown filter name.
         """
         clauses: list[str] = []
         params: list[Any] = []
         for name, wanted in filters.items():
             if name not in FILTERS:
-                raise GengenError(f"load: unknown filter {name!r}; expected one of {', '.join(FILTERS)}")
+                raise GengenError(
+                    option=name, problem=f"is not a filter of load(); expected one of {', '.join(FILTERS)}"
+                )
             values = [wanted] if isinstance(wanted, str) else list(wanted)
             clauses.append(f"{name} IN ({', '.join('?' * len(values))})")
             params.extend(str(v) for v in values)
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        query = (
-            f"SELECT {', '.join((*STORED_COLUMNS, 'extra'))} FROM scores{where} "
-            f"ORDER BY study, model, run, step, testset, metric"
-        )
+        # A store of an older schema read as it is: the columns it lacks are read as NULL (see _check_version).
+        names = (*STORED_COLUMNS, "extra")
+        selected = ", ".join(name if name in self._columns else f"NULL AS {name}" for name in names)
+        query = f"SELECT {selected} FROM scores{where} ORDER BY study, model, run, step, testset, metric"
         with self._connect() as conn:
             rows = conn.execute(query, params).fetchall()
-        return _frame_from_rows(rows)
+        frame = _frame_from_rows(rows, names)
+        if "data_seed" not in self._columns and len(frame):  # schema 1: the run keys were only in the label
+            frame = _keys_from_labels(frame)
+        return frame
+
+    def studies(self) -> list[str]:
+        """The studies the store holds scores of, sorted (a store can hold several)."""
+        with self._connect() as conn:
+            return [study for (study,) in conn.execute("SELECT DISTINCT study FROM scores ORDER BY study")]
 
 
-class _OlderSchemaError(StoreError):
-    """A store of an older schema opened read-only (it must be migrated, which needs writing)."""
+def _keys_from_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its empty run-key columns filled from the run labels (as the migration to schema 2 does)."""
+    keys = {run: parse_run_label(run) for run in frame["run"].unique()}
+    for name in RUN_KEYS:
+        parsed = pd.array(frame["run"].map({run: found.get(name) for run, found in keys.items()}), dtype="Int64")
+        frame[name] = frame[name].fillna(pd.Series(parsed, index=frame.index))
+    return frame
 
 
 def _store_problem(path: Path, error: sqlite3.Error) -> str:
@@ -873,28 +555,6 @@ def _show(value: float | None) -> str:
     return "nan" if value is None else repr(value)
 
 
-def _frame_from_rows(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
-    """The score table from database rows, with the documented dtypes and the extras expanded."""
-    if not rows:
-        return empty_scores()
-    columns = dict(zip((*STORED_COLUMNS, "extra"), zip(*rows, strict=True), strict=True))
-    frame = pd.DataFrame(index=pd.RangeIndex(len(rows)))
-    for name in STORED_COLUMNS:
-        values = columns[name]
-        if name in _FLOAT_COLUMNS:
-            frame[name] = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-        elif name == "step":
-            frame[name] = np.array(values, dtype=np.int64)
-        else:
-            frame[name] = pd.Series(pd.array(list(values), dtype=DTYPES[name]))
-    if any(text is not None for text in columns["extra"]):
-        parsed = pd.DataFrame.from_records([json.loads(text) if text else {} for text in columns["extra"]])
-        for name in parsed.columns:
-            if name not in frame.columns:
-                frame[name] = parsed[name]
-    return frame
-
-
 def load(path: str | os.PathLike[str], **filters: str | Sequence[str]) -> pd.DataFrame:
     """Load the score table of the store at ``path`` (``Store(path).load(**filters)``).
 
@@ -919,8 +579,6 @@ def load(path: str | os.PathLike[str], **filters: str | Sequence[str]) -> pd.Dat
     database = candidate if candidate.is_file() else candidate / DB_NAME
     if not database.is_file():
         raise StoreError(f"{path}: no gengen store here (expected {database})")
-    try:  # reading needs no write access: a read-only store (file, folder or media) loads
-        store = Store(database, read_only=True)
-    except _OlderSchemaError:
-        store = Store(database)  # migrated first, as any writable opening does
-    return store.load(**filters)
+    # Reading needs no write access: a read-only store (file, folder or media) loads, and so does one of an
+    # older schema, read as it is (it is upgraded when next opened for writing).
+    return Store(database, read_only=True).load(**filters)

@@ -64,7 +64,7 @@ __all__ = [
 DEFAULT_WIDE_PATTERN = r"(?P<testset>.+)/(?P<metric>[^/]+)"
 """The split ``gengen export --wide`` writes (``<testset>/<metric>``); :func:`split_name` reads it back."""
 
-ID_COLUMNS = ("study", "model", "family", "size", "run", "seed", "shots", "step", "tokens", "epoch")
+ID_COLUMNS = ("study", "model", "family", "size", "run", "seed", "shots", "data_seed", "step", "tokens", "epoch")
 """Columns of a wide or per-run table that describe the row rather than hold a score."""
 
 STEP_COLUMNS = ("step", "trainer/global_step", "train/global_step", "global_step", "_step")

@@ -1,0 +1,424 @@
+"""The score table's columns and rows: validating a table to be written (:func:`normalise_scores`), family and
+size from model names, and the conversion between DataFrames and database rows, vectorised per column so that
+its cost is linear in rows (split from :mod:`gengen.store`, which re-exports the public names).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from gengen._run_keys import RUN_KEYS, parse_run_label
+from gengen.errors import InputError, StoreConflictError
+
+COLUMNS: tuple[str, ...] = (
+    "study",
+    "model",
+    "family",
+    "size",
+    "run",
+    "seed",
+    "shots",
+    "data_seed",
+    "step",
+    "tokens",
+    "epoch",
+    "testset",
+    "metric",
+    "value",
+    "n_examples",
+)
+"""The score table's columns, in order; :meth:`Store.load` returns them first, then ``stderr`` and extras."""
+
+KEY: tuple[str, ...] = ("study", "model", "run", "step", "testset", "metric")
+"""The primary key of a score."""
+
+DTYPES: dict[str, str] = {
+    "study": "str",
+    "model": "str",
+    "family": "str",
+    "size": "str",
+    "run": "str",
+    "seed": "Int64",
+    "shots": "Int64",
+    "data_seed": "Int64",
+    "step": "int64",
+    "tokens": "Int64",
+    "epoch": "float64",
+    "testset": "str",
+    "metric": "str",
+    "value": "float64",
+    "n_examples": "Int64",
+    "stderr": "float64",
+}
+"""The dtype of each column :meth:`Store.load` returns (``str`` is pandas' string dtype)."""
+
+STORED_COLUMNS: tuple[str, ...] = (*COLUMNS, "stderr")
+"""Columns with their own database column; any other column of a written table is kept as an extra."""
+
+REQUIRED_COLUMNS: tuple[str, ...] = ("model", "step", "testset", "metric", "value")
+"""Columns a written table must have; the others have defaults."""
+
+DEFAULT_RUN = "main"
+"""The run of a score written without one."""
+
+FILTERS: tuple[str, ...] = ("study", "model", "family", "size", "run", "testset", "metric")
+"""The keyword filters :meth:`Store.load` accepts."""
+
+OnConflict = Literal["error", "replace", "keep"]
+
+SHOWN_LIMIT = 80
+"""The most characters of a value that an error message quotes (:func:`shown`)."""
+
+_INTEGER_COLUMNS = ("seed", "shots", "data_seed", "step", "tokens", "n_examples")
+_FLOAT_COLUMNS = ("epoch", "value", "stderr")
+_TEXT_COLUMNS = ("study", "model", "family", "size", "run", "testset", "metric")
+_SIZE_PATTERN = re.compile(r"^(?P<family>.+?)[-_](?P<size>\d+(?:\.\d+)?[kmbt])(?:[-_].*)?$", re.IGNORECASE)
+_LEADING_SIZE = re.compile(r"^(?P<size>\d+(?:\.\d+)?[kmbt])(?:[-_](?P<rest>.+))?$", re.IGNORECASE)
+_CODENAME = re.compile(r"^(?P<family>[a-z]+)(?P<number>\d+(?:\.\d+)?)$", re.IGNORECASE)
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
+
+CODENAME_UNITS: dict[str, str] = {"peteish": "B"}
+"""Model code names whose trailing number is a size in the given unit (OLMo-2's ``peteish1`` ... ``peteish32``
+are its 1B ... 32B models)."""
+
+
+def shown(value: Any, limit: int = SHOWN_LIMIT) -> str:
+    """``repr(value)`` for an error message, cut to ``limit`` characters (a 1 GiB cell is not echoed whole).
+
+    Parameters
+    ----------
+    value : object
+        The offending value (numpy scalars are shown as the Python value they hold).
+    limit : int
+        The most characters shown; a longer ``repr`` ends in ``…`` and says how long the value is.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> shown("high"), shown(0.5)
+    ("'high'", '0.5')
+    >>> shown("x" * 1000, limit=12)
+    "'xxxxxxxxxxx… (1000 characters)"
+    """
+    value = value.item() if isinstance(value, np.generic) else value
+    if isinstance(value, (str, bytes)) and len(value) > limit:
+        return f"{repr(value[:limit])[:limit]}… ({len(value)} characters)"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
+def split_model_name(model: str) -> tuple[str, str]:
+    """Split a model name into family and size.
+
+    The rule, on the name's last ``/``-part:
+
+    1. ``<family>-<size>[-<anything>]`` with a size token (a number and ``k``/``m``/``b``/``t``, any case)
+       between separators: ``pythia-160m``, ``OLMo-2-1124-7B``, ``SmolLM2-360M``, ``Llama-2-7b-hf``;
+    2. a name that starts with the size, ``<size>[-<rest>]``: the rest is the family (OLMo's ladder
+       ``1B-1xC`` -> family ``1xC``, size ``1B``; the name itself when nothing follows);
+    3. a code name of :data:`CODENAME_UNITS` followed by its number: ``peteish7`` -> (``peteish``, ``7B``);
+    4. otherwise no size: ``(name, "")``. ``gengen ingest --size`` sets it per file.
+
+    Parameters
+    ----------
+    model : str
+        A model name or hub id, e.g. ``"EleutherAI/pythia-v1.1-160m"``.
+
+    Returns
+    -------
+    tuple of str
+        ``(family, size)``.
+
+    Examples
+    --------
+    >>> split_model_name("EleutherAI/pythia-v1.1-160m")
+    ('pythia-v1.1', '160m')
+    >>> split_model_name("1B-1xC"), split_model_name("peteish7"), split_model_name("gpt2")
+    (('1xC', '1B'), ('peteish', '7B'), ('gpt2', ''))
+    """
+    base = model.rstrip("/").rsplit("/", 1)[-1]
+    match = _SIZE_PATTERN.match(base)
+    if match is not None:
+        return match.group("family"), match.group("size")
+    leading = _LEADING_SIZE.match(base)
+    if leading is not None:
+        return leading.group("rest") or base, leading.group("size")
+    coded = _CODENAME.match(base)
+    if coded is not None and coded.group("family").lower() in CODENAME_UNITS:
+        unit = CODENAME_UNITS[coded.group("family").lower()]
+        return coded.group("family"), coded.group("number") + unit
+    return base, ""
+
+
+def _json_scalar(value: Any) -> Any:
+    """``value`` as a JSON-ready Python scalar (numpy scalars unwrapped, NaN/NA as ``None``)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def empty_scores(extra_columns: Sequence[str] = ()) -> pd.DataFrame:
+    """An empty score table with the columns and dtypes :meth:`Store.load` returns."""
+    frame = pd.DataFrame({name: pd.Series(dtype=DTYPES[name]) for name in STORED_COLUMNS})
+    for name in extra_columns:
+        frame[name] = pd.Series(dtype="object")
+    return frame
+
+
+def _as_frame(data: pd.DataFrame | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """A DataFrame from a DataFrame or an iterable of records."""
+    if isinstance(data, pd.DataFrame):
+        return data
+    if isinstance(data, Mapping):
+        raise InputError("scores: expected a DataFrame or an iterable of records (mappings), got one mapping")
+    return pd.DataFrame.from_records(list(data))
+
+
+def _label(sources: pd.Series | None, position: int) -> str:
+    """Where row ``position`` of a batch came from, for error messages."""
+    if sources is not None:
+        return str(sources.iloc[position])
+    return f"row {position}"
+
+
+def _check_integers(frame: pd.DataFrame, column: str, sources: pd.Series | None) -> pd.Series:
+    """Column ``column`` as Int64, or an InputError naming the first value that is not an integer."""
+    raw = frame[column]
+    if pd.api.types.is_integer_dtype(raw.dtype) and not pd.api.types.is_bool_dtype(raw.dtype):
+        return raw.astype("Int64")
+    numbers = pd.to_numeric(raw, errors="coerce").astype("float64")
+    finite = np.isfinite(numbers.to_numpy())
+    bad = (raw.notna().to_numpy() & ~finite) | (finite & (numbers.to_numpy() != np.round(numbers.to_numpy())))
+    if pd.api.types.is_bool_dtype(raw.dtype):
+        bad = raw.notna().to_numpy()
+    if bad.any():
+        position = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"{_label(sources, position)}: column {column!r}: {shown(raw.iloc[position])} is not an integer"
+        )
+    return numbers.round().astype("Int64")
+
+
+def _check_floats(frame: pd.DataFrame, column: str, sources: pd.Series | None) -> pd.Series:
+    """Column ``column`` as float64 (missing values as NaN), or an InputError naming the first non-number."""
+    raw = frame[column]
+    numbers = pd.to_numeric(raw, errors="coerce").astype("float64")
+    bad = numbers.isna().to_numpy() & raw.notna().to_numpy()
+    if pd.api.types.is_bool_dtype(raw.dtype):
+        bad = raw.notna().to_numpy()
+    if bad.any():
+        position = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{_label(sources, position)}: column {column!r}: {shown(raw.iloc[position])} is not a number")
+    return numbers
+
+
+def _check_name_characters(names: pd.Series, column: str, sources: pd.Series | None) -> None:
+    """Refuse names holding control characters (NUL, newline, ESC...): they print as nothing or break lines, so
+    two different names would look the same in every table and message."""
+    unique = names.unique()
+    bad = [name for name in unique if _CONTROL_CHARACTER.search(name)]
+    if bad:
+        position = int(np.flatnonzero((names == bad[0]).to_numpy())[0])
+        found = _CONTROL_CHARACTER.search(bad[0])
+        char = found.group(0) if found else ""
+        raise InputError(
+            f"{_label(sources, position)}: column {column!r}: {shown(bad[0])} holds a control character ({char!r})"
+        )
+
+
+def normalise_scores(
+    data: pd.DataFrame | Iterable[Mapping[str, Any]],
+    *,
+    study: str,
+    sources: pd.Series | None = None,
+) -> pd.DataFrame:
+    """Validate a score table and fill in its defaults, ready to be written.
+
+    Parameters
+    ----------
+    data : DataFrame or iterable of mappings
+        At least the columns ``model, step, testset, metric, value``. Missing ``study`` takes ``study``,
+        missing ``run`` is ``"main"``, missing ``family``/``size`` come from :func:`split_model_name`,
+        missing ``seed``/``shots``/``data_seed`` are read from run labels such as
+        ``"seed=1,shots=64,data_seed=0"`` (:func:`parse_run_label`). Columns outside
+        the score table are kept as extras.
+    study : str
+        The study of rows without one.
+    sources : Series, optional
+        One label per row (file and key) used in error messages instead of the row number.
+
+    Returns
+    -------
+    DataFrame
+        The columns of :data:`COLUMNS`, ``stderr``, then the extras, one row per key (equal duplicates
+        dropped).
+
+    Raises
+    ------
+    InputError
+        A required column is missing, a key column is empty, or a value is not a number.
+    StoreConflictError
+        Two rows share a key and have different values.
+    """
+    frame = _as_frame(data).reset_index(drop=True)
+    if sources is not None:
+        sources = sources.reset_index(drop=True)
+    missing = [name for name in REQUIRED_COLUMNS if name not in frame.columns]
+    if missing:
+        raise InputError(
+            f"scores: missing column(s) {', '.join(map(repr, missing))}; "
+            f"found {', '.join(map(repr, map(str, frame.columns))) or 'no columns'}"
+        )
+    out = pd.DataFrame(index=frame.index)
+    out["study"] = frame["study"] if "study" in frame.columns else study
+    out["model"] = frame["model"]
+    out["run"] = frame["run"] if "run" in frame.columns else DEFAULT_RUN
+    for name in ("study", "run"):
+        out[name] = out[name].where(out[name].notna(), study if name == "study" else DEFAULT_RUN)
+    for name in ("model", "testset", "metric", "run", "study"):
+        column = (out[name] if name in ("run", "study") else frame[name]).astype("object")
+        # Per distinct name, not per row: a table has few names and many rows.
+        blank = [value for value in column.dropna().unique() if str(value).strip() == ""]
+        empty = column.isna() | column.isin(blank)
+        if empty.any() and name != "study":
+            position = int(np.flatnonzero(empty.to_numpy())[0])
+            raise InputError(f"{_label(sources, position)}: column {name!r} is empty")
+        out[name] = column.astype(str)
+        _check_name_characters(out[name], name, sources)
+    split = {model: split_model_name(model) for model in out["model"].unique()}
+    for index, name in enumerate(("family", "size")):
+        derived = out["model"].map({model: pair[index] for model, pair in split.items()}).astype("object")
+        if name in frame.columns:
+            given = frame[name].astype("object")
+            out[name] = given.where(given.notna(), derived).map(str)
+        else:
+            out[name] = derived
+    run_keys = {run: parse_run_label(run) for run in out["run"].unique()}
+    for name in RUN_KEYS:  # a given key wins; the label's fills the rows without one
+        parsed = pd.Series(pd.array(out["run"].map({r: keys.get(name) for r, keys in run_keys.items()}), "Int64"))
+        out[name] = _check_integers(frame, name, sources).fillna(parsed) if name in frame.columns else parsed
+    out["step"] = _check_integers(frame, "step", sources)
+    if out["step"].isna().any():
+        position = int(np.flatnonzero(out["step"].isna().to_numpy())[0])
+        raise InputError(f"{_label(sources, position)}: column 'step' is empty")
+    for name in ("tokens", "n_examples"):
+        out[name] = (
+            _check_integers(frame, name, sources) if name in frame.columns else pd.array([pd.NA] * len(out), "Int64")
+        )
+    for name in ("epoch", "value", "stderr"):
+        out[name] = _check_floats(frame, name, sources) if name in frame.columns else np.nan
+    out = out[list(STORED_COLUMNS)]
+    extras = [name for name in frame.columns if name not in STORED_COLUMNS]
+    for name in extras:
+        out[str(name)] = frame[name]
+    return _drop_equal_duplicates(out, sources)
+
+
+def _drop_equal_duplicates(frame: pd.DataFrame, sources: pd.Series | None) -> pd.DataFrame:
+    """Drop rows repeating a key with an equal value; raise on a repeated key with a different value."""
+    duplicated = frame.duplicated(list(KEY), keep=False)
+    if not duplicated.any():
+        return frame
+    repeated = frame[duplicated]
+    for _, group in repeated.groupby(list(KEY), sort=False):
+        values = group["value"].to_numpy()
+        first = values[0]
+        differs = [not (v == first or (math.isnan(v) and math.isnan(first))) for v in values]
+        if any(differs):
+            other = differs.index(True)
+            row = group.iloc[0]
+            first_at = _label(sources, int(group.index[0]))
+            other_at = _label(sources, int(group.index[other]))
+            raise StoreConflictError(
+                f"{other_at}: run {row['model']}/{row['run']} step {row['step']} testset {shown(row['testset'])} "
+                f"metric {shown(row['metric'])}: value {float(values[other])!r} conflicts with {float(first)!r} "
+                f"from {first_at}; nothing was written"
+            )
+    return frame[~frame.duplicated(list(KEY), keep="first")]
+
+
+def _with_none(values: list[Any], missing: np.ndarray) -> list[Any]:
+    """``values`` with ``None`` (SQL NULL) at the positions ``missing`` marks."""
+    for position in np.flatnonzero(missing).tolist():
+        values[position] = None
+    return values
+
+
+def _texts(values: Any) -> list[str]:
+    """Each value as ``str``, converted once per distinct value (a table has few names and many rows)."""
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+    return np.array([str(u) for u in uniques], dtype=object)[codes].tolist()
+
+
+def _db_rows(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
+    """The rows of a normalised score table as tuples for the database (extras as one JSON text).
+
+    Column by column and vectorised (numpy to Python lists), so the cost is linear in rows with a small
+    constant: a long table of millions of scores converts in seconds.
+    """
+    extras = [name for name in frame.columns if name not in STORED_COLUMNS]
+    columns: list[list[Any]] = []
+    for name in STORED_COLUMNS:
+        series = frame[name]
+        if name in _INTEGER_COLUMNS:
+            integers = series.astype("Int64")
+            missing = integers.isna().to_numpy()
+            columns.append(_with_none(integers.to_numpy(dtype="int64", na_value=0).tolist(), missing))
+        elif name in _FLOAT_COLUMNS:
+            floats = series.astype("float64").to_numpy()
+            columns.append(_with_none(floats.tolist(), np.isnan(floats)))
+        else:
+            columns.append(_texts(series))
+    if extras:
+        records = frame[extras].astype("object").to_dict(orient="records")
+        texts = []
+        for record in records:
+            kept = {str(k): _json_scalar(v) for k, v in record.items()}
+            kept = {k: v for k, v in kept.items() if v is not None}
+            texts.append(json.dumps(kept, sort_keys=True) if kept else None)
+        columns.append(texts)
+    else:
+        columns.append([None] * len(frame))
+    return list(zip(*columns, strict=True))
+
+
+def _frame_from_rows(rows: list[tuple[Any, ...]], names: Sequence[str] = (*STORED_COLUMNS, "extra")) -> pd.DataFrame:
+    """The score table from database rows (columns ``names``), with the documented dtypes and the extras
+    expanded; vectorised per column (text converted once per distinct value)."""
+    if not rows:
+        return empty_scores()
+    columns = dict(zip(names, zip(*rows, strict=True), strict=True))
+    frame = pd.DataFrame(index=pd.RangeIndex(len(rows)))
+    for name in STORED_COLUMNS:
+        values = np.array(columns[name], dtype=object)
+        if name in _FLOAT_COLUMNS:
+            frame[name] = values.astype(np.float64)  # None -> NaN
+        elif name == "step":
+            frame[name] = values.astype(np.int64)
+        elif name in _INTEGER_COLUMNS:
+            missing = pd.isna(values)
+            frame[name] = pd.arrays.IntegerArray(np.where(missing, 0, values).astype(np.int64), missing)
+        else:
+            codes, uniques = pd.factorize(values, use_na_sentinel=False)
+            frame[name] = pd.array(list(uniques), dtype=DTYPES[name]).take(codes)
+    extra = columns.get("extra", ())
+    if any(text is not None for text in extra):
+        parsed = pd.DataFrame.from_records([json.loads(text) if text else {} for text in extra])
+        for name in parsed.columns:
+            if name not in frame.columns:
+                frame[name] = parsed[name]
+    return frame

@@ -1,0 +1,241 @@
+"""Issue 27: run keys stored as columns, the schema 1 -> 2 migration, and older stores read as they are.
+
+The schema 1 store is built here with the old DDL through ``sqlite3`` directly (not through gengen), so the
+test does not depend on gengen still knowing how to write it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gengen.store as store_module
+from gengen.errors import StoreError
+from gengen.store import Store, load, parse_run_label, run_label, split_model_name
+
+SCHEMA_1 = """
+CREATE TABLE scores (
+    study TEXT NOT NULL, model TEXT NOT NULL, family TEXT NOT NULL, size TEXT NOT NULL, run TEXT NOT NULL,
+    seed INTEGER, shots INTEGER, step INTEGER NOT NULL, tokens INTEGER, epoch REAL, testset TEXT NOT NULL,
+    metric TEXT NOT NULL, value REAL, n_examples INTEGER, stderr REAL, extra TEXT,
+    PRIMARY KEY (study, model, run, step, testset, metric)
+) WITHOUT ROWID;
+CREATE TABLE manifests (
+    model TEXT NOT NULL, run TEXT NOT NULL, manifest TEXT NOT NULL, created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL, PRIMARY KEY (model, run)
+) WITHOUT ROWID;
+PRAGMA user_version = 1;
+"""
+
+# (run label, seed column, shots column) as a schema 1 gengen wrote them: seed/shots parsed, data_seed lost.
+OLD_ROWS = [
+    ("seed=1,shots=64,data_seed=0", 1, 64, 0, "mnli", 0.61),
+    ("seed=1,shots=64,data_seed=0", 1, 64, 100, "mnli", 0.66),
+    ("seed=2,shots=64,data_seed=3", 2, 64, 0, "mnli", 0.58),
+    ("seed=7", None, None, 0, "hans", 0.52),  # keys not filled by the writer: the migration fills them
+    ("main", None, None, 0, "hans", 0.5),
+]
+
+
+def _old_store(path: Path) -> Path:
+    """A schema 1 store holding OLD_ROWS, written with sqlite3 only."""
+    path.mkdir(parents=True, exist_ok=True)
+    database = path / "gengen.sqlite"
+    with sqlite3.connect(database) as conn:
+        conn.executescript(SCHEMA_1)
+        conn.executemany(
+            "INSERT INTO scores (study, model, family, size, run, seed, shots, step, testset, metric, value) "
+            "VALUES ('old', 'pythia-160m', 'pythia', '160m', ?, ?, ?, ?, ?, 'acc', ?)",
+            OLD_ROWS,
+        )
+        conn.execute(
+            "INSERT INTO manifests VALUES ('pythia-160m', 'main', '{\"format\": \"long\"}', '2025-01-01', '2025-01-01')"
+        )
+    return database
+
+
+def _expected() -> pd.DataFrame:
+    """The scores of OLD_ROWS with the keys a reader should see, sorted as load() sorts them."""
+    rows = [
+        {"run": "main", "seed": None, "shots": None, "data_seed": None, "step": 0, "testset": "hans", "value": 0.5},
+        {"run": "seed=1,shots=64,data_seed=0", "seed": 1, "shots": 64, "data_seed": 0, "step": 0, "testset": "mnli",
+         "value": 0.61},
+        {"run": "seed=1,shots=64,data_seed=0", "seed": 1, "shots": 64, "data_seed": 0, "step": 100,
+         "testset": "mnli", "value": 0.66},
+        {"run": "seed=2,shots=64,data_seed=3", "seed": 2, "shots": 64, "data_seed": 3, "step": 0, "testset": "mnli",
+         "value": 0.58},
+        {"run": "seed=7", "seed": 7, "shots": None, "data_seed": None, "step": 0, "testset": "hans", "value": 0.52},
+    ]  # fmt: skip
+    frame = pd.DataFrame(rows)
+    for name in ("seed", "shots", "data_seed"):
+        frame[name] = frame[name].astype("Int64")
+    return frame
+
+
+def _check(frame: pd.DataFrame) -> None:
+    columns = ["run", "seed", "shots", "data_seed", "step", "testset", "value"]
+    got = frame[columns].reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, _expected()[columns], check_dtype=False)
+    for name in ("seed", "shots", "data_seed"):
+        assert str(frame[name].dtype) == "Int64"
+
+
+def test_an_old_store_migrates_in_place_and_reads_back_the_same_scores(tmp_path: Path) -> None:
+    database = _old_store(tmp_path / "study")
+    store = Store(tmp_path / "study")  # writable: migrated on opening
+    assert store.schema_version == store_module.SCHEMA_VERSION == 2
+    with sqlite3.connect(database) as conn:
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(scores)")]
+        stored = conn.execute("SELECT run, seed, shots, data_seed FROM scores ORDER BY run, step").fetchall()
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "data_seed" in columns and "sources" in tables
+    # The new columns hold the parsed keys (the label users see is unchanged).
+    assert stored == [
+        ("main", None, None, None),
+        ("seed=1,shots=64,data_seed=0", 1, 64, 0),
+        ("seed=1,shots=64,data_seed=0", 1, 64, 0),
+        ("seed=2,shots=64,data_seed=3", 2, 64, 3),
+        ("seed=7", 7, None, None),
+    ]
+    _check(store.load())
+    assert store.manifest("pythia-160m", "main") == {"format": "long"}
+    # New scores go in next to the old ones.
+    assert store.write_scores([{"model": "pythia-160m", "run": "seed=3,shots=8,data_seed=1", "step": 0,
+                                "testset": "mnli", "metric": "acc", "value": 0.4}]) == 1  # fmt: skip
+    new = store.load(run="seed=3,shots=8,data_seed=1")
+    assert new[["seed", "shots", "data_seed"]].iloc[0].tolist() == [3, 8, 1]
+
+
+def test_an_old_store_is_read_as_it_is_without_writing(tmp_path: Path) -> None:
+    """load() and read-only stores do not migrate: the file is untouched, the keys are filled on reading."""
+    database = _old_store(tmp_path / "study")
+    before = database.read_bytes()
+    _check(load(tmp_path / "study"))
+    _check(Store(database, read_only=True).load())
+    assert database.read_bytes() == before
+    with sqlite3.connect(database) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (1,)
+
+
+def test_an_old_store_on_read_only_media_loads(tmp_path: Path) -> None:
+    folder = tmp_path / "study"
+    database = _old_store(folder)
+    database.chmod(stat.S_IRUSR)
+    folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        if os.access(database, os.W_OK):
+            pytest.skip("running as a user who can write read-only files")
+        _check(load(folder))
+    finally:
+        folder.chmod(stat.S_IRWXU)
+        database.chmod(stat.S_IRUSR | stat.S_IWUSR)
+
+
+def test_a_failed_migration_leaves_the_old_store_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    database = _old_store(tmp_path / "study")
+
+    def broken(conn: sqlite3.Connection) -> None:
+        conn.execute("ALTER TABLE scores ADD COLUMN data_seed INTEGER")
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setitem(store_module.MIGRATIONS, 1, broken)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        Store(tmp_path / "study")
+    with sqlite3.connect(database) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (1,)
+        assert "data_seed" not in [row[1] for row in conn.execute("PRAGMA table_info(scores)")]
+    monkeypatch.undo()
+    _check(Store(tmp_path / "study").load())  # and migrates cleanly afterwards
+
+
+def test_a_store_of_a_newer_gengen_is_still_refused(tmp_path: Path) -> None:
+    database = _old_store(tmp_path / "study")
+    with sqlite3.connect(database) as conn:
+        conn.execute("PRAGMA user_version = 3")
+    for opening in (lambda: Store(tmp_path / "study"), lambda: load(tmp_path / "study")):
+        with pytest.raises(StoreError, match="version 3 is newer than this gengen's \\(2\\)"):
+            opening()
+
+
+def test_written_run_keys_are_columns(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s")
+    rows = [
+        {"model": "m", "run": run_label(1, 64, 0), "step": 0, "testset": "t", "metric": "acc", "value": 0.5},
+        {"model": "m", "run": "seed=2", "seed": 9, "step": 0, "testset": "t", "metric": "acc", "value": 0.5},
+        {"model": "m", "run": "main", "step": 0, "testset": "t", "metric": "acc", "value": 0.5},
+    ]
+    store.write_scores(rows)
+    with sqlite3.connect(store.path) as conn:
+        found = conn.execute("SELECT run, seed, shots, data_seed FROM scores ORDER BY run").fetchall()
+    # A given seed column wins over the label; a label's keys fill the columns otherwise.
+    assert found == [("main", None, None, None), ("seed=1,shots=64,data_seed=0", 1, 64, 0), ("seed=2", 9, None, None)]
+
+
+def test_run_labels_round_trip() -> None:
+    for seed, shots, data_seed in [(0, None, None), (3, 64, 2), (-1, 8, 0)]:
+        label = run_label(seed, shots, data_seed)
+        keys = {"seed": seed, "shots": shots, "data_seed": data_seed}
+        assert parse_run_label(label) == {k: v for k, v in keys.items() if v is not None}
+    assert parse_run_label("seed=1; shots=8 data_seed=2") == {"seed": 1, "shots": 8, "data_seed": 2}
+    assert parse_run_label("myseed=1,shots=x") == {}
+
+
+def test_load_filters_by_study(tmp_path: Path) -> None:
+    """The library filter the CLI's --study options use: one study of a store holding several."""
+    store = Store(tmp_path / "s")
+    for study, value in (("a", 0.1), ("b", 0.2)):
+        store.write_scores([{"study": study, "model": "m", "step": 0, "testset": "t", "metric": "acc", "value": value}])
+    assert store.studies() == ["a", "b"]
+    assert load(tmp_path / "s", study="b")["value"].tolist() == [0.2]
+    assert sorted(store.load(study=["a", "b"])["value"]) == [0.1, 0.2]
+
+
+@pytest.mark.parametrize(
+    ("model", "family", "size"),
+    [
+        ("1B-1xC", "1xC", "1B"),
+        ("allenai/OLMo-ladder-190M-5xC", "OLMo-ladder", "190M"),
+        ("peteish7", "peteish", "7B"),
+        ("peteish13", "peteish", "13B"),
+        ("EleutherAI/pythia-160m", "pythia", "160m"),
+        ("allenai/OLMo-2-1124-7B", "OLMo-2-1124", "7B"),
+        ("HuggingFaceTB/SmolLM2-360M", "SmolLM2", "360M"),
+        ("1B", "1B", "1B"),
+        ("gpt2", "gpt2", ""),
+        ("bert7", "bert7", ""),  # a number after a name is a size only for the known code names
+    ],
+)
+def test_sizes_from_common_naming_schemes(model: str, family: str, size: str) -> None:
+    assert split_model_name(model) == (family, size)
+
+
+def test_many_rows_round_trip_exactly(tmp_path: Path) -> None:
+    """The vectorised row conversions keep every value: big integers, NaN, missing keys, text."""
+    n = 5000
+    rng = np.random.default_rng(1)
+    values = rng.uniform(size=n)
+    values[::7] = np.nan
+    frame = pd.DataFrame(
+        {
+            "model": [f"m{i % 3}" for i in range(n)],
+            "run": ["main"] * n,
+            "seed": pd.array([None if i % 5 == 0 else 2**62 + i for i in range(n)], dtype="Int64"),
+            "step": np.arange(n),
+            "testset": "t",
+            "metric": "acc",
+            "value": values,
+        }
+    )
+    store = Store(tmp_path / "s")
+    assert store.write_scores(frame) == n
+    back = store.load().sort_values(["model", "step"]).reset_index(drop=True)
+    expected = frame.sort_values(["model", "step"]).reset_index(drop=True)
+    np.testing.assert_array_equal(back["value"].to_numpy(), expected["value"].to_numpy())
+    assert back["seed"].tolist() == expected["seed"].tolist()
+    assert back["model"].tolist() == expected["model"].tolist()
