@@ -313,7 +313,8 @@ def test_concurrent_writers(tmp_path: Path) -> None:
     outcomes = sorted(results.get(timeout=5)[1] for _ in range(workers))
     assert outcomes == ["conflict"] * (workers - 1) + ["written"]
     database = Path(path) / "gengen.sqlite"
-    counts = dict(sql(database, "SELECT model, count(*) FROM scores GROUP BY model"))
+    grouped = sql(database, "SELECT model, count(*) FROM scores GROUP BY model")
+    counts = {row[0]: row[1] for row in grouped}
     assert counts == {**{f"m{w}": 50 for w in range(workers)}, "shared": 50, "contested": 1}
     for worker in range(workers):
         values = [v for (v,) in sql(database, f"SELECT value FROM scores WHERE model = 'm{worker}' ORDER BY step")]
