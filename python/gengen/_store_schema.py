@@ -9,9 +9,7 @@ Versions
 1. The ``scores`` table (primary key ``study, model, run, step, testset, metric``) and ``manifests``.
 2. The run keys as columns: ``data_seed`` added next to ``seed`` and ``shots``, and all three filled from
    the run labels of the stored scores (``"seed=1,shots=64,data_seed=0"``) where they were empty, so no
-   reader parses a label; the ``sources`` table holds a fingerprint of every file ingested (content and the
-   options that shaped its scores), with the study it went to, so the same files arriving under another
-   study name are recognised.
+   reader parses a label.
 """
 
 from __future__ import annotations
@@ -67,27 +65,24 @@ def _migrate_0_to_1(conn: sqlite3.Connection) -> None:
 
 
 def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
-    """Store the run keys as columns (``data_seed`` added; all three filled from the labels where empty) and
-    create the ``sources`` table of ingested files."""
+    """Store the run keys as columns: ``data_seed`` added, and all three filled from the labels where empty."""
     conn.execute("ALTER TABLE scores ADD COLUMN data_seed INTEGER")
-    runs = [run for (run,) in conn.execute("SELECT DISTINCT run FROM scores")]
-    for run in runs:
-        keys = parse_run_label(run)
-        if keys:
-            sets = ", ".join(f"{name} = coalesce({name}, ?)" for name in RUN_KEYS)
-            conn.execute(f"UPDATE scores SET {sets} WHERE run = ?", (*(keys.get(n) for n in RUN_KEYS), run))
-    conn.execute(
-        """
-        CREATE TABLE sources (
-            fingerprint TEXT    NOT NULL,
-            study       TEXT    NOT NULL,
-            file        TEXT    NOT NULL,
-            scores      INTEGER NOT NULL,
-            created_at  TEXT    NOT NULL,
-            PRIMARY KEY (fingerprint, study)
-        ) WITHOUT ROWID
-        """
+    parsed = [(run, *(keys.get(n) for n in RUN_KEYS)) for run in _runs(conn) if (keys := parse_run_label(run))]
+    if not parsed:
+        return
+    # One pass over the scores (a temporary table of the labels' keys), not one scan per run.
+    conn.execute(f"CREATE TEMP TABLE run_keys (run TEXT PRIMARY KEY, {', '.join(RUN_KEYS)})")
+    conn.executemany(f"INSERT INTO run_keys VALUES (?{', ?' * len(RUN_KEYS)})", parsed)
+    sets = ", ".join(
+        f"{n} = coalesce({n}, (SELECT k.{n} FROM run_keys AS k WHERE k.run = scores.run))" for n in RUN_KEYS
     )
+    conn.execute(f"UPDATE scores SET {sets} WHERE run IN (SELECT run FROM run_keys)")
+    conn.execute("DROP TABLE run_keys")
+
+
+def _runs(conn: sqlite3.Connection) -> list[str]:
+    """The distinct run labels of the stored scores."""
+    return [run for (run,) in conn.execute("SELECT DISTINCT run FROM scores")]
 
 
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _migrate_0_to_1, 1: _migrate_1_to_2}

@@ -134,8 +134,13 @@ def split_name(name: str) -> tuple[str, str] | None:
        (``runtime``, ``samples_per_second``) are not scores.
     2. The name is split at ``/``; a name without ``/`` that starts with ``eval_``, ``val_``, ``train_``...
        is read as ``eval/...``. The last part is the leaf; leading :data:`NAMESPACES` (``eval``, ``downstream``,
-       ``lm``...) are dropped from the parts before it.
-    3. A leaf ``task (metric)`` (OLMo-core) gives that task and metric.
+       ``lm``...) are dropped from the parts before it, and so are *qualified* namespaces, a namespace joined
+       by ``_`` to a metric (``downstream_bpb``, ``downstream_soft``, ``downstream_soft_log``: OLMo-2's W&B
+       columns).
+    3. A leaf ``task (metric)`` (OLMo-core) gives that task and metric. Under a qualified namespace the
+       metric is the qualifier and the test set the leaf less a trailing ``_<qualifier>``:
+       ``eval/downstream_bpb/arc_easy_val_rc_5shot_bpb`` -> (``arc_easy_val_rc_5shot``, ``bpb``); parts left
+       between the namespaces and the leaf are kept in the test set's name.
     4. When parts remain before the leaf, they are the test set and the leaf is the metric:
        ``eval/c4_en-validation/CrossEntropyLoss`` -> (``c4_en-validation``, ``CrossEntropyLoss``),
        ``arc_easy/acc`` -> (``arc_easy``, ``acc``).
@@ -149,6 +154,8 @@ def split_name(name: str) -> tuple[str, str] | None:
     --------
     >>> split_name("eval/downstream/arc_easy_val_rc_5shot_len_norm")
     ('arc_easy_val_rc_5shot', 'len_norm')
+    >>> split_name("eval/downstream_soft_log/arc_easy_val_rc_5shot_soft_log")
+    ('arc_easy_val_rc_5shot', 'soft_log')
     >>> split_name("eval/c4_en-validation/CrossEntropyLoss"), split_name("val_bpb"), split_name("_runtime")
     (('c4_en-validation', 'CrossEntropyLoss'), ('val', 'bpb'), None)
     """
@@ -169,8 +176,12 @@ def split_name(name: str) -> tuple[str, str] | None:
         return found.group("testset"), found.group("metric").strip()
     inner = parts[:-1]
     dropped: list[str] = []
-    while inner and inner[0].lower() in NAMESPACES:
+    qualifier = ""
+    while inner and (inner[0].lower() in NAMESPACES or _qualifier(inner[0])):
+        qualifier = _qualifier(inner[0]) or qualifier
         dropped.append(inner.pop(0))
+    if qualifier:
+        return _qualified(inner, leaf, qualifier)
     if inner:
         return "/".join(inner), leaf
     if leaf.lower() not in _METRICS_LOWER:
@@ -182,6 +193,21 @@ def split_name(name: str) -> tuple[str, str] | None:
     if dropped and _is_metric(leaf):
         return dropped[-1], leaf
     return None
+
+
+def _qualifier(part: str) -> str:
+    """The metric named by a qualified namespace (``downstream_bpb`` -> ``bpb``), else ``""``."""
+    head, sep, tail = part.partition("_")
+    return tail if sep and tail and head.lower() in NAMESPACES else ""
+
+
+def _qualified(inner: list[str], leaf: str, qualifier: str) -> tuple[str, str]:
+    """Test set and metric under a qualified namespace: the leaf less a trailing ``_<qualifier>`` is the task
+    and the qualifier the metric (``downstream_soft_log/arc_easy_val_rc_5shot_soft_log`` -> (``arc_easy_val_rc_5shot``,
+    ``soft_log``))."""
+    suffix = "_" + qualifier.lower()
+    task = leaf[: -len(suffix)] if leaf.lower().endswith(suffix) and len(leaf) > len(suffix) else leaf
+    return "/".join([*inner, task]), qualifier
 
 
 # --------------------------------------------------------------------------------------------- reading
