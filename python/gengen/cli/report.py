@@ -46,6 +46,7 @@ def report_command(
     from gengen.cli._common import check_output_folder
     from gengen.compare import Comparison, compare
     from gengen.report import output_paths, report
+    from gengen.report.inputs import check_analysis
 
     # --out is checked before any work (and before the first progress line): a file in the way, a folder that
     # cannot be written, a figures/ folder linking out of it.
@@ -53,6 +54,7 @@ def report_command(
     check_output_folder(page.parent, "--out")
     inside(page.parent, figures)
     analysis = Analysis.from_dir(analysis_dir)
+    check_analysis(analysis, analysis_dir)  # a tampered table: one line naming its file, before any drawing
     scatter = _pairs(pair)
     known = set(analysis.settings.get("ood_resolved", []))
     for a, b in scatter or []:

@@ -52,6 +52,7 @@ from gengen.report.rows import (
     source_column,
 )
 from gengen.report.template import TEMPLATE
+from gengen.report.trajectories import trajectory_payload
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -94,12 +95,12 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
 
 
-def _figure_stem(model: str, run: str) -> str:
-    """A group's figure-name stem, unique per (model, run): the slug (at most 60 characters, so a long model
-    name stays a valid file name) and a digest of the exact names, so that ``a b``, ``a_b`` and ``a/b`` (one
-    slug) get three figures."""
-    exact = hashlib.sha256(f"{model}\x00{run}".encode()).hexdigest()[:10]
-    return f"{_slug(f'{model}_{run}')[:60]}-{exact}"
+def _figure_stem(*names: str) -> str:
+    """A figure-name stem unique per tuple of names (a group's model and run, a forest plot's pair): the slug
+    (at most 60 characters, so that a 300-character name stays a valid file name) and a digest of the exact
+    names, so that ``a b``, ``a_b`` and ``a/b`` (one slug) get three figures."""
+    exact = hashlib.sha256("\x00".join(names).encode()).hexdigest()[:10]
+    return f"{_slug('_'.join(names))[:60]}-{exact}"
 
 
 def _cell(value: Any) -> tuple[str, bool]:
@@ -284,7 +285,7 @@ def comparison_figure_records(
             records.append(
                 _figure_record(
                     cache,
-                    f"forest_{_slug(a)}_{_slug(b)}",
+                    f"forest_{_figure_stem(a, b)}",
                     digest(rows),
                     partial(cf.forest, estimates, a, b),
                     f"{a} / {b} ({name}): each model's partial correlation with its 95% interval (seeds pooled); "
@@ -400,57 +401,6 @@ def _oriented(agreement: pd.DataFrame) -> pd.DataFrame:
         key=lambda i: (_comparison_key(table["group_a"].iloc[i]), _comparison_key(table["group_b"].iloc[i])),
     )
     return table.iloc[order].reset_index(drop=True)
-
-
-def _trajectories(analysis: Analysis, keys: list[tuple[str, str]], order: list[str]) -> dict[str, Any]:
-    """Small-multiples payload: one panel per test set (ID first), one series per group coloured by size."""
-    from matplotlib import colormaps
-
-    id_name = analysis.settings["id_testset"]
-    models = list(dict.fromkeys(model for model, _ in keys))
-    colours = colormaps["viridis"]
-    colour = {
-        model: "#{:02x}{:02x}{:02x}".format(
-            *(round(255 * c) for c in colours(0.85 * index / max(len(models) - 1, 1))[:3])
-        )
-        for index, model in enumerate(models)
-    }
-    single = len(models) == len(keys)
-    tables = [analysis.wide(model, run) for model, run in keys]
-    names = [id_name, *order]
-    labels, _ = short_labels(order)
-    labels[id_name] = id_name
-    id_metric, id_sign = fig.metric_sign(analysis, "id")
-    metric, sign = fig.metric_sign(analysis, "ood")
-    panels = []
-    for name in names:
-        series = [
-            round_significant(table[name].to_numpy(dtype=float), 4) if name in table.columns else None
-            for table in tables
-        ]
-        panels.append(
-            {
-                "name": name,
-                "label": labels.get(name, name),
-                "role": "ID" if name == id_name else "OOD",
-                "ylabel": fig.direction_label(id_metric, id_sign)
-                if name == id_name
-                else fig.direction_label(metric, sign),
-                "series": series,
-            }
-        )
-    groups = [
-        {
-            "label": model if single else f"{model} / {run}",
-            "color": colour[model],
-            "steps": [float(step) for step in table.index.to_numpy(dtype=float)],
-        }
-        for (model, run), table in zip(keys, tables, strict=True)
-    ]
-    direction = f"OOD: {fig.direction_label(metric, sign)}."
-    if (id_metric, id_sign) != (metric, sign):
-        direction += f" ID ({id_name}): {fig.direction_label(id_metric, id_sign)}."
-    return {"payload": {"groups": groups, "panels": panels}, "direction": direction}
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -691,7 +641,7 @@ def report(
 
         trajectories = None
         if run_keys:
-            trajectories = _trajectories(analysis, run_keys, main_order)
+            trajectories = trajectory_payload(analysis, run_keys, main_order)
             payload["trajectories"]["scores"] = trajectories["payload"]
 
         group_records = []

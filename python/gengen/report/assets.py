@@ -6,7 +6,7 @@ The script reads one JSON block (``<script type="application/json" id="gengen-da
 * ``div[data-heatmap]``: correlation heatmaps drawn on canvases, test sets in one clustered order in every
   panel, labels as HTML text (≥ 9 px) and a tooltip with the full names and values under the pointer;
 * ``div[data-trajectories]``: small multiples of the score trajectories, one SVG panel per test set, one line
-  per group, coloured by model size.
+  per run on its training progress (step / last step), coloured by model size, runs by shade and dash.
 
 User-supplied names only ever reach the page through ``textContent``/attributes, never as markup.
 """
@@ -58,7 +58,7 @@ canvas.hm-canvas { display: block; cursor: crosshair; image-rendering: pixelated
        font-size: 13px; pointer-events: none; box-shadow: 0 1px 4px rgba(0,0,0,0.25); display: none;
        max-width: 32em; white-space: pre-line; }
 .tm-legend { display: flex; flex-wrap: wrap; gap: 0.4em 1.2em; font-size: 13px; margin: 0.4em 0; }
-.tm-swatch { display: inline-block; width: 18px; height: 4px; vertical-align: middle; margin-right: 0.3em; }
+.tm-swatch { display: inline-block; vertical-align: middle; margin-right: 0.3em; }
 .tm-panels { display: flex; flex-wrap: wrap; gap: 4px; }
 .tm-panels svg { border: 1px solid #e4e4e4; background: #fff; }
 .tm-panels svg.id { border-color: #333; }
@@ -361,32 +361,26 @@ JS = r"""
   function buildTrajectories(root, spec) {
     var W = 190, H = 128, left = 34, right = 6, top = 16, bottom = 16;
     var legend = make("div", "tm-legend");
+    function stepText(s) {
+      if (s >= 1e6) { return Number((s / 1e6).toPrecision(3)) + "M"; }
+      return s >= 1e3 ? Number((s / 1e3).toPrecision(3)) + "k" : String(s);
+    }
     spec.groups.forEach(function (group) {
-      var item = make("span");
-      var swatch = make("span", "tm-swatch");
-      swatch.style.background = group.color;
+      var item = make("span", "tm-item");
+      var swatch = svg("svg", { width: 26, height: 8, "class": "tm-swatch" });
+      swatch.appendChild(svg("line", { x1: 0, y1: 4, x2: 26, y2: 4, stroke: group.color, "stroke-width": 2.2,
+                                       "stroke-dasharray": group.dash || "none" }));
       item.appendChild(swatch);
-      item.appendChild(document.createTextNode(group.label));
+      item.appendChild(document.createTextNode(group.label + " (last step " + stepText(group.last_step) + ")"));
       legend.appendChild(item);
     });
     root.appendChild(legend);
     var holder = make("div", "tm-panels");
     root.appendChild(holder);
-    function sx(step) { return step < 0 ? -Math.log10(1 - step) : Math.log10(1 + step); }
-    // Loops rather than Math.min.apply: thousands of steps × many groups would overflow the argument list.
-    var xmin = Infinity, xmax = -Infinity, lastStep = -Infinity;
-    spec.groups.forEach(function (g) {
-      g.steps.forEach(function (step) {
-        xmin = Math.min(xmin, sx(step));
-        xmax = Math.max(xmax, sx(step));
-        lastStep = Math.max(lastStep, step);
-      });
-    });
-    if (!(xmax > xmin)) { xmax = (isFinite(xmin) ? xmin : 0) + 1; }
-    function stepText(s) {
-      if (s >= 1e6) { return Number((s / 1e6).toPrecision(3)) + "M"; }
-      return s >= 1e3 ? Number((s / 1e3).toPrecision(3)) + "k" : String(s);
-    }
+    // Training progress (step / the run's last step) on a log scale from 0.1% to 100%: 0 -> 0, 1 -> 1.
+    var K = 999;
+    function sx(p) { return Math.log10(1 + K * Math.max(0, p)) / Math.log10(1 + K); }
+    var ticks = [[0.01, "1%"], [0.1, "10%"], [1, "100%"]];
     spec.panels.forEach(function (panel) {
       var lo = Infinity, hi = -Infinity;
       panel.series.forEach(function (values) {
@@ -404,23 +398,32 @@ JS = r"""
       box.appendChild(svg("text", at(4, 12, { "class": "tm-text" }), panel.label + role));
       box.appendChild(svg("text", at(left - 3, top + 8, tick), fmt("num", hi - pad)));
       box.appendChild(svg("text", at(left - 3, H - bottom, tick), fmt("num", lo + pad)));
-      box.appendChild(svg("text", at(W - right, H - 4, tick), stepText(lastStep)));
       var frame = { width: W - left - right, height: H - top - bottom, fill: "none", stroke: "#ccc" };
       box.appendChild(svg("rect", at(left, top, frame)));
-      function px(step) { return left + (sx(step) - xmin) / (xmax - xmin) * (W - left - right); }
+      function px(p) { return left + sx(p) * (W - left - right); }
       function py(v) { return top + (hi - v) / (hi - lo) * (H - top - bottom); }
+      ticks.forEach(function (mark) {
+        var x = px(mark[0]);
+        box.appendChild(svg("line", { x1: x, y1: H - bottom, x2: x, y2: H - bottom + 3, stroke: "#999" }));
+        var anchor = mark[0] === 1 ? "end" : "middle";
+        box.appendChild(svg("text", at(mark[0] === 1 ? W - right : x, H - 4, { "class": "tm-tick",
+                                                                                "text-anchor": anchor }), mark[1]));
+      });
       spec.groups.forEach(function (group, g) {
         var values = panel.series[g];
         if (!values) { return; }
         var d = "", pen = "M";
         for (var k = 0; k < values.length; k++) {
           if (values[k] === null) { pen = "M"; continue; }
-          d += pen + px(group.steps[k]).toFixed(1) + " " + py(values[k]).toFixed(1);
+          d += pen + px(group.progress[k]).toFixed(1) + " " + py(values[k]).toFixed(1);
           pen = "L";
         }
         if (!d) { return; }
         var path = svg("path", { d: d, fill: "none", stroke: group.color, "stroke-width": 1.4, "stroke-opacity": 0.9 });
-        path.appendChild(svg("title", {}, group.label + " \u2014 " + panel.name));
+        if (group.dash) { path.setAttribute("stroke-dasharray", group.dash); }
+        path.appendChild(svg("title", {}, group.label + " \u2014 " + panel.name + " (" +
+                                          group.steps.length + " checkpoints, last step " +
+                                          stepText(group.last_step) + ")"));
         box.appendChild(path);
       });
       holder.appendChild(box);

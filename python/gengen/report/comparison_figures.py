@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from gengen.report.figures import literal
 from gengen.report.order import group_key
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ def _key(label: str) -> tuple[object, ...]:
     return group_key(model, run)
 
 
+@literal
 def agreement_matrix(comparison: Comparison) -> Figure:
     """Model × model matrices of Mantel r (left) and sign agreement (right) from a comparison's agreement table.
 
@@ -71,6 +73,7 @@ def agreement_matrix(comparison: Comparison) -> Figure:
     return figure
 
 
+@literal
 def forest(estimates: pd.DataFrame, testset_a: str, testset_b: str, level: float = 0.95) -> Figure:
     """Forest plot of one pair: each model's partial correlation and interval, and the common estimate.
 

@@ -8,10 +8,12 @@ Groups appear in model-size order (:func:`gengen.report.order.group_key`) and te
 from __future__ import annotations
 
 import base64
+import functools
 import io
+from collections.abc import Callable
 from itertools import combinations
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec
 
 import numpy as np
 import pandas as pd
@@ -19,6 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
+from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter
 
 from gengen.report.order import cluster_order, group_key, pooled_correlation, short_labels
@@ -42,6 +45,32 @@ HEATMAPS_PER_ROW = 4
 FADED_ALPHA = 0.3
 #: Agreement scatter panels per line of the figure (wider figures would be shrunk to illegible on the page).
 AGREEMENT_PER_ROW = 3
+
+
+Params = ParamSpec("Params")
+
+
+def literal_text(figure: Figure) -> Figure:
+    """Draw every text of ``figure`` that holds a ``$`` as it is written, not as mathtext.
+
+    Test-set, model and metric names come from user data: ``$x^2$`` must show those five characters, and
+    ``a$b`` or ``$\\frac{1}{0}$`` must neither fail to parse nor set anything as a formula. Tick labels that
+    formatters write at draw time (numbers) are not touched.
+    """
+    for text in figure.findobj(Text):
+        if "$" in text.get_text():
+            text.set_parse_math(False)
+    return figure
+
+
+def literal(build: Callable[Params, Figure]) -> Callable[Params, Figure]:
+    """Decorate a figure builder so that the names it writes are drawn literally (:func:`literal_text`)."""
+
+    @functools.wraps(build)
+    def wrapper(*args: Params.args, **kwargs: Params.kwargs) -> Figure:
+        return literal_text(build(*args, **kwargs))
+
+    return wrapper
 
 
 def _tick_size(m: int, panel: float) -> float:
@@ -183,6 +212,7 @@ def _label_inches(labels: list[str], points: float) -> float:
     return 0.58 * points * longest / 72.0 + 0.1
 
 
+@literal
 def heatmaps(
     analysis: Analysis, value: str = "r_partial", order: list[str] | None = None, level: str | None = None
 ) -> Figure:
@@ -243,6 +273,7 @@ def heatmaps(
     return figure
 
 
+@literal
 def raw_vs_partial(analysis: Analysis, model: str, run: str) -> Figure:
     """Raw and partial correlation heatmaps of one run, side by side (test sets clustered)."""
     partial = analysis.matrix(model, run, "r_partial")
@@ -271,6 +302,7 @@ def strongest_pairs(analysis: Analysis, model: str, run: str, count: int = MAX_S
     return list(zip(top["testset_a"], top["testset_b"], strict=True))
 
 
+@literal
 def residual_scatter(analysis: Analysis, model: str, run: str, pairs: list[tuple[str, str]] | None = None) -> Figure:
     """Scatter of the residuals (after regressing out ID) of chosen pairs, coloured by step."""
     residuals = analysis.residuals(model, run)
@@ -334,6 +366,7 @@ def top_moving(table: pd.DataFrame, names: list[str], count: int) -> list[str]:
     return list(spans.index[:count])
 
 
+@literal
 def trajectories(analysis: Analysis, model: str, run: str, top: int = TOP_TRAJECTORIES) -> Figure:
     """ID (black) and the ``top`` OOD test sets whose scores move most, over steps of one run (symlog steps).
 
@@ -376,6 +409,7 @@ def trajectories(analysis: Analysis, model: str, run: str, top: int = TOP_TRAJEC
     return figure
 
 
+@literal
 def agreement(comparison: Comparison) -> Figure:
     """For every two groups: their partial correlations pair by pair, with Mantel r, p and sign agreement."""
     groups = sorted(comparison.groups, key=lambda label: group_key(*[*label.split(" / ", 1), ""][:2]))

@@ -1,8 +1,8 @@
 """Orders and labels for the report: models by size, test sets by clustering, short test-set labels.
 
 Pure numpy (scipy is only a test dependency): average-linkage (UPGMA) clustering of a correlation matrix,
-model sizes parsed from names such as ``pythia-1.4b`` or ``OLMo-2-7B``, and test-set labels with shared
-prefixes (``hendrycksTest-``, ``eval/downstream/``) stripped.
+model sizes parsed from names such as ``pythia-1.4b`` or ``OLMo-2-7B``, and test-set labels with the prefix
+every name shares (``eval/downstream/``) stripped and every token that tells two names apart kept.
 """
 
 from __future__ import annotations
@@ -17,10 +17,14 @@ import numpy as np
 SIZE_UNITS = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 #: A number with a size suffix standing alone between separators ("v1.1" and "gpt2" are not sizes).
 _SIZE = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)([kKmMbBtT])(?![A-Za-z0-9])")
-#: Characters that end a name prefix.
+#: Characters that end a name's token.
 SEPARATORS = "-_/:.= "
-#: Longest label drawn; longer ones end in "…" (the full name is on hover and in the tables).
-MAX_LABEL = 26
+#: Characters that end a namespace (``eval/downstream/``, ``mmlu:``): only a namespace every name shares is
+#: stripped; ``arc_`` of ``arc_easy`` is part of the task's name, even where every task is an ARC one.
+NAMESPACE_SEPARATORS = "/:"
+#: Longest label drawn (every Pythia and OLMo-2 task name fits); longer ones lose tokens from their middle
+#: (the full name is on hover and in the tables).
+MAX_LABEL = 50
 
 
 def model_size(name: str) -> float | None:
@@ -151,14 +155,6 @@ def pooled_correlation(matrices: Sequence[np.ndarray]) -> np.ndarray:
     return np.tanh(mean)
 
 
-def _split_prefix(name: str) -> str:
-    """The first token of ``name`` with its separator (``"hendrycksTest-"``), or "" when it has none."""
-    for index, char in enumerate(name):
-        if char in SEPARATORS and index > 0:
-            return name[: index + 1]
-    return ""
-
-
 def _common_prefix(names: Sequence[str]) -> str:
     """Longest prefix of all ``names`` that ends at a separator."""
     first, last = min(names), max(names)
@@ -175,12 +171,36 @@ def _readable(rest: str) -> bool:
     return len(rest) >= 2 and re.search(r"[A-Za-z]", rest) is not None
 
 
-def short_labels(names: Sequence[str], min_family: int = 3) -> tuple[dict[str, str], list[str]]:
-    """Labels for many test-set names: shared prefixes stripped, long names shortened.
+def _tokens(name: str) -> list[str]:
+    """``name`` cut after each separator: ``"arc_easy_val"`` → ``["arc_", "easy_", "val"]``."""
+    return [part for part in re.split(f"(?<=[{re.escape(SEPARATORS)}])", name) if part]
 
-    A prefix shared by every name is stripped; so is the common prefix of each family of at least
-    ``min_family`` names sharing a first token (``hendrycksTest-…``). Names that would collide keep their
-    full form; labels longer than :data:`MAX_LABEL` characters end in "…".
+
+def _elide(label: str, limit: int) -> str:
+    """``label`` shortened to ``limit`` characters by whole tokens from its middle: its first token and as many
+    of its last ones as fit stay (``"hendrycksTest-…_and_politics"``), so its start and end still read."""
+    if len(label) <= limit:
+        return label
+    tokens = _tokens(label)
+    head, tail = tokens[0], ""
+    for token in reversed(tokens[1:]):
+        if len(head) + 1 + len(token) + len(tail) > limit:
+            break
+        tail = token + tail
+    if len(head) + 1 + len(tail) > limit or not tail:
+        return label[: limit - 1] + "…"
+    return head + "…" + tail
+
+
+def short_labels(names: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """Labels for many test-set names: the prefix every name shares stripped, every distinguishing token kept.
+
+    Only a namespace all names share (``eval/downstream/``, ending in one of :data:`NAMESPACE_SEPARATORS`)
+    says nothing about any one of them, so only that is stripped, and only when every name keeps a word after
+    it. A prefix inside the task names is part of what tells them apart (``arc_`` of
+    ``arc_easy_val_rc_5shot``, ``hendrycksTest-`` of the MMLU subjects) and stays. Labels longer than
+    :data:`MAX_LABEL` characters lose whole tokens from their middle ("…"); labels that would collide keep
+    their full names.
 
     Returns
     -------
@@ -188,33 +208,25 @@ def short_labels(names: Sequence[str], min_family: int = 3) -> tuple[dict[str, s
         Name → label.
     stripped : list of str
         The prefixes removed (for a note beside the figure).
+
+    Examples
+    --------
+    >>> labels, stripped = short_labels(["eval/downstream/arc_easy_5shot", "eval/downstream/arc_challenge_5shot"])
+    >>> sorted(labels.values()), stripped
+    (['arc_challenge_5shot', 'arc_easy_5shot'], ['eval/downstream/'])
     """
     names = list(dict.fromkeys(map(str, names)))
     labels = {name: name for name in names}
     stripped: list[str] = []
     if len(names) > 1:
         common = _common_prefix(names)
-        if common and all(len(name) > len(common) for name in names):
+        common = common[: max(common.rfind(char) for char in NAMESPACE_SEPARATORS) + 1]
+        # Back off to an earlier namespace while a remainder would carry no word ("runs/01" → "01").
+        while common and not all(_readable(name[len(common) :]) for name in names):
+            common = common[: max(common[:-1].rfind(char) for char in NAMESPACE_SEPARATORS) + 1]
+        if common:
             labels = {name: name[len(common) :] for name in names}
             stripped.append(common)
-    families = Counter(_split_prefix(label) for label in labels.values())
-    for token, count in families.items():
-        if not token or count < min_family:
-            continue
-        members = [name for name in names if labels[name].startswith(token)]
-        prefix = _common_prefix([labels[name] for name in members])
-        # Back off to an earlier separator while a remainder would carry no word ("topic_01" → "01").
-        while prefix and not all(_readable(labels[name][len(prefix) :]) for name in members):
-            prefix = prefix[: max(prefix[:-1].rfind(char) for char in SEPARATORS) + 1]
-        if prefix and all(len(labels[name]) > len(prefix) for name in members):
-            for name in members:
-                labels[name] = labels[name][len(prefix) :]
-            stripped.append(prefix)
-    clashes = Counter(labels.values())
-    labels = {name: (label if clashes[label] == 1 else name) for name, label in labels.items()}
-    labels = {
-        name: (label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "…") for name, label in labels.items()
-    }
-    # Shortening can make new clashes: fall back to the full names there.
+    labels = {name: _elide(label, MAX_LABEL) for name, label in labels.items()}
     clashes = Counter(labels.values())
     return {name: (label if clashes[label] == 1 else name) for name, label in labels.items()}, stripped

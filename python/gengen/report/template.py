@@ -107,8 +107,11 @@ look doubtful. Click a header to sort; type to search.</p>
 
 {% if trajectories %}
 <h2 id="trajectories">Scores over training</h2>
-<p class="note">One panel per test set (the ID test set first, framed), one line per group, coloured by model
-size; step axis logarithmic. {{ trajectories.direction }} Hover a panel or line for its full name.</p>
+<p class="note">One panel per test set (the ID test set first, framed), one line per run: a model's colour
+by its size, its runs (seeds) in lighter shades and dash patterns, named in the legend. The horizontal axis is
+training progress, each run's step divided by its own last step (0.1% to 100%, logarithmic), so that runs of
+different lengths share it; each run's last step is in the legend. {{ trajectories.direction }} Hover a panel
+or line for its full name and step.</p>
 <div data-trajectories="scores"></div>
 {% endif %}
 

@@ -1,0 +1,158 @@
+"""Checks of the tables a report is drawn from, before anything is drawn (issue 26).
+
+An analysis folder is data a user can edit, truncate or replace: a pairs or scores table with a column
+missing, text where a number belongs, duplicated checkpoints or no rows at all is refused in one line naming
+the file (or the table, for an :class:`~gengen.analyse.Analysis` built in Python) and the column, instead of
+a traceback from deep inside the drawing code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from gengen.errors import InputError
+
+if TYPE_CHECKING:
+    from gengen.analyse.result import Analysis
+
+#: Columns of the pairs table the report reads.
+PAIRS_REQUIRED = ("level", "model", "run", "testset_a", "testset_b", "r_partial", "p_adjusted", "significant")
+#: Columns of the pairs table that hold numbers wherever they are present.
+PAIRS_NUMERIC = (
+    "r_partial", "r_raw", "p_adjusted", "p_deciding", "p_value", "ci_low", "ci_high", "ci_level", "n", "n_steps",
+    "n_informative", "k", "df", "sign", "se_z", "statistic", "p_loo_max", "influence",
+)  # fmt: skip
+#: Columns of the pairs table that hold yes/no values wherever they are present.
+PAIRS_BOOLEAN = ("significant", "testable")
+#: Columns of the scores table the report reads, and those among them that hold numbers.
+SCORES_REQUIRED = ("model", "run", "step", "testset", "metric", "value", "sign")
+SCORES_NUMERIC = ("step", "value", "sign")
+#: Levels of the pairs table the report draws.
+LEVELS = ("run", "across_runs")
+
+
+def _name(folder: Path | None, table: str) -> str:
+    return str(folder / f"{table}.parquet") if folder is not None else f"the analysis' {table} table"
+
+
+def _numeric(frame: pd.DataFrame, column: str, where: str) -> None:
+    values = frame[column]
+    if pd.api.types.is_bool_dtype(values):
+        return
+    numbers = pd.to_numeric(values, errors="coerce")
+    bad = numbers.isna() & values.notna()
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        text = str(values.iloc[row])
+        text = text if len(text) <= 40 else text[:39] + "…"
+        raise InputError(
+            f"{where}: column {column!r} holds {text!r} (row {row + 1}), expected a number; "
+            "not as gengen analyse writes it"
+        )
+
+
+def _boolean(frame: pd.DataFrame, column: str, where: str) -> None:
+    values = frame[column]
+    if pd.api.types.is_bool_dtype(values):
+        return
+    known = values.isna() | values.isin([True, False, 0, 1])
+    if not known.all():
+        row = int(np.flatnonzero(~known.to_numpy())[0])
+        raise InputError(
+            f"{where}: column {column!r} holds {str(values.iloc[row])[:40]!r} (row {row + 1}), expected true or "
+            "false; not as gengen analyse writes it"
+        )
+
+
+def _columns(frame: pd.DataFrame, required: tuple[str, ...], where: str, what: str) -> None:
+    if not frame.columns.is_unique:
+        duplicated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
+        raise InputError(f"{where}: column(s) {', '.join(duplicated)} appear more than once")
+    missing = [column for column in required if column not in frame.columns]
+    if missing:
+        raise InputError(f"{where}: missing column(s) {', '.join(missing)}; expected the {what} of gengen analyse")
+    if frame.empty:
+        raise InputError(f"{where}: no rows; an analysis always has some, so there is nothing to report")
+
+
+def check_pairs(pairs: pd.DataFrame, where: str) -> None:
+    """Refuse a pairs table the report cannot draw: a column missing or of the wrong kind, no rows at a level.
+
+    Parameters
+    ----------
+    pairs : DataFrame
+        The analysis' pairs table.
+    where : str
+        What the error line calls it (the file's path).
+
+    Raises
+    ------
+    InputError
+        One line naming ``where`` and the column.
+    """
+    _columns(pairs, PAIRS_REQUIRED, where, "pairs table")
+    for column in PAIRS_NUMERIC:
+        if column in pairs:
+            _numeric(pairs, column, where)
+    for column in PAIRS_BOOLEAN:
+        if column in pairs:
+            _boolean(pairs, column, where)
+    if not pairs["level"].isin(LEVELS).any():
+        found = ", ".join(sorted(map(str, pairs["level"].dropna().unique()))[:5]) or "none"
+        raise InputError(f"{where}: no rows at level {' or '.join(LEVELS)} (levels found: {found})")
+
+
+def check_scores(scores: pd.DataFrame, where: str, id_testset: str | None = None) -> None:
+    """Refuse a scores table the report cannot draw: a column missing or not numeric, a checkpoint twice.
+
+    Parameters
+    ----------
+    scores : DataFrame
+        The analysis' scores table.
+    where : str
+        What the error line calls it (the file's path).
+    id_testset : str, optional
+        The analysis' ID test set, which every run needs.
+
+    Raises
+    ------
+    InputError
+        One line naming ``where`` and the column or the checkpoint.
+    """
+    _columns(scores, SCORES_REQUIRED, where, "scores table")
+    for column in SCORES_NUMERIC:
+        _numeric(scores, column, where)
+    key = ["model", "run", "step", "testset", "metric"]
+    twice = scores.duplicated(subset=key)
+    if twice.any():
+        row = scores[twice].iloc[0]
+        raise InputError(
+            f"{where}: model {row['model']!r}, run {row['run']!r}, step {row['step']}, test set "
+            f"{row['testset']!r} appears more than once"
+        )
+    if id_testset is not None and not (scores["testset"] == id_testset).any():
+        raise InputError(f"{where}: no scores of the ID test set {id_testset!r}")
+
+
+def check_analysis(analysis: Analysis, folder: Path | None = None) -> None:
+    """Check the pairs and scores tables of ``analysis`` before a report is drawn from them.
+
+    Parameters
+    ----------
+    analysis : Analysis
+        From :func:`gengen.analyse` or :meth:`Analysis.from_dir`.
+    folder : Path, optional
+        The analysis folder it was read from, named in the error line (else the table is named).
+
+    Raises
+    ------
+    InputError
+        A table the report cannot draw, naming its file and the column.
+    """
+    check_pairs(analysis.pairs, _name(folder, "pairs"))
+    id_testset = analysis.settings.get("id_testset")
+    check_scores(analysis.scores, _name(folder, "scores"), id_testset if isinstance(id_testset, str) else None)
