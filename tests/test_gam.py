@@ -461,7 +461,12 @@ def test_residualise_and_matrix_take_the_cap() -> None:
 
 @pytest.mark.parametrize(
     ("max_edf", "message"),
-    [(1.5, "max_edf: must be at least 2"), ("many", "max_edf: "), (float("nan"), "max_edf: "), (True, "max_edf: ")],
+    [
+        (1.5, "max_edf: must be at least 2"),
+        ("many", "max_edf must"),
+        (float("nan"), "max_edf must"),
+        (True, "max_edf must"),
+    ],
 )
 def test_cap_below_a_line_or_not_a_number_is_refused(max_edf: Any, message: str) -> None:
     from gengen.errors import InvalidArgumentError

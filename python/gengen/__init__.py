@@ -22,9 +22,22 @@ if TYPE_CHECKING:
     from gengen._core import __version__
     from gengen.analyse import Analysis, analyse
     from gengen.compare import Comparison, compare
+    from gengen.stats.controls import Gam, Linear
     from gengen.store import Store, load
 
-__all__ = ["Analysis", "Comparison", "GengenError", "Store", "__version__", "analyse", "compare", "load", "stats"]
+__all__ = [
+    "Analysis",
+    "Comparison",
+    "Gam",
+    "GengenError",
+    "Linear",
+    "Store",
+    "__version__",
+    "analyse",
+    "compare",
+    "load",
+    "stats",
+]
 
 # Public name -> module defining it (None: the name is the submodule itself).
 _LAZY_NAMES: dict[str, tuple[str, str | None]] = {
@@ -35,6 +48,8 @@ _LAZY_NAMES: dict[str, tuple[str, str | None]] = {
     "Comparison": ("gengen.compare", "Comparison"),
     "compare": ("gengen.compare", "compare"),
     "Store": ("gengen.store", "Store"),
+    "Gam": ("gengen.stats.controls", "Gam"),
+    "Linear": ("gengen.stats.controls", "Linear"),
     "load": ("gengen.store", "load"),
 }
 

@@ -10,6 +10,8 @@ from typing import final
 import numpy as np
 from numpy.typing import NDArray
 
+from gengen.stats.controls import Control, Gam
+
 __version__: str
 
 _Float2D = NDArray[np.float64]
@@ -191,7 +193,7 @@ def partial_corr(
     covar: _Float2D,
     method: str,
     semi: str | None = None,
-    fit: tuple[int, str, str, float | str | None] | None = None,
+    fit: Control | None = None,
 ) -> PartialCorrResult:
     """ppcor's pcor.test / spcor.test."""
 
@@ -208,7 +210,7 @@ def partial_corr_matrix_batch(
     scores: list[_Float2D],
     covars: list[_Float2D],
     method: str,
-    fit: tuple[int, str, str, float | str | None] | None = None,
+    fit: Control | None = None,
     n_threads: int | None = None,
 ) -> list[CorrMatrixResult]:
     """One result per run."""
@@ -222,7 +224,7 @@ def permutation_test_batch(
     block_length: int | None = None,
     mirror: bool = False,
     seed: int = 0,
-    fit: tuple[int, str, str, float | str | None] | None = None,
+    fit: Control | None = None,
     n_threads: int | None = None,
 ) -> list[PermutationResult]:
     """One result per run."""
@@ -237,7 +239,7 @@ def bootstrap_ci_batch(
     ci_level: float = 0.95,
     ci_method: str = "percentile",
     seed: int = 0,
-    fit: tuple[int, str, str, float | str | None] | None = None,
+    fit: Control | None = None,
     n_threads: int | None = None,
 ) -> list[BootstrapResult]:
     """One result per run."""
@@ -273,14 +275,12 @@ def chi_squared_sf(x: float, df: float) -> float:
 def gam_fit(
     y: _Float2D,
     covar: _Float2D,
-    k: int = 10,
-    method: str = "gcv",
-    basis: str = "cr",
+    control: Gam | None = None,
     lam: list[float] | None = None,
     n_threads: int | None = None,
-    max_edf: float | str | None = None,
 ) -> GamFitResult:
-    """GAM fits of every column of y; max_edf caps the EDF ("auto": default_max_edf(n, q); None: no cap)."""
+    """GAM fits of every column of y under control (None: Gam()); its max_edf caps the EDF ("auto":
+    default_max_edf(n, q); None: no cap)."""
 
 def default_max_edf(n: int, q: int = 1) -> float:
     """The default cap on a GAM fit's EDF (intercept included): 1 + q · max(1, n / 4)."""
@@ -322,10 +322,9 @@ def lagged_partial_corr(
     scores: _Float2D,
     covar: _Float2D,
     method: str,
-    fit: str = "linear",
-    k: int = ...,  # default 5
+    fit: Control | None = None,
 ) -> LaggedResult:
-    """The lagged test of every pair of columns."""
+    """The lagged test of every pair of columns under fit (None: linear)."""
 
 def lag1_autocorrelation(series: _Float2D) -> _Float1D:
     """Lag-1 autocorrelation of every column (rows in step order); NaN when constant or under three rows."""

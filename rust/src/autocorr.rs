@@ -429,13 +429,13 @@ pub struct LaggedMatrices {
 }
 
 /// The control of the lagged regressions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LaggedControl {
     /// Least squares on `[1, y_{t−1}, covar_t, covar_{t−1}]`.
     Linear,
     /// `y_t ~ s(y_{t−1}) + Σ s(covar_t) + Σ s(covar_{t−1})`, each smooth with this basis dimension (lowered
-    /// to what n − 1 rows support).
-    Gam { k: usize },
+    /// to what n − 1 rows support) and the caller's criterion, basis and EDF cap.
+    Gam(GamOptions),
 }
 
 /// Default basis dimension of each smooth of the lagged GAM: with three smooths (one covariate) the model
@@ -458,6 +458,24 @@ fn lagged_covariates_usable(covar: &Mat) -> Result<bool> {
 /// (mgcv-style penalised cubic regression splines, GCV; see [`crate::gam`]), unit length, (n − 1) × m, and
 /// each column's control degrees of freedom (EDF − 1).
 pub fn lagged_gam_residuals(scores: &Mat, covar: &Mat, method: Method, k: usize) -> Result<(Mat, Vec<f64>)> {
+    lagged_gam_residuals_with(
+        scores,
+        covar,
+        method,
+        &GamOptions {
+            k,
+            ..GamOptions::default()
+        },
+    )
+}
+
+/// [`lagged_gam_residuals`] with the GAM's options (k lowered to what n − 1 rows support).
+pub fn lagged_gam_residuals_with(
+    scores: &Mat,
+    covar: &Mat,
+    method: Method,
+    gam: &GamOptions,
+) -> Result<(Mat, Vec<f64>)> {
     let (scores, covar) = match method {
         Method::Pearson => (scores.clone(), covar.clone()),
         Method::Spearman => (rank_columns(scores), rank_columns(covar)),
@@ -478,11 +496,8 @@ pub fn lagged_gam_residuals(scores: &Mat, covar: &Mat, method: Method, k: usize)
     }
     let with_lags = lagged_covariates_usable(&covar)?;
     let smooths = 1 + covar.ncols() * if with_lags { 2 } else { 1 };
-    let k_basis = k.min((n.saturating_sub(1)) / (smooths + 1)).max(3);
-    let options = GamOptions {
-        k: k_basis,
-        ..GamOptions::default()
-    };
+    let k_basis = gam.k.min((n.saturating_sub(1)) / (smooths + 1)).max(3);
+    let options = GamOptions { k: k_basis, ..*gam };
     let mut out = Mat::zeros(n - 1, m);
     let mut control_df = Vec::with_capacity(m);
     for j in 0..m {
@@ -532,7 +547,7 @@ pub fn lagged_partial_corr_matrix_with(
             let (innovations, controls) = lagged_residuals(scores, covar, method)?;
             (innovations, vec![controls as f64; m])
         }
-        LaggedControl::Gam { k } => lagged_gam_residuals(scores, covar, method, k)?,
+        LaggedControl::Gam(gam) => lagged_gam_residuals_with(scores, covar, method, &gam)?,
     };
     let mut estimate = Mat::filled(m, m, 1.0);
     let mut innovation_estimate = Mat::filled(m, m, 1.0);
@@ -813,7 +828,10 @@ mod tests {
             &scores,
             &covar,
             Method::Pearson,
-            LaggedControl::Gam { k: LAGGED_GAM_K },
+            LaggedControl::Gam(GamOptions {
+                k: LAGGED_GAM_K,
+                ..GamOptions::default()
+            }),
         )
         .unwrap();
         for &c in &out.control_df {

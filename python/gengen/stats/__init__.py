@@ -18,6 +18,8 @@ layers; ``tests/test_stats_layering.py`` checks it):
 
 - :mod:`~gengen.stats.options`: the ``Literal`` option types, their choice lists and their defaults;
 - :mod:`~gengen.stats.validation`: the input checks every function shares;
+- :mod:`~gengen.stats.controls`: the control as a typed value, :class:`Linear` or :class:`Gam`, that every
+  ``fit=`` takes (as do the names ``"linear"`` and ``"gam"``);
 - :mod:`~gengen.stats.gam`: the GAM control (penalised regression splines);
 - :mod:`~gengen.stats.control_choice`: which control a run needs (linear or GAM), by a curvature test;
 - :mod:`~gengen.stats.correlation`: partial and semi-partial correlations (ppcor's), their matrices and
@@ -54,6 +56,10 @@ if TYPE_CHECKING:
         CurvatureTest,
         choose_control,
         curvature_test,
+    )
+    from gengen.stats.controls import (
+        Gam,
+        Linear,
     )
     from gengen.stats.correlation import (
         CorrMatrices,
@@ -151,6 +157,8 @@ _MODULE_OF: dict[str, str] = {
     "permutation_indices": "resampling",
     "permutation_test": "resampling",
     "permutation_test_batch": "resampling",
+    "Gam": "controls",
+    "Linear": "controls",
     "GamFit": "gam",
     "default_max_edf": "gam",
     "gam_fit": "gam",
@@ -210,12 +218,14 @@ __all__ = [
     "CorrMatrices",
     "CurvatureTest",
     "Fit",
+    "Gam",
     "GamBasis",
     "GamFit",
     "GamMethod",
     "IntervalMethod",
     "LaggedPartialCorrMatrix",
     "LeaveOneOut",
+    "Linear",
     "MantelTest",
     "MetaResult",
     "Method",

@@ -28,8 +28,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
 from gengen.errors import InvalidArgumentError
-from gengen.stats.gam import gam_fit, warn_if_k_lowered
-from gengen.stats.options import DEFAULT_CI_LEVEL, DEFAULT_FIT, DEFAULT_METHOD, METHODS, SEMIS, Fit, Method, Semi
+from gengen.stats.controls import FitArgument, Gam, Linear, as_control
+from gengen.stats.gam import fit_gam, warn_if_k_lowered
+from gengen.stats.options import DEFAULT_CI_LEVEL, DEFAULT_FIT, DEFAULT_METHOD, METHODS, SEMIS, Method, Semi
 from gengen.stats.validation import (
     as_covar,
     as_float_array,
@@ -37,10 +38,8 @@ from gengen.stats.validation import (
     as_table,
     as_vector,
     check_choice,
-    check_fit,
     check_threads,
     column_names,
-    core_fit,
 )
 
 __all__ = [
@@ -169,7 +168,7 @@ def partial_corr(
     method: Method = DEFAULT_METHOD,
     semi: Semi | None = None,
     ci_level: float = DEFAULT_CI_LEVEL,
-    fit: Fit = DEFAULT_FIT,
+    fit: FitArgument = DEFAULT_FIT,
     **gam_options: Any,
 ) -> PartialCorr:
     r"""Partial (or semi-partial) correlation of ``x`` and ``y`` given ``covar``, with ppcor's test.
@@ -188,7 +187,7 @@ def partial_corr(
         (ppcor's ``spcor.test(x, y, z)``); "x": from ``x`` only.
     ci_level : float
         Coverage of the Fisher-z confidence interval.
-    fit : {"linear", "gam"}
+    fit : Linear, Gam, "linear" or "gam"
         The control; with ``"gam"``, the options ``k``, ``gam_method``, ``gam_basis`` apply (see the module
         documentation). Kendall's τ has no residual form and needs ``"linear"``.
     **gam_options
@@ -245,11 +244,11 @@ def partial_corr(
     if y_values.shape[0] != x_values.shape[0]:
         raise InvalidArgumentError(f"y: has {y_values.shape[0]} values but x has {x_values.shape[0]}")
     covariates = as_covar(covar, x_values.shape[0])
-    fit_argument = core_fit(fit, gam_options)
-    result = _core.partial_corr(x_values, y_values, covariates, method, semi, fit_argument)
+    control = as_control(fit, gam_options)
+    result = _core.partial_corr(x_values, y_values, covariates, method, semi, control)
     r, statistic, p_value, df, n, k = result.r, result.statistic, result.p_value, result.df, result.n, result.k
     ci = _core.fisher_ci(r, df, float(ci_level))
-    return PartialCorr(r, statistic, p_value, df, n, k, ci, float(ci_level), method, semi, fit)
+    return PartialCorr(r, statistic, p_value, df, n, k, ci, float(ci_level), method, semi, control.name)
 
 
 def consistent_interval(
@@ -388,7 +387,7 @@ def spcor(data: ArrayLike, method: Method = DEFAULT_METHOD) -> CorrMatrices:
 
 
 def residualise(
-    y: ArrayLike, covar: ArrayLike | None, *, fit: Fit = DEFAULT_FIT, **gam_options: Any
+    y: ArrayLike, covar: ArrayLike | None, *, fit: FitArgument = DEFAULT_FIT, **gam_options: Any
 ) -> NDArray[np.float64]:
     r"""Residuals of each column of ``y`` after least squares on :math:`[1, \text{covar}]`.
 
@@ -398,7 +397,7 @@ def residualise(
         The variables to residualise, one per column.
     covar : array_like of shape (n,) or (n, k), or None
         The covariates; None centres only.
-    fit : {"linear", "gam"}
+    fit : Linear, Gam, "linear" or "gam"
         The control; with ``"gam"`` the residuals are :func:`gam_fit`'s (options ``k``, ``gam_method``,
         ``gam_basis``, and ``lam`` to fix the smoothing parameters).
     **gam_options
@@ -422,10 +421,12 @@ def residualise(
     >>> stats.residualise(2 * z + np.array([0.1, -0.1, -0.1, 0.1]), z).round(6)
     array([ 0.1, -0.1, -0.1,  0.1])
     """
-    check_fit(fit)
-    if fit == "gam":
-        return gam_fit(y, covar, **gam_options).residuals  # type: ignore[arg-type]
-    core_fit(fit, gam_options)
+    lam = gam_options.pop("lam", None)
+    control = as_control(fit, gam_options)
+    if isinstance(control, Gam):
+        return fit_gam(y, covar, control, lam=lam).residuals  # type: ignore[arg-type]
+    if lam is not None:
+        raise InvalidArgumentError(option="lam", problem='is a GAM option and needs fit="gam"')
     array = as_float_array("y", y)
     if array.ndim not in (1, 2):
         raise InvalidArgumentError(f"y: must be one- or two-dimensional, got shape {array.shape}")
@@ -439,7 +440,7 @@ def partial_corr_matrix(
     covar: ArrayLike | None = None,
     *,
     method: Method = DEFAULT_METHOD,
-    fit: Fit = DEFAULT_FIT,
+    fit: FitArgument = DEFAULT_FIT,
     n_threads: int | None = None,
     **gam_options: Any,
 ) -> PartialCorrMatrix:
@@ -452,7 +453,7 @@ def partial_corr_matrix(
     covar : array_like of shape (n,) or (n, k), optional
         The control (e.g. the in-domain score); None gives raw correlations.
     method : {"pearson", "spearman", "kendall"}
-    fit : {"linear", "gam"}
+    fit : Linear, Gam, "linear" or "gam"
         The control; GAM options ``k``, ``gam_method``, ``gam_basis`` (see the module documentation).
     n_threads : int, optional
         Threads to use (default: all cores).
@@ -491,7 +492,7 @@ def partial_corr_matrix_batch(
     covar: Sequence[ArrayLike | None] | None = None,
     *,
     method: Method = DEFAULT_METHOD,
-    fit: Fit = DEFAULT_FIT,
+    fit: FitArgument = DEFAULT_FIT,
     n_threads: int | None = None,
     **gam_options: Any,
 ) -> list[PartialCorrMatrix]:
@@ -505,7 +506,7 @@ def partial_corr_matrix_batch(
         One control per run, in the same order (None: no control).
     method : {"pearson", "spearman", "kendall"}
         As in :func:`partial_corr_matrix`.
-    fit : {"linear", "gam"}
+    fit : Linear, Gam, "linear" or "gam"
         As in :func:`partial_corr_matrix`.
     n_threads : int, optional
         Threads to use (default: all cores).
@@ -527,24 +528,25 @@ def partial_corr_matrix_batch(
     [20, 35]
     """
     check_choice("method", method, METHODS)
-    fit_argument = core_fit(fit, gam_options)
+    control = as_control(fit, gam_options)
     tables, covars, labels = as_runs(scores, covar)
-    if fit_argument is not None:
+    if isinstance(control, Gam):
         for index, controls in enumerate(covars):
-            warn_if_k_lowered(controls, fit_argument[0], f"scores[{index}]" if len(covars) > 1 else "covar")
-    results = _core.partial_corr_matrix_batch(tables, covars, method, fit_argument, check_threads(n_threads))
+            warn_if_k_lowered(controls, control.k, f"scores[{index}]" if len(covars) > 1 else "covar")
+    results = _core.partial_corr_matrix_batch(tables, covars, method, control, check_threads(n_threads))
+    linear = isinstance(control, Linear)
     return [
         PartialCorrMatrix(
             run.r,
             run.statistic,
             run.p_value,
-            float(run.n - 2 - run.k) if fit == "linear" else run.pair_df,
+            float(run.n - 2 - run.k) if linear else run.pair_df,
             run.n,
             run.k,
             method,
-            fit,
+            control.name,
             names,
-            None if fit == "linear" else run.control_df,
+            None if linear else run.control_df,
         )
         for run, names in zip(results, labels, strict=True)
     ]

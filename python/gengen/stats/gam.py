@@ -17,25 +17,17 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
 from gengen.errors import InvalidArgumentError
+from gengen.stats.controls import Gam, gam_of
 from gengen.stats.options import (
     DEFAULT_GAM_BASIS,
     DEFAULT_GAM_K,
     DEFAULT_GAM_MAX_EDF,
     DEFAULT_GAM_METHOD,
-    GAM_BASES,
-    GAM_METHODS,
     GamBasis,
     GamMaxEdf,
     GamMethod,
 )
-from gengen.stats.validation import (
-    as_covar,
-    as_float_array,
-    check_choice,
-    check_count,
-    check_max_edf,
-    check_threads,
-)
+from gengen.stats.validation import as_covar, as_float_array, check_count, check_threads
 
 __all__ = ["GamFit", "default_max_edf", "gam_fit"]
 
@@ -194,9 +186,42 @@ def gam_fit(
     >>> round(short.edf, 6), short.max_edf, short.capped
     (3.75, 3.75, True)
     """
-    check_choice("gam_method", gam_method, GAM_METHODS)
-    check_choice("gam_basis", gam_basis, GAM_BASES)
-    k = check_count("k", k, 3)
+    control = gam_of({"k": k, "gam_method": gam_method, "gam_basis": gam_basis, "max_edf": max_edf})
+    return fit_gam(y, covar, control, lam=lam, n_threads=n_threads, stacklevel=3)
+
+
+def fit_gam(
+    y: ArrayLike,
+    covar: ArrayLike,
+    control: Gam,
+    *,
+    lam: ArrayLike | None = None,
+    n_threads: int | None = None,
+    stacklevel: int = 2,
+) -> GamFit:
+    """:func:`gam_fit` under a :class:`~gengen.stats.controls.Gam` control value (already checked).
+
+    Parameters
+    ----------
+    y : array_like of shape (n,) or (n, m)
+        The variables to smooth on the controls, one per column.
+    covar : array_like of shape (n,) or (n, q)
+        The controls.
+    control : Gam
+        Basis dimension, criterion, basis and EDF cap.
+    lam : array_like of shape (q,), optional
+        Fixed smoothing parameters instead of selecting them.
+    n_threads : int, optional
+        Threads to use (default: all cores).
+    stacklevel : int, default 2
+        Where the warning that k was lowered points (2: the caller of this function).
+
+    Returns
+    -------
+    GamFit
+        As :func:`gam_fit`'s.
+    """
+    k = control.k
     array = as_float_array("y", y)
     if array.ndim not in (1, 2):
         raise InvalidArgumentError(f"y: must be one- or two-dimensional, got shape {array.shape}")
@@ -205,8 +230,7 @@ def gam_fit(
     if controls.shape[1] == 0:
         raise InvalidArgumentError('covar: fit="gam" needs at least one control column')
     fixed = None if lam is None else [float(v) for v in np.atleast_1d(as_float_array("lam", lam))]
-    cap = check_max_edf(max_edf)
-    result = _core.gam_fit(table, controls, k, gam_method, gam_basis, fixed, check_threads(n_threads), cap)
+    result = _core.gam_fit(table, controls, control, fixed, check_threads(n_threads))
     fitted, residuals, edf, lam_out, score, k_used = (
         result.fitted,
         result.residuals,
@@ -216,7 +240,9 @@ def gam_fit(
         result.k_used,
     )
     if any(used < k for used in k_used):
-        warnings.warn(f"k: lowered from {k} to {tuple(k_used)} (too few distinct control values)", stacklevel=2)
+        warnings.warn(
+            f"k: lowered from {k} to {tuple(k_used)} (too few distinct control values)", stacklevel=stacklevel
+        )
     if array.ndim == 1:
         return GamFit(
             fitted[:, 0],
@@ -225,14 +251,23 @@ def gam_fit(
             lam_out[0],
             float(score[0]),
             tuple(k_used),
-            gam_method,
-            gam_basis,
+            control.method,
+            control.basis,
             bool(result.capped[0]),
             float(result.max_edf),
         )
     capped = np.asarray(result.capped, dtype=bool)
     return GamFit(
-        fitted, residuals, edf, lam_out, score, tuple(k_used), gam_method, gam_basis, capped, float(result.max_edf)
+        fitted,
+        residuals,
+        edf,
+        lam_out,
+        score,
+        tuple(k_used),
+        control.method,
+        control.basis,
+        capped,
+        float(result.max_edf),
     )
 
 

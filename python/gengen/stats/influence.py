@@ -30,8 +30,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
 from gengen.errors import GengenError, InvalidArgumentError
+from gengen.stats.controls import FitArgument, as_control
 from gengen.stats.correlation import partial_corr_matrix, partial_corr_matrix_batch
-from gengen.stats.options import DEFAULT_FIT, DEFAULT_METHOD, Fit, Method
+from gengen.stats.options import DEFAULT_FIT, DEFAULT_METHOD, Method
 
 __all__ = ["CARRYING_SHARE", "LeaveOneOut", "leave_one_out_partial_corr", "leave_one_out_test"]
 
@@ -60,7 +61,7 @@ def leave_one_out_partial_corr(
     covar: ArrayLike,
     *,
     method: Method = DEFAULT_METHOD,
-    fit: Fit = DEFAULT_FIT,
+    fit: FitArgument = DEFAULT_FIT,
     **gam_options: Any,
 ) -> NDArray[np.float64]:
     r"""Every pair's partial correlation with each checkpoint deleted in turn, the control refitted.
@@ -73,7 +74,7 @@ def leave_one_out_partial_corr(
         The control (e.g. the in-domain score), in the same order.
     method : {"pearson", "spearman", "kendall"}
         Correlation (ranks are recomputed without the deleted checkpoint).
-    fit : {"linear", "gam"}
+    fit : Linear, Gam, "linear" or "gam"
         The control, refitted on the remaining checkpoints.
     **gam_options
         Passed to :func:`~gengen.stats.partial_corr_matrix` for ``fit="gam"``.
@@ -117,7 +118,7 @@ def leave_one_out_partial_corr(
     n = data.shape[0]
     if n < 5:
         raise InvalidArgumentError(f"scores: need at least 5 checkpoints to delete one, got {n}")
-    options: dict[str, Any] = {"method": method, "fit": fit, **gam_options}
+    options: dict[str, Any] = {"method": method, "fit": as_control(fit, gam_options)}
     keep = [np.flatnonzero(np.arange(n) != t) for t in range(n)]
     try:
         batch = partial_corr_matrix_batch([data[rows] for rows in keep], [control[rows] for rows in keep], **options)

@@ -24,15 +24,23 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
-from gengen.stats.options import DEFAULT_FIT, DEFAULT_METHOD, FITS, Fit, ResidualMethod
-from gengen.stats.validation import check_choice, labelled, trajectory_inputs
+from gengen.errors import InvalidArgumentError
+from gengen.stats.controls import FitArgument, as_control
+from gengen.stats.options import DEFAULT_FIT, DEFAULT_METHOD, ResidualMethod
+from gengen.stats.validation import labelled, trajectory_inputs
 
 __all__ = [
+    "LAGGED_GAM_K",
     "LaggedPartialCorrMatrix",
     "PrewhitenedPartialCorrMatrix",
     "lagged_partial_corr_matrix",
     "prewhitened_partial_corr_matrix",
 ]
+
+
+#: Basis dimension of each smooth of the lagged GAM when ``fit="gam"`` is given by name without ``k``: with three
+#: smooths (one covariate) the model has at most 13 coefficients, which 20 checkpoints still support.
+LAGGED_GAM_K = 5
 
 
 @dataclass(frozen=True)
@@ -124,8 +132,8 @@ def lagged_partial_corr_matrix(
     covar: ArrayLike | None = None,
     *,
     method: ResidualMethod = DEFAULT_METHOD,
-    fit: Fit = DEFAULT_FIT,
-    k: int = 5,
+    fit: FitArgument = DEFAULT_FIT,
+    k: int | None = None,
 ) -> LaggedPartialCorrMatrix:
     r"""Partial correlations of every pair of test sets, tested by lagged regression.
 
@@ -137,12 +145,14 @@ def lagged_partial_corr_matrix(
         The control (e.g. the in-domain score), in the same order.
     method : {"pearson", "spearman"}
         Spearman ranks every column first.
-    fit : {"linear", "gam"}
-        The control: least squares on the lagged design, or an additive model with one penalised cubic
-        regression spline per control (``y_{t−1}``, each covariate now and one checkpoint before), smoothing
-        parameters by GCV — use it when OOD depends non-linearly on ID.
-    k : int
-        Basis dimension of each smooth for ``fit="gam"`` (lowered to what n − 1 rows support).
+    fit : Linear, Gam, "linear" or "gam"
+        The control: least squares on the lagged design, or an additive model with one penalised regression
+        spline per control (``y_{t−1}``, each covariate now and one checkpoint before), with the
+        :class:`~gengen.stats.Gam` value's basis dimension, criterion, basis and EDF cap — use it when OOD
+        depends non-linearly on ID.
+    k : int, optional
+        Basis dimension of each smooth with ``fit="gam"`` given by name (default :data:`LAGGED_GAM_K`); a
+        :class:`~gengen.stats.Gam` value carries its own. Lowered to what n − 1 rows support.
 
     Returns
     -------
@@ -177,8 +187,13 @@ def lagged_partial_corr_matrix(
     ((3, 3), [3.0, 3.0, 3.0], 34.0)
     """
     data, control, labels = trajectory_inputs(scores, covar, method)
-    check_choice("fit", fit, FITS)
-    result = _core.lagged_partial_corr(data, control, method, fit, k)
+    if isinstance(fit, str):
+        gam = as_control(fit, {} if fit != "gam" else {"k": LAGGED_GAM_K if k is None else k})
+    elif k is not None:
+        raise InvalidArgumentError(option="k", problem="is given twice: set it in the control value (Gam(k=...))")
+    else:
+        gam = as_control(fit)
+    result = _core.lagged_partial_corr(data, control, method, gam)
     return LaggedPartialCorrMatrix(
         r=labelled(result.estimate, labels),
         r_innovation=labelled(result.innovation_estimate, labels),
@@ -190,7 +205,7 @@ def lagged_partial_corr_matrix(
         n=int(result.n),
         k=int(result.k),
         method=method,
-        fit=fit,
+        fit=gam.name,
     )
 
 

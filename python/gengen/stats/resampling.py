@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core, limits
+from gengen.stats.controls import FitArgument, as_control
 from gengen.stats.options import (
     BOOTSTRAP_SCHEMES,
     DEFAULT_CI_LEVEL,
@@ -36,7 +37,6 @@ from gengen.stats.options import (
     PERMUTATION_SCHEMES,
     RESIDUAL_METHODS,
     BootstrapScheme,
-    Fit,
     IntervalMethod,
     PermutationScheme,
     ResidualMethod,
@@ -48,7 +48,6 @@ from gengen.stats.validation import (
     check_count,
     check_seed,
     check_threads,
-    core_fit,
 )
 
 __all__ = [
@@ -139,7 +138,7 @@ def permutation_test(
     block_length: int | None = None,
     mirror: bool = False,
     method: ResidualMethod = DEFAULT_METHOD,
-    fit: Fit = DEFAULT_FIT,
+    fit: FitArgument = DEFAULT_FIT,
     family_wise: bool = False,
     seed: int = 0,
     n_threads: int | None = None,
@@ -167,7 +166,7 @@ def permutation_test(
         With "circular", also use reversed shifts.
     method : {"pearson", "spearman"}
         Kendall's partial τ has no residual form, so it has no Freedman–Lane test.
-    fit : {"linear", "gam"}
+    fit : Linear, Gam, "linear" or "gam"
         The control; GAM options ``k``, ``gam_method``, ``gam_basis``. Under the GAM control each column's
         smoother is fixed at the smoothing parameter chosen on the observed data and reapplied to every
         permuted copy (:math:`M_b(\hat y_b + P e_b)`), as the projection is in the linear scheme.
@@ -238,7 +237,7 @@ def permutation_test_batch(
     block_length: int | None = None,
     mirror: bool = False,
     method: ResidualMethod = DEFAULT_METHOD,
-    fit: Fit = DEFAULT_FIT,
+    fit: FitArgument = DEFAULT_FIT,
     family_wise: bool = False,
     seed: int = 0,
     n_threads: int | None = None,
@@ -264,7 +263,7 @@ def permutation_test_batch(
         With "circular", also use reversed shifts.
     method : {"pearson", "spearman"}
         As in :func:`permutation_test`.
-    fit : {"linear", "gam"}
+    fit : Linear, Gam, "linear" or "gam"
         As in :func:`permutation_test`.
     family_wise : bool
         Also return max-|r| family-wise p-values across the pairs of each run.
@@ -291,7 +290,7 @@ def permutation_test_batch(
     """
     check_choice("method", method, RESIDUAL_METHODS)
     check_choice("scheme", scheme, PERMUTATION_SCHEMES)
-    fit_argument = core_fit(fit, gam_options)
+    control = as_control(fit, gam_options)
     tables, covars, labels = as_runs(scores, covar)
     n_perm = limits.check_resamples("n_perm", check_count("n_perm", n_perm, 1))
     seed = check_seed(seed)
@@ -307,7 +306,7 @@ def permutation_test_batch(
         check_block_length(block_length),
         bool(mirror),
         seed,
-        fit_argument,
+        control,
         n_threads,
     )
     return [
@@ -336,7 +335,7 @@ def bootstrap_ci(
     ci_level: float = DEFAULT_CI_LEVEL,
     ci_method: IntervalMethod = DEFAULT_INTERVAL_METHOD,
     method: ResidualMethod = DEFAULT_METHOD,
-    fit: Fit = DEFAULT_FIT,
+    fit: FitArgument = DEFAULT_FIT,
     seed: int = 0,
     n_threads: int | None = None,
     **gam_options: Any,
@@ -361,7 +360,7 @@ def bootstrap_ci(
         Coverage of the intervals.
     ci_method : {"percentile", "bca"}
     method : {"pearson", "spearman"}
-    fit : {"linear", "gam"}
+    fit : Linear, Gam, "linear" or "gam"
         The control, refitted on every replicate (under GAM, smoothing parameters chosen again); GAM options
         ``k``, ``gam_method``, ``gam_basis``.
     seed : int
@@ -432,7 +431,7 @@ def bootstrap_ci_batch(
     ci_level: float = DEFAULT_CI_LEVEL,
     ci_method: IntervalMethod = DEFAULT_INTERVAL_METHOD,
     method: ResidualMethod = DEFAULT_METHOD,
-    fit: Fit = DEFAULT_FIT,
+    fit: FitArgument = DEFAULT_FIT,
     seed: int = 0,
     n_threads: int | None = None,
     **gam_options: Any,
@@ -457,7 +456,7 @@ def bootstrap_ci_batch(
         As in :func:`bootstrap_ci`.
     method : {"pearson", "spearman"}
         As in :func:`bootstrap_ci`.
-    fit : {"linear", "gam"}
+    fit : Linear, Gam, "linear" or "gam"
         As in :func:`bootstrap_ci`.
     seed : int
         As in :func:`bootstrap_ci`.
@@ -474,7 +473,7 @@ def bootstrap_ci_batch(
     check_choice("method", method, RESIDUAL_METHODS)
     check_choice("scheme", scheme, BOOTSTRAP_SCHEMES)
     check_choice("ci_method", ci_method, INTERVAL_METHODS)
-    fit_argument = core_fit(fit, gam_options)
+    control = as_control(fit, gam_options)
     tables, covars, labels = as_runs(scores, covar)
     n_boot = limits.check_resamples("n_boot", check_count("n_boot", n_boot, 2))
     seed = check_seed(seed)
@@ -492,7 +491,7 @@ def bootstrap_ci_batch(
         float(ci_level),
         ci_method,
         seed,
-        fit_argument,
+        control,
         n_threads,
     )
     out = []

@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -47,25 +48,18 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
 from gengen.errors import DegenerateDataError, GengenError, InvalidArgumentError
-from gengen.stats.gam import gam_fit
+from gengen.stats.controls import Control, FitArgument, Gam, Linear, as_control
+from gengen.stats.gam import fit_gam, gam_fit
 from gengen.stats.options import (
     DEFAULT_CI_LEVEL,
     DEFAULT_FIT,
-    DEFAULT_GAM_BASIS,
     DEFAULT_GAM_K,
     DEFAULT_GAM_MAX_EDF,
-    DEFAULT_GAM_METHOD,
     DEFAULT_METHOD,
-    FITS,
-    GAM_BASES,
-    GAM_METHODS,
-    Fit,
-    GamBasis,
     GamMaxEdf,
-    GamMethod,
     ResidualMethod,
 )
-from gengen.stats.validation import check_choice, check_max_edf, labelled, trajectory_inputs
+from gengen.stats.validation import labelled, trajectory_inputs
 
 __all__ = [
     "SIEVE_METHOD",
@@ -769,27 +763,23 @@ def _ranks(values: NDArray[np.float64]) -> NDArray[np.float64]:
 def _operators(
     data: NDArray[np.float64],
     control: NDArray[np.float64],
-    fit: str,
-    k: int,
-    max_edf: GamMaxEdf = DEFAULT_GAM_MAX_EDF,
-    gam_method: GamMethod = DEFAULT_GAM_METHOD,
-    gam_basis: GamBasis = DEFAULT_GAM_BASIS,
+    fit: Control,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """Residuals (n, m), the residual operators I − H (shared (n, n) or per column (m, n, n)) and the EDF (m,)."""
     n, m = data.shape
-    if fit == "linear":
+    if isinstance(fit, Linear):
         design = np.column_stack([np.ones(n), control])
         q, _ = np.linalg.qr(design)
         operator = np.eye(n) - q @ q.T
         residuals = operator @ data
         return residuals, operator, np.full(m, float(design.shape[1]))
-    fit_result = gam_fit(data, control, k=k, max_edf=max_edf, gam_method=gam_method, gam_basis=gam_basis)
+    fit_result = fit_gam(data, control, fit)
     lam = np.atleast_2d(np.asarray(fit_result.lam, dtype=np.float64))
     operators = np.empty((m, n, n))
     identity = np.eye(n)
     for j in range(m):
         # At fixed smoothing parameters the GAM is linear in y: its fitted values of the identity are H_j.
-        smoother = gam_fit(identity, control, k=k, lam=lam[j], gam_method=gam_method, gam_basis=gam_basis).fitted
+        smoother = fit_gam(identity, control, fit, lam=lam[j]).fitted
         operators[j] = identity - smoother
     return np.asarray(fit_result.residuals), operators, np.atleast_1d(np.asarray(fit_result.edf, dtype=np.float64))
 
@@ -812,15 +802,12 @@ def sieve_partial_corr_matrix(
     covar: ArrayLike | None = None,
     *,
     method: ResidualMethod = DEFAULT_METHOD,
-    fit: Fit = DEFAULT_FIT,
+    fit: FitArgument = DEFAULT_FIT,
     n_boot: int = 999,
     ci_level: float = DEFAULT_CI_LEVEL,
     max_order: int | None = None,
-    k: int = DEFAULT_GAM_K,
     seed: int = 0,
-    max_edf: GamMaxEdf = DEFAULT_GAM_MAX_EDF,
-    gam_method: GamMethod = DEFAULT_GAM_METHOD,
-    gam_basis: GamBasis = DEFAULT_GAM_BASIS,
+    **gam_options: Any,
 ) -> SievePartialCorrMatrix:
     r"""Partial correlations of every pair of test sets, with AR-sieve standard errors, tests and intervals.
 
@@ -832,7 +819,7 @@ def sieve_partial_corr_matrix(
         The control (e.g. the in-domain score), in the same order.
     method : {"pearson", "spearman"}
         Spearman ranks every column (and the control) first.
-    fit : {"linear", "gam"}
+    fit : Linear, Gam, "linear" or "gam"
         The control: least squares on ``[1, covar]``, or a penalised regression spline of each control (mgcv's
         ``s(z, k = k, bs = "cr")``, GCV), whose smoother at the selected smoothing parameters is applied to
         every replicate.
@@ -842,16 +829,11 @@ def sieve_partial_corr_matrix(
         Level of the interval.
     max_order : int, optional
         Highest AR order (default :func:`default_max_order` of n).
-    k : int
-        GAM basis dimension for ``fit="gam"``.
     seed : int
         Seed of the replicates; the result does not depend on anything else.
-    max_edf : float, "auto" or None, default "auto"
-        Cap on each GAM smooth's effective degrees of freedom for ``fit="gam"`` (intercept included; ``"auto"``
-        is :func:`~gengen.stats.gam.default_max_edf` of n, None the criterion's optimum whatever it spends).
-    gam_method, gam_basis : str
-        The GAM's smoothing-parameter criterion (``"gcv"``, ``"reml"``) and basis (``"cr"``, ``"tp"``) for
-        ``fit="gam"`` (see :func:`~gengen.stats.gam.gam_fit`).
+    **gam_options
+        ``k``, ``gam_method``, ``gam_basis`` and ``max_edf`` for ``fit="gam"`` (see :class:`~gengen.stats.Gam`;
+        the cap applies to each smooth, ``"auto"`` being :func:`~gengen.stats.gam.default_max_edf` of n).
 
     Returns
     -------
@@ -895,7 +877,8 @@ def sieve_partial_corr_matrix(
     >>> bool((result.p_value[0, 1] < 0.05) == (result.ci_low[0, 1] > 0 or result.ci_high[0, 1] < 0))
     True
     """
-    data, control, labels = _inputs(scores, covar, method, fit)
+    gam = as_control(fit, gam_options)
+    data, control, labels = _inputs(scores, covar, method, gam)
     n_boot = int(n_boot)
     if n_boot < 20:
         raise InvalidArgumentError(f"n_boot: need at least 20 sieve replicates for a standard error, got {n_boot}")
@@ -913,9 +896,7 @@ def sieve_partial_corr_matrix(
             f"scores: {n} checkpoints are too few for the sieve with {control.shape[1]} control(s) and AR order "
             f"up to {max_order} (need at least {control.shape[1] + 5 + max_order})"
         )
-    check_choice("gam_method", gam_method, GAM_METHODS)
-    check_choice("gam_basis", gam_basis, GAM_BASES)
-    residuals, operators, edf = _operators(data, control, fit, k, check_max_edf(max_edf), gam_method, gam_basis)
+    residuals, operators, edf = _operators(data, control, gam)
     # Degrees of freedom of each pair's t-test as ppcor counts them (n − 2 − k; under the GAM, k = the larger
     # smooth's EDF without its intercept), so that with independent checkpoints the test is ppcor's.
     spent = edf - 1.0
@@ -1015,21 +996,20 @@ def sieve_partial_corr_matrix(
         max_order=max_order,
         ci_level=float(ci_level),
         method=method,
-        fit=fit,
+        fit=gam.name,
     )
 
 
 def _inputs(
-    scores: ArrayLike, covar: ArrayLike | None, method: str, fit: str
+    scores: ArrayLike, covar: ArrayLike | None, method: str, fit: Control
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], list[str] | None]:
     """The checks of every test of trajectories, plus what the sieve needs on top: finite values, two test sets."""
-    check_choice("fit", fit, FITS)
     data, control, labels = trajectory_inputs(scores, covar, method)
     if data.shape[1] < 2:
         raise InvalidArgumentError(f"scores: need at least two test sets (columns), got {data.shape[1]}")
     for name, values in (("scores", data), ("covar", control)):
         if not np.isfinite(values).all():
             raise InvalidArgumentError(f"{name}: must be finite (no NaN or infinity)")
-    if fit == "gam" and control.shape[1] == 0:
+    if isinstance(fit, Gam) and control.shape[1] == 0:
         raise InvalidArgumentError('covar: fit="gam" needs at least one control column')
     return data, control, labels

@@ -7,7 +7,6 @@ argument at fault, so a user sees which input to fix; none allocates more than t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,18 +14,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import limits
 from gengen.errors import InvalidArgumentError
-from gengen.stats.options import (
-    DEFAULT_GAM_BASIS,
-    DEFAULT_GAM_K,
-    DEFAULT_GAM_MAX_EDF,
-    DEFAULT_GAM_METHOD,
-    FITS,
-    GAM_BASES,
-    GAM_METHODS,
-    GAM_OPTIONS,
-    RESIDUAL_METHODS,
-    GamMaxEdf,
-)
+from gengen.stats.options import RESIDUAL_METHODS
 
 
 def column_names(labels: list[str] | None, m: int) -> list[str]:
@@ -114,40 +102,6 @@ def check_choice(name: str, value: object, choices: Sequence[object]) -> None:
     if value not in choices:
         expected = ", ".join(repr(c) for c in choices)
         raise InvalidArgumentError(f"{name}: unknown value {value!r}; expected one of {expected}")
-
-
-def check_fit(fit: str) -> None:
-    check_choice("fit", fit, FITS)
-
-
-def check_max_edf(value: Any) -> GamMaxEdf:
-    """The GAM's ``max_edf``: ``"auto"``, None (no cap), or a number (the core refuses one below 1 + q)."""
-    if value is None:
-        return None
-    if isinstance(value, str) and value == "auto":
-        return "auto"
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating) or np.isnan(value):
-        raise InvalidArgumentError(f'max_edf: must be a number, "auto" or None, got {value!r}')
-    return float(value)
-
-
-def core_fit(fit: str, gam_options: dict[str, Any]) -> tuple[int, str, str, GamMaxEdf] | None:
-    """The core's ``fit`` argument: None for the linear control, (k, method, basis, max_edf) for the GAM control."""
-    check_fit(fit)
-    unknown = sorted(set(gam_options) - set(GAM_OPTIONS))
-    if unknown:
-        raise InvalidArgumentError(f"{unknown[0]}: unknown option; the GAM options are {', '.join(GAM_OPTIONS)}")
-    if fit == "linear":
-        if gam_options:
-            name = sorted(gam_options)[0]
-            raise InvalidArgumentError(f'{name}: is a GAM option and needs fit="gam"')
-        return None
-    k = check_count("k", gam_options.get("k", DEFAULT_GAM_K), 3)
-    gam_method = gam_options.get("gam_method", DEFAULT_GAM_METHOD)
-    gam_basis = gam_options.get("gam_basis", DEFAULT_GAM_BASIS)
-    check_choice("gam_method", gam_method, GAM_METHODS)
-    check_choice("gam_basis", gam_basis, GAM_BASES)
-    return (k, gam_method, gam_basis, check_max_edf(gam_options.get("max_edf", DEFAULT_GAM_MAX_EDF)))
 
 
 def check_seed(seed: int) -> int:

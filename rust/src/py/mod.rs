@@ -13,14 +13,17 @@ use numpy::{
 };
 use pyo3::prelude::*;
 
+mod control;
 mod simulate;
+
+use control::{control_of, ControlArgument};
 
 use crate::adjust::{p_adjust as adjust, Adjustment};
 use crate::batch::{self, BootstrapRequest, PermutationRequest};
 use crate::bootstrap::IntervalMethod;
 use crate::control::Control;
 use crate::error::StatsError;
-use crate::gam::{default_max_edf as max_edf_rule, Basis, EdfCap, GamOptions, SmoothMethod};
+use crate::gam::{default_max_edf as max_edf_rule, GamOptions};
 use crate::matrix::Mat;
 use crate::method::Method;
 use crate::pcor::{self, Semi};
@@ -45,47 +48,6 @@ type CoreResult<T> = PyResult<T>;
 /// GIL and runs Python's signal handlers, so that Ctrl-C raises `KeyboardInterrupt` out of the call.
 fn check_signals() -> PyResult<()> {
     Python::with_gil(|py| py.check_signals())
-}
-
-/// The control from the binding's `fit` argument: None for the linear fit, or (k, method, basis, max_edf)
-/// for GAM.
-type FitArgument = Option<(usize, String, String, Option<EdfCapArgument>)>;
-
-/// The GAM's `max_edf` as Python passes it: a number, or `"auto"` for the default of n (None: no cap).
-#[derive(FromPyObject)]
-enum EdfCapArgument {
-    Value(f64),
-    Name(String),
-}
-
-fn edf_cap_from(cap: &Option<EdfCapArgument>) -> Result<EdfCap, StatsError> {
-    match cap {
-        None => Ok(EdfCap::Off),
-        Some(EdfCapArgument::Value(value)) if *value == f64::INFINITY => Ok(EdfCap::Off),
-        Some(EdfCapArgument::Value(value)) => Ok(EdfCap::At(*value)),
-        Some(EdfCapArgument::Name(name)) if name == "auto" => Ok(EdfCap::Auto),
-        Some(EdfCapArgument::Name(name)) => Err(StatsError::invalid(
-            "max_edf",
-            format!("must be a number, \"auto\" or None, got {name:?}"),
-        )),
-    }
-}
-
-fn control_from(fit: &FitArgument) -> Result<Control, StatsError> {
-    match fit {
-        None => Ok(Control::Linear),
-        Some((k, method, basis, max_edf)) => {
-            if *k < 3 {
-                return Err(StatsError::invalid("k", format!("must be at least 3, got {k}")));
-            }
-            Ok(Control::Gam(GamOptions {
-                k: *k,
-                method: SmoothMethod::parse(method, "gam_method")?,
-                basis: Basis::parse(basis, "gam_basis")?,
-                max_edf: edf_cap_from(max_edf)?,
-            }))
-        }
-    }
 }
 
 fn to_mat(array: &ArrayView2<'_, f64>) -> Mat {
@@ -131,11 +93,11 @@ fn partial_corr(
     covar: PyReadonlyArray2<'_, f64>,
     method: &str,
     semi: Option<&str>,
-    fit: FitArgument,
+    fit: Option<ControlArgument>,
 ) -> CoreResult<PartialCorrResult> {
     let method = Method::parse(method)?;
     let semi = Semi::parse(semi)?;
-    let control = control_from(&fit)?;
+    let control = control_of(fit);
     let x = x.as_array().to_vec();
     let y = y.as_array().to_vec();
     let covar = to_mat(&covar.as_array());
@@ -219,11 +181,11 @@ fn partial_corr_matrix_batch(
     scores: Vec<PyReadonlyArray2<'_, f64>>,
     covars: Vec<PyReadonlyArray2<'_, f64>>,
     method: &str,
-    fit: FitArgument,
+    fit: Option<ControlArgument>,
     n_threads: Option<usize>,
 ) -> CoreResult<Vec<CorrMatrixResult>> {
     let method = Method::parse(method)?;
-    let control = control_from(&fit)?;
+    let control = control_of(fit);
     let (scores, covars) = (mats(&scores), mats(&covars));
     let results =
         py.allow_threads(|| batch::partial_corr_matrix_batch(scores, covars, method, &control, n_threads))?;
@@ -263,12 +225,12 @@ fn permutation_test_batch(
     block_length: Option<usize>,
     mirror: bool,
     seed: u64,
-    fit: FitArgument,
+    fit: Option<ControlArgument>,
     n_threads: Option<usize>,
 ) -> CoreResult<Vec<PermutationResult>> {
     let request = PermutationRequest {
         method: Method::parse(method)?,
-        control: control_from(&fit)?,
+        control: control_of(fit),
         n_perm,
         scheme: scheme.to_string(),
         block_length,
@@ -315,12 +277,12 @@ fn bootstrap_ci_batch(
     ci_level: f64,
     ci_method: &str,
     seed: u64,
-    fit: FitArgument,
+    fit: Option<ControlArgument>,
     n_threads: Option<usize>,
 ) -> CoreResult<Vec<BootstrapResult>> {
     let request = BootstrapRequest {
         method: Method::parse(method)?,
-        control: control_from(&fit)?,
+        control: control_of(fit),
         ci_method: IntervalMethod::parse(ci_method)?,
         n_boot,
         scheme: scheme.to_string(),
@@ -357,29 +319,27 @@ pub struct GamFitResult {
 }
 
 /// GAM control, mgcv's `y ~ s(z_1, k, bs = basis) + … + s(z_q, k, bs = basis)` per column of `y`, with λ
-/// chosen per column by GCV or REML (or fixed at `lam`, one value per control).
-#[allow(clippy::too_many_arguments)]
+/// chosen per column by GCV or REML (or fixed at `lam`, one value per control); `control` is a `Gam` value
+/// (None: its defaults).
 #[pyfunction]
-#[pyo3(signature = (y, covar, k=10, method="gcv", basis="cr", lam=None, n_threads=None, max_edf=None))]
+#[pyo3(signature = (y, covar, control=None, lam=None, n_threads=None))]
 fn gam_fit<'py>(
     py: Python<'py>,
     y: PyReadonlyArray2<'py, f64>,
     covar: PyReadonlyArray2<'py, f64>,
-    k: usize,
-    method: &str,
-    basis: &str,
+    control: Option<ControlArgument>,
     lam: Option<Vec<f64>>,
     n_threads: Option<usize>,
-    max_edf: Option<EdfCapArgument>,
 ) -> CoreResult<GamFitResult> {
+    let options = match control {
+        None => GamOptions::default(),
+        Some(ControlArgument(Control::Gam(options))) => options,
+        Some(ControlArgument(Control::Linear)) => {
+            return Err(StatsError::invalid("control", "must be a Gam(...) control, got Linear()").into())
+        }
+    };
     let y = to_mat(&y.as_array());
     let covar = to_mat(&covar.as_array());
-    let options = GamOptions {
-        k,
-        method: SmoothMethod::parse(method, "gam_method")?,
-        basis: Basis::parse(basis, "gam_basis")?,
-        max_edf: edf_cap_from(&max_edf)?,
-    };
     let fits = py.allow_threads(|| batch::gam_fit(&y, &covar, &options, lam.as_deref(), n_threads))?;
     Ok(GamFitResult {
         fitted: to_numpy(py, &fits.fitted),

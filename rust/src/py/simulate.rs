@@ -6,13 +6,13 @@ use pyo3::prelude::*;
 
 use crate::autocorr::{
     lag1_autocorrelations, lagged_partial_corr_matrix_with, prewhitened_partial_corr_matrix, LaggedControl,
-    LAGGED_GAM_K,
 };
 use crate::bounds::{check_array, check_resamples};
-use crate::error::StatsError;
+use crate::control::Control;
 use crate::method::Method;
 use crate::simulate::{simulate, Noise, Shape, StudyOptions, TrajectorySpec};
 
+use super::control::{control_of, ControlArgument};
 use super::{check_signals, to_mat, to_numpy, vector};
 
 #[allow(clippy::too_many_arguments)]
@@ -150,34 +150,21 @@ pub struct LaggedResult {
 }
 
 /// The lagged-regression test of every pair of columns
-/// ([`crate::autocorr::lagged_partial_corr_matrix_with`]); `fit` is "linear" or "gam" (basis dimension `k`
-/// per smooth).
+/// ([`crate::autocorr::lagged_partial_corr_matrix_with`]) under `fit`, a `Linear()` or `Gam(...)` control
+/// (None: linear); a GAM's k is lowered to what n − 1 rows support.
 #[pyfunction]
-#[pyo3(signature = (scores, covar, method, fit="linear", k=LAGGED_GAM_K))]
+#[pyo3(signature = (scores, covar, method, fit=None))]
 fn lagged_partial_corr(
     py: Python<'_>,
     scores: PyReadonlyArray2<'_, f64>,
     covar: PyReadonlyArray2<'_, f64>,
     method: &str,
-    fit: &str,
-    k: usize,
+    fit: Option<ControlArgument>,
 ) -> PyResult<LaggedResult> {
     let method = Method::parse(method)?;
-    let control = match fit {
-        "linear" => LaggedControl::Linear,
-        "gam" => {
-            if k < 3 {
-                return Err(StatsError::invalid("k", format!("must be at least 3, got {k}")).into());
-            }
-            LaggedControl::Gam { k }
-        }
-        other => {
-            return Err(StatsError::invalid(
-                "fit",
-                format!("unknown control {other:?}; expected \"linear\" or \"gam\""),
-            )
-            .into())
-        }
+    let control = match control_of(fit) {
+        Control::Linear => LaggedControl::Linear,
+        Control::Gam(options) => LaggedControl::Gam(options),
     };
     let scores = to_mat(&scores.as_array());
     let covar = to_mat(&covar.as_array());
