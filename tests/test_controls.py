@@ -263,3 +263,26 @@ def test_gam_matches_mgcv(mgcv: Any, data: tuple[np.ndarray, np.ndarray], contro
     result = stats.partial_corr(scores[:, 0], scores[:, 1], z, fit=uncapped)
     assert_allclose(result.r, expected, atol=1e-5)
     assert_allclose(result.r, stats.partial_corr_matrix(scores, z, fit=uncapped).r[0, 1], atol=1e-12)
+
+
+def test_analyse_hands_its_gam_options_to_the_lagged_test() -> None:
+    """The analysis' GAM settings (not a fixed k = 5) reach the lagged test."""
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    steps = np.arange(40) * 100
+    id_acc = 0.5 + 0.35 * (1 - np.exp(-steps / 800))
+    rows = [("m", "r", int(s), "id", "acc", float(v)) for s, v in zip(steps, id_acc, strict=True)]
+    for j in range(3):
+        values = 0.3 + 0.4 * np.sqrt(id_acc - 0.49) + np.cumsum(rng.normal(0, 0.01, 40))
+        rows += [("m", "r", int(s), f"t{j}", "acc", float(v)) for s, v in zip(steps, values, strict=True)]
+    table = pd.DataFrame(rows, columns=["model", "run", "step", "testset", "metric", "value"])
+    pairs = gengen.analyse(
+        table, id_testset="id", fit="gam", gam_k=8, gam_method="reml", inference="lagged", pooling=None
+    ).pairs
+    wide = table.pivot(index="step", columns="testset", values="value")
+    reference = stats.lagged_partial_corr_matrix(wide[["t0", "t1", "t2"]], wide[["id"]], fit=Gam(k=8, method="reml"))
+    upper = np.triu_indices(3, 1)
+    assert_allclose(pairs["p_lagged"], np.asarray(reference.p_value)[upper], rtol=1e-10)
+    fixed = stats.lagged_partial_corr_matrix(wide[["t0", "t1", "t2"]], wide[["id"]], fit="gam")
+    assert not np.allclose(pairs["p_lagged"], np.asarray(fixed.p_value)[upper])
