@@ -210,14 +210,15 @@ REPLICATES = 2000
 
 @pytest.fixture(scope="module")
 def reduced_study() -> pd.DataFrame:
-    from gengen.simulate import Cell, calibration_study
+    from gengen.calibration import calibration_study
+    from gengen.simulate import Cell
 
-    cells = [Cell(50, "ar1", phi, f"ar1({phi:g})", "linear", 0.0, REPLICATES, 0, 0, False) for phi in (0.0, 0.5, 0.9)]
-    return calibration_study(cells, seed=11)
+    cells = [Cell(f"ar1({phi:g})", coef_a=(phi,), rhos=(0.0,), replicates=REPLICATES) for phi in (0.0, 0.5, 0.9)]
+    return calibration_study(cells, measure="methods", seed=11)
 
 
 def test_lagged_test_keeps_type_one_error_in_bounds(reduced_study: pd.DataFrame) -> None:
-    from gengen.simulate import LAGGED_METHOD
+    from gengen.calibration import LAGGED_METHOD
 
     tolerance = 3 * math.sqrt(0.05 * 0.95 / REPLICATES)  # three Monte Carlo standard errors at the nominal rate
     default = reduced_study[reduced_study.method == LAGGED_METHOD]
@@ -236,9 +237,9 @@ def test_naive_t_test_is_anticonservative_at_phi_09(reduced_study: pd.DataFrame)
 
 
 def test_study_is_reproducible_and_has_standard_errors(reduced_study: pd.DataFrame) -> None:
-    from gengen.simulate import Cell, calibration_study
+    from gengen.simulate import Cell, calibration_study  # the former import path of the method comparison
 
-    cell = [Cell(50, "ar1", 0.9, "ar1(0.9)", "linear", 0.0, REPLICATES, 0, 0, False)]
+    cell = [Cell("ar1(0.9)", n=50, coef_a=(0.9,), rhos=(0.0,), replicates=REPLICATES, n_boot=0)]
     again = calibration_study(cell, seed=11)
     np.testing.assert_allclose(
         reduced_study.reject_05_se,
@@ -248,17 +249,103 @@ def test_study_is_reproducible_and_has_standard_errors(reduced_study: pd.DataFra
 
 
 def test_cli_quick_prints_the_summary_last(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    import gengen.simulate as simulate
+    import gengen.calibration as calibration
     from gengen.cli import app
+    from gengen.simulate import Cell
 
-    small = simulate.StudyDesign(
+    small = calibration.StudyDesign(
         "test",
-        tuple(simulate.Cell(50, "ar1", phi, f"ar1({phi:g})", "linear", 0.0, 300, 49, 49, False) for phi in (0.0, 0.9)),
+        tuple(
+            Cell(f"ar1({phi:g})", coef_a=(phi,), rhos=(0.0,), replicates=300, n_perm=49, n_boot=49)
+            for phi in (0.0, 0.9)
+        ),
     )
-    monkeypatch.setattr(simulate, "QUICK_DESIGN", small)
+    monkeypatch.setattr(calibration, "QUICK_DESIGN", small)
     result = CliRunner().invoke(app, ["simulate", "--quick", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     last = result.stdout.strip().splitlines()[-1]
     assert last.startswith("lagged type-I at .05 (phi=0.9, n=50): ")
     assert "; naive t-test: " in last
     assert (tmp_path / "calibration.csv").exists() and (tmp_path / "calibration_type1.png").exists()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# One cell type, one simulator, one study function
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_one_simulator_draws_both_processes_from_the_same_streams() -> None:
+    from gengen.calibration import GridCell
+    from gengen.learning_curves import CurveCell, simulate_curve_runs
+    from gengen.simulate import Cell, simulate, simulate_pair_runs
+
+    textbook = GridCell("ar1(0.5), 2 seeds", n=25, coef_a=(0.5,), runs=2)
+    curves = CurveCell("log n=11", n=11, runs=2)
+    assert isinstance(textbook, Cell) and isinstance(curves, Cell)
+    assert (textbook.process, textbook.rhos, curves.process, curves.rhos) == (
+        "textbook",
+        (0.0, 0.3),
+        "curves",
+        (0.0, 0.3, 0.5),
+    )
+    steps, id_scores, scores = simulate(textbook, 0.3, np.random.default_rng(3))
+    reference, reference_id = simulate_pair_runs(textbook, 0.3, np.random.default_rng(3))
+    np.testing.assert_array_equal(scores, reference)
+    np.testing.assert_array_equal(id_scores, reference_id)
+    np.testing.assert_array_equal(steps, 100 * np.arange(1, 26))
+    steps, id_scores, scores = simulate(curves, 0.3, np.random.default_rng(4))
+    curve_steps, counts = simulate_curve_runs(curves, 0.3, np.random.default_rng(4))
+    np.testing.assert_array_equal(steps, curve_steps)
+    np.testing.assert_array_equal(id_scores, counts[:, :, 0] / 1000)
+    np.testing.assert_array_equal(scores, counts[:, :, 1:] / 1000)
+
+
+def test_textbook_random_walk_and_shared_noise_against_moments() -> None:
+    """A random walk scaled by 1/sqrt(n) has variance t/n at step t; the alternative's noises correlate at rho."""
+    from gengen.simulate import Cell, simulate_pair_runs
+
+    n, runs = 40, 20_000
+    cell = Cell("rw", n=n, noise="rw", runs=runs)
+    scores, id_scores = simulate_pair_runs(cell, 0.0, np.random.default_rng(6))
+    x = (id_scores - 0.3) / 0.5
+    noise = (scores[:, :, 0] - 0.2 - 0.3 * x) / 0.02
+    np.testing.assert_allclose(noise.var(axis=0), np.arange(1, n + 1) / n, rtol=0.05)
+    ar = Cell("ar1(0.5)", n=n, coef_a=(0.5,), runs=runs)
+    scores, id_scores = simulate_pair_runs(ar, 0.4, np.random.default_rng(7))
+    x = (id_scores - 0.3) / 0.5
+    a, b = (scores[:, -1, 0] - 0.2 - 0.3 * x[:, -1]) / 0.02, (scores[:, -1, 1] - 0.2 - 0.2 * x[:, -1]) / 0.02
+    assert abs(np.corrcoef(a, b)[0, 1] - 0.4) < 0.03
+    assert abs(a.var() - 1.0) < 0.05
+
+
+@pytest.mark.parametrize(
+    ("cells", "options", "message"),
+    [
+        ("textbook", {"measure": "bogus"}, "measure"),
+        ("textbook", {"measure": "grid", "csv": "x.csv"}, "csv"),
+        ("curves", {"measure": "methods"}, "method comparison"),
+        ("textbook", {"measure": "realistic"}, "learning curves"),
+        ("curves", {"measure": "grid", "replicates": 1}, "one alternative"),
+    ],
+)
+def test_calibration_study_names_what_does_not_fit(cells: str, options: dict[str, object], message: str) -> None:
+    from gengen.calibration import calibration_study
+    from gengen.errors import GengenError
+    from gengen.learning_curves import CurveCell
+    from gengen.simulate import Cell
+
+    chosen = [Cell("ar1(0.9)", replicates=10)] if cells == "textbook" else [CurveCell("log n=11", n=11)]
+    with pytest.raises(GengenError, match=message):
+        calibration_study(chosen, **options)
+
+
+def test_cli_study_option_and_its_contradictions() -> None:
+    from gengen.cli import app
+
+    runner = CliRunner()
+    for argv, message in (
+        (["simulate", "--study", "bogus"], "--study"),
+        (["simulate", "--study", "methods", "--grid"], "contradicts"),
+    ):
+        result = runner.invoke(app, argv)
+        assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output

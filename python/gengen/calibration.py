@@ -1,44 +1,29 @@
-r"""The calibration grid of gengen's default inference: where its assumptions hold, and where they fail.
+r"""One calibration study of gengen's inference over simulated cells: :func:`calibration_study`.
 
-A claim of calibration names its grid. This module simulates pairs of OOD score trajectories whose partial
-correlation given ID is known — zero under the null, ρ = 0.3 under the alternative — in every cell of the
-grid of issue 13:
+A claim of calibration names its grid. Every study here is a list of :class:`gengen.simulate.Cell` — textbook AR
+noise around a smooth ID curve, or realistic fine-tuning learning curves, with their n, noise, link, pooled runs
+and the noise correlations ρ simulated (0: the null) — and a *measure*, what is computed on each replicate:
 
-- AR(1) noise with φ ∈ {0, 0.5, 0.9, 0.99}; AR(2) noise (0.5, 0.3) and (1.5, −0.56); a different φ in the
-  two series; noise whose standard deviation falls threefold over training;
-- OOD linear, saturating or non-monotone in ID;
-- n ∈ {15, 25, 50, 200} checkpoints; single runs, and 3 and 10 seeds pooled by meta-analysis,
+- ``"grid"``: the default (the AR-sieve test of ``r_partial``, :mod:`gengen.stats.sieve`) and its alternatives
+  (the same with a GAM control, the lagged test of ``r_innovation``, ppcor's t-test; pooled cells: meta-analysis
+  with sieve variances or with ppcor's 1/(n − 3 − k)): type-I error at α = .05 and .01, power at ρ = 0.3, the
+  coverage of the 95% intervals, the share of rows flagged in ``diagnostics`` and the type-I error among the
+  rows not flagged. :data:`GRID` is the grid of issue 13 (AR(1) φ ∈ {0, 0.5, 0.9, 0.99}; AR(2) (0.5, 0.3) and
+  (1.5, −0.56); a different φ in the two series; noise whose sd falls threefold; linear, saturating or
+  non-monotone links; n ∈ {15, 25, 50, 200}; 3 and 10 seeds pooled). ``gengen simulate --grid``.
+- ``"realistic"``: the public :func:`gengen.analyse` with its defaults on learning curves
+  (:mod:`gengen.calibration_realistic`, :data:`REALISTIC_GRID` of issue 23). ``gengen simulate --grid --realistic``.
+- ``"methods"``: every inference method on textbook AR(1) and random-walk cells, simulated and tested in the Rust
+  core (:mod:`gengen.calibration_methods`, :data:`FULL_DESIGN` of issue 9). ``gengen simulate``.
 
-and measures, for the default (the AR-sieve test of ``r_partial``, :mod:`gengen.stats.sieve`) and the alternatives
-(the same with a GAM control, the lagged test of ``r_innovation``, ppcor's t-test; pooled: meta-analysis with
-sieve variances or with ppcor's 1/(n − 3 − k)), the type-I error at α = .05 and .01, the power at ρ = 0.3,
-the coverage of the 95% intervals, the share of rows the analysis flags in ``diagnostics``, and the type-I
-error among the rows it does not flag. ``gengen simulate --grid`` runs it; ``docs/calibration.md`` reports it.
-
-The realistic grid of issue 23 (:data:`REALISTIC_GRID`, :func:`realistic_study`, ``gengen simulate --grid
---realistic``) simulates fine-tuning learning curves instead (:mod:`gengen.learning_curves`: step 0 at chance,
-log-spaced, dense-early and even schedules, accuracies counted on fixed test sets of 200 to 30,000 examples, a
-test set stuck at chance, plateaus, duplicated checkpoints, saturating links, pooled seeds) and runs the public
-:func:`gengen.analyse` with whatever its defaults are, recording among the rows it reports testable the type-I
-error, coverage, power at ρ = 0.3 and 0.5, the untestable share and the flag rates, beside the lagged test and
-ppcor's t-test.
-
-The model: n checkpoints at :math:`u_t = t/(n-1)`; ID :math:`c_t = 0.3 + 0.5 (1 - e^{-5u_t})/(1 - e^{-5}) +
-0.01 \varepsilon_t`; OOD :math:`y_{j,t} = 0.2 + b_j f(x_t) + 0.02\, s_t e_{j,t}` with :math:`x_t = (c_t -
-0.3)/0.5`, :math:`b = (0.3, 0.2)`, f linear, saturating :math:`(1 - e^{-4x})/(1 - e^{-4})` or non-monotone
-:math:`4x(1 - x)`; :math:`s_t = 1`, or :math:`3^{1 - u_t}/\sqrt{3}` (falling threefold) in the heteroskedastic
-cells. The noises are :math:`e_a = \sqrt{1-\rho}\,v_a + \sqrt\rho\, w`, :math:`e_b = \sqrt{1-\rho}\,v_b +
-\sqrt\rho\, w` with :math:`v_a, v_b, w` independent stationary unit-variance AR processes (so that the
-correlation of the two noises, and of their innovations, is ρ).
+``docs/calibration.md`` reports all three; the simulator is :func:`gengen.simulate.simulate`.
 """
 
 from __future__ import annotations
 
-import functools
 import time
-import zlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +31,30 @@ import numpy as np
 import pandas as pd
 
 from gengen import stats
+from gengen.calibration_methods import (
+    FULL_DESIGN,
+    LAGGED_METHOD,
+    QUICK_DESIGN,
+    StudyDesign,
+    plot_type1_error,
+    rate_table,
+    run_methods,
+    summary_line,
+)
+from gengen.calibration_realistic import (
+    CONTRACT_COVERAGE,
+    CONTRACT_FLAGS,
+    CONTRACT_TYPE1,
+    REALISTIC_COLUMNS,
+    REALISTIC_GRID,
+    REALISTIC_QUICK_GRID,
+    realistic_contract,
+    realistic_summary,
+    realistic_tables,
+    run_realistic,
+)
 from gengen.errors import GengenError
-from gengen.learning_curves import CurveCell, curve_table, design_partial_corr, simulate_curve_runs
+from gengen.simulate import Cell, simulate, simulate_pair_runs
 from gengen.stats.correlation import consistent_interval
 from gengen.stats.lagged import lagged_partial_corr_matrix
 from gengen.stats.meta import fisher_meta
@@ -60,47 +67,92 @@ from gengen.stats.sieve import (
 )
 
 __all__ = [
+    "CONTRACT_COVERAGE",
+    "CONTRACT_FLAGS",
+    "CONTRACT_TYPE1",
+    "FULL_DESIGN",
     "GRID",
+    "LAGGED_METHOD",
+    "MEASURES",
+    "QUICK_DESIGN",
     "QUICK_GRID",
+    "REALISTIC_COLUMNS",
     "REALISTIC_GRID",
     "REALISTIC_QUICK_GRID",
     "GridCell",
+    "StudyDesign",
+    "calibration_study",
     "grid_study",
     "grid_tables",
+    "plot_type1_error",
+    "rate_table",
     "realistic_contract",
     "realistic_study",
     "realistic_summary",
     "realistic_tables",
     "simulate_pair_runs",
+    "summary_line",
 ]
 
-#: Correlation of the two noises under the alternative.
+#: Correlation of the two noises under the grid's alternative.
 RHO = 0.3
 LABELS = ("ood_a", "ood_b")
+#: The measures of :func:`calibration_study`, with their default replicates and sieve resamples.
+MEASURES: dict[str, dict[str, int | None]] = {
+    "methods": {"replicates": None, "n_boot": None},
+    "grid": {"replicates": 400, "n_boot": 199},
+    "realistic": {"replicates": 300, "n_boot": 299},
+}
 
 
-@dataclass(frozen=True)
-class GridCell:
-    """One cell of the grid: the noise of each series, the link, the run length and how many runs are pooled."""
+def GridCell(  # the name of the grid's cells before they became gengen.simulate.Cell
+    label: str,
+    n: int = 50,
+    coef_a: tuple[float, ...] = (0.9,),
+    coef_b: tuple[float, ...] | None = None,
+    shape: str = "linear",
+    heteroskedastic: bool = False,
+    runs: int = 1,
+    has_alternative: bool = True,
+    gam: bool = False,
+) -> Cell:
+    """A cell of the default's grid: a textbook :class:`gengen.simulate.Cell` simulating ρ = 0 and 0.3.
 
-    label: str
-    n: int = 50
-    coef_a: tuple[float, ...] = (0.9,)
-    coef_b: tuple[float, ...] | None = None
-    shape: str = "linear"
-    heteroskedastic: bool = False
-    runs: int = 1
-    #: Whether the cell has an alternative with a known correlation (a shared component needs one AR model).
-    has_alternative: bool = field(default=True)
-    #: Whether the GAM control is run too (it matters where OOD is non-linear in ID, and costs time).
-    gam: bool = False
+    Parameters
+    ----------
+    label : str
+    n : int
+        Checkpoints per run.
+    coef_a, coef_b : tuple of float
+        AR coefficients of the two noises (``coef_b`` None: the same).
+    shape : {"linear", "saturating", "nonmonotone"}
+    heteroskedastic : bool
+        The noise's sd falls threefold over training.
+    runs : int
+        Runs pooled per replicate.
+    has_alternative : bool
+        Whether the cell has an alternative with a known correlation (a shared component needs one AR model).
+    gam : bool
+        Whether the GAM control is run too.
 
-    @property
-    def noise_b(self) -> tuple[float, ...]:
-        return self.coef_a if self.coef_b is None else self.coef_b
+    Returns
+    -------
+    Cell
+    """
+    return Cell(
+        label,
+        n=n,
+        coef_a=coef_a,
+        coef_b=coef_b,
+        shape=shape,
+        heteroskedastic=heteroskedastic,
+        runs=runs,
+        rhos=(0.0, RHO) if has_alternative else (0.0,),
+        gam=gam,
+    )
 
 
-def _cells() -> tuple[GridCell, ...]:
+def _cells() -> tuple[Cell, ...]:
     cells = [GridCell(f"ar1({phi:g})", coef_a=(phi,), gam=phi in (0.5, 0.9)) for phi in (0.0, 0.5, 0.9, 0.99)]
     cells += [
         GridCell("ar2(0.5, 0.3)", coef_a=(0.5, 0.3)),
@@ -121,55 +173,126 @@ def _cells() -> tuple[GridCell, ...]:
 
 
 #: The grid of docs/calibration.md.
-GRID: tuple[GridCell, ...] = _cells()
+GRID: tuple[Cell, ...] = _cells()
 #: A small grid for a quick look (and for the test suite's smoke test).
-QUICK_GRID: tuple[GridCell, ...] = (
+QUICK_GRID: tuple[Cell, ...] = (
     GridCell("ar1(0.9)", gam=True),
     GridCell("ar2(1.5, -0.56)", coef_a=(1.5, -0.56)),
     GridCell("ar1(0.9), 3 seeds", runs=3),
 )
 
 
-def _stationary_ar(rng: np.random.Generator, coef: tuple[float, ...], n: int, size: int) -> np.ndarray:
-    """``size`` stationary, unit-variance AR series of length n (rows), started by a long burn-in."""
-    burn = 2000 if max((abs(c) for c in coef), default=0.0) >= 0.95 else 500
-    p = len(coef)
-    out = np.zeros((size, burn + n + p))
-    shocks = rng.standard_normal((size, burn + n))
-    for t in range(burn + n):
-        value = shocks[:, t].copy()
-        for i, c in enumerate(coef):
-            value += c * out[:, p + t - 1 - i]
-        out[:, p + t] = value
-    series = out[:, -n:]
-    # Unit variance from the autocovariance of the model (ψ-weights), not from the sample.
-    psi = np.zeros(5000)
-    psi[0] = 1.0
-    for h in range(1, psi.size):
-        psi[h] = sum(c * psi[h - 1 - i] for i, c in enumerate(coef) if h - 1 - i >= 0)
-    return series / np.sqrt((psi**2).sum())
+def calibration_study(
+    cells: StudyDesign | Sequence[Cell] = QUICK_DESIGN,
+    *,
+    measure: str | None = None,
+    replicates: int | None = None,
+    n_boot: int | None = None,
+    seed: int = 2026,
+    with_gam: bool = True,
+    pooled_replicates: int | None = None,
+    alternative_replicates: int | None = None,
+    csv: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
+    """The calibration study: simulate every cell at each of its ρ and measure gengen's inference on it.
+
+    Parameters
+    ----------
+    cells : StudyDesign or sequence of Cell
+        The cells (:data:`GRID`, :data:`QUICK_GRID`, :data:`REALISTIC_GRID`, :data:`REALISTIC_QUICK_GRID`,
+        :data:`FULL_DESIGN`, :data:`QUICK_DESIGN` or your own).
+    measure : {"methods", "grid", "realistic"}, optional
+        What is computed (module docstring); default the design's measure, or "methods" for a list of cells.
+    replicates : int, optional
+        Replicates per cell and ρ (default: "grid" 400, "realistic" 300, "methods" each cell's own).
+    n_boot : int, optional
+        Sieve (or bootstrap) resamples per test (default: "grid" 199, "realistic" 299, "methods" each cell's).
+    seed : int
+        Every random number follows from it; each cell and ρ has its own stream.
+    with_gam : bool
+        "grid": also run the sieve with the GAM control in the cells marked ``gam`` (slower).
+    pooled_replicates, alternative_replicates : int, optional
+        "realistic": replicates of pooled cells, and of each alternative (default ``replicates``).
+    csv : str or Path, optional
+        "realistic": append each finished (cell, ρ) to this CSV and skip those already in it (resumable).
+    progress : callable, optional
+        Called with one line after each cell (or cell and ρ).
+
+    Returns
+    -------
+    DataFrame
+        "grid": one row per cell × method (``cell, n, runs, shape, method, type1_05, se_type1_05, type1_01,
+        power, se_power, coverage, flag_rate, type1_05_unflagged, tests``); "realistic": the long table of
+        :func:`gengen.calibration_realistic.run_realistic`; "methods": that of
+        :func:`gengen.calibration_methods.run_methods`.
+
+    Examples
+    --------
+    >>> from gengen.calibration import GridCell, calibration_study
+    >>> table = calibration_study([GridCell("ar1(0.5)", n=30, coef_a=(0.5,))], measure="grid", replicates=5)
+    >>> list(table.method)
+    ['sieve', 'lagged (r_innovation)', 't-test']
+    """
+    if measure is None:
+        measure = cells.measure if isinstance(cells, StudyDesign) else "methods"
+    if measure not in MEASURES:
+        raise GengenError(f"option measure: {measure!r} is not one of {', '.join(MEASURES)}")
+    realistic_only = {"pooled_replicates": pooled_replicates, "alternative_replicates": alternative_replicates}
+    for name, value in {**realistic_only, "csv": csv}.items():
+        if value is not None and measure != "realistic":
+            raise GengenError(f"option {name}: goes with measure='realistic', not {measure!r}")
+    chosen = tuple(cells.cells if isinstance(cells, StudyDesign) else cells)
+    defaults = MEASURES[measure]
+    count = replicates if replicates is not None else defaults["replicates"]
+    boot = n_boot if n_boot is not None else defaults["n_boot"]
+    if measure == "methods":
+        return run_methods(chosen, replicates=count, n_boot=boot, seed=seed, progress=progress)
+    assert count is not None and boot is not None
+    if measure == "realistic":
+        return run_realistic(
+            chosen, replicates=count, n_boot=boot, seed=seed, csv=csv, progress=progress, **realistic_only
+        )
+    return _run_grid(chosen, replicates=count, n_boot=boot, seed=seed, with_gam=with_gam, progress=progress)
 
 
-def simulate_pair_runs(cell: GridCell, rho: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Scores (runs, n, 2) of the two OOD test sets and ID scores (runs, n) of one replicate of ``cell``."""
-    n, runs = cell.n, cell.runs
-    u = np.linspace(0.0, 1.0, n)
-    id_scores = 0.3 + 0.5 * (1 - np.exp(-5 * u)) / (1 - np.exp(-5)) + 0.01 * rng.standard_normal((runs, n))
-    x = (id_scores - 0.3) / 0.5
-    f = {
-        "linear": x,
-        "saturating": (1 - np.exp(-4 * x)) / (1 - np.exp(-4)),
-        "nonmonotone": 4 * x * (1 - x),
-    }[cell.shape]
-    noise_a = _stationary_ar(rng, cell.coef_a, n, runs)
-    noise_b = _stationary_ar(rng, cell.noise_b, n, runs)
-    if rho:
-        shared = _stationary_ar(rng, cell.coef_a, n, runs)
-        noise_a = np.sqrt(1 - rho) * noise_a + np.sqrt(rho) * shared
-        noise_b = np.sqrt(1 - rho) * noise_b + np.sqrt(rho) * shared
-    scale = 3.0 ** (1 - u) / np.sqrt(3.0) if cell.heteroskedastic else np.ones(n)
-    scores = np.stack([0.2 + 0.3 * f + 0.02 * scale * noise_a, 0.2 + 0.2 * f + 0.02 * scale * noise_b], axis=-1)
-    return scores, id_scores
+def _run_grid(
+    cells: tuple[Cell, ...],
+    *,
+    replicates: int,
+    n_boot: int,
+    seed: int,
+    with_gam: bool,
+    progress: Callable[[str], None] | None,
+) -> pd.DataFrame:
+    """The measure "grid": the default and its alternatives, tallied per cell and hypothesis."""
+    if replicates < 1:
+        raise GengenError(f"replicates: must be at least 1, got {replicates}")
+    several = [cell.label for cell in cells if len(cell.rhos) > 2 or cell.rhos[0] != 0]
+    if several:
+        raise GengenError(f"cells: the grid measure simulates rhos (0, one alternative); {', '.join(several)} do not")
+    rows: list[dict[str, Any]] = []
+    for index, cell in enumerate(cells):
+        started = time.perf_counter()
+        tallies: dict[tuple[str, str], _Tally] = {}
+        for position, rho in enumerate(cell.rhos):
+            hypothesis = "null" if position == 0 else "alternative"
+            rng = np.random.default_rng(np.random.SeedSequence([seed, index, position]))
+            for replicate in range(replicates):
+                _, id_scores, scores = simulate(cell, rho, rng)
+                if cell.runs > 1:
+                    methods = _pooled_methods(scores, id_scores, n_boot, replicate * cell.runs)
+                else:
+                    methods = _single_run_methods(scores[0], id_scores[0], n_boot, replicate, with_gam and cell.gam)
+                for method, p, interval, flags in methods:
+                    tallies.setdefault((method, hypothesis), _Tally()).add(p, interval, rho, flags)
+        for method in dict.fromkeys(name for name, _ in tallies):
+            null = tallies.get((method, "null"), _Tally())
+            alternative = tallies.get((method, "alternative"), _Tally())
+            rows.append(_row(cell, method, null, alternative))
+        if progress is not None:
+            progress(f"[{index + 1}/{len(cells)}] {cell.label} ({time.perf_counter() - started:.1f} s)")
+    return pd.DataFrame(rows)
 
 
 @dataclass
@@ -253,68 +376,11 @@ def _pooled_methods(
         yield f"{name}, random", meta.p_random, (meta.ci_low_random, meta.ci_high_random), None
 
 
-def grid_study(
-    grid: tuple[GridCell, ...] = GRID,
-    *,
-    replicates: int = 400,
-    n_boot: int = 199,
-    seed: int = 2026,
-    with_gam: bool = True,
-    progress: Callable[[int, int, GridCell, float], None] | None = None,
-) -> pd.DataFrame:
-    """Type-I error, power, coverage and flag rates of the default and its alternatives on ``grid``.
-
-    Parameters
-    ----------
-    grid : tuple of GridCell
-    replicates : int
-        Simulated runs (or pooled groups of runs) per cell and hypothesis.
-    n_boot : int
-        Sieve replicates per test.
-    seed : int
-        Every random number follows from it (cell i, hypothesis h use their own stream).
-    with_gam : bool
-        Also run the sieve with the GAM control in the cells marked ``gam`` (slower).
-    progress : callable, optional
-        Called as ``progress(index, total, cell, seconds)`` after each cell.
-
-    Returns
-    -------
-    DataFrame
-        One row per cell × method: ``cell, n, runs, method, type1_05, type1_01, power, coverage, flag_rate,
-        type1_05_unflagged, tests`` and the Monte Carlo standard errors ``se_type1_05`` and ``se_power``.
-    """
-    if replicates < 1:
-        raise GengenError(f"replicates: must be at least 1, got {replicates}")
-    rows: list[dict[str, Any]] = []
-    for index, cell in enumerate(grid):
-        started = time.perf_counter()
-        tallies: dict[tuple[str, str], _Tally] = {}
-        hypotheses = (("null", 0.0), ("alternative", RHO)) if cell.has_alternative else (("null", 0.0),)
-        for hypothesis, rho in hypotheses:
-            rng = np.random.default_rng(np.random.SeedSequence([seed, index, int(rho > 0)]))
-            for replicate in range(replicates):
-                scores, id_scores = simulate_pair_runs(cell, rho, rng)
-                if cell.runs > 1:
-                    methods = _pooled_methods(scores, id_scores, n_boot, replicate * cell.runs)
-                else:
-                    methods = _single_run_methods(scores[0], id_scores[0], n_boot, replicate, with_gam and cell.gam)
-                for method, p, interval, flags in methods:
-                    tallies.setdefault((method, hypothesis), _Tally()).add(p, interval, rho, flags)
-        for method in dict.fromkeys(name for name, _ in tallies):
-            null = tallies.get((method, "null"), _Tally())
-            alternative = tallies.get((method, "alternative"), _Tally())
-            rows.append(_row(cell, method, null, alternative))
-        if progress is not None:
-            progress(index, len(grid), cell, time.perf_counter() - started)
-    return pd.DataFrame(rows)
-
-
 def _rate(count: int, total: int) -> float:
     return count / total if total else float("nan")
 
 
-def _row(cell: GridCell, method: str, null: _Tally, alternative: _Tally) -> dict[str, Any]:
+def _row(cell: Cell, method: str, null: _Tally, alternative: _Tally) -> dict[str, Any]:
     type1 = _rate(null.reject_05, null.tests)
     power = _rate(alternative.reject_05, alternative.tests)
     flagged = null.flagged + null.unflagged
@@ -377,539 +443,21 @@ def grid_tables(table: pd.DataFrame) -> str:
     return "\n\n".join(sections) + "\n"
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# The realistic grid (issue 23): learning curves analysed by the public gengen.analyse() with its defaults
-# ---------------------------------------------------------------------------------------------------------------
-
-#: Correlations of the two OOD noises under the alternatives of the realistic grid.
-REALISTIC_RHOS = (0.3, 0.5)
-#: Runs analysed per call of gengen.analyse (one table of many models: the per-call start-up is paid once).
-_BATCH = 60
-
-
-def _realistic_cells() -> tuple[CurveCell, ...]:
-    """Base: log-spaced, n = 20, N = 1,000, φ = 0.9, linear link; each other cell changes one or two things.
-
-    In order of importance, so that a study stopped part-way (its CSV) has the cells that matter most.
-    """
-    base = CurveCell("log n=20")
-
-    def stuck(n: int) -> CurveCell:
-        # The HANS-like null of issue 23: ood_b at chance after step 0, ood_a off its line at step 0.
-        return CurveCell(
-            f"stuck n={n} N=30000", n=n, n_examples=30000, special="stuck", jump=(0.05, 0.0), well_specified=False
-        )
-
-    return (
-        base,
-        stuck(20),
-        CurveCell("log n=11", n=11),
-        CurveCell("log n=40", n=40),
-        CurveCell("log n=20 N=200", n_examples=200),
-        CurveCell("log n=20 N=30000", n_examples=30000),
-        CurveCell("duplicates n=20", special="duplicates", well_specified=False),
-        CurveCell("plateau n=20", special="plateau", well_specified=False),
-        CurveCell("saturating n=20", link="saturating", well_specified=False),
-        CurveCell("log n=20, 3 seeds", runs=3),
-        stuck(11),
-        stuck(40),
-        stuck(100),
-        CurveCell("even n=20", schedule="even"),
-        CurveCell("dense-early n=20", schedule="dense-early"),
-        CurveCell("log n=20 phi=0.5", phi=0.5),
-        CurveCell("log n=100", n=100),
-        CurveCell("step-0 jump n=20", jump=(0.05, 0.03), well_specified=False),
-        CurveCell("saturating n=40 N=30000", n=40, n_examples=30000, link="saturating", well_specified=False),
-        # Type-I and coverage of 0 only (the alternatives' coverage is the 3-seed cell's): 10 runs per group.
-        CurveCell("log n=20, 10 seeds", runs=10, alternatives=False),
+def grid_study(
+    grid: tuple[Cell, ...] = GRID,
+    *,
+    replicates: int = 400,
+    n_boot: int = 199,
+    seed: int = 2026,
+    with_gam: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
+    """``calibration_study(grid, measure="grid", ...)``, under its former name (same parameters and table)."""
+    return calibration_study(
+        grid, measure="grid", replicates=replicates, n_boot=n_boot, seed=seed, with_gam=with_gam, progress=progress
     )
 
 
-#: The realistic grid of docs/calibration.md ("Realistic learning curves").
-REALISTIC_GRID: tuple[CurveCell, ...] = _realistic_cells()
-#: The CI-sized grid of tests/test_calibration_realistic.py.
-REALISTIC_QUICK_GRID: tuple[CurveCell, ...] = (
-    CurveCell("log n=20", n=20),
-    CurveCell("stuck n=20 N=30000", n=20, n_examples=30000, special="stuck", jump=(0.05, 0.0), well_specified=False),
-    CurveCell("log n=20, 3 seeds", runs=3, alternatives=False),
-)
-#: Columns of the long table of :func:`realistic_study` (one row per cell × hypothesis × method).
-REALISTIC_COLUMNS = (
-    "cell",
-    "n",
-    "schedule",
-    "n_examples",
-    "phi",
-    "link",
-    "special",
-    "runs",
-    "well_specified",
-    "hypothesis",
-    "rho",
-    "true_r",
-    "method",
-    "replicates",
-    "testable",
-    "reject",
-    "covered",
-    "intervals",
-    "flagged",
-    "flagged_reject",
-    "unflagged",
-    "unflagged_reject",
-    "sum_r",
-    "gam_rows",
-    "n_boot",
-    "cpu_s",
-    "default_settings",
-    "finished",
-)
-
-
-def _has_alternative(cell: CurveCell) -> bool:
-    # A test set stuck at chance or frozen for half the run has no correlation to detect; with a step-0 jump
-    # the partial correlation the data carry is not known in closed form.
-    return cell.alternatives and cell.special not in ("stuck", "plateau") and cell.jump == (0.0, 0.0)
-
-
-def _hypotheses(cell: CurveCell) -> tuple[tuple[str, float], ...]:
-    alternatives = tuple((f"rho={rho:g}", rho) for rho in REALISTIC_RHOS) if _has_alternative(cell) else ()
-    return (("H0", 0.0), *alternatives)
-
-
-def _stream(seed: int, cell: CurveCell, hypothesis: int) -> np.random.Generator:
-    """The cell's own stream, keyed by its label (adding a cell to the grid changes no other cell)."""
-    return np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(cell.label.encode()), hypothesis]))
-
-
-def _column(table: pd.DataFrame, name: str, default: Any) -> pd.Series:
-    """A pairs-table column, or its default where this version of analyse does not write it."""
-    if name in table.columns:
-        return table[name]
-    return pd.Series([default] * len(table), index=table.index)
-
-
-def _tally_rows(
-    rows: pd.DataFrame, p: str, low: str | None, high: str | None, truth: float, flags: str | None
-) -> dict[str, float]:
-    """Counts of one method over rows of the pairs (or pooled) table: testable, rejections, coverage, flags."""
-    # An untestable row may lack the p-value and interval columns altogether (a table of untestable rows only).
-    rows = rows.assign(**{name: _column(rows, name, np.nan) for name in (p, low, high) if name is not None})
-    testable = _column(rows, "testable", True).astype(bool).to_numpy() & np.isfinite(rows[p].to_numpy(float))
-    kept = rows[testable]
-    reject = kept[p].to_numpy(float) < 0.05
-    out: dict[str, float] = {"replicates": len(rows), "testable": int(testable.sum()), "reject": int(reject.sum())}
-    if low is not None and high is not None:
-        lo, hi = kept[low].to_numpy(float), kept[high].to_numpy(float)
-        has = np.isfinite(lo) & np.isfinite(hi)
-        out["intervals"] = int(has.sum())
-        out["covered"] = int(((lo <= truth) & (truth <= hi) & has).sum())
-    else:
-        out["intervals"] = out["covered"] = 0
-    if flags is not None and flags in kept.columns:
-        flagged = kept[flags].fillna("").astype(str).str.len().to_numpy() > 0
-    else:
-        flagged = np.zeros(len(kept), dtype=bool)
-    out["flagged"] = int(flagged.sum())
-    out["flagged_reject"] = int((flagged & reject).sum())
-    out["unflagged"] = int((~flagged).sum())
-    out["unflagged_reject"] = int((~flagged & reject).sum())
-    r_column = "r_partial" if "r_partial" in kept.columns else "r_random"
-    out["sum_r"] = float(np.nansum(kept[r_column].to_numpy(float))) if r_column in kept.columns else float("nan")
-    out["gam_rows"] = int((_column(kept, "fit", "linear").astype(str) == "gam").sum())
-    return out
-
-
-def _add(total: dict[str, float], part: dict[str, float]) -> None:
-    for key, value in part.items():
-        total[key] = total.get(key, 0) + value
-
-
-def _reference_rows(cell: CurveCell, replicates: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, pd.DataFrame]:
-    """The lagged test and ppcor's t-test of every run on all its rows (linear control on ID), computed by
-    :mod:`gengen.stats` directly: the references without any of analyse's checks. A run a test cannot handle
-    (a test set constant after its first checkpoint, for the lagged regression) gets NaN: untestable."""
-    lagged, ttest = [], []
-    for _steps, counts in replicates:
-        for run in range(counts.shape[0]):
-            values = counts[run] / cell.n_examples
-            with np.errstate(all="ignore"):
-                result = stats.partial_corr_matrix(values[:, 1:], values[:, :1])
-            r = float(result.r[0, 1])
-            low, high = consistent_interval(
-                np.array([r]), np.array([result.statistic[0, 1]]), np.array([np.asarray(result.df).max()]), 0.95
-            )
-            ttest.append(
-                {"r_partial": r, "p": float(result.p_value[0, 1]), "ci_low": float(low[0]), "ci_high": float(high[0])}
-            )
-            try:
-                with np.errstate(all="ignore"):
-                    innovation = lagged_partial_corr_matrix(values[:, 1:], values[:, :1])
-                lagged.append({"p": float(np.asarray(innovation.p_value)[0, 1])})
-            except GengenError:
-                lagged.append({"p": float("nan")})
-    return {"lagged": pd.DataFrame(lagged), "t-test": pd.DataFrame(ttest)}
-
-
-@functools.cache
-def _truth(cell: CurveCell, rho: float) -> float:
-    """The partial correlation the cell's design carries (computed once per cell and ρ)."""
-    return design_partial_corr(cell, rho)
-
-
-def _realistic_chunk(
-    cell: CurveCell, rho: float, replicates: list[tuple[np.ndarray, np.ndarray]], n_boot: int, seed: int
-) -> tuple[dict[str, dict[str, float]], str]:
-    """Every method's counts on one batch of replicates, and the default's settings as analyse recorded them."""
-    import gengen
-
-    truth = _truth(cell, rho)
-    table = curve_table(cell, replicates)
-    default = gengen.analyse(table, id_testset="id", n_boot=n_boot, seed=seed)
-    runs = default.pairs[default.pairs["level"] == "run"]
-    counts = {"default": _tally_rows(runs, "p_deciding", "ci_low", "ci_high", truth, "diagnostics")}
-    if cell.runs > 1:
-        pooled = default.pooled
-        diagnostics = "diagnostics" if "diagnostics" in pooled.columns else None
-        for kind in ("fixed", "random"):
-            counts[f"pooled {kind}"] = _tally_rows(
-                pooled.assign(testable=True), f"p_{kind}", f"ci_low_{kind}", f"ci_high_{kind}", truth, diagnostics
-            )
-    else:
-        references = _reference_rows(cell, replicates)
-        counts["lagged"] = _tally_rows(references["lagged"], "p", None, None, truth, None)
-        counts["t-test"] = _tally_rows(references["t-test"], "p", "ci_low", "ci_high", truth, None)
-    settings = default.settings
-    described = f"fit={settings.get('fit')}; inference={'+'.join(settings.get('inference', []))}"
-    return counts, described
-
-
-def realistic_study(
-    grid: tuple[CurveCell, ...] = REALISTIC_GRID,
-    *,
-    replicates: int = 300,
-    pooled_replicates: int | None = None,
-    alternative_replicates: int | None = None,
-    n_boot: int = 299,
-    seed: int = 2026,
-    csv: str | Path | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> pd.DataFrame:
-    r"""Type-I error, coverage, power and flag rates of :func:`gengen.analyse`'s default on realistic learning curves.
-
-    Every replicate is simulated by :func:`gengen.learning_curves.simulate_curve_runs` and analysed by the
-    public ``gengen.analyse(table, id_testset="id", n_boot=n_boot, seed=seed)`` — whatever its defaults are
-    when the study runs (the settings it recorded are kept in ``default_settings``). Beside it, on every row
-    of the same runs and without analyse's checks (computed by :mod:`gengen.stats` directly, which is what
-    ``inference="lagged"`` and ``inference="t-test"`` computed before issue 23, at a fraction of the cost of a
-    second and third call of analyse): the lagged test of ``r_innovation``
-    (:func:`~gengen.stats.lagged.lagged_partial_corr_matrix`) and ppcor's t-test
-    (:func:`~gengen.stats.partial_corr_matrix`). Pooled cells (``runs`` > 1) record the meta-analysis of
-    :attr:`gengen.Analysis.pooled` (fixed and random effects) instead.
-
-    Parameters
-    ----------
-    grid : tuple of CurveCell
-        :data:`REALISTIC_GRID` (docs) or :data:`REALISTIC_QUICK_GRID` (the test suite's).
-    replicates : int
-        Replicates per cell and hypothesis (single runs).
-    pooled_replicates : int, optional
-        Replicates (groups of seeds) per hypothesis of pooled cells; default ``replicates``.
-    alternative_replicates : int, optional
-        Replicates of each alternative (ρ = 0.3, 0.5) where fewer than under the null will do (power needs less
-        precision than a type-I error near 0.05); default the null's.
-    n_boot : int
-        Sieve resamples per run (analyse's default is 1,999; p-values near 0.05 need far fewer).
-    seed : int
-        Seed of every simulation (cell, hypothesis: own streams) and of analyse's resampling.
-    csv : str or Path, optional
-        Append each finished (cell, hypothesis) to this CSV as it completes, and skip those already in it, so
-        that an interrupted study resumes and a partial one is usable (:func:`realistic_summary` reads it).
-    progress : callable, optional
-        Called with one line after each (cell, hypothesis).
-
-    Returns
-    -------
-    DataFrame
-        One row per cell × hypothesis × method, columns :data:`REALISTIC_COLUMNS`: counts (``replicates``,
-        ``testable`` — rows reported testable with a finite p —, ``reject`` among them at α = 0.05,
-        ``covered`` of ``intervals``, ``flagged``/``unflagged`` rows and their rejections), ``sum_r`` (of
-        r_partial), ``gam_rows`` (testable rows whose ``fit`` is "gam"), ``true_r``
-        (:func:`~gengen.learning_curves.design_partial_corr`) and the CPU seconds of the chunk.
-
-    Notes
-    -----
-    Hypotheses: ``H0`` (ρ = 0: the OOD series are independent given ID) and ``rho=0.3``, ``rho=0.5`` (the two
-    OOD noises correlate at ρ; the partial correlation the data carry is ``true_r`` < ρ because each test set
-    adds its own measurement error: :func:`~gengen.learning_curves.design_partial_corr`). Coverage counts
-    intervals holding ``true_r`` (0 under H0).
-
-    Examples
-    --------
-    >>> from gengen.learning_curves import CurveCell
-    >>> table = realistic_study((CurveCell("tiny", n=11),), replicates=4, n_boot=99)
-    >>> sorted(set(table.method))
-    ['default', 'lagged', 't-test']
-    """
-    if replicates < 1:
-        raise GengenError(f"replicates: must be at least 1, got {replicates}")
-    pooled_replicates = replicates if pooled_replicates is None else pooled_replicates
-    path = Path(csv) if csv is not None else None
-    done: set[tuple[str, str]] = set()
-    previous = pd.DataFrame(columns=list(REALISTIC_COLUMNS))
-    if path is not None and path.exists() and path.stat().st_size:
-        previous = pd.read_csv(path, keep_default_na=False, na_values=[""])
-        done = set(zip(previous["cell"], previous["hypothesis"], strict=True))
-    rows: list[dict[str, Any]] = []
-    for cell in grid:
-        null_wanted = pooled_replicates if cell.runs > 1 else replicates
-        for index, (hypothesis, rho) in enumerate(_hypotheses(cell)):
-            if (cell.label, hypothesis) in done:
-                continue
-            wanted = null_wanted if rho == 0 or alternative_replicates is None else alternative_replicates
-            started = time.process_time()
-            rng = _stream(seed, cell, index)
-            totals: dict[str, dict[str, float]] = {}
-            described = ""
-            for first in range(0, wanted, _BATCH):
-                batch = [simulate_curve_runs(cell, rho, rng) for _ in range(min(_BATCH, wanted - first))]
-                counts, described = _realistic_chunk(cell, rho, batch, n_boot, seed + first)
-                for method, part in counts.items():
-                    _add(totals.setdefault(method, {}), part)
-            seconds = time.process_time() - started
-            chunk = [
-                {
-                    "cell": cell.label,
-                    "n": cell.n,
-                    "schedule": cell.schedule,
-                    "n_examples": cell.n_examples,
-                    "phi": cell.phi,
-                    "link": cell.link,
-                    "special": cell.special,
-                    "runs": cell.runs,
-                    "well_specified": cell.well_specified,
-                    "hypothesis": hypothesis,
-                    "rho": rho,
-                    "true_r": _truth(cell, rho),
-                    "method": method,
-                    **{key: int(value) if key != "sum_r" else value for key, value in tally.items()},
-                    "n_boot": n_boot,
-                    "cpu_s": round(seconds, 2),
-                    "default_settings": described,
-                    "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                }
-                for method, tally in totals.items()
-            ]
-            rows.extend(chunk)
-            if path is not None:
-                frame = pd.DataFrame(chunk, columns=list(REALISTIC_COLUMNS))
-                frame.to_csv(path, mode="a", header=not path.exists() or not path.stat().st_size, index=False)
-            if progress is not None:
-                default = totals["default"]
-                rate = default["reject"] / default["testable"] if default["testable"] else float("nan")
-                progress(f"{cell.label} {hypothesis}: default rejects {rate:.3f} ({seconds:.0f} s CPU)")
-    new = pd.DataFrame(rows, columns=list(REALISTIC_COLUMNS))
-    return pd.concat([previous, new], ignore_index=True) if len(previous) else new
-
-
-#: The contract of issue 23 on the realistic grid.
-CONTRACT_TYPE1 = 0.065
-CONTRACT_COVERAGE = (0.925, 0.975)
-CONTRACT_FLAGS = 0.20
-
-
-def _ratio(numerator: float, denominator: float) -> float:
-    return float(numerator) / float(denominator) if denominator else float("nan")
-
-
-def realistic_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per cell: the contract's quantities from the long table of :func:`realistic_study`.
-
-    Parameters
-    ----------
-    table : DataFrame
-        :func:`realistic_study`'s result, or the CSV it wrote (a partial one gives the cells it has).
-
-    Returns
-    -------
-    DataFrame
-        Per cell: ``untestable`` (share of the default's null rows reported untestable), ``type1`` and its
-        Monte Carlo ``se_type1`` (rejections at α = 0.05 among testable null rows), ``coverage_h0``,
-        ``coverage_03``, ``coverage_05`` (of ``true_r``), ``power_03``, ``power_05``, ``flags`` (share of
-        testable null rows with diagnostics), ``flag_if_reject`` and ``flag_if_accept`` (P(flag | p < .05) and
-        P(flag | p ≥ .05) under the null), ``power_unflagged_03``/``_05``, ``gam_share`` (testable rows whose
-        fit is GAM), ``mean_r_05`` beside ``true_r_05``; the same rates for ``lagged`` and ``t-test`` (columns
-        prefixed ``lagged_``, ``ttest_``); for pooled cells
-        ``fixed_``/``random_`` type-I, coverage and power. ``default_settings`` says what the default was.
-    """
-    rows = []
-    for _cell, part in table.groupby("cell", sort=False):
-        first = part.iloc[0]
-        out: dict[str, Any] = {
-            key: first[key]
-            for key in ("cell", "n", "schedule", "n_examples", "phi", "link", "special", "runs", "well_specified")
-        }
-        out["default_settings"] = first["default_settings"]
-        out.update(_method_rates(part, "default", ""))
-        null = _tally_of(part, "default", "H0")
-        if null is not None:
-            out["flags"] = _ratio(null["flagged"], null["testable"])
-            out["flag_if_reject"] = _ratio(null["flagged_reject"], null["reject"])
-            out["flag_if_accept"] = _ratio(null["flagged"] - null["flagged_reject"], null["testable"] - null["reject"])
-            out["gam_share"] = _ratio(null["gam_rows"], null["testable"])
-            out["replicates"] = int(null["replicates"])
-        for method, prefix in (
-            ("lagged", "lagged_"),
-            ("t-test", "ttest_"),
-            ("pooled fixed", "fixed_"),
-            ("pooled random", "random_"),
-        ):
-            out.update(_method_rates(part, method, prefix))
-        rows.append(out)
-    return pd.DataFrame(rows)
-
-
-def _tally_of(part: pd.DataFrame, method: str, hypothesis: str) -> pd.Series | None:
-    found = part[(part["method"] == method) & (part["hypothesis"] == hypothesis)]
-    return None if found.empty else found.iloc[0]
-
-
-def _method_rates(part: pd.DataFrame, method: str, prefix: str) -> dict[str, Any]:
-    """One method's rates in one cell (its rows of the long table), column names prefixed."""
-    out: dict[str, Any] = {}
-    null = _tally_of(part, method, "H0")
-    if null is not None:
-        type1 = _ratio(null["reject"], null["testable"])
-        out[f"{prefix}untestable"] = 1 - _ratio(null["testable"], null["replicates"])
-        out[f"{prefix}type1"] = type1
-        out[f"{prefix}se_type1"] = np.sqrt(type1 * (1 - type1) / null["testable"]) if null["testable"] else np.nan
-        out[f"{prefix}coverage_h0"] = _ratio(null["covered"], null["intervals"])
-    for hypothesis, tag in (("rho=0.3", "03"), ("rho=0.5", "05")):
-        alternative = _tally_of(part, method, hypothesis)
-        if alternative is None:
-            continue
-        out[f"{prefix}power_{tag}"] = _ratio(alternative["reject"], alternative["testable"])
-        out[f"{prefix}coverage_{tag}"] = _ratio(alternative["covered"], alternative["intervals"])
-        if not prefix:
-            out[f"power_unflagged_{tag}"] = _ratio(alternative["unflagged_reject"], alternative["unflagged"])
-            out[f"mean_r_{tag}"] = _ratio(alternative["sum_r"], alternative["testable"])
-            out[f"true_r_{tag}"] = alternative["true_r"]
-    return out
-
-
-def realistic_contract(summary: pd.DataFrame) -> pd.DataFrame:
-    """The contract's verdict per cell and criterion: value, bound, and whether it holds.
-
-    Criteria: type-I ≤ 0.065 among testable rows (single-run cells; pooled cells: the pooled table's fixed and
-    random effects, one verdict per group), coverage of the 95% intervals in [0.925, 0.975] (under the null and
-    both alternatives), flags ≤ 20% under the null in well-specified single-run cells. ``status`` is ``ok``,
-    ``over`` (the bound is broken by less than two Monte Carlo standard errors: not distinguishable from the
-    bound at this many replicates) or ``FAIL``.
-    """
-    records = []
-
-    def check(cell: str, criterion: str, value: float, low: float, high: float, count: float) -> None:
-        if not np.isfinite(value):
-            return
-        se = np.sqrt(max(value * (1 - value), 0.05 * 0.95) / count) if count else np.nan
-        distance = max(low - value, value - high, 0.0)
-        status = "ok" if distance == 0 else ("over" if distance <= 2 * se else "FAIL")
-        records.append(
-            {"cell": cell, "criterion": criterion, "value": value, "bound": f"[{low:g}, {high:g}]", "status": status}
-        )
-
-    for row in summary.itertuples(index=False):
-        data = row._asdict()
-        pooled = int(row.runs) > 1
-        # A pooled cell is judged on its pooled table (one verdict per group of runs), a single-run cell on its rows.
-        count = data.get("replicates", np.nan) / int(row.runs)
-        kinds = (("fixed_", "pooled fixed"), ("random_", "pooled random")) if pooled else (("", ""),)
-        for prefix, name in kinds:
-            label = f"{name} " if name else ""
-            check(row.cell, f"{label}type-I", data.get(f"{prefix}type1", np.nan), 0.0, CONTRACT_TYPE1, count)
-            for tag, shown in (("h0", "H0"), ("03", "ρ=0.3"), ("05", "ρ=0.5")):
-                value = data.get(f"{prefix}coverage_{tag}", np.nan)
-                check(row.cell, f"{label}coverage ({shown})", value, *CONTRACT_COVERAGE, count)
-        if row.well_specified and not pooled:
-            check(row.cell, "flags under H0", data.get("flags", np.nan), 0.0, CONTRACT_FLAGS, count)
-    return pd.DataFrame(records, columns=["cell", "criterion", "value", "bound", "status"])
-
-
-def realistic_tables(summary: pd.DataFrame) -> str:
-    """The summary as Markdown: the default's contract table, its flags, the comparison, pooled seeds."""
-
-    def fmt(value: Any, digits: int = 3) -> str:
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            return str(value)
-        return "–" if not np.isfinite(number) else f"{number:.{digits}f}"
-
-    def pct(value: Any) -> str:
-        number = float(value) if value is not None else float("nan")
-        return "–" if not np.isfinite(number) else f"{100 * number:.0f}%"
-
-    single = summary[summary["runs"] == 1]
-    pooled = summary[summary["runs"] > 1]
-    lines = [
-        "**The default among rows reported testable (α = 0.05)**",
-        "",
-        "| cell | untestable | type-I ± MC s.e. | coverage H0 | coverage ρ=.3 | coverage ρ=.5 | power ρ=.3 "
-        "| power ρ=.5 | true r (ρ=.5) | mean r (ρ=.5) | GAM rows |",
-        "|---" * 11 + "|",
-    ]
-    for row in single.to_dict("records"):
-        lines.append(
-            f"| {row['cell']} | {pct(row.get('untestable'))} | {fmt(row.get('type1'))} ± {fmt(row.get('se_type1'))} "
-            f"| {fmt(row.get('coverage_h0'))} | {fmt(row.get('coverage_03'))} | {fmt(row.get('coverage_05'))} "
-            f"| {fmt(row.get('power_03'))} | {fmt(row.get('power_05'))} | {fmt(row.get('true_r_05'))} "
-            f"| {fmt(row.get('mean_r_05'))} | {pct(row.get('gam_share'))} |"
-        )
-    lines += [
-        "",
-        "**The default's diagnostics: flag rate under the null, flags given the verdict, power among unflagged rows**",
-        "",
-        "| cell | flagged (H0) | P(flag \\| p < .05) | P(flag \\| p ≥ .05) | power unflagged ρ=.3 "
-        "| power unflagged ρ=.5 |",
-        "|---" * 6 + "|",
-    ]
-    for row in single.to_dict("records"):
-        lines.append(
-            f"| {row['cell']} | {fmt(row.get('flags'))} | {fmt(row.get('flag_if_reject'))} "
-            f"| {fmt(row.get('flag_if_accept'))} | {fmt(row.get('power_unflagged_03'))} "
-            f"| {fmt(row.get('power_unflagged_05'))} |"
-        )
-    lines += [
-        "",
-        "**Beside the default: type-I / power ρ=.3 / power ρ=.5 (default: testable rows; lagged test and ppcor's"
-        " t-test: every row, no check)**",
-        "",
-        "| cell | default | lagged | t-test |",
-        "|---" * 4 + "|",
-    ]
-    for row in single.to_dict("records"):
-        cells = [
-            " / ".join(fmt(row.get(f"{prefix}{name}"), 2) for name in ("type1", "power_03", "power_05"))
-            for prefix in ("", "lagged_", "ttest_")
-        ]
-        lines.append(f"| {row['cell']} | " + " | ".join(cells) + " |")
-    if not pooled.empty:
-        lines += [
-            "",
-            "**Pooled seeds (the meta table of `Analysis.pooled`): type-I, coverage under H0 and ρ = 0.3, 0.5, power**",
-            "",
-            "| cell | effects | type-I ± MC s.e. | coverage H0 | coverage ρ=.3 | coverage ρ=.5 | power ρ=.3 "
-            "| power ρ=.5 |",
-            "|---" * 8 + "|",
-        ]
-        for row in pooled.to_dict("records"):
-            for prefix in ("fixed_", "random_"):
-                lines.append(
-                    f"| {row['cell']} | {prefix[:-1]} | {fmt(row.get(f'{prefix}type1'))} ± "
-                    f"{fmt(row.get(f'{prefix}se_type1'))} | {fmt(row.get(f'{prefix}coverage_h0'))} "
-                    f"| {fmt(row.get(f'{prefix}coverage_03'))} | {fmt(row.get(f'{prefix}coverage_05'))} "
-                    f"| {fmt(row.get(f'{prefix}power_03'))} | {fmt(row.get(f'{prefix}power_05'))} |"
-                )
-    settings = sorted(set(summary["default_settings"].astype(str)))
-    lines += ["", f"Default as recorded by analyse: {'; '.join(settings)}."]
-    return "\n".join(lines) + "\n"
+def realistic_study(grid: tuple[Cell, ...] = REALISTIC_GRID, **options: Any) -> pd.DataFrame:
+    """``calibration_study(grid, measure="realistic", ...)``, under its former name (same options and table)."""
+    return calibration_study(grid, measure="realistic", **options)

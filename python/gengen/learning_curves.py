@@ -38,15 +38,18 @@ ID's own true accuracy is :math:`c(s_t)` plus AR(1) (0.5) noise of sd 0.005 afte
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from gengen.errors import GengenError
+from gengen.simulate import Cell, Replicate
 
 __all__ = [
     "CurveCell",
+    "check_curve_cell",
     "checkpoint_steps",
     "curve_table",
     "design_partial_corr",
@@ -70,45 +73,81 @@ SPECIALS = ("", "stuck", "plateau", "duplicates")
 TESTSETS = ("id", "ood_a", "ood_b")
 
 
-@dataclass(frozen=True)
-class CurveCell:
-    """One cell of the realistic grid: schedule, checkpoints, test-set size, noise, link and what is special.
+#: Correlations of the two OOD noises under the alternatives of the realistic grid.
+REALISTIC_RHOS = (0.3, 0.5)
 
-    ``n`` counts checkpoint rows including step 0 (and including the repeated rows of ``duplicates``).
-    ``runs`` > 1 makes each replicate a group of seeds pooled by the meta-analysis.
+
+def CurveCell(  # the name of the realistic grid's cells before they became gengen.simulate.Cell
+    label: str,
+    n: int = 20,
+    schedule: str = "log",
+    n_examples: int = 1000,
+    phi: float = 0.9,
+    link: str = "linear",
+    special: str = "",
+    jump: tuple[float, float] = (0.0, 0.0),
+    runs: int = 1,
+    alternatives: bool = True,
+    well_specified: bool = True,
+) -> Cell:
+    """A cell of the realistic grid: a :class:`gengen.simulate.Cell` of the ``"curves"`` process.
+
+    Parameters
+    ----------
+    label : str
+    n : int
+        Checkpoint rows including step 0 (and the repeated rows of ``duplicates``).
+    schedule : {"log", "dense-early", "even"}
+    n_examples : int
+        Examples per test set.
+    phi : float
+        AR(1) coefficient of the OOD noise.
+    link : {"linear", "saturating"}
+    special : {"", "stuck", "plateau", "duplicates"}
+    jump : tuple of float
+        OOD's offset above its line through chance after step 0 (a, b): step 0 then sits ``jump`` below the
+        line the fine-tuned checkpoints follow (the pre-trained model is not on the fine-tuned models' line).
+    runs : int
+        More than one: each replicate is a group of seeds pooled by the meta-analysis.
+    alternatives : bool
+        Whether the study also simulates ρ = 0.3, 0.5 (``rhos``) where the cell has them.
+    well_specified : bool
+        Whether the default is expected to meet the contract here (the CI-sized test asserts only these).
+
+    Returns
+    -------
+    Cell
     """
+    return Cell(
+        label,
+        n=n,
+        process="curves",
+        coef_a=(phi,),
+        shape=link,
+        schedule=schedule,
+        n_examples=n_examples,
+        special=special,
+        jump=jump,
+        runs=runs,
+        rhos=(0.0, *REALISTIC_RHOS) if alternatives else (0.0,),
+        well_specified=well_specified,
+    )
 
-    label: str
-    n: int = 20
-    schedule: str = "log"
-    n_examples: int = 1000
-    phi: float = 0.9
-    link: str = "linear"
-    special: str = ""
-    #: OOD's offset above its line through chance after step 0 (a, b): step 0 then sits ``jump`` below the
-    #: line the fine-tuned checkpoints follow (the pre-trained model is not on the fine-tuned models' line).
-    jump: tuple[float, float] = (0.0, 0.0)
-    runs: int = 1
-    #: Whether the study also simulates the alternatives (ρ = 0.3, 0.5) where the cell has them.
-    alternatives: bool = True
-    #: Whether the default is expected to meet the contract here (the CI-sized test asserts only these).
-    well_specified: bool = True
 
-    def __post_init__(self) -> None:
-        if self.schedule not in SCHEDULES:
-            raise GengenError(f"schedule: {self.schedule!r} is not one of {', '.join(SCHEDULES)}")
-        if self.link not in LINKS:
-            raise GengenError(f"link: {self.link!r} is not one of {', '.join(LINKS)}")
-        if self.special not in SPECIALS:
-            raise GengenError(f"special: {self.special!r} is not one of {', '.join(s for s in SPECIALS if s)}")
-        if self.n < 6:
-            raise GengenError(f"n: a run needs at least 6 checkpoints, got {self.n}")
-        if not -1 < self.phi < 1:
-            raise GengenError(f"phi: must lie strictly between -1 and 1, got {self.phi}")
-        if self.n_examples < 10:
-            raise GengenError(f"n_examples: must be at least 10, got {self.n_examples}")
-        if self.runs < 1:
-            raise GengenError(f"runs: must be at least 1, got {self.runs}")
+def check_curve_cell(cell: Cell) -> None:
+    """Raise a :class:`~gengen.errors.GengenError` naming the field of a curves cell that is out of range."""
+    if cell.schedule not in SCHEDULES:
+        raise GengenError(f"schedule: {cell.schedule!r} is not one of {', '.join(SCHEDULES)}")
+    if cell.link not in LINKS:
+        raise GengenError(f"link: {cell.link!r} is not one of {', '.join(LINKS)}")
+    if cell.special not in SPECIALS:
+        raise GengenError(f"special: {cell.special!r} is not one of {', '.join(s for s in SPECIALS if s)}")
+    if cell.n < 6:
+        raise GengenError(f"n: a run needs at least 6 checkpoints, got {cell.n}")
+    if len(cell.coef_a) != 1 or not -1 < cell.phi < 1:
+        raise GengenError(f"phi: must be one AR(1) coefficient strictly between -1 and 1, got {cell.coef_a}")
+    if cell.n_examples < 10:
+        raise GengenError(f"n_examples: must be at least 10, got {cell.n_examples}")
 
 
 def checkpoint_steps(n: int, schedule: str = "log", total: int = TOTAL_STEPS) -> np.ndarray:
@@ -195,7 +234,7 @@ def _threshold_counts(rng: np.random.Generator, p: np.ndarray, n_examples: int) 
     return out
 
 
-def _link(cell: CurveCell, x: np.ndarray, j: int) -> np.ndarray:
+def _link(cell: Cell, x: np.ndarray, j: int) -> np.ndarray:
     """Test set j's noise-free accuracy after step 0 at measured ID accuracy x."""
     slope, jump = SLOPES[j], cell.jump[j]
     if cell.link == "linear":
@@ -215,7 +254,7 @@ def _duplicate(arrays: tuple[np.ndarray, ...], rng: np.random.Generator) -> tupl
     return out
 
 
-def simulate_curve_runs(cell: CurveCell, rho: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def simulate_curve_runs(cell: Cell, rho: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Steps (rows) and counts (runs, rows, 3: id, ood_a, ood_b) of one replicate of ``cell``.
 
     Parameters
@@ -243,7 +282,7 @@ def simulate_curve_runs(cell: CurveCell, rho: float, rng: np.random.Generator) -
     return steps, counts
 
 
-def _simulate(cell: CurveCell, rho: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _simulate(cell: Cell, rho: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Steps, counts and the OOD test sets' conditional means given ID (runs, n, 2) of one replicate."""
     if not 0.0 <= rho < 1.0:
         raise GengenError(f"rho: must lie in [0, 1), got {rho}")
@@ -279,7 +318,7 @@ def _simulate(cell: CurveCell, rho: float, rng: np.random.Generator) -> tuple[np
     return steps, counts, means
 
 
-def design_partial_corr(cell: CurveCell, rho: float, *, replicates: int = 20_000, seed: int = 0) -> float:
+def design_partial_corr(cell: Cell, rho: float, *, replicates: int = 20_000, seed: int = 0) -> float:
     r"""The partial correlation of the two OOD test sets given ID that the design of ``cell`` carries.
 
         The measurement error of a fixed test set persists across checkpoints with similar accuracy, so a
@@ -307,17 +346,7 @@ def design_partial_corr(cell: CurveCell, rho: float, *, replicates: int = 20_000
     if rho == 0:
         return 0.0
     rng = np.random.default_rng(np.random.SeedSequence([seed, 23]))
-    design = CurveCell(
-        cell.label,
-        n=cell.n,
-        schedule=cell.schedule,
-        n_examples=cell.n_examples,
-        phi=cell.phi,
-        link=cell.link,
-        special=cell.special,
-        jump=cell.jump,
-        runs=replicates,
-    )
+    design = dataclasses.replace(cell, runs=replicates)
     _, counts, means = _simulate(design, rho, rng)
     x = counts[:, :, 0] / cell.n_examples
     deviations = counts[:, :, 1:] / cell.n_examples - means
@@ -332,7 +361,7 @@ def design_partial_corr(cell: CurveCell, rho: float, *, replicates: int = 20_000
     return float(sums[0] / np.sqrt(sums[1] * sums[2]))
 
 
-def true_partial_corr(cell: CurveCell, rho: float) -> float:
+def true_partial_corr(cell: Cell, rho: float) -> float:
     r"""The partial correlation of the two OOD test sets given ID that a replicate of ``cell`` carries.
 
     Notes
@@ -363,15 +392,24 @@ def true_partial_corr(cell: CurveCell, rho: float) -> float:
     return float(rho * sigma2 / np.sqrt((sigma2 + variances[0]) * (sigma2 + variances[1])))
 
 
-def curve_table(cell: CurveCell, replicates: list[tuple[np.ndarray, np.ndarray]], first: int = 0) -> pd.DataFrame:
-    """Replicates of :func:`simulate_curve_runs` as one score table for :func:`gengen.analyse`.
+def curve_table(
+    cell: Cell, replicates: Sequence[tuple[np.ndarray, np.ndarray] | Replicate], first: int = 0
+) -> pd.DataFrame:
+    """Replicates of :func:`simulate_curve_runs` (steps, counts) or :func:`gengen.simulate.simulate` as one score
+    table for :func:`gengen.analyse`.
 
     Replicate r is model ``rep{first + r}``; its runs are ``seed=0``, ``seed=1``, …; values are counts / N and
     ``n_examples`` is N, as an lm-eval import would record them.
     """
     frames = []
-    for offset, (steps, counts) in enumerate(replicates):
-        runs, n, m = counts.shape
+    for offset, replicate in enumerate(replicates):
+        if isinstance(replicate, Replicate):
+            steps = replicate.steps
+            values = np.concatenate([replicate.id_scores[:, :, None], replicate.scores], axis=-1)
+        else:
+            steps, counts = replicate
+            values = counts / cell.n_examples
+        runs, n, m = values.shape
         frames.append(
             pd.DataFrame(
                 {
@@ -379,7 +417,7 @@ def curve_table(cell: CurveCell, replicates: list[tuple[np.ndarray, np.ndarray]]
                     "run": np.repeat([f"seed={s}" for s in range(runs)], n * m),
                     "step": np.tile(np.repeat(steps, m), runs),
                     "testset": np.tile(TESTSETS, runs * n),
-                    "value": counts.reshape(-1) / cell.n_examples,
+                    "value": values.reshape(-1),
                 }
             )
         )

@@ -1,44 +1,52 @@
-"""Simulated checkpoint trajectories and the calibration study of gengen's inference methods.
+r"""The simulator of gengen's calibration studies: one cell type, one :func:`simulate`, two processes.
 
-:func:`simulate_trajectories` generates score tables (the store's long format) with the structure real
-fine-tuning runs have: a smooth in-domain (ID) learning curve, and out-of-distribution (OOD) scores that are a
-linear, saturating or non-monotone function of it plus serially correlated noise (AR(1) or a random walk);
-under the null the OOD noises are independent, under the alternative they share a component.
+A :class:`Cell` describes what is simulated — the process, the number of checkpoints ``n``, the noise, the link of
+OOD to ID, how many runs are pooled and the noise correlations ``rhos`` to simulate (0: the null) — and
+:func:`simulate` draws one replicate of it. Two processes:
 
-:func:`calibration_study` measures, for every inference method gengen offers, the type-I error at α = 0.05 and
-0.01, the power and the coverage of 95% intervals, with Monte Carlo standard errors. Both run on the Rust
-core (``gengen._core``); the model is documented in ``rust/src/simulate.rs`` and ``docs/calibration.md``.
+- ``"textbook"``: noise around a smooth ID learning curve. n checkpoints at :math:`u_t = t/(n-1)`; ID
+  :math:`c_t = 0.3 + 0.5 (1 - e^{-5u_t})/(1 - e^{-5}) + 0.01 \varepsilon_t`; OOD :math:`y_{j,t} = 0.2 + b_j
+  f(x_t) + 0.02\, s_t e_{j,t}` with :math:`x_t = (c_t - 0.3)/0.5`, :math:`b = (0.3, 0.2)`, f linear, saturating
+  :math:`(1 - e^{-4x})/(1 - e^{-4})` or non-monotone :math:`4x(1 - x)`; :math:`s_t = 1`, or :math:`3^{1 -
+  u_t}/\sqrt{3}` (falling threefold) in heteroskedastic cells. The noises are :math:`e_a = \sqrt{1-\rho}\,v_a +
+  \sqrt\rho\, w`, :math:`e_b = \sqrt{1-\rho}\,v_b + \sqrt\rho\, w` with :math:`v_a, v_b, w` independent
+  stationary unit-variance AR processes (coefficients ``coef_a``, ``coef_b``) or random walks scaled by 1/√n,
+  so that the correlation of the two noises, and of their innovations, is ρ.
+- ``"curves"``: realistic fine-tuning learning curves (:mod:`gengen.learning_curves`: step 0 at chance, log-spaced,
+  dense-early or even schedules, accuracies counted on fixed test sets, test sets stuck at chance, plateaus,
+  duplicated checkpoints, saturating links, pooled seeds).
+
+:func:`gengen.calibration.calibration_study` runs a study over cells. The method comparison of issue 9 measures
+gengen's tests on textbook AR(1) and random-walk cells inside the Rust core (``gengen._core.calibration_cell``,
+``rust/src/simulate.rs``: the same model with its own random streams, simulated and tested in one pass for
+speed); :func:`simulate_trajectories` draws textbook runs from the same core in the store's long format.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from gengen import _core
-from gengen.errors import InvalidArgumentError
-
-#: The calibrated method of this comparison: the lagged test of r_innovation (issue 9). The analysis's default
-#: is now the AR-sieve test of r_partial itself, whose calibration grid is :mod:`gengen.calibration`.
-LAGGED_METHOD = "lagged"
+from gengen.errors import GengenError, InvalidArgumentError
 
 __all__ = [
-    "FULL_DESIGN",
-    "QUICK_DESIGN",
+    "PROCESSES",
     "Cell",
-    "StudyDesign",
-    "calibration_study",
-    "plot_type1_error",
-    "rate_table",
+    "Replicate",
+    "simulate",
+    "simulate_pair_runs",
     "simulate_trajectories",
-    "summary_line",
 ]
 
-#: Noise models of the study: (label, noise, φ).
+#: The processes a cell can simulate.
+PROCESSES = ("textbook", "curves")
+#: Links of OOD to ID of the textbook process.
+SHAPES = ("linear", "saturating", "nonmonotone")
+#: Noise models of the method comparison: (label, noise, φ).
 NOISES: tuple[tuple[str, str, float], ...] = (
     ("ar1(0)", "ar1", 0.0),
     ("ar1(0.5)", "ar1", 0.5),
@@ -47,7 +55,207 @@ NOISES: tuple[tuple[str, str, float], ...] = (
     ("random walk", "rw", 1.0),
 )
 
-SHAPES = ("linear", "saturating", "nonmonotone")
+
+@dataclass(frozen=True)
+class Cell:
+    """One simulated design: the process, its length, noise and link, the runs pooled and the ρ simulated.
+
+    Parameters
+    ----------
+    label : str
+        The cell's name in the study's tables.
+    n : int
+        Checkpoints per run (the curves process counts step 0 and repeated rows).
+    process : {"textbook", "curves"}
+        Noise around a smooth ID curve, or realistic fine-tuning learning curves (module docstring).
+    noise : {"ar", "rw"}
+        Textbook: stationary unit-variance AR noise with coefficients ``coef_a``/``coef_b``, or a random walk.
+    coef_a, coef_b : tuple of float
+        AR coefficients of the two OOD noises (``coef_b`` None: the same as ``coef_a``); the curves process
+        uses AR(1) noise with φ = ``coef_a[0]``.
+    shape : str
+        The link of OOD to ID: textbook "linear", "saturating" or "nonmonotone"; curves "linear" or "saturating".
+    heteroskedastic : bool
+        Textbook: the noise's standard deviation falls threefold over training.
+    schedule, n_examples, special, jump
+        Curves: checkpoint schedule, test-set size, special test set and step-0 offsets
+        (:mod:`gengen.learning_curves`).
+    runs : int
+        Runs per replicate (more than one: a group of seeds pooled by meta-analysis).
+    rhos : tuple of float
+        Correlations of the two OOD noises to simulate, each in [0, 1); 0 is the null hypothesis.
+    gam : bool
+        Whether the study also runs the GAM control here (it matters where OOD is non-linear in ID, and costs).
+    well_specified : bool
+        Whether the default is expected to meet the contract here (the realistic study's CI-sized test).
+    replicates, n_perm, n_boot : int, optional
+        The method comparison's per-cell replicates, permutations and bootstrap resamples (None: the study's).
+    """
+
+    label: str
+    n: int = 50
+    process: str = "textbook"
+    noise: str = "ar"
+    coef_a: tuple[float, ...] = (0.9,)
+    coef_b: tuple[float, ...] | None = None
+    shape: str = "linear"
+    heteroskedastic: bool = False
+    schedule: str = "log"
+    n_examples: int = 1000
+    special: str = ""
+    jump: tuple[float, float] = (0.0, 0.0)
+    runs: int = 1
+    rhos: tuple[float, ...] = (0.0, 0.3)
+    gam: bool = False
+    well_specified: bool = True
+    replicates: int | None = None
+    n_perm: int = 0
+    n_boot: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.process not in PROCESSES:
+            raise GengenError(f"process: {self.process!r} is not one of {', '.join(PROCESSES)}")
+        if self.runs < 1:
+            raise GengenError(f"runs: must be at least 1, got {self.runs}")
+        if not self.rhos or any(not 0.0 <= rho < 1.0 for rho in self.rhos):
+            raise GengenError(f"rhos: each noise correlation must lie in [0, 1), got {self.rhos}")
+        if self.process == "curves":
+            from gengen.learning_curves import check_curve_cell
+
+            check_curve_cell(self)
+            return
+        if self.shape not in SHAPES:
+            raise GengenError(f"shape: {self.shape!r} is not one of {', '.join(SHAPES)}")
+        if self.noise not in ("ar", "rw"):
+            raise GengenError(f"noise: unknown value {self.noise!r}; expected 'ar' or 'rw'")
+
+    @property
+    def phi(self) -> float:
+        """The first AR coefficient of the noise (1 for a random walk)."""
+        return 1.0 if self.noise == "rw" else float(self.coef_a[0])
+
+    @property
+    def link(self) -> str:
+        """The link of OOD to ID (``shape``)."""
+        return self.shape
+
+    @property
+    def noise_b(self) -> tuple[float, ...]:
+        """AR coefficients of the second OOD noise."""
+        return self.coef_a if self.coef_b is None else self.coef_b
+
+    @property
+    def has_alternative(self) -> bool:
+        """Whether the cell simulates a correlation besides the null."""
+        return any(rho > 0 for rho in self.rhos)
+
+    @property
+    def alternatives(self) -> bool:
+        """The same as :attr:`has_alternative` (the name of the realistic grid)."""
+        return self.has_alternative
+
+
+class Replicate(NamedTuple):
+    """One simulated replicate of a cell: steps (n,), ID scores (runs, n), OOD scores (runs, n, 2)."""
+
+    steps: np.ndarray
+    id_scores: np.ndarray
+    scores: np.ndarray
+
+
+def simulate(cell: Cell, rho: float, rng: np.random.Generator) -> Replicate:
+    """One replicate of ``cell`` at noise correlation ``rho``, whatever its process.
+
+    Parameters
+    ----------
+    cell : Cell
+    rho : float
+        Correlation of the two OOD noises, in [0, 1) (0: the null hypothesis).
+    rng : numpy.random.Generator
+        The replicate's randomness (the stream is the process's own: textbook cells draw as
+        :func:`simulate_pair_runs`, curves cells as :func:`gengen.learning_curves.simulate_curve_runs`).
+
+    Returns
+    -------
+    Replicate
+        Steps, ID scores and the two OOD test sets' scores (accuracies: counts / N for curves).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gengen.simulate import Cell, simulate
+    >>> textbook = simulate(Cell("ar1(0.5)", n=30, coef_a=(0.5,)), 0.3, np.random.default_rng(1))
+    >>> curves = simulate(Cell("log", n=11, process="curves", runs=2), 0.0, np.random.default_rng(1))
+    >>> textbook.scores.shape, curves.scores.shape, curves.steps[:2].tolist()
+    ((1, 30, 2), (2, 11, 2), [0, 1000])
+    """
+    if not 0.0 <= rho < 1.0:
+        raise GengenError(f"rho: must lie in [0, 1), got {rho}")
+    if cell.process == "curves":
+        from gengen.learning_curves import simulate_curve_runs
+
+        steps, counts = simulate_curve_runs(cell, rho, rng)
+        accuracy = counts / cell.n_examples
+        return Replicate(steps, accuracy[:, :, 0], accuracy[:, :, 1:])
+    scores, id_scores = simulate_pair_runs(cell, rho, rng)
+    return Replicate(100 * np.arange(1, cell.n + 1, dtype=np.int64), id_scores, scores)
+
+
+def _stationary_noise(rng: np.random.Generator, cell: Cell, coef: tuple[float, ...], size: int) -> np.ndarray:
+    """``size`` noise series of length n (rows): stationary unit-variance AR, or random walks scaled by 1/√n."""
+    if cell.noise == "rw":
+        return np.cumsum(rng.standard_normal((size, cell.n)), axis=1) / np.sqrt(cell.n)
+    return _stationary_ar(rng, coef, cell.n, size)
+
+
+def _stationary_ar(rng: np.random.Generator, coef: tuple[float, ...], n: int, size: int) -> np.ndarray:
+    """``size`` stationary, unit-variance AR series of length n (rows), started by a long burn-in."""
+    burn = 2000 if max((abs(c) for c in coef), default=0.0) >= 0.95 else 500
+    p = len(coef)
+    out = np.zeros((size, burn + n + p))
+    shocks = rng.standard_normal((size, burn + n))
+    for t in range(burn + n):
+        value = shocks[:, t].copy()
+        for i, c in enumerate(coef):
+            value += c * out[:, p + t - 1 - i]
+        out[:, p + t] = value
+    series = out[:, -n:]
+    # Unit variance from the autocovariance of the model (ψ-weights), not from the sample.
+    psi = np.zeros(5000)
+    psi[0] = 1.0
+    for h in range(1, psi.size):
+        psi[h] = sum(c * psi[h - 1 - i] for i, c in enumerate(coef) if h - 1 - i >= 0)
+    return series / np.sqrt((psi**2).sum())
+
+
+def simulate_pair_runs(cell: Cell, rho: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Scores (runs, n, 2) of the two OOD test sets and ID scores (runs, n) of one replicate of a textbook cell.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> scores, id_scores = simulate_pair_runs(Cell("ar1(0.9)", n=20, runs=3), 0.3, np.random.default_rng(0))
+    >>> scores.shape, id_scores.shape
+    ((3, 20, 2), (3, 20))
+    """
+    n, runs = cell.n, cell.runs
+    u = np.linspace(0.0, 1.0, n)
+    id_scores = 0.3 + 0.5 * (1 - np.exp(-5 * u)) / (1 - np.exp(-5)) + 0.01 * rng.standard_normal((runs, n))
+    x = (id_scores - 0.3) / 0.5
+    f = {
+        "linear": x,
+        "saturating": (1 - np.exp(-4 * x)) / (1 - np.exp(-4)),
+        "nonmonotone": 4 * x * (1 - x),
+    }[cell.shape]
+    noise_a = _stationary_noise(rng, cell, cell.coef_a, runs)
+    noise_b = _stationary_noise(rng, cell, cell.noise_b, runs)
+    if rho:
+        shared = _stationary_noise(rng, cell, cell.coef_a, runs)
+        noise_a = np.sqrt(1 - rho) * noise_a + np.sqrt(rho) * shared
+        noise_b = np.sqrt(1 - rho) * noise_b + np.sqrt(rho) * shared
+    scale = 3.0 ** (1 - u) / np.sqrt(3.0) if cell.heteroskedastic else np.ones(n)
+    scores = np.stack([0.2 + 0.3 * f + 0.02 * scale * noise_a, 0.2 + 0.2 * f + 0.02 * scale * noise_b], axis=-1)
+    return scores, id_scores
 
 
 def _noise(noise: str, phi: float) -> tuple[str, float]:
@@ -156,294 +364,23 @@ def simulate_trajectories(
     return out
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One design of the study: checkpoints, noise, shape, noise correlation, and how many replicates."""
-
-    n: int
-    noise: str
-    phi: float
-    label: str
-    shape: str
-    shared: float
-    replicates: int
-    n_perm: int
-    n_boot: int
-    gam: bool
-
-
-@dataclass(frozen=True)
-class StudyDesign:
-    """A list of cells; see :data:`FULL_DESIGN` and :data:`QUICK_DESIGN`."""
-
-    name: str
-    cells: tuple[Cell, ...]
-
-
-def _grid(
-    *,
-    ns: Iterable[int],
-    noises: Iterable[tuple[str, str, float]],
-    shapes: Iterable[str],
-    shared: Iterable[float],
-    replicates: int,
-    n_perm: int,
-    n_boot: int,
-    gam: bool,
-) -> list[Cell]:
-    return [
-        Cell(n, noise, phi, label, shape, rho, replicates, n_perm, n_boot, gam)
-        for shape in shapes
-        for n in ns
-        for label, noise, phi in noises
-        for rho in shared
-    ]
-
-
-#: The study of docs/calibration.md: every method at n ∈ {20, 50, 200} for a linear f (2,000 replicates per
-#: cell), and the linear-versus-GAM comparison at n = 50 for the non-linear shapes (400 replicates per cell,
-#: the lagged GAM being the costly part).
-FULL_DESIGN = StudyDesign(
-    "full",
-    tuple(
-        _grid(
-            ns=(20, 50, 200),
-            noises=NOISES,
-            shapes=("linear",),
-            shared=(0.0, 0.3),
-            replicates=2000,
-            n_perm=299,
-            n_boot=299,
-            gam=False,
-        )
-        + _grid(
-            ns=(50,),
-            noises=NOISES,
-            shapes=("saturating", "nonmonotone"),
-            shared=(0.0, 0.3),
-            replicates=400,
-            n_perm=0,
-            n_boot=0,
-            gam=True,
-        )
-    ),
+#: Names of the method comparison that lived here before the calibration studies became one
+#: (:mod:`gengen.calibration`); ``from gengen.simulate import calibration_study`` keeps working.
+_MOVED = (
+    "FULL_DESIGN",
+    "QUICK_DESIGN",
+    "LAGGED_METHOD",
+    "StudyDesign",
+    "calibration_study",
+    "plot_type1_error",
+    "rate_table",
+    "summary_line",
 )
 
-#: The reduced study of `gengen simulate --quick`: every linear-control method under the null at n = 50,
-#: 2,000 replicates per cell, 199 permutations or bootstrap replicates per test (about 20 s on 2 cores).
-QUICK_DESIGN = StudyDesign(
-    "quick",
-    tuple(
-        _grid(
-            ns=(50,),
-            noises=NOISES,
-            shapes=("linear",),
-            shared=(0.0,),
-            replicates=2000,
-            n_perm=199,
-            n_boot=199,
-            gam=False,
-        )
-    ),
-)
 
-#: Basis dimension of each smooth of the lagged GAM in the study.
-GAM_LAGGED_K = 5
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        import gengen.calibration
 
-
-def _rate(count: np.ndarray, total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rate = count / total
-        se = np.sqrt(rate * (1 - rate) / total)
-    return rate, se
-
-
-def calibration_study(
-    design: StudyDesign | Sequence[Cell] = QUICK_DESIGN,
-    *,
-    seed: int = 2026,
-    progress: Callable[[int, int, Cell, float], None] | None = None,
-) -> pd.DataFrame:
-    """Type-I error, power and interval coverage of every inference method over a design.
-
-    Parameters
-    ----------
-    design : StudyDesign or sequence of Cell
-        :data:`QUICK_DESIGN` (seconds), :data:`FULL_DESIGN` (minutes) or your own cells.
-    seed : int
-        Everything random follows from it; cell i uses its own streams, so results do not depend on the
-        number of threads.
-    progress : callable, optional
-        Called after each cell as ``progress(i, n_cells, cell, seconds)``.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per (cell, method): ``n, noise, phi, shape, shared, hypothesis`` ("H0" when shared = 0,
-        else "H1"; not "null", which CSV readers take for a missing value), ``method, control, default``
-        (whether it is gengen's default inference),
-        ``replicates`` (evaluated), ``reject_05, reject_05_se, reject_01, reject_01_se`` (type-I error under
-        the null, power under the alternative, with Monte Carlo standard errors √(p(1 − p)/R)),
-        ``coverage, coverage_se`` (of 95% intervals for ρ; NaN for tests without an interval), ``ci_width``.
-
-    Examples
-    --------
-    >>> from gengen.simulate import Cell, calibration_study
-    >>> cell = Cell(50, "ar1", 0.9, "ar1(0.9)", "linear", 0.0, 200, 0, 0, False)
-    >>> table = calibration_study([cell], seed=1)
-    >>> sorted(table.method)[:3]
-    ['lagged', 'neff-bartlett', 'neff-pyper-peterman']
-    """
-    cells = tuple(design.cells if isinstance(design, StudyDesign) else design)
-    if seed < 0:
-        raise InvalidArgumentError(f"seed: must be a non-negative integer, got {seed}")
-    rows = []
-    for index, cell in enumerate(cells):
-        started = time.perf_counter()
-        tallies = _core.calibration_cell(
-            cell.n,
-            cell.noise,
-            cell.phi,
-            cell.shape,
-            cell.shared,
-            cell.replicates,
-            seed,
-            index,
-            cell.n_perm,
-            cell.n_boot,
-            cell.gam,
-            GAM_LAGGED_K,
-            0.02,
-            0.01,
-        )
-        for tally in tallies:
-            method, control, evaluated = tally.method, tally.control, tally.evaluated
-            reject_05, reject_01, ci_evaluated = tally.reject_05, tally.reject_01, tally.ci_evaluated
-            covered, width_sum = tally.covered, tally.ci_width_sum
-            rows.append(
-                {
-                    "n": cell.n,
-                    "noise": cell.label,
-                    "phi": cell.phi,
-                    "shape": cell.shape,
-                    "shared": cell.shared,
-                    "hypothesis": "H0" if cell.shared == 0 else "H1",
-                    "method": method,
-                    "control": control,
-                    "default": method == LAGGED_METHOD,
-                    "replicates": evaluated,
-                    "reject_05_count": reject_05,
-                    "reject_01_count": reject_01,
-                    "ci_evaluated": ci_evaluated,
-                    "covered": covered,
-                    "ci_width_sum": width_sum,
-                }
-            )
-        if progress is not None:
-            progress(index, len(cells), cell, time.perf_counter() - started)
-    table = pd.DataFrame(rows)
-    if table.empty:
-        return table
-    evaluated = table["replicates"].to_numpy(dtype=float)
-    table["reject_05"], table["reject_05_se"] = _rate(table.pop("reject_05_count").to_numpy(float), evaluated)
-    table["reject_01"], table["reject_01_se"] = _rate(table.pop("reject_01_count").to_numpy(float), evaluated)
-    ci_evaluated = table.pop("ci_evaluated").to_numpy(dtype=float)
-    table["coverage"], table["coverage_se"] = _rate(table.pop("covered").to_numpy(float), ci_evaluated)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        table["ci_width"] = table.pop("ci_width_sum").to_numpy(float) / ci_evaluated
-    return table
-
-
-def summary_line(table: pd.DataFrame) -> str:
-    """``lagged type-I at .05 (phi=0.9, n=50): X; naive t-test: Y`` from a study table.
-
-    Uses the null cell with a linear f, AR(1) φ = 0.9 and n = 50; raises if the table lacks it.
-    """
-    cell = table[
-        (table["n"] == 50) & (table["phi"] == 0.9) & (table["shape"] == "linear") & (table["hypothesis"] == "H0")
-    ]
-    default = cell.loc[cell["method"] == LAGGED_METHOD, "reject_05"]
-    naive = cell.loc[cell["method"] == "t-test", "reject_05"]
-    if default.empty or naive.empty:
-        raise InvalidArgumentError("table: has no null cell with phi=0.9, n=50 and a linear shape")
-    return f"lagged type-I at .05 (phi=0.9, n=50): {default.iloc[0]:.3f}; naive t-test: {naive.iloc[0]:.3f}"
-
-
-def rate_table(
-    table: pd.DataFrame, *, n: int = 50, shape: str = "linear", hypothesis: str = "H0", column: str = "reject_05"
-) -> pd.DataFrame:
-    """One study column as a methods × noise table (formatted "rate ± se" strings) for one n and shape.
-
-    Examples
-    --------
-    >>> from gengen.simulate import Cell, calibration_study, rate_table
-    >>> cells = [Cell(50, "ar1", phi, f"ar1({phi:g})", "linear", 0.0, 100, 0, 0, False) for phi in (0.0, 0.9)]
-    >>> list(rate_table(calibration_study(cells)).columns)
-    ['ar1(0)', 'ar1(0.9)']
-    """
-    rows = table[(table["n"] == n) & (table["shape"] == shape) & (table["hypothesis"] == hypothesis)]
-    se_column = f"{column}_se"
-    formatted = rows.assign(
-        cell=[
-            "–" if not np.isfinite(v) else f"{v:.3f} ± {s:.3f}"
-            for v, s in zip(rows[column], rows[se_column], strict=True)
-        ]
-    )
-    order = list(dict.fromkeys(rows["method"]))
-    noises = list(dict.fromkeys(rows["noise"]))
-    return formatted.pivot(index="method", columns="noise", values="cell").reindex(index=order, columns=noises)
-
-
-def plot_type1_error(
-    table: pd.DataFrame, path: str, *, n: int = 50, shapes: Sequence[str] = ("linear", "nonmonotone")
-) -> None:
-    """Save the figure of type-I error at α = 0.05 against the noise, one panel per shape of f, to ``path``.
-
-    One line per method (±2 Monte Carlo standard errors); gengen's default is drawn thick and black (solid:
-    linear control, dashed: GAM control). Shapes absent from the table are skipped.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    present = [shape for shape in shapes if ((table["shape"] == shape) & (table["n"] == n)).any()]
-    if not present:
-        raise InvalidArgumentError(f"table: has no cell with n={n} and shape in {list(shapes)}")
-    figure, axes = plt.subplots(1, len(present), figsize=(7.5 * len(present), 5.5), squeeze=False)
-    palette = plt.get_cmap("tab20")
-    methods = list(dict.fromkeys(table["method"]))
-    for axis, shape in zip(axes[0], present, strict=True):
-        rows = table[(table["n"] == n) & (table["shape"] == shape) & (table["hypothesis"] == "H0")]
-        noises = list(dict.fromkeys(rows["noise"]))
-        positions = {label: i for i, label in enumerate(noises)}
-        axis.axhspan(0.035, 0.065, color="0.9", label="target [0.035, 0.065]")
-        axis.axhline(0.05, color="0.5", linewidth=0.8)
-        for method, group in rows.groupby("method", sort=False):
-            x = [positions[label] for label in group["noise"]]
-            if method == LAGGED_METHOD:
-                style: dict[str, object] = {"linewidth": 3, "color": "black", "zorder": 5}
-            elif method == f"gam-{LAGGED_METHOD}":
-                style = {"linewidth": 3, "color": "black", "linestyle": "--", "zorder": 5}
-            else:
-                style = {"linewidth": 1.2, "color": palette(methods.index(method) % 20)}
-            axis.errorbar(
-                x,
-                group["reject_05"].clip(lower=1e-3),
-                yerr=2 * group["reject_05_se"],
-                marker="o",
-                markersize=3,
-                label=method,
-                capsize=2,
-                **style,
-            )
-        axis.set_xticks(range(len(noises)), noises)
-        axis.set_yscale("log")
-        axis.set_ylim(0.002, 1.2)
-        axis.set_xlabel("noise of the OOD scores")
-        axis.set_ylabel("type-I error at α = 0.05 (±2 MC s.e.)")
-        axis.set_title(f"{shape} f, n = {n} checkpoints")
-        axis.legend(fontsize=7, ncol=2, loc="lower right" if shape != "linear" else "lower left")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+        return getattr(gengen.calibration, name)
+    raise AttributeError(f"module 'gengen.simulate' has no attribute {name!r}")
