@@ -321,27 +321,24 @@ def _simulate(cell: Cell, rho: float, rng: np.random.Generator) -> tuple[np.ndar
 def design_partial_corr(cell: Cell, rho: float, *, replicates: int = 20_000, seed: int = 0) -> float:
     r"""The partial correlation of the two OOD test sets given ID that the design of ``cell`` carries.
 
-        The measurement error of a fixed test set persists across checkpoints with similar accuracy, so a
-        regression on ID absorbs much of it and the closed form of :func:`true_partial_corr` understates the
-        correlation the residuals keep. This is the design's own value: over ``replicates`` simulated runs, the
-        deviations :math:`d_{j,t} = \hat p_{j,t} - \mu_{j,t}` from each test set's conditional mean given ID
-        (its link after step 0, chance at step 0) are regressed on :math:`[1, x_t]` within each run, and
+    The measurement error of a fixed test set persists across checkpoints with similar accuracy, so a
+    regression on ID absorbs much of it and the closed form of :func:`true_partial_corr` understates the
+    correlation the residuals keep. This is the design's own value: over ``replicates`` simulated runs, the
+    deviations :math:`d_{j,t} = \hat p_{j,t} - \mu_{j,t}` from each test set's conditional mean given ID
+    (its link after step 0, chance at step 0) are regressed on :math:`[1, x_t]` within each run, and
 
-        .. math::
-    ho_{	ext{design}} = rac{\sum \langle r_a, r_b
-    angle}{\sqrt{\sum \lVert r_a
-    Vert^2
-           \sum \lVert r_b
-    Vert^2}},
+    .. math::
+       \rho_{\text{design}} = \frac{\sum \langle r_a, r_b \rangle}{\sqrt{\sum \lVert r_a \rVert^2
+       \sum \lVert r_b \rVert^2}},
 
-        the sums running over runs (the limit of the fixed-effect pooled correlation of many runs). Zero under the
-        null (ρ = 0) by construction.
+    the sums running over runs (the limit of the fixed-effect pooled correlation of many runs). Zero under the
+    null (ρ = 0) by construction.
 
-        Examples
-        --------
-        >>> cell = CurveCell("base", n=20, n_examples=30000)
-        >>> 0.27 < design_partial_corr(cell, 0.3, replicates=2000) < 0.34
-        True
+    Examples
+    --------
+    >>> cell = CurveCell("base", n=20, n_examples=30000)
+    >>> 0.27 < design_partial_corr(cell, 0.3, replicates=2000) < 0.34
+    True
     """
     if rho == 0:
         return 0.0
