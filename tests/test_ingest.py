@@ -110,7 +110,7 @@ def test_model_run_and_step_overrides(tmp_path: Path) -> None:
     data = json.loads(source.read_text())
     data["config"]["model_args"] = "pretrained=EleutherAI/pythia-v1.1-160m"
     copy.write_text(json.dumps(data))
-    with pytest.raises(InputError, match="cannot tell the checkpoint step"):
+    with pytest.raises(InputError, match=r"step \(or a step pattern\) is needed for .*: no revision=stepN"):
         ingest(copy, tmp_path / "t")
     ingest(copy, tmp_path / "t", step_pattern=r"ckpt-(\d+)")
     assert set(load(tmp_path / "t")["step"]) == {777}
@@ -119,7 +119,7 @@ def test_model_run_and_step_overrides(tmp_path: Path) -> None:
 def test_revision_and_file_name_must_agree(tmp_path: Path) -> None:
     wrong = tmp_path / "160m_step7.json"
     shutil.copy(PYTHIA / "pythia-160m" / "160m_step0.json", wrong)
-    with pytest.raises(InputError, match=r"160m_step7\.json: config.model_args revision=step0 disagrees with step 7"):
+    with pytest.raises(InputError, match=r"160m_step7\.json: config.model_args revision='step0' disagrees with step 7"):
         ingest(wrong, tmp_path / "s")
 
 
@@ -374,7 +374,7 @@ def test_missing_or_misnamed_column(tmp_path: Path) -> None:
     path.write_text("model,step,testset,metric,valeu\nm,0,a,acc,0.5\n")
     with pytest.raises(InputError, match=r"scores\.csv: long table has no column 'value'; did you mean 'valeu'\?"):
         ingest(path, tmp_path / "s", format="long")
-    with pytest.raises(InputError, match=r"scores\.csv: no column 'score' \(mapped to 'value' by --column\)"):
+    with pytest.raises(InputError, match=r"columns value=score: .*scores\.csv has no column 'score'"):
         ingest(path, tmp_path / "s", columns={"value": "score"})
     with pytest.raises(InputError, match=r"scores\.csv: long table has no column 'value'; did you mean 'valeu'\?"):
         ingest(path, tmp_path / "s")  # detected as long from its other columns
@@ -443,7 +443,7 @@ def test_unknown_formats(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(UnknownFormatError, match=r"notes\.txt: unknown file type '\.txt'"):
         ingest(tmp_path / "notes.txt", tmp_path / "s")
-    with pytest.raises(UnknownFormatError, match="--format: unknown format 'lm-eval-v9'"):
+    with pytest.raises(UnknownFormatError, match=r"format must be one of lm-eval, .*, got 'lm-eval-v9'"):
         ingest(tmp_path / "config.json", tmp_path / "s", format="lm-eval-v9")
     with pytest.raises(UnknownFormatError, match=r"not a trainer_state\.json"):
         ingest(PYTHIA / "pythia-160m" / "160m_step0.json", tmp_path / "s", format="trainer-state")
@@ -475,7 +475,7 @@ def test_cli_ingest(tmp_path: Path) -> None:
     [
         ("{oops", [], r"bad_step0\.json: line 1, column 2: malformed JSON"),
         ('{"a": 1}', [], r"bad_step0\.json: JSON with neither"),
-        ('{"a": 1}', ["--format", "xml"], "--format: unknown format 'xml'"),
+        ('{"a": 1}', ["--format", "xml"], "--format must be one of .*, got 'xml'"),
         ('{"a": 1}', ["--column", "testset"], "--column: expected NAME=COLUMN"),
         ('{"a": 1}', ["--on-conflict", "maybe"], "--on-conflict: expected error, replace or keep"),
     ],

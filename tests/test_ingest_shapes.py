@@ -141,7 +141,7 @@ def test_a_column_mapping_one_file_lacks_is_noted(tmp_path: Path) -> None:
     frame = load(tmp_path / "s")
     assert {(r.model, r.step, r.value) for r in frame.itertuples()} == {("a", 10, 0.5), ("a", 20, 0.4), ("b", 10, 0.7)}
     assert any(note.startswith(f"{b}: no column 'iteration'") for note in report.notes)
-    with pytest.raises(InputError, match=r"--column tokens=tokns: none of the 2 tables has that column"):
+    with pytest.raises(InputError, match=r"columns tokens=tokns: none of the 2 tables has that column"):
         ingest([a, b], tmp_path / "t", columns={"step": "iteration", "tokens": "tokns"})
 
 

@@ -42,6 +42,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from gengen._run_keys import RUN_KEYS, parse_run_label, run_label
@@ -513,6 +514,46 @@ class Store:
         if "data_seed" not in self._columns and len(frame):  # schema 1: the run keys were only in the label
             frame = _keys_from_labels(frame)
         return frame
+
+    def held_by_study(self, frame: pd.DataFrame) -> dict[str, np.ndarray]:
+        """Which rows of a score table each study of the store already holds, with the same value.
+
+        Parameters
+        ----------
+        frame : DataFrame
+            A normalised score table (:func:`normalise_scores`); its ``study`` column is ignored.
+
+        Returns
+        -------
+        dict of str to ndarray of bool
+            For every study of the store holding any of the rows: a mask over ``frame``'s rows, True where
+            that study holds the row's model, run, step, test set and metric with an equal value (NaN equals
+            NaN). Used by :func:`gengen.ingest.ingest` to recognise files arriving under another study name.
+        """
+        studies = self.studies()
+        if not studies or not len(frame):
+            return {}
+        columns = ("model", "run", "step", "testset", "metric", "value")
+        rows = _db_rows(frame)
+        positions = [STORED_COLUMNS.index(name) for name in columns]
+        probe = [(number, *(row[p] for p in positions)) for number, row in enumerate(rows)]
+        on = " AND ".join(f"s.{name} = p.{name}" for name in columns[:-1])
+        found: dict[str, np.ndarray] = {}
+        with self._connect() as conn:
+            conn.execute(f"CREATE TEMP TABLE probe (position INTEGER PRIMARY KEY, {', '.join(columns)})")
+            conn.executemany(f"INSERT INTO probe VALUES (?{', ?' * len(columns)})", probe)
+            for study in studies:  # the key's first column fixed: each join follows the primary key
+                matched = conn.execute(
+                    f"SELECT p.position FROM probe AS p JOIN scores AS s ON s.study = ? AND {on} "
+                    "WHERE s.value IS p.value",
+                    (study,),
+                ).fetchall()
+                if matched:
+                    mask = np.zeros(len(frame), dtype=bool)
+                    mask[[position for (position,) in matched]] = True
+                    found[study] = mask
+            conn.execute("DROP TABLE probe")
+        return found
 
     def studies(self) -> list[str]:
         """The studies the store holds scores of, sorted (a store can hold several)."""

@@ -247,7 +247,7 @@ def _structure_cases() -> list[Case]:
         _case(
             "runs-with-a-step-forced",
             {"runs.csv": "step,MNLI/acc\n1,0.8\n"},
-            "runs.csv: a per-run table",
+            "--format runs reads tables without a step column, and {tmp}/runs.csv has one",
             "--format",
             "runs",
         ),
@@ -255,7 +255,7 @@ def _structure_cases() -> list[Case]:
         _case(
             "column-mapping-missing",
             {"long.csv": "model,step,task,metric,value\nm-1m,0,piqa,acc,0.5\n"},
-            "no column 'tsk' (mapped to 'testset' by --column)",
+            "--column testset=tsk: {tmp}/long.csv has no column 'tsk'",
             "--column",
             "testset=tsk",
         ),
@@ -267,7 +267,13 @@ def _structure_cases() -> list[Case]:
             "--column",
             "step=iteration",
         ),
-        _case("option-step-on-a-wide-table", {"wide.csv": "step,piqa/acc\n0,0.5\n"}, "wide.csv: --step", "--step", "5"),
+        _case(
+            "option-step-on-a-wide-table",
+            {"wide.csv": "step,piqa/acc\n0,0.5\n"},
+            "--step is for files without a step column",
+            "--step",
+            "5",
+        ),
         _case(
             "option-model-with-newline",
             {"long.csv": f"{LONG_HEADER}\nm-1m,0,piqa,acc,0.5\n"},

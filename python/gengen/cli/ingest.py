@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated
 
@@ -23,7 +24,11 @@ def _mapping(items: list[str]) -> dict[str, str]:
     return mapping
 
 
-@user_errors_exit
+FLAGS = {"columns": "--column"}
+"""Library options of :func:`gengen.ingest.ingest` whose flag is not ``--`` and the name with dashes."""
+
+
+@functools.partial(user_errors_exit, flags=FLAGS)
 def ingest_command(
     paths: Annotated[list[Path], typer.Argument(help="Files or directories (searched recursively) to import.")],
     store: Annotated[Path, typer.Option("--store", help="Study folder (or .sqlite file) of the store.")],

@@ -37,7 +37,7 @@ from gengen.formats import INGEST_FORMATS
 from gengen.ingest import lm_eval, tables, trainer_state
 from gengen.ingest._common import IngestOptions, Parsed, read_json, short_list
 from gengen.score_checks import check_scores
-from gengen.store import DB_NAME, OnConflict, Store, normalise_scores
+from gengen.store import DB_NAME, OnConflict, Store, normalise_scores, shown
 
 __all__ = [
     "FORMATS",
@@ -106,7 +106,7 @@ class IngestReport:
 
 def _check_format(format: str | None) -> None:
     if format is not None and format not in FORMATS:
-        raise UnknownFormatError(f"--format: unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+        raise UnknownFormatError(option="format", problem=f"must be one of {', '.join(FORMATS)}, got {shown(format)}")
 
 
 def find_files(paths: Sequence[str | os.PathLike[str]], format: str | None = None) -> list[tuple[Path, bool]]:
@@ -220,14 +220,15 @@ def read_file(
     suffix = path.suffix.lower()
     if suffix == ".json":
         if format in ("long", "wide"):
-            raise UnknownFormatError(f"{path}: --format {format} reads CSV/TSV/Parquet tables, not JSON")
+            raise UnknownFormatError(
+                option="format", problem=f"{format} reads CSV/TSV/Parquet tables, not JSON: {path}"
+            )
         data = read_json(path)
         chosen = _choose_json(format, _detect_json(data))
         if chosen is None:
             if not strict:
                 return None
-            hint = "; pass --format" if format is None else ""
-            raise UnknownFormatError(f"{path}: {_NOT_THIS_FORMAT[format]}{hint}")
+            raise UnknownFormatError(f"{path}: {_NOT_THIS_FORMAT[format]}")
         if chosen == "trainer-state":
             return trainer_state.parse(path, data, options)
         if chosen == "lm-eval-v0.4":
@@ -235,7 +236,7 @@ def read_file(
         return lm_eval.parse_v03(path, data, options)
     if suffix in tables.TABLE_SUFFIXES:
         if format in _JSON_FORMATS:
-            raise UnknownFormatError(f"{path}: --format {format} reads JSON files, not tables")
+            raise UnknownFormatError(option="format", problem=f"{format} reads JSON files, not tables: {path}")
         frame, labels, notes = tables.read_table(path, options)
         chosen = format or tables.detect(frame)
         if chosen is None:
@@ -319,7 +320,7 @@ def _read(
         report.files.append(path)
         for name, column in options.columns.items():
             if any(f"no column {column!r} (mapped to {name!r}" in note for note in result.notes):
-                lacking.setdefault(f"--column {name}={column}", []).append(path)
+                lacking.setdefault(f"{name}={column}", []).append(path)
         report.notes.extend(_one_note_per_file(path, result.notes))
         kind = next((str(m["format"]) for m in result.manifests.values() if "format" in m), format or "table")
         for key, manifest in result.manifests.items():
@@ -354,9 +355,12 @@ def _one_note_per_file(path: Path, notes: list[str]) -> list[str]:
 
 def _check_mapping_used(lacking: dict[str, list[Path]], n_tables: int) -> None:
     """Refuse a ``--column`` mapping that no table had (a typo, not a file that lacks the column)."""
-    for option, paths in lacking.items():
+    for mapping, paths in lacking.items():
         if len(paths) == n_tables:
-            raise InputError(f"{option}: none of the {n_tables} tables has that column (first: {paths[0]})")
+            raise InputError(
+                option="columns",
+                problem=f"{mapping}: none of the {n_tables} tables has that column (first: {paths[0]})",
+            )
 
 
 def _progress(items: Sequence[tuple[Path, bool]], show: bool, label: str) -> Iterable[tuple[Path, bool]]:
@@ -462,7 +466,10 @@ def ingest(
     mapping = dict(columns or {})
     if run_column is not None:
         if mapping.get("run", run_column) != run_column:
-            raise InputError(f"--run-column {run_column!r} and --column run={mapping['run']} disagree")
+            raise InputError(
+                option="run_column",
+                problem=f"{shown(run_column)} disagrees with the run column of columns ({shown(mapping['run'])})",
+            )
         mapping["run"] = run_column
     options = IngestOptions(
         model=model,

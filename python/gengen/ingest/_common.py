@@ -15,7 +15,7 @@ import pandas as pd
 
 from gengen.errors import GengenError, InputError
 from gengen.score_checks import INT64_MAX
-from gengen.store import STORED_COLUMNS
+from gengen.store import STORED_COLUMNS, shown
 
 __all__ = [
     "INT64_MAX",
@@ -42,6 +42,9 @@ class IngestOptions:
         The run of every score read (default: the file's own, else ``"main"``).
     study : str, optional
         The study of every score read (default: the store's).
+    size : str, optional
+        The model size of every score read (``"7B"``), for names the size rule of
+        :func:`gengen.store.split_model_name` does not read.
     step : int, optional
         The checkpoint step of every score read from a per-checkpoint file (lm-evaluation-harness).
     step_pattern : str, optional
@@ -63,6 +66,7 @@ class IngestOptions:
     model: str | None = None
     run: str | None = None
     study: str | None = None
+    size: str | None = None
     step: int | None = None
     step_pattern: str | None = None
     columns: Mapping[str, str] = field(default_factory=dict)
@@ -74,23 +78,26 @@ class IngestOptions:
         unknown = [name for name in self.columns if name not in STORED_COLUMNS]
         if unknown:
             raise GengenError(
-                f"--column: {unknown[0]!r} is not a score-table column; expected one of {', '.join(STORED_COLUMNS)}"
+                option="columns",
+                problem=f"{shown(unknown[0])} is not a score-table column; expected one of {', '.join(STORED_COLUMNS)}",
             )
-        for option, text in (("--step-pattern", self.step_pattern), ("--pattern", self.pattern)):
+        for option, text in (("step_pattern", self.step_pattern), ("pattern", self.pattern)):
             if text is not None:
                 try:
                     re.compile(text)
                 except re.error as error:
-                    raise GengenError(f"{option}: {text!r} is not a regular expression: {error}") from None
+                    raise GengenError(
+                        option=option, problem=f"{shown(text)} is not a regular expression: {error}"
+                    ) from None
         if self.pattern is not None:
             pattern_groups(re.compile(self.pattern), need_metric=not self.metric)
         if self.step is not None and (isinstance(self.step, bool) or not 0 <= int(self.step) <= INT64_MAX):
-            raise GengenError(f"--step: {self.step!r} is not a step (an integer from 0 to 2**63 - 1)")
-        for option, name in (("--model", self.model), ("--run", self.run), ("--study", self.study)):
+            raise GengenError(option="step", problem=f"must be an integer from 0 to 2**63 - 1, got {shown(self.step)}")
+        for option, name in (("model", self.model), ("run", self.run), ("study", self.study), ("size", self.size)):
             if name is not None and _CONTROL.search(name):
-                raise GengenError(f"{option}: {name!r} holds a control character")
+                raise GengenError(option=option, problem=f"{shown(name)} holds a control character")
         if self.metric is not None and (not self.metric.strip() or _CONTROL.search(self.metric)):
-            raise GengenError(f"--metric: {self.metric!r} is not a metric name")
+            raise GengenError(option="metric", problem=f"{shown(self.metric)} is not a metric name")
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -108,9 +115,13 @@ def pattern_groups(pattern: re.Pattern[str], *, need_metric: bool = True) -> tup
     if metric is None and unnamed:
         metric = unnamed.pop(0)
     if testset is None or (need_metric and metric is None):
+        needs = (
+            "groups named 'testset' and 'metric'" if need_metric else "a group named 'testset' (the metric is given)"
+        )
         raise GengenError(
-            f"--pattern: {pattern.pattern!r} needs groups named 'testset' and 'metric' "
-            f"(e.g. 'eval_(?P<testset>.+)_(?P<metric>acc|f1)'){'' if need_metric else ' or --metric'}"
+            option="pattern",
+            problem=f"{shown(pattern.pattern)} needs {needs}",
+            hint="e.g. 'eval_(?P<testset>.+)_(?P<metric>acc|f1)'",
         )
     return testset, metric
 
@@ -205,17 +216,17 @@ def number(value: Any, where: str, *, missing: Sequence[str] = ()) -> float | No
     if value is None or (isinstance(value, str) and value.strip() in missing):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise InputError(f"{where}: {value!r} is not a number")
+        raise InputError(f"{where}: {shown(value)} is not a number")
     try:
         result = float(value)
     except (ValueError, OverflowError):
         if isinstance(value, int):  # an integer beyond float range
             raise InputError(f"{where}: {value} is not a finite number") from None
-        raise InputError(f"{where}: {value!r} is not a number") from None
+        raise InputError(f"{where}: {shown(value)} is not a number") from None
     if math.isnan(result) and missing:
         return None
     if not math.isfinite(result):
-        raise InputError(f"{where}: {value!r} is not a finite number")
+        raise InputError(f"{where}: {shown(value)} is not a finite number")
     return result
 
 
@@ -223,21 +234,23 @@ def step_from_pattern(path: Path, pattern: str) -> int:
     """The step that ``pattern`` finds in ``path`` (group ``step`` or the first group)."""
     match = re.search(pattern, str(path))
     if match is None:
-        raise InputError(f"{path}: --step-pattern {pattern!r} does not match the path")
+        raise InputError(option="step_pattern", problem=f"{shown(pattern)} does not match the path {path}")
     text = match.groupdict().get("step") or (match.group(1) if match.groups() else match.group(0))
     try:
         return int(text)
     except (TypeError, ValueError):
-        raise InputError(f"{path}: --step-pattern {pattern!r} matched {text!r}, not an integer step") from None
+        raise InputError(
+            option="step_pattern", problem=f"{shown(pattern)} matched {shown(text)} in {path}, not an integer step"
+        ) from None
 
 
 def short_list(names: Sequence[Any], limit: int = 8) -> str:
     """The first ``limit`` names, quoted, and how many there are in all (``"'a', 'b', … (113 in all)"``)."""
-    shown = ", ".join(repr(str(name)) for name in names[:limit])
-    return shown + (f", … ({len(names)} in all)" if len(names) > limit else "") if len(names) else "none"
+    quoted = ", ".join(shown(str(name), 40) for name in names[:limit])
+    return quoted + (f", … ({len(names)} in all)" if len(names) > limit else "") if len(names) else "none"
 
 
 def close_match(name: str, choices: Sequence[str]) -> str:
     """``"; did you mean 'x'?"`` when a choice resembles ``name``, else ``""``."""
     found = difflib.get_close_matches(name, [str(c) for c in choices], n=1, cutoff=0.6)
-    return f"; did you mean {found[0]!r}?" if found else ""
+    return f"; did you mean {shown(found[0])}?" if found else ""

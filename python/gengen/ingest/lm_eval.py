@@ -30,7 +30,7 @@ import pandas as pd
 
 from gengen.errors import InputError
 from gengen.ingest._common import IngestOptions, Parsed, number, step_from_pattern
-from gengen.store import DEFAULT_RUN
+from gengen.store import DEFAULT_RUN, shown
 
 __all__ = ["looks_like_v03", "looks_like_v04", "parse_v03", "parse_v04"]
 
@@ -94,7 +94,7 @@ def model_name(path: Path, data: dict[str, Any], options: IngestOptions) -> str:
         return parts[-1]
     if isinstance(data.get("model_name"), str) and data["model_name"]:
         return data["model_name"].rstrip("/").rsplit("/", 1)[-1]
-    raise InputError(f"{path}: cannot tell the model: no 'pretrained=' in config.model_args; pass --model")
+    raise InputError(option="model", problem=f"is needed for {path}: no 'pretrained=' in config.model_args")
 
 
 def checkpoint_step(path: Path, data: dict[str, Any], options: IngestOptions) -> int:
@@ -109,8 +109,9 @@ def checkpoint_step(path: Path, data: dict[str, Any], options: IngestOptions) ->
     from_name = _STEP_IN_NAME.search(path.stem)
     if from_revision and from_name and int(from_revision.group(1)) != int(from_name.group(1)):
         raise InputError(
-            f"{path}: config.model_args revision={revision} disagrees with step "
-            f"{from_name.group(1)} in the file name; pass --step or --step-pattern"
+            option="step",
+            problem=f"(or a step pattern) is needed for {path}: config.model_args revision={shown(revision)} "
+            f"disagrees with step {from_name.group(1)} in the file name",
         )
     for found in (from_revision, from_name, _CHECKPOINT.search(args.get("pretrained", ""))):
         if found:
@@ -120,8 +121,9 @@ def checkpoint_step(path: Path, data: dict[str, Any], options: IngestOptions) ->
         if found:
             return int(found.group(1))
     raise InputError(
-        f"{path}: cannot tell the checkpoint step: no revision=stepN in config.model_args and no stepN "
-        f"in the file name; pass --step or --step-pattern"
+        option="step",
+        problem=f"(or a step pattern) is needed for {path}: no revision=stepN in config.model_args and no stepN "
+        "in the file name",
     )
 
 
@@ -131,7 +133,7 @@ def _task_metrics(path: Path, data: dict[str, Any]) -> dict[str, dict[str, Any]]
     for section in ("results", "groups"):
         entries = data.get(section) or {}
         if not isinstance(entries, dict):
-            raise InputError(f"{path}: key {section!r}: expected an object of tasks, got {type(entries).__name__}")
+            raise InputError(f"{path}: key {shown(section)}: expected an object of tasks, got {type(entries).__name__}")
         for task, metrics in entries.items():
             if not isinstance(metrics, dict):
                 raise InputError(f"{path}: key {section}.{task}: expected an object of metrics")

@@ -41,7 +41,7 @@ import pandas as pd
 
 from gengen.errors import InputError
 from gengen.ingest._common import IngestOptions, Parsed, close_match, decode_text, pattern_groups, short_list
-from gengen.store import DEFAULT_RUN, REQUIRED_COLUMNS
+from gengen.store import DEFAULT_RUN, REQUIRED_COLUMNS, shown
 
 __all__ = [
     "DEFAULT_WIDE_PATTERN",
@@ -235,9 +235,9 @@ def _csv_text(path: Path, sep: str) -> tuple[str, list[str], list[int]]:
         seen: set[str] = set()
         for position, name in enumerate(header, start=1):
             if _CONTROL.search(name):
-                raise InputError(f"{path}: line 1: column {position} name {name!r} holds a control character")
+                raise InputError(f"{path}: line 1: column {position} name {shown(name)} holds a control character")
             if name in seen and name.strip():
-                raise InputError(f"{path}: line 1: column {name!r} appears twice in the header")
+                raise InputError(f"{path}: line 1: column {shown(name)} appears twice in the header")
             seen.add(name)
         lines: list[int] = []
         end = reader.line_num
@@ -275,7 +275,7 @@ def read_table(path: Path, options: IngestOptions) -> tuple[pd.DataFrame, list[s
         labels = [f"{path}: row {i + 1}" for i in range(len(frame))]
         duplicated = pd.Index(frame.columns).duplicated()
         if duplicated.any():
-            raise InputError(f"{path}: column {frame.columns[duplicated][0]!r} appears twice")
+            raise InputError(f"{path}: column {shown(frame.columns[duplicated][0])} appears twice")
     else:
         sep = "\t" if suffix == ".tsv" else ","
         text, header, lines = _csv_text(path, sep)
@@ -310,8 +310,9 @@ def _map_columns(path: Path, frame: pd.DataFrame, options: IngestOptions, notes:
             continue
         if not options.lenient_columns:
             raise InputError(
-                f"{path}: no column {column!r} (mapped to {name!r} by --column){close_match(column, frame.columns)}; "
-                f"columns are {short_list(list(frame.columns))}"
+                option="columns",
+                problem=f"{name}={column}: {path} has no column {shown(column)}{close_match(column, frame.columns)}; "
+                f"columns are {short_list(list(frame.columns))}",
             )
         notes.append(f"{path}: no column {column!r} (mapped to {name!r} by --column), left unmapped")
     frame = frame.rename(columns=renamed)
@@ -412,7 +413,7 @@ def _fill(path: Path, frame: pd.DataFrame, options: IngestOptions, notes: list[s
 def _given_step(path: Path, frame: pd.DataFrame, options: IngestOptions, default: int | None) -> pd.DataFrame:
     """The table with ``--step`` (else ``default``) as the step of every row, for a table without a step column."""
     if options.step is not None and "step" in frame.columns:
-        raise InputError(f"{path}: --step is for files without a step column, and this table has one")
+        raise InputError(option="step", problem=f"is for files without a step column, and {path} has one")
     step = options.step if options.step is not None else default
     return frame if step is None else frame.assign(step=step)
 
@@ -431,7 +432,7 @@ def _missing(path: Path, frame: pd.DataFrame, needed: tuple[str, ...], kind: str
     for name in needed:
         if name not in frame.columns:
             raise InputError(
-                f"{path}: {kind} table has no column {name!r}{close_match(name, frame.columns)} "
+                f"{path}: {kind} table has no column {shown(name)}{close_match(name, frame.columns)} "
                 f"(map one with --column {name}=COLUMN); columns are {short_list(list(frame.columns))}"
             )
 
@@ -458,7 +459,11 @@ def parse_runs(
 ) -> Parsed:
     """Read a per-run table: one row per run, final scores, no step (stored at ``--step``, default 0)."""
     if "step" in frame.columns:
-        raise InputError(f"{path}: a per-run table has no step column; this one has (read it as --format wide)")
+        raise InputError(
+            option="format",
+            problem=f"runs reads tables without a step column, and {path} has one",
+            hint="read it as wide",
+        )
     columns = list(frame.columns)
     frame = _given_step(path, frame, options, 0)
     return _parse_scores(path, frame, labels, options, list(notes or []), "runs", columns)
@@ -536,7 +541,7 @@ def _parse_scores(
         matched = [entry for entry in matched if entry[0] not in text_only]
         notes.append(f"{path}: skipped columns holding text, not scores: {short_list(text_only)}")
     if not matched:
-        how = f"the pattern {options.pattern!r}" if options.pattern else "the rule for score names"
+        how = f"the pattern {shown(options.pattern)}" if options.pattern else "the rule for score names"
         hint = "pass --metric NAME if the columns are test sets" if kind == "runs" else "pass --pattern"
         raise InputError(f"{path}: no column is a score by {how}; columns are {short_list(columns)}; {hint}")
     score_columns = [column for column, _, _ in matched]
@@ -547,9 +552,9 @@ def _parse_scores(
     if bad.any():
         row, position = np.argwhere(bad)[0]
         column = score_columns[position]
-        shown = raw[column].iloc[row]
-        what = "is not a finite number" if _parses(shown) else "is not a number"
-        raise InputError(f"{labels[row]}: column {column!r}: {shown!r} {what}")
+        cell = raw[column].iloc[row]
+        what = "is not a finite number" if _parses(cell) else "is not a number"
+        raise InputError(f"{labels[row]}: column {shown(column)}: {shown(cell)} {what}")
     table = pd.concat([frame[ids].reset_index(drop=True), numbers.reset_index(drop=True)], axis=1)
     table["_row"] = np.arange(len(frame))
     long = table.melt(id_vars=[*ids, "_row"], value_vars=score_columns, var_name="_column", value_name="value")
@@ -557,7 +562,10 @@ def _parse_scores(
     names = {column: (testset, metric) for column, testset, metric in matched}
     long["testset"] = long["_column"].map({c: t for c, (t, _) in names.items()})
     long["metric"] = long["_column"].map({c: m for c, (_, m) in names.items()})
-    sources = [f"{labels[row]}, column {column!r}" for row, column in zip(long["_row"], long["_column"], strict=True)]
+    quoted = {column: shown(column) for column in score_columns}
+    sources = [
+        f"{labels[row]}, column {quoted[c]}" for row, c in zip(long["_row"].tolist(), long["_column"], strict=True)
+    ]
     long = long.drop(columns=["_row", "_column"])
     rule = options.pattern or ("--metric " + options.metric if options.metric else "split_name")
     manifests = {

@@ -21,7 +21,7 @@ import pandas as pd
 
 from gengen.errors import InputError
 from gengen.ingest._common import IngestOptions, Parsed, number, pattern_groups
-from gengen.store import DEFAULT_RUN
+from gengen.store import DEFAULT_RUN, shown
 
 __all__ = ["looks_like", "parse"]
 
@@ -96,7 +96,7 @@ def parse(path: Path, data: dict[str, Any], options: IngestOptions) -> Parsed:
             raise InputError(f"{path}: key log_history[{index}]: an evaluation without 'step'")
         step = entry["step"]
         if isinstance(step, bool) or not isinstance(step, int):
-            raise InputError(f"{path}: key log_history[{index}].step: {step!r} is not an integer")
+            raise InputError(f"{path}: key log_history[{index}].step: {shown(step)} is not an integer")
         epoch = number(entry.get("epoch"), f"{path}: key log_history[{index}].epoch")
         for key in scores:
             split = _split_key(key, sets, pattern)
