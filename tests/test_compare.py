@@ -209,6 +209,39 @@ def test_a_zero_agrees_with_nothing_at_the_chance_level() -> None:
     assert nothing["p_sign_agreement"] == 1.0  # every permutation's 0 is ≥ the observed 0
 
 
+def test_model_level_adjustment_is_within_each_model() -> None:
+    """source_level="models": each model's p = 2 Φ(−|z|/se) is Holm-adjusted across that model's pairs only
+    (scipy's normal tail and statsmodels' Holm by hand), not across every model's pairs."""
+    import scipy.stats
+    from statsmodels.stats.multitest import multipletests
+
+    from gengen.heterogeneity import group_estimates
+    from gengen.simulate import simulate_trajectories
+
+    frames = [
+        simulate_trajectories(n=40, n_testsets=5, phi=0.3, shared=0.5, n_runs=2, seed=seed, model=model)
+        for seed, model in ((4, "alpha"), (5, "beta"))
+    ]
+    analysis = analyse(pd.concat(frames, ignore_index=True), id_testset="id", metric="accuracy", n_boot=199)
+    per_pair = compare(analysis, source_level="models", n_perm=9).per_pair
+    estimates = group_estimates(analysis.pairs)
+    p = 2 * scipy.stats.norm.sf(np.abs(estimates["z"] / np.sqrt(estimates["variance"])))
+    within = np.empty(len(p))
+    for _, index in estimates.groupby("unit").indices.items():
+        within[index] = multipletests(p[index], method="holm")[1]
+    across_all = multipletests(p, method="holm")[1]
+    expected = estimates.assign(p=within, across=across_all)
+    swap = expected["testset_a"] > expected["testset_b"]
+    expected["a"] = np.where(swap, expected["testset_b"], expected["testset_a"])
+    expected["b"] = np.where(swap, expected["testset_a"], expected["testset_b"])
+    merged = per_pair.merge(
+        expected, left_on=["group", "testset_a", "testset_b"], right_on=["unit", "a", "b"], suffixes=("", "_hand")
+    )
+    assert len(merged) == len(per_pair) == len(estimates) == 20
+    assert_allclose(merged["p"], merged["p_hand"], rtol=1e-8)
+    assert not np.allclose(merged["p_hand"], merged["across"])  # the data tell the two adjustments apart
+
+
 def test_pooled_adjustment_is_within_each_cell() -> None:
     """The pooled table adjusts its p-values across the pairs of one cell (one model's seeds), not all cells."""
     from statsmodels.stats.multitest import multipletests
