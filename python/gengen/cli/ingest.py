@@ -66,9 +66,20 @@ def ingest_command(
         str | None,
         typer.Option(help="Column naming the run of a per-run table (default: a run, Run or seed column)."),
     ] = None,
+    size: Annotated[
+        str | None,
+        typer.Option(help="Model size of every score (e.g. 7B), for names whose size is not read from them."),
+    ] = None,
     on_conflict: Annotated[
         str, typer.Option(help="A score stored with a different value: error, replace or keep.")
     ] = "error",
+    allow_copies: Annotated[
+        bool,
+        typer.Option(
+            "--allow-copies",
+            help="Store files whose scores the store already holds under another study (default: leave them out).",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Import score files into a store, all or nothing.
@@ -94,11 +105,21 @@ def ingest_command(
         pattern=pattern,
         metric=metric,
         run_column=run_column,
+        size=size,
         on_conflict=on_conflict,  # type: ignore[arg-type]
+        allow_copies=allow_copies,
         progress=not quiet,
     )
+    for line in report.took():
+        typer.echo(f"read: {line}", err=True)
     for note in report.notes:
         typer.echo(f"note: {note}", err=True)
+    for path, (other, count) in report.copies.items():
+        typer.echo(
+            f"note: {path}: the store already holds its {count} scores as study {other!r}; left out (the same "
+            f"file under another study name). --study {other} adds to that study; --allow-copies stores them again",
+            err=True,
+        )
     for skipped in report.skipped:
         typer.echo(f"skipped (not a known format): {skipped}", err=True)
     typer.echo(report.summary())

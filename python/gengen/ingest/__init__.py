@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from gengen.errors import InputError, UnknownFormatError
@@ -79,6 +80,12 @@ class IngestReport:
         Other things worth knowing (e.g. wide-table columns that did not match the pattern).
     store : Path or None
         The database written to.
+    taken : list of tuple
+        ``(file, test sets, metrics)`` for every file read: what the file was taken to hold (see :meth:`took`).
+    copies : dict
+        ``{file: (study, scores)}`` for the files left out because the store already holds every one of their
+        scores, with the same values, under another study (the same files arriving under another study name;
+        ``allow_copies=True`` stores them anyway).
     """
 
     files: list[Path] = field(default_factory=list)
@@ -89,6 +96,8 @@ class IngestReport:
     skipped: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     store: Path | None = None
+    taken: list[tuple[Path, tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
+    copies: dict[Path, tuple[str, int]] = field(default_factory=dict)
 
     def summary(self) -> str:
         """One line describing the import."""
@@ -101,7 +110,46 @@ class IngestReport:
             line += f"; store: {self.store}"
         if self.skipped:
             line += f"; skipped {len(self.skipped)} unrecognised files"
+        if self.copies:
+            studies = ", ".join(sorted({shown(study) for study, _ in self.copies.values()}))
+            line += f"; left out {len(self.copies)} files already stored as study {studies}"
         return line
+
+    def took(self) -> list[str]:
+        """What each file was taken to hold, one line per file: ``"a.csv: 12 test sets × 3 metrics (...)"``.
+
+        Consecutive files taken to hold the same test sets and metrics (a folder of one model's checkpoints)
+        share one line naming the first and last of them.
+
+        Returns
+        -------
+        list of str
+        """
+        groups: list[list[tuple[Path, tuple[str, ...], tuple[str, ...]]]] = []
+        for entry in self.taken:
+            if groups and groups[-1][0][1:] == entry[1:]:
+                groups[-1].append(entry)
+            else:
+                groups.append([entry])
+        lines = []
+        for group in groups:
+            first, testsets, metrics = group[0]
+            where = str(first) if len(group) == 1 else f"{first} … {group[-1][0]} ({len(group)} files)"
+            lines.append(
+                f"{where}: {_count(len(testsets), 'test set')} × {_count(len(metrics), 'metric')} "
+                f"({_names(testsets)}; {_names(metrics)})"
+            )
+        return lines
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _names(names: Sequence[str], limit: int = 4) -> str:
+    """The first ``limit`` names, each cut to 40 characters, and ``…`` when there are more."""
+    cut = [name if len(name) <= 40 else name[:39] + "…" for name in names[:limit]]
+    return ", ".join(cut) + (", …" if len(names) > limit else "") if names else "none"
 
 
 def _check_format(format: str | None) -> None:
@@ -287,10 +335,8 @@ def read(
     manifests : dict
         ``{(model, run): manifest}`` for the runs read, with the list of files each came from.
     """
-    with warnings.catch_warnings():
-        # pandas' PerformanceWarning, DtypeWarning... are about pandas, not about the user's files
-        warnings.simplefilter("ignore")
-        return _read(paths, format, options or IngestOptions(), default_study, progress, report)
+    frame, sources, manifests, _ = _read(paths, format, options or IngestOptions(), default_study, progress, report)
+    return frame, sources, manifests
 
 
 def _read(
@@ -300,11 +346,27 @@ def _read(
     default_study: str,
     progress: bool,
     report: IngestReport | None,
-) -> tuple[pd.DataFrame, pd.Series, dict[tuple[str, str], dict[str, Any]]]:
-    """:func:`read` without the warning filter."""
+) -> tuple[pd.DataFrame, pd.Series, dict[tuple[str, str], dict[str, Any]], np.ndarray]:
+    """:func:`read`, and the number (in ``report.files``) of the file each row of the frame came from."""
+    with warnings.catch_warnings():
+        # pandas' PerformanceWarning, DtypeWarning... are about pandas, not about the user's files
+        warnings.simplefilter("ignore")
+        return _read_files(paths, format, options, default_study, progress, report)
+
+
+def _read_files(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    format: str | None,
+    options: IngestOptions,
+    default_study: str,
+    progress: bool,
+    report: IngestReport | None,
+) -> tuple[pd.DataFrame, pd.Series, dict[tuple[str, str], dict[str, Any]], np.ndarray]:
+    """:func:`_read` without the warning filter."""
     report = report if report is not None else IngestReport()
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     frames: list[pd.DataFrame] = []
+    owners: list[np.ndarray] = []
     sources: list[str] = []
     manifests: dict[tuple[str, str], dict[str, Any]] = {}
     files = find_files(items, format)
@@ -327,8 +389,12 @@ def _read(
             entry = manifests.setdefault(key, {**manifest, "files": []})
             entry["files"].append(str(path))
         report.formats[kind] = report.formats.get(kind, 0) + 1
+        if options.size is not None and len(result.frame):
+            result.frame["size"] = options.size
+        report.taken.append((path, *_taken(result.frame)))
         if len(result.frame):
             frames.append(result.frame)
+            owners.append(np.full(len(result.frame), len(report.files) - 1))
             sources.extend(result.sources)
     if not report.files:
         raise InputError(f"{', '.join(map(str, items))}: no ingestible files found")
@@ -342,7 +408,40 @@ def _read(
     frame = normalise_scores(scores, study=options.study or default_study, sources=labels)
     report.rows = len(frame)
     report.models = sorted(frame["model"].unique().tolist())
-    return frame, labels, manifests
+    return frame, labels, manifests, np.concatenate(owners)[frame.index.to_numpy()]
+
+
+def _taken(frame: pd.DataFrame) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The test sets and the metrics of one file's scores, in order of appearance."""
+    if not len(frame):
+        return (), ()
+    return tuple(map(str, pd.unique(frame["testset"]))), tuple(map(str, pd.unique(frame["metric"])))
+
+
+def _leave_out_copies(target: Store, frame: pd.DataFrame, owners: np.ndarray, report: IngestReport) -> pd.DataFrame:
+    """``frame`` less the files whose every score the store already holds, equal, under another study (and
+    not under their own): the same files arriving under another study name. Recorded in ``report.copies``."""
+    held = target.held_by_study(frame)
+    if not held:
+        return frame
+    keep = np.ones(len(frame), dtype=bool)
+    studies = frame["study"].to_numpy()
+    for number, path in enumerate(report.files):
+        rows = owners == number
+        if not rows.any():
+            continue
+        own = set(studies[rows])
+        if all(study in held and held[study][rows].all() for study in own):
+            continue  # a plain re-import: equal scores already in their own study are no-ops
+        elsewhere = [study for study, mask in held.items() if study not in own and mask[rows].all()]
+        if elsewhere:
+            keep &= ~rows
+            report.copies[path] = (elsewhere[0], int(rows.sum()))
+    if keep.all():
+        return frame
+    report.rows = int(keep.sum())
+    report.models = sorted(frame.loc[keep, "model"].unique().tolist())
+    return frame[keep]
 
 
 def _one_note_per_file(path: Path, notes: list[str]) -> list[str]:
@@ -400,7 +499,9 @@ def ingest(
     pattern: str | None = None,
     metric: str | None = None,
     run_column: str | None = None,
+    size: str | None = None,
     on_conflict: OnConflict = "error",
+    allow_copies: bool = False,
     progress: bool = False,
 ) -> IngestReport:
     """Import score files into a store, atomically.
@@ -429,8 +530,15 @@ def ingest(
         The metric of tables whose column names carry none: each score column is a test set.
     run_column : str, optional
         The column of a per-run table naming the run (same as ``columns={"run": run_column}``).
+    size : str, optional
+        The model size of every score read (``"7B"``), for model names whose size
+        :func:`gengen.store.split_model_name` does not read.
     on_conflict : {"error", "replace", "keep"}
         For a score stored with a different value (see :mod:`gengen.store`).
+    allow_copies : bool
+        Store a file's scores even when the store already holds every one of them, with the same values,
+        under another study. By default such a file (the same files arriving under another study name, e.g.
+        into a copied store) is left out and listed in ``IngestReport.copies``.
     progress : bool
         Show a progress bar on stderr.
 
@@ -480,12 +588,13 @@ def ingest(
         columns=mapping,
         pattern=pattern,
         metric=metric,
+        size=size,
     )
     target = store if isinstance(store, Store) else Store(store)
     report = IngestReport(store=target.path)
-    frame, sources, manifests = read(
-        paths, format=format, options=options, default_study=target.study, progress=progress, report=report
-    )
+    frame, sources, manifests, owners = _read(paths, format, options, target.study, progress, report)
+    if not allow_copies:
+        frame = _leave_out_copies(target, frame, owners, report)
     with _status(progress, f"writing {len(frame)} scores to {target.path}"):
         report.written = target.write_batch(frame, on_conflict=on_conflict, manifests=manifests, sources=sources)
     return report
