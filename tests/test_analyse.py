@@ -420,18 +420,24 @@ def test_pooled_residuals_against_numpy() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"id_testset": "nope"}, "unknown test set 'nope'"),
-        ({"id_testset": "id", "ood": "ood1,nope"}, "unknown test set 'nope'"),
-        ({"id_testset": "id", "ood": "id,ood1"}, "is the in-domain test set"),
-        ({"id_testset": "id", "ood": "ood1"}, "at least two OOD test sets"),
-        ({"id_testset": "id", "fit": "cubic"}, "option fit"),
-        ({"id_testset": "id", "scheme": "shuffle"}, "option scheme"),
-        ({"id_testset": "id", "inference": "bayes"}, "option inference"),
-        ({"id_testset": "id", "adjust": "magic"}, "option adjust"),
-        ({"id_testset": "id", "method": "kendall"}, "kendall comes with the t-test only"),
-        ({"id_testset": "id", "by": "colour"}, "option by"),
-        ({"id_testset": "id", "metric": "f1", "id_metric": "acc"}, "fewer than two OOD test sets"),
-        ({"id_testset": "id", "metric": "f1"}, "has no metric 'f1'"),
+        ({"id_testset": "nope"}, "id_testset 'nope' is not a test set of the score table"),
+        ({"id_testset": "id", "ood": "ood1,nope"}, "ood 'nope' is not a test set with metric 'acc'"),
+        ({"id_testset": "id", "ood": "id,ood1"}, "ood lists 'id', the in-domain test set"),
+        ({"id_testset": "id", "ood": "ood1"}, "ood needs at least 2 test sets to form a pair, got 'ood1'"),
+        ({"id_testset": "id", "fit": "cubic"}, "fit must be one of linear, gam, auto, got 'cubic'"),
+        ({"id_testset": "id", "scheme": "shuffle"}, "scheme must be one of free, iid, block, circular, got 'shuffle'"),
+        ({"id_testset": "id", "inference": "bayes"}, "inference must be one of sieve, lagged, t-test,"),
+        ({"id_testset": "id", "adjust": "magic"}, "adjust must be one of holm,"),
+        ({"id_testset": "id", "method": "kendall"}, "method kendall comes with the t-test only"),
+        ({"id_testset": "id", "by": "colour"}, "by must be one of study, model, family, size, shots, got 'colour'"),
+        (
+            {"id_testset": "id", "metric": "f1", "id_metric": "acc"},
+            "metric 'f1' is not a metric of the score table, so fewer than two",
+        ),
+        ({"id_testset": "id", "metric": "f1"}, "metric 'f1' is not a metric of the score table"),
+        ({"id_testset": "id", "n_perm": 0}, "n_perm must be an integer from 1 to 10000000, got 0"),
+        ({"id_testset": "id", "alpha": "0.05"}, "alpha must lie strictly between 0 and 1, got '0.05'"),
+        ({"id_testset": "id", "seed": -1}, "seed must be an integer from 0 to 18446744073709551615, got -1"),
     ],
 )
 def test_bad_options_raise_one_clear_error(options: dict, message: str) -> None:
@@ -480,9 +486,10 @@ def test_cli_analyse_writes_the_tables(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--id", "nope"], "unknown test set 'nope'"),
-        (["--id", "id", "--ood", "id,ood1"], "is the in-domain test set"),
-        (["--id", "id", "--fit", "cubic"], "--fit: 'cubic' is not one of"),
+        (["--id", "nope"], "error: --id 'nope' is not a test set"),
+        (["--id", "id", "--ood", "id,ood1"], "error: --ood lists 'id', the in-domain test set"),
+        (["--id", "id", "--fit", "cubic"], "error: --fit must be one of linear, gam, auto, got 'cubic'"),
+        (["--id", "id", "--boot-ci-method", "bc"], "error: --boot-ci-method must be one of percentile, bca, got 'bc'"),
     ],
 )
 def test_cli_analyse_bad_options_exit_2_with_one_line(tmp_path: Path, arguments: list[str], message: str) -> None:

@@ -89,11 +89,11 @@ def test_selection_keeps_only_the_matching_runs() -> None:
 
 
 def test_a_pattern_matching_nothing_lists_what_exists() -> None:
-    with pytest.raises(GengenError, match=r"option models: 'gpt-9' matches no model .*opt-125m, pythia-160m"):
+    with pytest.raises(GengenError, match=r"^models 'gpt-9' matches no model .*opt-125m, pythia-160m"):
         analyse(table(), id_testset="id", models=["pythia-*", "gpt-9"])
-    with pytest.raises(GengenError, match=r"option shots: '5' matches no shots \(shots values: 0, 64\)"):
+    with pytest.raises(GengenError, match=r"^shots '5' matches no shots \(shots values: 0, 64\)"):
         analyse(table(), id_testset="id", shots=5)
-    with pytest.raises(GengenError, match=r"option sizes: the score table has no 'size' values"):
+    with pytest.raises(GengenError, match=r"^sizes cannot select: the score table has no 'size' values"):
         analyse(table().drop(columns=["size"]), id_testset="id", sizes="1b")
 
 
@@ -108,11 +108,14 @@ def test_cli_filters_signs_and_errors_in_cli_terms(tmp_path: Path) -> None:
     pairs = pd.read_csv(out / "pairs.csv")
     assert set(pairs["model"]) == {"opt-125m"} and set(pairs["run"]) == {"seed=1"} and (pairs["sign"] == 1).all()
     for arguments, line in (
-        (["--model", "nope"], "error: --model: 'nope' matches no model"),
-        (["--shots", "3"], "error: --shots: '3' matches no shots"),
-        (["--id", "idd"], "error: --id: unknown test set 'idd'; did you mean 'id'?"),
-        (["--metric", "accuracy"], "error: --metric: the score table has no metric 'accuracy'"),
-        (["--lower-is-better", "acc", "--higher-is-better", "acc"], "error: --higher-is-better: 'acc' is also"),
+        (["--model", "nope"], "error: --model 'nope' matches no model"),
+        (["--shots", "3"], "error: --shots '3' matches no shots"),
+        (["--id", "idd"], "error: --id 'idd' is not a test set of the score table; did you mean 'id'?"),
+        (["--metric", "accuracy"], "error: --metric 'accuracy' is not a metric of the score table"),
+        (
+            ["--lower-is-better", "acc", "--higher-is-better", "acc"],
+            "error: --higher-is-better 'acc' is also listed as lower-is-better",
+        ),
     ):
         result = CliRunner().invoke(app, [*common, *arguments])
         lines = [text for text in result.output.splitlines() if text.strip()]

@@ -349,7 +349,7 @@ def test_when_the_sieve_fails_on_a_group_each_pair_keeps_its_own_ar_orders_and_n
 ) -> None:
     """A failure of the whole group falls back to pairs; pairs without the failing test set keep their AR orders
     (chosen per test set, so equal to those of the whole-group fit) and their sieve test."""
-    core = importlib.import_module("gengen.analyse.core")
+    core = importlib.import_module("gengen.analyse.inference")
     df = synthetic(n_runs=1, n_ood=4, phi=0.5, n_steps=40, seed=2)
     reference = gengen.analyse(df, id_testset="id", n_boot=99).pairs
     failing = sorted(df.loc[df["testset"] != "id", "testset"].unique())[-1]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ from gengen.analyse.options import Settings
 from gengen.errors import GengenError, InputError
 
 #: Fewest informative checkpoints a test set needs in a run for its pairs to be tested: the t-test's
-#: ``df = n - 2 - k ≥ 2`` with the one ID covariate (``analyse.core.minimum_rows(1)``).
+#: ``df = n - 2 - k ≥ 2`` with the one ID covariate (``analyse.group_plan.minimum_rows(1)``).
 MINIMUM_INFORMATIVE = 5
 
 REQUIRED_COLUMNS = ("model", "run", "step", "testset", "metric", "value")
@@ -93,6 +94,7 @@ def check_table(df: pd.DataFrame) -> None:
     """Raise :class:`~gengen.errors.InputError` unless ``df`` has the score table's required columns."""
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"scores: expected a pandas DataFrame (the score table), got {type(df).__name__}")
+    check_columns(df.columns, "scores")
     missing = [column for column in REQUIRED_COLUMNS if column not in df.columns]
     if missing:
         raise InputError(
@@ -100,6 +102,22 @@ def check_table(df: pd.DataFrame) -> None:
         )
     if df.empty:
         raise InputError("scores: the table is empty")
+
+
+def check_columns(columns: Sequence[Any] | pd.Index, where: str) -> None:
+    """Raise :class:`~gengen.errors.InputError` (naming ``where`` and the column) unless ``columns`` are one
+    name each: no MultiIndex, no name twice."""
+    if isinstance(columns, pd.MultiIndex):
+        first = ", ".join(repr(name) for name in columns[:2])
+        raise InputError(
+            f"{where}: the columns are a MultiIndex of {columns.nlevels} levels ({first}, ...); the score table "
+            "needs one name per column (flatten them, e.g. df.columns = df.columns.get_level_values(0))"
+        )
+    names = list(columns)
+    repeated = [name for index, name in enumerate(names) if name in names[:index]]
+    if repeated:
+        count = names.count(repeated[0])
+        raise InputError(f"{where}: column {repeated[0]!r} appears {count} times; a score table's columns are unique")
 
 
 def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[str, ...]]:
@@ -123,40 +141,47 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
     check_table(df)
     for column in settings.by:
         if column not in df.columns:
-            raise GengenError(f"option by: the score table has no column {column!r}")
+            raise GengenError(option="by", problem=f"names {column!r}, a column the score table lacks")
     table = select(df, settings).copy()
-    table["model"] = table["model"].astype(str)
-    table["run"] = table["run"].astype(str)
-    table["testset"] = table["testset"].astype(str)
-    table["metric"] = table["metric"].astype(str)
+    for column in ("model", "run", "testset", "metric"):
+        empty = table[column].isna().to_numpy()
+        if empty.any():
+            row = table.index[int(np.flatnonzero(empty)[0])]
+            raise InputError(
+                f"scores: column {column!r} is empty in row {row!r} ({int(empty.sum())} of {len(table)} rows)"
+            )
+        table[column] = table[column].astype(str)
     metrics = sorted(table["metric"].unique())
     if settings.metric not in set(metrics):
         raise GengenError(
-            f"option metric: the score table has no metric {settings.metric!r}, so fewer than two OOD test sets "
-            f"have it{_suggest(settings.metric, metrics)} (metrics: {_short_list(metrics)})"
+            option="metric",
+            problem=f"{settings.metric!r} is not a metric of the score table, so fewer than two OOD test sets "
+            f"have it{_suggest(settings.metric, metrics)} (metrics: {_short_list(metrics)})",
         )
     if settings.id_metric not in set(metrics):
         raise GengenError(
-            f"option id_metric: the score table has no metric {settings.id_metric!r}"
-            f"{_suggest(settings.id_metric, metrics)} "
-            f"(metrics: {_short_list(metrics)})"
+            option="id_metric",
+            problem=f"{settings.id_metric!r} is not a metric of the score table"
+            f"{_suggest(settings.id_metric, metrics)} (metrics: {_short_list(metrics)})",
         )
     id_rows = table[(table["testset"] == settings.id_testset) & (table["metric"] == settings.id_metric)]
     if id_rows.empty:
         if settings.id_testset in set(table["testset"]):
             own = sorted(table.loc[table["testset"] == settings.id_testset, "metric"].unique())
             raise GengenError(
-                f"option id_testset: test set {settings.id_testset!r} has no metric "
-                f"{settings.id_metric!r} in the score table (its metrics: {_short_list(own)}; choose with "
-                f"option id_metric)"
+                option="id_testset",
+                problem=f"{settings.id_testset!r} has no metric {settings.id_metric!r} in the score table (its "
+                f"metrics: {_short_list(own)})",
+                hint="choose the ID's metric (id_metric, --id-metric)",
             )
         known = sorted(table.loc[table["metric"] == settings.id_metric, "testset"].unique())
         others = sorted(set(table["testset"]) - set(known))
         elsewhere = f"; with other metrics: {_short_list(others)}" if others else ""
         raise GengenError(
-            f"option id_testset: unknown test set {settings.id_testset!r}"
+            option="id_testset",
+            problem=f"{settings.id_testset!r} is not a test set of the score table"
             f"{_suggest(settings.id_testset, known + others)} (with metric {settings.id_metric!r}: "
-            f"{_short_list(known)}{elsewhere})"
+            f"{_short_list(known)}{elsewhere})",
         )
     ood_pool = table[(table["metric"] == settings.metric) & (table["testset"] != settings.id_testset)]
     available = sorted(ood_pool["testset"].unique())
@@ -164,15 +189,17 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
         unknown = [name for name in settings.ood if name not in set(available)]
         if unknown:
             raise GengenError(
-                f"option ood: unknown test set {unknown[0]!r} for metric {settings.metric!r}"
-                f"{_suggest(unknown[0], available)} (known: {_short_list(available)})"
+                option="ood",
+                problem=f"{unknown[0]!r} is not a test set with metric {settings.metric!r}"
+                f"{_suggest(unknown[0], available)} (known: {_short_list(available)})",
             )
         ood = settings.ood
     else:
         ood = tuple(available)
         if len(ood) < 2:
             raise GengenError(
-                f"option metric: fewer than two OOD test sets have metric {settings.metric!r} (found {len(ood)})"
+                option="metric",
+                problem=f"{settings.metric!r} is the metric of fewer than two OOD test sets (found {len(ood)})",
             )
     ood_rows = ood_pool[ood_pool["testset"].isin(ood)]
     used = pd.concat([id_rows.assign(role="id"), ood_rows.assign(role="ood")], ignore_index=True)
@@ -180,12 +207,15 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
     if settings.min_step is not None:
         used = used[used["step"] >= settings.min_step]
         if used.empty:
-            raise GengenError(f"option min_step: no score has a step of {settings.min_step} or more")
+            raise GengenError(
+                option="min_step", problem=f"{settings.min_step} leaves no score (none has a step that large)"
+            )
     key = ["model", "run", "step", "testset", "metric"]
     duplicated = used.duplicated(key, keep=False)
     if duplicated.any():
         first = used.loc[duplicated, key].iloc[0].to_dict()
-        hint = " (several studies? filter by study)" if "study" in used.columns else ""
+        hint = " (several studies? choose one: load_scores(path, study=...), gengen analyse --study)"
+        hint = hint if "study" in used.columns else ""
         raise InputError(f"scores: more than one value for {first}{hint}")
     used["sign"] = used["metric"].map({metric: settings.sign(metric) for metric in used["metric"].unique()})
     used["value"] = used["value"] * used["sign"]
@@ -203,7 +233,12 @@ def _checked_scores(used: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     finite = np.isfinite(values.to_numpy())
     step = used["step"]
     types = pd.api.types
-    whole_steps = types.is_integer_dtype(step.dtype) and not types.is_bool_dtype(step.dtype) and (step >= 0).all()
+    whole_steps = (
+        types.is_integer_dtype(step.dtype)
+        and not types.is_bool_dtype(step.dtype)
+        and not step.isna().any()  # a nullable Int64 step with <NA>
+        and (step >= 0).all()
+    )
     if whole_steps and finite.all() and types.is_float_dtype(used["value"].dtype) and values.between(-1, 1).all():
         return values, step.astype("int64")  # nothing to refuse (the store's own tables): skip building labels
     labels = (
@@ -242,7 +277,7 @@ def select(df: pd.DataFrame, settings: Settings) -> pd.DataFrame:
         if not patterns:
             continue
         if column not in table.columns or table[column].isna().all():
-            raise GengenError(f"option {option}: the score table has no {column!r} values to select on")
+            raise GengenError(option=option, problem=f"cannot select: the score table has no {column!r} values")
         values = table[column].map(_as_text)
         present = sorted(set(values.unique()) - {""}, key=_natural_key)
         wanted: set[str] = set()
@@ -250,8 +285,9 @@ def select(df: pd.DataFrame, settings: Settings) -> pd.DataFrame:
             found = [value for value in present if fnmatch.fnmatchcase(value, pattern)]
             if not found:
                 raise GengenError(
-                    f"option {option}: {pattern!r} matches no {column}{_suggest(pattern, present)} "
-                    f"({column} values: {_short_list(present)})"
+                    option=option,
+                    problem=f"{pattern!r} matches no {column}{_suggest(pattern, present)} "
+                    f"({column} values: {_short_list(present)})",
                 )
             wanted.update(found)
         table = table[values.isin(wanted).to_numpy()]
@@ -341,7 +377,7 @@ def make_group(
     notes: list[str] = []
     label = Group(level, meta, np.array([]), np.array([]), pd.DataFrame()).label
     if id_testset not in table.columns:
-        raise GengenError(f"option id_testset: {label} has no scores for {id_testset!r}")
+        raise GengenError(option="id_testset", problem=f"{id_testset!r} has no scores in {label}")
     present = [name for name in ood if name in table.columns]
     absent = [name for name in ood if name not in table.columns]
     if absent:
@@ -371,7 +407,7 @@ def make_group(
         scores = scores.drop(columns=constant)
     id_values = complete[id_testset].to_numpy(dtype=float)
     if len(id_values) and np.unique(id_values).size <= 1:
-        raise GengenError(f"option id_testset: {id_testset!r} is constant in {label}; nothing to regress out")
+        raise GengenError(option="id_testset", problem=f"{id_testset!r} is constant in {label}; nothing to regress out")
     linear = explained_by_id(scores, id_values, ranked)
     if linear:
         what = "their ranks are a linear function of the ID ranks" if ranked else "they are a linear function of ID"

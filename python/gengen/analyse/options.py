@@ -1,24 +1,42 @@
-"""The options of :func:`gengen.analyse`, checked once and carried as one frozen record.
+"""The options of :func:`gengen.analyse`: one table, checked once and carried as one frozen record.
 
-Every option is validated here, before any number is computed, so that a bad option fails fast with one line
-naming it (:class:`gengen.errors.GengenError`).
+:data:`ANALYSIS_OPTIONS` declares every option once (name, kind, default, choices or bounds, help, flag, whether
+a study file takes it). :func:`make_settings` checks options against it, ``gengen analyse`` builds its flags
+from it (:mod:`gengen.cli.analyse`), a study file's ``[analysis]`` table reads its keys through
+:func:`study_options`, and :class:`Settings` carries the checked values. Every option is validated before any
+number is computed, so that a bad option fails fast with one line naming it (:class:`gengen.errors.GengenError`
+with ``option`` set, which each front end renders in its own terms: ``n_perm``, ``--n-perm``,
+``analysis.gam_k``).
+
+This module imports nothing heavy: the command line builds its options from it without loading numpy.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
+from functools import cached_property
+from numbers import Integral as _Integral
+from numbers import Real as _Real
 from typing import Any, Final, Literal, get_args
 
 from gengen.errors import GengenError
+from gengen.limits import MAX_RESAMPLES
+from gengen.stats.controls import Control, Gam, Linear
 from gengen.stats.options import (
+    DEFAULT_ADJUSTMENT,
+    DEFAULT_CI_LEVEL,
     DEFAULT_FIT_CHOICE,
     DEFAULT_GAM_BASIS,
     DEFAULT_GAM_K,
     DEFAULT_GAM_MAX_EDF,
     DEFAULT_GAM_METHOD,
+    DEFAULT_INTERVAL_METHOD,
+    DEFAULT_METHOD,
+    DEFAULT_N_BOOT,
+    DEFAULT_N_PERM,
     FIT_CHOICES,
     GAM_BASES,
     GAM_METHODS,
@@ -152,30 +170,304 @@ DECIDING_ORDER: tuple[tuple[Inference, str], ...] = (
 _PERMUTATION_SCHEME = {"free": "free", "iid": "free", "block": "block", "circular": "circular"}
 _BOOTSTRAP_SCHEME = {"free": "iid", "iid": "iid", "block": "block", "circular": "circular"}
 
+# ------------------------------------------------------------------------------------------ the option table
 
-def _as_tuple(value: str | Iterable[str] | None, option: str) -> tuple[str, ...]:
+#: What an option's value is, which decides its check (:func:`check_option`) and its command-line form:
+#: ``text`` a name; ``choice`` one of ``choices``; ``choices`` a comma-separated list of them; ``names`` a list
+#: of test sets; ``patterns`` glob patterns (repeatable flag); ``metric_names`` metric names (repeatable flag);
+#: ``integer`` a whole number within ``bounds``; ``level`` a number strictly between 0 and 1; ``flag`` true or
+#: false; ``edf`` the GAM's cap ("auto", "none" or a number >= 2).
+Kind = Literal["text", "choice", "choices", "names", "patterns", "metric_names", "integer", "level", "flag", "edf"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of the analysis: the single place its name, default, constraint and help are written.
+
+    :func:`make_settings` checks it, ``gengen analyse`` builds its flag from it, a study file's ``[analysis]``
+    table takes it as a key when ``study`` is set, and :class:`Settings` carries it (tests/test_analyse_options.py
+    holds :func:`gengen.analyse`'s signature, the CLI, the study keys and the settings record to the table).
+
+    Attributes
+    ----------
+    name : str
+        The keyword of :func:`gengen.analyse` (and the key of ``summary.json``'s settings).
+    kind : str
+        What the value is (:data:`Kind`).
+    default : object
+        The value when not given (``None``: none, or derived from the data where ``help`` says so).
+    help : str
+        One sentence for ``--help``; ``{choices}`` is replaced by the choices.
+    choices : tuple of str
+        The allowed values (``choice``, ``choices``).
+    bounds : tuple
+        Smallest and largest allowed integer (``integer``; None: unbounded).
+    optional : bool
+        Whether None is allowed (the option is then left out).
+    required : bool
+        Whether the option must be given (no default).
+    at_least : int
+        Fewest names a list must hold (``choices``, ``names``).
+    flag : str, optional
+        The command-line flag when it is not ``--`` plus the name with dashes.
+    study : bool
+        Whether a study file's ``[analysis]`` table takes it as a key.
+    since : str
+        The gengen version that added it.
+    """
+
+    name: str
+    kind: Kind
+    default: Any
+    help: str
+    choices: tuple[str, ...] = ()
+    bounds: tuple[int | None, int | None] = (None, None)
+    optional: bool = False
+    required: bool = False
+    at_least: int = 0
+    flag: str | None = None
+    study: bool = False
+    since: str = "0.1.0"
+
+    @property
+    def cli_flag(self) -> str:
+        """The option's command-line flag (``--id`` for ``id_testset``, ``--n-perm`` for ``n_perm``)."""
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def cli_help(self) -> str:
+        """The help text with its choices written out."""
+        return self.help.format(choices=", ".join(self.choices))
+
+    def problem(self, what: str, value: Any) -> GengenError:
+        """The option's error: ``<name> <what>, got <value>``."""
+        return GengenError(option=self.name, problem=f"{what}, got {_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _names(option: Option, value: str | Iterable[Any] | None) -> tuple[str, ...]:
     """A comma-separated string or an iterable of strings as a tuple of stripped, non-empty names."""
     if value is None:
         return ()
+    if not isinstance(value, str | Iterable) or isinstance(value, bytes):
+        raise option.problem("must be a name or a list of names", value)
     items = value.split(",") if isinstance(value, str) else list(value)
     out = []
     for item in items:
         if not isinstance(item, str):
-            raise GengenError(f"option {option}: expected names (str), got {item!r}")
+            raise option.problem("must hold names (str)", item)
         if item.strip():
             out.append(item.strip())
     return tuple(out)
 
 
-def _choice(value: str, allowed: Sequence[str], option: str) -> str:
-    if value not in allowed:
-        raise GengenError(f"option {option}: {value!r} is not one of {', '.join(allowed)}")
+def _check_choice(option: Option, value: Any) -> str:
+    if not isinstance(value, str) or value not in option.choices:
+        raise option.problem(f"must be one of {', '.join(option.choices)}", value)
     return value
+
+
+def _check_choices(option: Option, value: Any) -> tuple[str, ...]:
+    names = _names(option, value)
+    if names == ("none",) and not option.at_least:
+        return ()
+    for name in names:
+        _check_choice(option, name)
+    if len(names) < option.at_least:
+        raise option.problem(f"must list at least {option.at_least} of {', '.join(option.choices)}", value)
+    return names
+
+
+def _check_text(option: Option, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise option.problem("must be a non-empty name", value)
+    return value
+
+
+def _check_test_sets(option: Option, value: Any) -> tuple[str, ...]:
+    names = _names(option, value)
+    if len(names) < option.at_least:
+        raise option.problem(f"needs at least {option.at_least} test sets to form a pair", value)
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise GengenError(option=option.name, problem=f"lists test set {duplicates[0]!r} twice")
+    return names
+
+
+def _check_patterns(option: Option, value: Any) -> tuple[str, ...]:
+    """Selection patterns (globs) as a tuple of strings; integers (shot counts) are written out."""
+    if isinstance(value, bool):
+        raise option.problem("must be names or patterns", value)
+    if isinstance(value, int):
+        return (str(value),)
+    if value is None or isinstance(value, str):
+        return _names(option, value)
+    if not isinstance(value, Iterable):
+        raise option.problem("must be names or patterns", value)
+    return _names(option, [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value])
+
+
+def _check_metric_names(option: Option, value: Any) -> tuple[str, ...]:
+    """User metric names for the sign convention; each must hold a letter or digit."""
+    names = _names(option, value)
+    for name in names:
+        if not name_parts(name):
+            raise GengenError(option=option.name, problem=f"{name!r} names no metric (it has no letters or digits)")
+    return names
+
+
+def _check_integer(option: Option, value: Any) -> int:
+    low, high = option.bounds
+    if isinstance(value, bool) or not isinstance(value, _Integral):
+        raise option.problem(_integer_rule(low, high), value)
+    number = int(value)
+    if (low is not None and number < low) or (high is not None and number > high):
+        raise option.problem(_integer_rule(low, high), value)
+    return number
+
+
+def _integer_rule(low: int | None, high: int | None) -> str:
+    if low is not None and high is not None:
+        return f"must be an integer from {low} to {high}"
+    if low is not None:
+        return "must be a positive integer" if low == 1 else f"must be an integer >= {low}"
+    return "must be an integer"
+
+
+def _check_level(option: Option, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, _Real) or not 0.0 < float(value) < 1.0:
+        raise option.problem("must lie strictly between 0 and 1", value)
+    return float(value)
+
+
+def _check_flag(option: Option, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise option.problem("must be true or false", value)
+    return value
+
+
+def _check_edf(option: Option, value: Any) -> float | str | None:
+    if isinstance(value, str) and value.lower() in ("auto", "none"):
+        return None if value.lower() == "none" else "auto"
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, _Real):
+        raise option.problem("must be 'auto', 'none' or a number of at least 2", value)
+    if not (float(value) >= 2 and math.isfinite(float(value))):
+        raise option.problem("must be at least 2 (a straight line's degrees of freedom)", value)
+    return float(value)
+
+
+_CHECKS: dict[str, Callable[[Option, Any], Any]] = {
+    "text": _check_text,
+    "choice": _check_choice,
+    "choices": _check_choices,
+    "names": _check_test_sets,
+    "patterns": _check_patterns,
+    "metric_names": _check_metric_names,
+    "integer": _check_integer,
+    "level": _check_level,
+    "flag": _check_flag,
+    "edf": _check_edf,
+}
+
+
+def check_option(option: Option, value: Any) -> Any:
+    """``value`` checked against ``option`` and normalised (lists become tuples, numbers floats or ints).
+
+    Parameters
+    ----------
+    option : Option
+        The table's entry.
+    value : object
+        The value given.
+
+    Returns
+    -------
+    object
+        The value as :class:`Settings` records it.
+
+    Raises
+    ------
+    GengenError
+        With ``option`` set to the option's name and ``problem`` saying what is wrong.
+    """
+    if value is None and option.optional:
+        return None
+    return _CHECKS[option.kind](option, value)
+
+
+#: Every option of :func:`gengen.analyse`, in the order of its signature.
+ANALYSIS_OPTIONS: tuple[Option, ...] = (
+    Option("id_testset", "text", None, "The in-domain test set whose score is regressed out.", required=True,
+           flag="--id"),
+    Option("ood", "names", None, "OOD test sets, comma-separated (default: all others).", optional=True,
+           at_least=2),
+    Option("metric", "text", DEFAULT_METRIC, "Metric of the OOD scores.", study=True),
+    Option("id_metric", "text", None, "Metric of the ID score (default: --metric).", optional=True),
+    Option("fit", "choice", DEFAULT_ANALYSIS_FIT, "How ID is regressed out: {choices} (auto: per run, the capped "
+           "GAM when most test sets curve in ID, else linear).", choices=ANALYSIS_FITS, study=True),
+    Option("method", "choice", DEFAULT_METHOD, "Correlation: {choices}.", choices=METHODS),
+    Option("inference", "choices", DEFAULT_INFERENCE, "Comma-separated: sieve (default: AR-sieve test and "
+           "interval of r_partial, calibrated for autocorrelated checkpoints), lagged (tests r_innovation, "
+           "another estimand), t-test, permutation, bootstrap. The first of sieve, lagged, permutation, t-test "
+           "decides 'significant'.", choices=INFERENCE_METHODS, at_least=1),
+    Option("scheme", "choice", DEFAULT_SCHEME, "Resampling scheme: {choices} (free = iid).", choices=SCHEMES),
+    Option("block_length", "integer", None, "Block length (default: from n).", bounds=(1, None), optional=True),
+    Option("n_perm", "integer", DEFAULT_N_PERM, "Permutations per group.", bounds=(1, MAX_RESAMPLES)),
+    Option("n_boot", "integer", DEFAULT_N_BOOT, "Sieve and bootstrap resamples per group.",
+           bounds=(1, MAX_RESAMPLES)),
+    Option("ci_level", "level", DEFAULT_CI_LEVEL, "Level of the intervals (the deciding p is below 1 - level "
+           "exactly when they exclude 0)."),
+    Option("boot_ci_method", "choice", DEFAULT_INTERVAL_METHOD, "Bootstrap interval: {choices}.",
+           choices=BOOT_CI_METHODS),
+    Option("adjust", "choice", DEFAULT_ADJUSTMENT, "p-value adjustment: {choices}.", choices=ADJUST_METHODS),
+    Option("alpha", "level", DEFAULT_ALPHA, "Significance level on adjusted p-values."),
+    Option("by", "choices", None, "Columns defining a pooling cell, comma-separated: {choices} (default: "
+           f"{','.join(DEFAULT_BY)}, those the table has).", choices=BY_COLUMNS),
+    Option("pooling", "choices", DEFAULT_POOLING, "{choices}, both comma-separated, or none.", choices=POOLING),
+    Option("mode", "choice", DEFAULT_MODE, "{choices} (auto: across runs when every run has one step).",
+           choices=MODES),
+    Option("lower_is_better", "metric_names", None, "Metric names (or name parts) to negate, beyond loss, "
+           "perplexity, ppl, bpb, error... (repeatable)."),
+    Option("higher_is_better", "metric_names", None, "Metric names (or name parts) never to negate; wins over "
+           "the rule (repeatable)."),
+    Option("models", "patterns", None, "Analyse only these models (glob; repeatable).", flag="--model"),
+    Option("runs", "patterns", None, "Analyse only these runs (glob; repeatable).", flag="--run"),
+    Option("sizes", "patterns", None, "Analyse only these model sizes (glob; repeatable).", flag="--size"),
+    Option("shots", "patterns", None, "Analyse only these shot counts (glob; repeatable).", flag="--shots"),
+    Option("seed", "integer", 0, "Seed of every permutation and bootstrap.", bounds=(0, 2**64 - 1)),
+    Option("leave_one_out", "flag", DEFAULT_LEAVE_ONE_OUT, "No single checkpoint decides a verdict: the "
+           "deciding p is the largest over deleting any one checkpoint (--no-leave-one-out: the full "
+           "estimate's p alone)."),
+    Option("min_step", "integer", None, "Leave out checkpoints before this step (1 leaves out step 0, the model "
+           "before training).", bounds=(0, None), optional=True),
+    Option("gam_k", "integer", DEFAULT_GAM_K, "GAM control: basis dimension (mgcv's k).", bounds=(3, 200),
+           study=True),
+    Option("gam_method", "choice", DEFAULT_GAM_METHOD, "GAM control: smoothing criterion, {choices}.",
+           choices=GAM_METHODS, study=True),
+    Option("gam_basis", "choice", DEFAULT_GAM_BASIS, "GAM control: basis, {choices}.", choices=GAM_BASES,
+           study=True),
+    Option("max_edf", "edf", DEFAULT_GAM_MAX_EDF, "GAM control: cap on each smooth's effective degrees of "
+           "freedom: auto (from n), none, or a number.", study=True),
+)  # fmt: skip
+#: The table by option name.
+OPTIONS: dict[str, Option] = {option.name: option for option in ANALYSIS_OPTIONS}
+#: The options a study file's ``[analysis]`` table takes as keys.
+STUDY_OPTIONS: tuple[Option, ...] = tuple(option for option in ANALYSIS_OPTIONS if option.study)
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Validated settings of one analysis (recorded verbatim in ``summary.json``)."""
+    """Validated settings of one analysis (recorded verbatim in ``summary.json``).
+
+    One field per entry of :data:`ANALYSIS_OPTIONS` (the option's help says what it is), in its order, and
+    ``fit_chosen``.
+    """
 
     id_testset: str
     ood: tuple[str, ...] | None
@@ -196,33 +488,34 @@ class Settings:
     pooling: tuple[str, ...]
     mode: str
     lower_is_better: tuple[str, ...]
+    higher_is_better: tuple[str, ...]
+    models: tuple[str, ...]
+    runs: tuple[str, ...]
+    sizes: tuple[str, ...]
+    shots: tuple[str, ...]
     seed: int
-    higher_is_better: tuple[str, ...] = ()
-    #: Glob patterns selecting the rows analysed (empty = all): model names, run keys, sizes, shot counts.
-    models: tuple[str, ...] = ()
-    runs: tuple[str, ...] = ()
-    sizes: tuple[str, ...] = ()
-    shots: tuple[str, ...] = ()
-    #: The deciding p-value is the largest over deleting any one checkpoint (:mod:`gengen.stats.influence`).
-    leave_one_out: bool = DEFAULT_LEAVE_ONE_OUT
-    #: Checkpoints before this step are left out (1 leaves out the model before fine-tuning, step 0).
-    min_step: int | None = None
+    leave_one_out: bool
+    min_step: int | None
+    gam_k: int
+    gam_method: str
+    gam_basis: str
+    max_edf: float | str | None
     #: Set on a group's copy of the settings when ``fit="auto"`` chose its control (then ``fit`` is the choice).
     fit_chosen: bool = False
-    #: The GAM control's basis dimension, smoothing criterion, basis and cap on its effective degrees of freedom
-    #: (:func:`gengen.stats.gam_fit`): they apply wherever the control is a GAM (``fit="gam"``, or chosen).
-    gam_k: int = DEFAULT_GAM_K
-    gam_method: str = DEFAULT_GAM_METHOD
-    gam_basis: str = DEFAULT_GAM_BASIS
-    max_edf: float | str | None = DEFAULT_GAM_MAX_EDF
 
-    @property
-    def gam_options(self) -> dict[str, Any]:
-        """The GAM options as the statistics take them (``k``, ``gam_method``, ``gam_basis``, ``max_edf``), or
-        none under the linear control."""
-        if self.fit != "gam":
-            return {}
-        return {"k": self.gam_k, "gam_method": self.gam_method, "gam_basis": self.gam_basis, "max_edf": self.max_edf}
+    @cached_property
+    def control(self) -> Control:
+        """The control every statistic of the analysis takes as ``fit=`` (:class:`gengen.stats.Linear` or
+        :class:`gengen.stats.Gam` with ``gam_k``, ``gam_method``, ``gam_basis`` and ``max_edf``), built once;
+        ``fit="auto"`` is resolved per group first (:func:`gengen.analyse.core.group_control`)."""
+        if self.fit == "auto":
+            raise RuntimeError("fit='auto' has no control until a group's control is chosen (group_control)")
+        if self.fit == "linear":
+            return Linear()
+        method: Any = self.gam_method
+        basis: Any = self.gam_basis
+        max_edf: Any = self.max_edf
+        return Gam(k=self.gam_k, method=method, basis=basis, max_edf=max_edf)
 
     @property
     def permutation_scheme(self) -> str:
@@ -265,157 +558,82 @@ class Settings:
         return out
 
 
-def make_settings(
-    *,
-    id_testset: str,
-    ood: str | Iterable[str] | None,
-    metric: str,
-    id_metric: str | None,
-    fit: str,
-    method: str,
-    inference: str | Iterable[str],
-    scheme: str,
-    block_length: int | None,
-    n_perm: int,
-    n_boot: int,
-    ci_level: float,
-    boot_ci_method: str,
-    adjust: str,
-    alpha: float,
-    by: str | Iterable[str],
-    pooling: str | Iterable[str] | None,
-    mode: str,
-    lower_is_better: Iterable[str] | None,
-    seed: int,
-    higher_is_better: Iterable[str] | None = None,
-    models: str | Iterable[str] | None = None,
-    runs: str | Iterable[str] | None = None,
-    sizes: str | Iterable[str] | None = None,
-    shots: str | int | Iterable[str | int] | None = None,
-    leave_one_out: bool = True,
-    min_step: int | None = None,
-    gam_k: int = DEFAULT_GAM_K,
-    gam_method: str = DEFAULT_GAM_METHOD,
-    gam_basis: str = DEFAULT_GAM_BASIS,
-    max_edf: float | str | None = DEFAULT_GAM_MAX_EDF,
-) -> Settings:
+def make_settings(**options: Any) -> Settings:
     """Check every option of :func:`gengen.analyse` and return them as :class:`Settings`.
+
+    Parameters
+    ----------
+    **options
+        Any of :data:`ANALYSIS_OPTIONS` by name (the others take their defaults).
+
+    Returns
+    -------
+    Settings
+        The checked, normalised options.
 
     Raises
     ------
     GengenError
-        One line naming the first bad option.
+        One line naming the first bad option (its ``option`` is the option's name).
     """
-    if not isinstance(id_testset, str) or not id_testset:
-        raise GengenError("option id_testset: give the in-domain test set's name")
-    ood_names = _as_tuple(ood, "ood") if ood is not None else None
-    if ood_names is not None:
-        if id_testset in ood_names:
-            raise GengenError(f"option ood: {id_testset!r} is the in-domain test set (id_testset) and cannot be OOD")
-        if len(ood_names) < 2:
-            raise GengenError(f"option ood: need at least two OOD test sets to form a pair, got {len(ood_names)}")
-        duplicates = sorted({name for name in ood_names if ood_names.count(name) > 1})
-        if duplicates:
-            raise GengenError(f"option ood: test set {duplicates[0]!r} is listed twice")
-    inference_names = _as_tuple(inference, "inference")
-    if not inference_names:
-        raise GengenError(f"option inference: choose at least one of {', '.join(INFERENCE_METHODS)}")
-    for name in inference_names:
-        _choice(name, INFERENCE_METHODS, "inference")
-    pooling_names = _as_tuple(pooling, "pooling")
-    for name in pooling_names:
-        _choice(name, POOLING, "pooling")
-    by_names = _as_tuple(by, "by")
-    for name in by_names:
-        _choice(name, BY_COLUMNS, "by")
-    if block_length is not None and (not isinstance(block_length, int) or block_length < 1):
-        raise GengenError(f"option block_length: must be a positive integer, got {block_length!r}")
-    for option, count in (("n_perm", n_perm), ("n_boot", n_boot)):
-        if not isinstance(count, int) or count < 1:
-            raise GengenError(f"option {option}: must be a positive integer, got {count!r}")
-    if not 0.0 < ci_level < 1.0:
-        raise GengenError(f"option ci_level: must lie strictly between 0 and 1, got {ci_level!r}")
-    if not 0.0 < alpha < 1.0:
-        raise GengenError(f"option alpha: must lie strictly between 0 and 1, got {alpha!r}")
-    if method == "kendall" and set(RESIDUAL_INFERENCE) & set(inference_names):
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise GengenError(option=unknown[0], problem=f"is not an option of the analysis ({', '.join(OPTIONS)})")
+    values: dict[str, Any] = {}
+    for option in ANALYSIS_OPTIONS:
+        if option.required and option.name not in options:
+            raise GengenError(option=option.name, problem="is required")
+        values[option.name] = check_option(option, options.get(option.name, option.default))
+    _check_together(values)
+    values["id_metric"] = values["id_metric"] or values["metric"]
+    # The tests in the pairs table's order; the sign rule's own words always among the lower-is-better names.
+    values["inference"] = tuple(name for name in INFERENCE_METHODS if name in values["inference"])
+    values["lower_is_better"] = tuple(sorted(LOWER_IS_BETTER | set(values["lower_is_better"])))
+    values["higher_is_better"] = tuple(sorted(values["higher_is_better"]))
+    return Settings(**values)
+
+
+def _check_together(values: dict[str, Any]) -> None:
+    """The checks that involve two options."""
+    if values["ood"] is not None and values["id_testset"] in values["ood"]:
+        raise GengenError(option="ood", problem=f"lists {values['id_testset']!r}, the in-domain test set")
+    if values["method"] == "kendall" and set(RESIDUAL_INFERENCE) & set(values["inference"]):
         raise GengenError(
-            "option method: kendall comes with the t-test only (normal approximation); the sieve, the lagged "
-            "test, permutation and bootstrap take pearson or spearman (use --inference t-test)"
+            option="method",
+            problem="kendall comes with the t-test only (normal approximation); the sieve, the lagged test, "
+            "permutation and bootstrap take pearson or spearman",
+            hint="choose inference 't-test' for kendall",
         )
-    if adjust == "maxT" and "permutation" not in inference_names:
-        raise GengenError("option adjust: 'maxT' (family-wise max-|r| permutation p) needs inference 'permutation'")
-    lower_names = _sign_names(lower_is_better, "lower_is_better")
-    higher_names = _sign_names(higher_is_better, "higher_is_better")
-    both = sorted({name.lower() for name in lower_names} & {name.lower() for name in higher_names})
+    if values["adjust"] == "maxT" and "permutation" not in values["inference"]:
+        raise GengenError(option="adjust", problem="'maxT' (family-wise max-|r| permutation p) needs inference "
+                          "'permutation'")  # fmt: skip
+    lower = {name.lower() for name in values["lower_is_better"]}
+    both = sorted(lower & {name.lower() for name in values["higher_is_better"]})
     if both:
-        raise GengenError(f"option higher_is_better: {both[0]!r} is also listed in lower_is_better")
-    lower = LOWER_IS_BETTER | set(lower_names)
-    if not isinstance(leave_one_out, bool):
-        raise GengenError(f"option leave_one_out: must be true or false, got {leave_one_out!r}")
-    if min_step is not None and (isinstance(min_step, bool) or not isinstance(min_step, int) or min_step < 0):
-        raise GengenError(f"option min_step: must be a non-negative integer step, got {min_step!r}")
-    if isinstance(gam_k, bool) or not isinstance(gam_k, int) or not 3 <= gam_k <= 200:
-        raise GengenError(f"option gam_k: must be an integer from 3 to 200 (the GAM's basis dimension), got {gam_k!r}")
-    if isinstance(max_edf, str) and max_edf.lower() == "none":
-        max_edf = None
-    if not (
-        max_edf is None or max_edf == "auto" or (isinstance(max_edf, int | float) and not isinstance(max_edf, bool))
-    ):
-        raise GengenError(f"option max_edf: must be 'auto', 'none' or a number of at least 2, got {max_edf!r}")
-    if isinstance(max_edf, int | float) and not (max_edf >= 2 and math.isfinite(max_edf)):
-        raise GengenError(f"option max_edf: must be at least 2 (a straight line's degrees of freedom), got {max_edf!r}")
-    return Settings(
-        id_testset=id_testset,
-        ood=ood_names,
-        metric=metric,
-        id_metric=id_metric or metric,
-        fit=_choice(fit, ANALYSIS_FITS, "fit"),
-        method=_choice(method, METHODS, "method"),
-        inference=tuple(name for name in INFERENCE_METHODS if name in inference_names),
-        scheme=_choice(scheme, SCHEMES, "scheme"),
-        block_length=block_length,
-        n_perm=n_perm,
-        n_boot=n_boot,
-        ci_level=float(ci_level),
-        boot_ci_method=_choice(boot_ci_method, BOOT_CI_METHODS, "boot_ci_method"),
-        adjust=_choice(adjust, ADJUST_METHODS, "adjust"),
-        alpha=float(alpha),
-        by=by_names,
-        pooling=pooling_names,
-        mode=_choice(mode, MODES, "mode"),
-        lower_is_better=tuple(sorted(lower)),
-        seed=int(seed),
-        higher_is_better=tuple(sorted(higher_names)),
-        models=_patterns(models, "models"),
-        runs=_patterns(runs, "runs"),
-        sizes=_patterns(sizes, "sizes"),
-        shots=_patterns(shots, "shots"),
-        leave_one_out=leave_one_out,
-        min_step=min_step,
-        gam_k=gam_k,
-        gam_method=_choice(gam_method, GAM_METHODS, "gam_method"),
-        gam_basis=_choice(gam_basis, GAM_BASES, "gam_basis"),
-        max_edf=float(max_edf) if isinstance(max_edf, int | float) else max_edf,
-    )
+        raise GengenError(option="higher_is_better", problem=f"{both[0]!r} is also listed as lower-is-better")
 
 
-def _patterns(value: str | int | Iterable[str | int] | None, option: str) -> tuple[str, ...]:
-    """Selection patterns (globs) as a tuple of strings; integers (shot counts) are written out."""
-    if isinstance(value, bool):
-        raise GengenError(f"option {option}: expected names or patterns, got {value!r}")
-    if isinstance(value, int):
-        return (str(value),)
-    if value is None or isinstance(value, str):
-        return _as_tuple(value, option)
-    items = [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
-    return _as_tuple(items, option)  # type: ignore[arg-type]
+def study_options(read: Callable[[str, Any], Any], metrics: Sequence[str]) -> dict[str, Any]:
+    """The ``[analysis]`` keys of a study file, checked as :func:`make_settings` checks them.
 
+    Parameters
+    ----------
+    read : callable
+        ``read(key, default)``: the key's value in the study file, or ``default`` when absent.
+    metrics : sequence of str
+        The metrics a study scores (the study's ``metric`` must be one of them).
 
-def _sign_names(names: Iterable[str] | None, option: str) -> tuple[str, ...]:
-    """User metric names for the sign convention; each must hold a letter or digit."""
-    out = []
-    for name in _as_tuple(names, option):
-        if not name_parts(name):
-            raise GengenError(f"option {option}: {name!r} names no metric (it has no letters or digits)")
-        out.append(name)
-    return tuple(out)
+    Returns
+    -------
+    dict
+        Option name -> checked value, for every entry of :data:`STUDY_OPTIONS`.
+
+    Raises
+    ------
+    GengenError
+        With ``option`` set to the key.
+    """
+    values = {option.name: check_option(option, read(option.name, option.default)) for option in STUDY_OPTIONS}
+    if values["metric"] not in metrics:
+        raise GengenError(option="metric", problem=f"must be one of {', '.join(metrics)}, got {values['metric']!r}")
+    return values

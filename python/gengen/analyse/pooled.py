@@ -241,7 +241,7 @@ def pooled_residual_groups(
             covar = np.column_stack([dummies, indicator * id_values[:, None]])
             yield group, covar, " (pooled within-run residuals, df = N - 2R - 1)", None
         else:
-            fit: dict[str, Any] = {"fit": settings.fit, **settings.gam_options}
+            fit: dict[str, Any] = {"fit": settings.control}
             blocks = []
             for member in members:
                 covariate = member.id_values[:, None]

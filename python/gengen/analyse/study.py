@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pandas as pd
 
-from gengen.errors import InputError
+from gengen.analyse.data import check_columns
+from gengen.errors import GengenError, InputError
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 
 
-def load_scores(path: str | Path) -> pd.DataFrame:
+def load_scores(path: str | Path, study: str | None = None) -> pd.DataFrame:
     """The score table from a store (study folder or ``*.sqlite``) or a tidy ``.csv``/``.parquet`` file.
 
     Parameters
@@ -21,6 +23,8 @@ def load_scores(path: str | Path) -> pd.DataFrame:
         columns (as written by ``gengen export``). A file's scores pass the checks an import does
         (:func:`gengen.score_checks.check_scores` and :func:`gengen.store.normalise_scores`): numbers where
         numbers belong, finite values, accuracies in [0, 1], one value per key.
+    study : str, optional
+        Only this study's scores (a store can hold several); it must be there.
 
     Returns
     -------
@@ -32,23 +36,75 @@ def load_scores(path: str | Path) -> pd.DataFrame:
     InputError
         The path is missing or not a score table, or a score cannot be right (naming the file, line, column
         and value).
+    GengenError
+        ``study`` is not in the table (naming the studies it holds).
     """
-    source = Path(path)
+    table = _load(Path(path), study)
+    if study is not None and table.empty:
+        studies = sorted(_load(Path(path), None)["study"].astype(str).unique())
+        raise GengenError(option="study", problem=f"{study!r} is not in {path}; its studies: {', '.join(studies)}")
+    return table
+
+
+def load_study_scores(path: str | Path, study: str | None = None) -> pd.DataFrame:
+    """The scores of one study: ``study``, or the only one the table holds.
+
+    Parameters
+    ----------
+    path : str or Path
+        As in :func:`load_scores`.
+    study : str, optional
+        The study to read; needed when the table holds several.
+
+    Returns
+    -------
+    DataFrame
+        The score table of that study.
+
+    Raises
+    ------
+    GengenError
+        Several studies and none chosen (naming them), or ``study`` is not there.
+    """
+    table = load_scores(path, study)
+    studies = sorted(table["study"].astype(str).unique()) if "study" in table.columns else []
+    if study is None and len(studies) > 1:
+        raise GengenError(
+            option="study", problem=f"is needed: {path} holds {len(studies)} studies ({', '.join(studies)})"
+        )
+    return table
+
+
+def _load(source: Path, study: str | None) -> pd.DataFrame:
+    """The table at ``source``, only ``study``'s rows when given."""
     if not source.exists():
         raise InputError(f"{source}: no such file or directory")
     if source.is_file() and source.suffix.lower() in TABLE_SUFFIXES:
         from gengen._files import read_csv, read_parquet
 
         is_csv = source.suffix.lower() == ".csv"
+        if is_csv:
+            check_columns(_csv_header(source), str(source))  # pandas renames a repeated name to "value.1"
         table = read_csv(source) if is_csv else read_parquet(source)
+        check_columns(table.columns, str(source))
         if len(table) == 0:
             raise InputError(f"{source}: no scores (the table has a header but no rows)")
-        return _checked(table, source, is_csv)
+        checked = _checked(table, source, is_csv)
+        return checked if study is None else checked[checked["study"] == study].reset_index(drop=True)
     if source.is_dir() and not (source / "gengen.sqlite").is_file():
         raise InputError(f"{source}: not a study folder (no gengen.sqlite inside)")
     from gengen.store import Store
 
-    return Store(source, read_only=True).load()
+    return Store(source, read_only=True).load(**({} if study is None else {"study": study}))
+
+
+def _csv_header(source: Path) -> list[str]:
+    """The names in a CSV file's first line (empty when it cannot be read as text: read_csv then says why)."""
+    try:
+        with source.open(encoding="utf-8-sig", newline="") as handle:
+            return next(csv.reader([handle.readline(1_000_000)]), [])
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return []
 
 
 def _checked(table: pd.DataFrame, source: Path, is_csv: bool) -> pd.DataFrame:

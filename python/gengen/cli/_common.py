@@ -14,7 +14,7 @@ import os
 import sqlite3
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
@@ -105,15 +105,22 @@ def check_output_folder(path: Path, option: str = "--out") -> None:
         raise GengenError(f"{option}: {parent}: permission denied, so the folder {path} cannot be created")
 
 
-def user_error_message(error: BaseException) -> str | None:
+def cli_flag(name: str, flags: Mapping[str, str] | None = None) -> str:
+    """The flag of a library option: the command's own (``flags``), else ``--`` and the name with dashes."""
+    return (flags or {}).get(name) or "--" + name.replace("_", "-")
+
+
+def user_error_message(error: BaseException, flags: Mapping[str, str] | None = None) -> str | None:
     """The ``error:`` line for an exception caused by the user's input, or None for a bug.
 
     User errors are :class:`GengenError` (the library's own), file-system errors (:class:`OSError`:
     permissions, a file where a folder is expected, a full disk…), SQLite errors that escaped the store's own
-    mapping, and running out of memory.
+    mapping, and running out of memory. A GengenError about an option (its ``option`` field) names the
+    option by the running command's flag: ``flags`` maps library names to flags, and any other name ``n_perm``
+    is written ``--n-perm``.
     """
     if isinstance(error, GengenError):
-        return str(error)
+        return error.render(lambda name: cli_flag(name, flags))
     if isinstance(error, OSError):
         return describe_os_error(error)
     if isinstance(error, sqlite3.Error):
@@ -137,10 +144,11 @@ def _show_warning(
     print(f"warning: {one_line(str(message))}", file=sys.stderr)
 
 
-def user_errors_exit(command: Callable[P, R]) -> Callable[P, R]:
+def user_errors_exit(command: Callable[P, R], *, flags: Mapping[str, str] | None = None) -> Callable[P, R]:
     """Decorate a command so that a user error ends it with one ``error:`` line and exit status 2.
 
-    See :func:`user_error_message` for what counts as a user error; Ctrl-C ends the command with one
+    See :func:`user_error_message` for what counts as a user error (``flags``: the command's flags of library
+    options whose flag is not ``--`` and the name with dashes); Ctrl-C ends the command with one
     ``error: interrupted`` line and status 130. Anything else is a bug and propagates with its traceback.
     Warnings raised while the command runs are printed as one ``warning:`` line each.
     """
@@ -156,7 +164,7 @@ def user_errors_exit(command: Callable[P, R]) -> Callable[P, R]:
             except KeyboardInterrupt:
                 raise fail("interrupted", INTERRUPTED_EXIT_CODE) from None
             except (GengenError, OSError, sqlite3.Error, MemoryError) as error:
-                raise fail(user_error_message(error) or str(error)) from None
+                raise fail(user_error_message(error, flags) or str(error)) from None
 
     return wrapper
 

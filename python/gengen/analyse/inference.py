@@ -1,0 +1,276 @@
+"""The columns each test adds to a group's pairs: the correlations and ppcor's t-test, the AR-sieve test, the
+lagged test, Freedman–Lane permutations and the bootstrap.
+
+Every number comes from :mod:`gengen.stats`; a test that cannot run on the whole group is run pair by pair, and
+the pairs that still fail get NaN with the reason in their method column.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from warnings import catch_warnings, simplefilter
+
+import numpy as np
+
+from gengen import stats
+from gengen.analyse.group_plan import GroupPlan, pair_values
+from gengen.analyse.options import Settings
+from gengen.errors import GengenError
+from gengen.stats.correlation import consistent_interval
+from gengen.stats.lagged import lagged_partial_corr_matrix
+from gengen.stats.sieve import (
+    SIEVE_METHOD,
+    SievePartialCorrMatrix,
+    sieve_column_notes,
+    sieve_partial_corr_matrix,
+)
+
+LAGGED_METHOD = "lagged regression (residuals on [1, y(t-1), ID(t), ID(t-1)], {fit} fit, t-test)"
+
+
+def _pairwise_fallback(
+    compute: Any, x: np.ndarray, rows: np.ndarray, cols: np.ndarray, fields: tuple[str, ...]
+) -> tuple[dict[str, list[Any]], list[str], list[Any]]:
+    """Run ``compute(x[:, [a, b]])`` pair by pair (fields read at [0, 1]); pairs that fail get NaN and a reason.
+
+    Also returns each pair's result (``None`` where it failed), for the per-column parts of a result.
+    """
+    values: dict[str, list[Any]] = {name: [] for name in (*fields, "reason")}
+    failures = []
+    results: list[Any] = []
+    for a, b in zip(rows, cols, strict=True):
+        try:
+            pair = compute(x[:, [a, b]])
+        except GengenError as error:
+            reason = str(error).replace("column 0", f"column {a}").replace("column 1", f"column {b}")
+            for name in fields:
+                values[name].append(np.nan)
+            values["reason"].append(f"not computed: {reason}")
+            failures.append(reason)
+            results.append(None)
+            continue
+        for name in fields:
+            values[name].append(float(np.asarray(getattr(pair, name))[0, 1]))
+        values["reason"].append("")
+        results.append(pair)
+    return values, failures, results
+
+
+def lagged_pairs(
+    x: np.ndarray, covar: np.ndarray, settings: Settings, rows: np.ndarray, cols: np.ndarray
+) -> tuple[dict[str, Any], list[str]]:
+    """The lagged test of every pair (upper triangle), as columns of the pairs table, and the problems met.
+
+    When the test cannot run on the whole group (a test set whose scores are, say, constant after the first
+    checkpoint is a linear function of its own past), each pair is tested on its own, and the pairs that
+    still cannot be tested get NaN (not counted by the adjustment) with the reason in ``p_lagged_method``.
+    The interval is that of ``r_innovation`` (a different estimand from ``r_partial``), in its own columns.
+    """
+    method: Any = settings.method
+    fit: Any = settings.control  # the analysis' GAM options reach the lagged GAM
+    label = LAGGED_METHOD.format(fit=settings.fit)
+
+    def compute(data: np.ndarray) -> Any:
+        return lagged_partial_corr_matrix(data, covar, method=method, fit=fit)
+
+    fields = ("r_innovation", "statistic", "df", "p_value")
+    try:
+        result = compute(x)
+        values: dict[str, Any] = {name: pair_values(getattr(result, name), rows, cols) for name in fields}
+        values["reason"] = [""] * len(rows)
+        failures: list[str] = []
+    except GengenError:
+        values, failures, _ = _pairwise_fallback(compute, x, rows, cols, fields)
+    low, high = consistent_interval(
+        np.asarray(values["r_innovation"], dtype=float),
+        np.asarray(values["statistic"], dtype=float),
+        np.asarray(values["df"], dtype=float),
+        settings.ci_level,
+    )
+    out = {
+        "r_innovation": np.asarray(values["r_innovation"], dtype=float),
+        "df_lagged": np.asarray(values["df"], dtype=float),
+        "p_lagged": np.asarray(values["p_value"], dtype=float),
+        "p_lagged_method": [reason or label for reason in values["reason"]],
+        "ci_low_innovation": low,
+        "ci_high_innovation": high,
+    }
+    problems = []
+    if failures:
+        problems.append(
+            f"{len(failures)} of {len(rows)} pairs have no lagged test (p_lagged is NaN, not counted by the "
+            f"adjustment, not significant); first reason: {failures[0]}"
+        )
+    return out, problems
+
+
+def sieve_pairs(
+    x: np.ndarray, covar: np.ndarray, settings: Settings, rows: np.ndarray, cols: np.ndarray, labels: list[str]
+) -> tuple[dict[str, Any], list[str]]:
+    """The AR-sieve test and interval of ``r_partial`` for every pair, its diagnostics, and the problems met."""
+    method: Any = settings.method
+
+    def compute(data: np.ndarray) -> SievePartialCorrMatrix:
+        return sieve_partial_corr_matrix(
+            data,
+            covar,
+            method=method,
+            fit=settings.control,
+            n_boot=settings.n_boot,
+            ci_level=settings.ci_level,
+            seed=settings.seed,
+        )
+
+    fields = ("se_z", "df", "p_value", "ci_low", "ci_high")
+    diagnostics: list[list[str]] = [[] for _ in rows]
+    orders = (np.full(len(rows), np.nan), np.full(len(rows), np.nan))
+    values: dict[str, Any]
+    try:
+        result = compute(x)
+    except GengenError:
+        # One test set the sieve cannot model sinks the whole group: each pair on its own, with its own AR
+        # orders and column notes, so that only the pairs with that test set lose them.
+        values, failures, fits = _pairwise_fallback(compute, x, rows, cols, fields)
+        for index, (pair, a, b) in enumerate(zip(fits, rows, cols, strict=True)):
+            if pair is None:
+                continue
+            orders[0][index], orders[1][index] = float(pair.ar_order[0]), float(pair.ar_order[1])
+            notes = sieve_column_notes(pair, [labels[a], labels[b]])
+            diagnostics[index].extend([*notes[0], *notes[1]])
+    else:
+        values = {name: pair_values(getattr(result, name), rows, cols) for name in fields}
+        values["reason"] = [""] * len(rows)
+        failures = []
+        orders = (result.ar_order[rows].astype(float), result.ar_order[cols].astype(float))
+        notes = sieve_column_notes(result, labels)
+        for index, (a, b) in enumerate(zip(rows, cols, strict=True)):
+            diagnostics[index].extend([*notes[a], *notes[b]])
+    label = SIEVE_METHOD.format(n_boot=settings.n_boot, fit=settings.fit)
+    out = {
+        "se_z": np.asarray(values["se_z"], dtype=float),
+        "df_sieve": np.asarray(values["df"], dtype=float),
+        "p_sieve": np.asarray(values["p_value"], dtype=float),
+        "p_sieve_method": [reason or label for reason in values["reason"]],
+        "sieve_ci_low": np.asarray(values["ci_low"], dtype=float),
+        "sieve_ci_high": np.asarray(values["ci_high"], dtype=float),
+        "ar_order_a": orders[0],
+        "ar_order_b": orders[1],
+        "_diagnostics": diagnostics,
+    }
+    problems = []
+    if failures:
+        problems.append(
+            f"{len(failures)} of {len(rows)} pairs have no sieve test (p_sieve is NaN, not counted by the "
+            f"adjustment, not significant); first reason: {failures[0]}"
+        )
+    return out, problems
+
+
+def control_options(settings: Settings) -> dict[str, Any]:
+    """``method`` and ``fit`` (the settings' control) as keyword arguments (validated by make_settings; typed
+    loosely for stats' Literals)."""
+    return {"method": settings.method, "fit": settings.control}
+
+
+def correlation_columns(
+    x: np.ndarray,
+    covar: np.ndarray,
+    settings: Settings,
+    labels: list[str],
+    rows: np.ndarray,
+    cols: np.ndarray,
+    *,
+    residuals: np.ndarray | None,
+    p_value_note: str,
+) -> dict[str, Any]:
+    """The pair's names, the raw and partial correlations and ppcor's t-test (with the GAM's EDF under it)."""
+    method: dict[str, Any] = {"method": settings.method}
+    if residuals is None:
+        result = stats.partial_corr_matrix(x, covar, **control_options(settings))
+    else:
+        result = stats.partial_corr_matrix(residuals, covar, **method, fit="linear")
+    return {
+        "testset_a": [labels[i] for i in rows],
+        "testset_b": [labels[j] for j in cols],
+        "n": x.shape[0],
+        "k": covar.shape[1],
+        "df": pair_values(result.df, rows, cols),
+        "r_raw": pair_values(stats.partial_corr_matrix(x, None, **method).r, rows, cols),
+        "r_partial": pair_values(result.r, rows, cols),
+        "statistic": pair_values(result.statistic, rows, cols),
+        "p_value": pair_values(result.p_value, rows, cols),
+        # Under the GAM control, the effective degrees of freedom of each column's smooth (how curved the fit is).
+        "edf_a": np.nan if result.edf is None else np.asarray(result.edf)[rows],
+        "edf_b": np.nan if result.edf is None else np.asarray(result.edf)[cols],
+        "p_value_method": "t-test" + p_value_note,
+    }
+
+
+NO_SIEVE = {
+    "se_z": np.nan,
+    "df_sieve": np.nan,
+    "p_sieve": np.nan,
+    "p_sieve_method": "",
+    "sieve_ci_low": np.nan,
+    "sieve_ci_high": np.nan,
+    "ar_order_a": np.nan,
+    "ar_order_b": np.nan,
+}
+NO_PERMUTATION = {"p_perm": np.nan, "p_perm_method": ""}
+NO_LAGGED = {
+    "r_innovation": np.nan,
+    "df_lagged": np.nan,
+    "p_lagged": np.nan,
+    "p_lagged_method": "",
+    "ci_low_innovation": np.nan,
+    "ci_high_innovation": np.nan,
+}
+NO_BOOTSTRAP = {"boot_ci_low": np.nan, "boot_ci_high": np.nan, "boot_ci_method": ""}
+
+
+def permutation_columns(
+    x: np.ndarray, covar: np.ndarray, settings: Settings, plan: GroupPlan, rows: np.ndarray, cols: np.ndarray
+) -> dict[str, Any]:
+    """Freedman–Lane p-values (and, for ``adjust="maxT"``, the family-wise ones in ``p_fwer``)."""
+    scheme = plan.permutation_scheme
+    perm = stats.permutation_test(
+        x,
+        covar,
+        n_perm=settings.n_perm,
+        **{"scheme": scheme, **control_options(settings)},
+        block_length=plan.block_length if scheme != "free" else None,
+        family_wise=settings.adjust == "maxT",
+        seed=settings.seed,
+    )
+    out: dict[str, Any] = {"p_perm": pair_values(perm.p_value, rows, cols)}
+    if perm.p_fwer is not None:
+        out["p_fwer"] = pair_values(perm.p_fwer, rows, cols)
+    length = f", L={plan.block_length}" if scheme != "free" else ""
+    out["p_perm_method"] = f"permutation ({scheme}{length}, Freedman–Lane, {settings.n_perm} draws)"
+    return out
+
+
+def bootstrap_columns(
+    x: np.ndarray, covar: np.ndarray, settings: Settings, plan: GroupPlan, rows: np.ndarray, cols: np.ndarray
+) -> tuple[dict[str, Any], list[str]]:
+    """Bootstrap intervals of ``r_partial``, and the bootstrap's warnings (replicates left out, NaN intervals)."""
+    scheme = plan.bootstrap_scheme
+    with catch_warnings(record=True) as caught:
+        simplefilter("always")
+        boot = stats.bootstrap_ci(
+            x,
+            covar,
+            n_boot=settings.n_boot,
+            **{"scheme": scheme, "ci_method": settings.boot_ci_method, **control_options(settings)},
+            block_length=plan.block_length if scheme != "iid" else None,
+            ci_level=settings.ci_level,
+            seed=settings.seed,
+        )
+    length = f", L={plan.block_length}" if scheme != "iid" else ""
+    out = {
+        "boot_ci_low": pair_values(boot.ci_low, rows, cols),
+        "boot_ci_high": pair_values(boot.ci_high, rows, cols),
+        "n_boot_valid": pair_values(boot.n_valid, rows, cols).astype(int),
+        "boot_ci_method": f"bootstrap ({scheme}{length}, {settings.boot_ci_method}, {settings.n_boot} draws)",
+    }
+    return out, [str(warning.message) for warning in caught]
