@@ -71,16 +71,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gengen.analyse.options import ANALYSIS_FITS, DEFAULT_ANALYSIS_FIT
-from gengen.errors import ConfigError
-from gengen.stats.options import (
-    DEFAULT_GAM_BASIS,
-    DEFAULT_GAM_K,
-    DEFAULT_GAM_MAX_EDF,
-    DEFAULT_GAM_METHOD,
-    GAM_BASES,
-    GAM_METHODS,
-)
+from gengen.analyse.options import OPTIONS, STUDY_OPTIONS, study_options
+from gengen.errors import ConfigError, GengenError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -471,25 +463,21 @@ class AnalysisConfig:
     gam_k, gam_method, gam_basis, max_edf
         The GAM control (keys ``gam_k``, ``gam_method`` = "gcv" | "reml", ``gam_basis`` = "cr" | "tp",
         ``max_edf`` = "auto" | "none" | a number), as :func:`gengen.analyse` takes them.
+
+    One field per entry of the analysis' option table that a study file takes
+    (:data:`gengen.analyse.options.STUDY_OPTIONS`), with the table's default and check.
     """
 
-    fit: str = DEFAULT_ANALYSIS_FIT
-    metric: str = "acc"
-    gam_k: int = DEFAULT_GAM_K
-    gam_method: str = DEFAULT_GAM_METHOD
-    gam_basis: str = DEFAULT_GAM_BASIS
-    max_edf: float | str | None = DEFAULT_GAM_MAX_EDF
+    fit: str = OPTIONS["fit"].default
+    metric: str = OPTIONS["metric"].default
+    gam_k: int = OPTIONS["gam_k"].default
+    gam_method: str = OPTIONS["gam_method"].default
+    gam_basis: str = OPTIONS["gam_basis"].default
+    max_edf: float | str | None = OPTIONS["max_edf"].default
 
     def options(self) -> dict[str, Any]:
         """Keyword arguments for :func:`gengen.pipeline.run_study_analysis`."""
-        return {
-            "fit": self.fit,
-            "metric": self.metric,
-            "gam_k": self.gam_k,
-            "gam_method": self.gam_method,
-            "gam_basis": self.gam_basis,
-            "max_edf": self.max_edf,
-        }
+        return {option.name: getattr(self, option.name) for option in STUDY_OPTIONS}
 
 
 @dataclass(frozen=True)
@@ -752,22 +740,17 @@ class _Section:
             raise self.error(name, f"unknown key{hint}")
 
 
-def _gam_k(section: _Section) -> int:
-    """``[analysis] gam_k``: the GAM's basis dimension, 3 to 200."""
-    value = section.number("gam_k", DEFAULT_GAM_K, integer=True, minimum=3)
-    if value > 200:
-        raise section.error("gam_k", f"expected an integer from 3 to 200, got {value}")
-    return int(value)
-
-
-def _max_edf(section: _Section) -> float | str | None:
-    """``[analysis] max_edf``: "auto" (the default cap), "none" (uncapped) or a number of at least 2."""
-    value = section.raw("max_edf", DEFAULT_GAM_MAX_EDF)
-    if value in ("auto", "none"):
-        return None if value == "none" else "auto"
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 2:
-        raise section.error("max_edf", f"expected 'auto', 'none' or a number >= 2, got {_show(value)}")
-    return float(value)
+def _analysis(section: _Section) -> AnalysisConfig:
+    """``[analysis]``: the keys of the analysis' option table that a study takes, checked by that table
+    (:func:`gengen.analyse.options.study_options`); an error names the key (``analysis.gam_k``)."""
+    try:
+        values = study_options(section.raw, METRICS)
+    except GengenError as error:
+        if error.option is None:
+            raise
+        raise section.error(error.option, error.problem or str(error)) from None
+    section.finish()
+    return AnalysisConfig(**values)
 
 
 def _show(value: Any) -> str:
@@ -947,16 +930,7 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config", base: Path 
 
     resources = _resources(top.table("resources", required=False))
     executor = _executor(top.table("executor", required=False), base)
-    analysis_section = top.table("analysis", required=False)
-    analysis = AnalysisConfig(
-        fit=analysis_section.string("fit", DEFAULT_ANALYSIS_FIT, choices=ANALYSIS_FITS),
-        metric=analysis_section.string("metric", "acc", choices=METRICS),
-        gam_k=_gam_k(analysis_section),
-        gam_method=analysis_section.string("gam_method", DEFAULT_GAM_METHOD, choices=GAM_METHODS),
-        gam_basis=analysis_section.string("gam_basis", DEFAULT_GAM_BASIS, choices=GAM_BASES),
-        max_edf=_max_edf(analysis_section),
-    )
-    analysis_section.finish()
+    analysis = _analysis(top.table("analysis", required=False))
     top.finish()
     return StudyConfig(
         name=name,
