@@ -412,52 +412,18 @@ def compare(
         group_a   group_b  mantel_r
     0  olmo2-1b  opt-125m      0.28
     """
-    if source_level not in SOURCES:
-        raise GengenError(f"option source: {source_level!r} is not one of {', '.join(SOURCES)}")
-    if alternative not in ALTERNATIVES:
-        raise GengenError(f"option alternative: {alternative!r} is not one of {', '.join(ALTERNATIVES)}")
-    if not isinstance(n_perm, int) or n_perm < 1:
-        raise GengenError(f"option n_perm: must be a positive integer, got {n_perm!r}")
-    if not 0.0 < alpha < 1.0:
-        raise GengenError(f"option alpha: must lie strictly between 0 and 1, got {alpha!r}")
+    _check_options(source_level, alpha, n_perm, alternative)
     adjust = _adjust_method(source)
     long = _orient(_long_table(source, source_level, alpha, adjust))
     groups = list(dict.fromkeys(long["group"]))
-    wide = long.pivot_table(
-        index=["testset_a", "testset_b"], columns="group", values=["r", "sign"], aggfunc="first", sort=True
-    )
-    wide.columns = [f"{value}[{group}]" for value, group in wide.columns]
-    wide = wide[[f"{value}[{group}]" for group in groups for value in ("r", "sign")]].reset_index()
-
-    agreement_rows = [
-        _agreement_row(long, group_a, group_b, n_perm=n_perm, alternative=alternative, seed=seed)
-        for group_a, group_b in combinations(groups, 2)
-    ]
-    agreement = pd.DataFrame(agreement_rows, columns=list(AGREEMENT_COLUMNS))
-
-    positive = long[long["significant"] & (long["r"] > 0)]
-    negative = long[long["significant"] & (long["r"] < 0)]
-    conflicts = positive.merge(negative, on=["testset_a", "testset_b"], suffixes=("_positive", "_negative"))
-    conflicts = conflicts[
+    agreement = pd.DataFrame(
         [
-            "testset_a",
-            "testset_b",
-            "group_positive",
-            "r_positive",
-            "p_positive",
-            "group_negative",
-            "r_negative",
-            "p_negative",
-        ]
-    ].reset_index(drop=True)
+            _agreement_row(long, group_a, group_b, n_perm=n_perm, alternative=alternative, seed=seed)
+            for group_a, group_b in combinations(groups, 2)
+        ],
+        columns=list(AGREEMENT_COLUMNS),
+    )
     heterogeneity, differences = _heterogeneity(source, alpha, adjust)
-    if not heterogeneity.empty:
-        across_models = heterogeneity[heterogeneity["across"] == "model"]
-        cells = list(dict.fromkeys(across_models["cell"]))
-        for cell in cells:
-            columns = {c: c if len(cells) == 1 else f"{c}[{cell}]" for c in WIDE_HETEROGENEITY}
-            part = across_models[across_models["cell"] == cell][["testset_a", "testset_b", *WIDE_HETEROGENEITY]]
-            wide = wide.merge(part.rename(columns=columns), on=["testset_a", "testset_b"], how="left")
     settings = {
         "source": source_level,
         "adjust_heterogeneity": adjust,
@@ -469,13 +435,57 @@ def compare(
     }
     return Comparison(
         per_pair=long,
-        wide=wide,
+        wide=_with_heterogeneity(_wide_table(long, groups), heterogeneity),
         agreement=agreement,
-        conflicts=conflicts,
+        conflicts=_conflicts(long),
         settings=settings,
         heterogeneity=heterogeneity,
         differences=differences,
     )
+
+
+def _check_options(source_level: str, alpha: float, n_perm: int, alternative: str) -> None:
+    """One ``option …`` error for the first of compare's options that is out of range."""
+    if source_level not in SOURCES:
+        raise GengenError(f"option source: {source_level!r} is not one of {', '.join(SOURCES)}")
+    if alternative not in ALTERNATIVES:
+        raise GengenError(f"option alternative: {alternative!r} is not one of {', '.join(ALTERNATIVES)}")
+    if not isinstance(n_perm, int) or n_perm < 1:
+        raise GengenError(f"option n_perm: must be a positive integer, got {n_perm!r}")
+    if not 0.0 < alpha < 1.0:
+        raise GengenError(f"option alpha: must lie strictly between 0 and 1, got {alpha!r}")
+
+
+def _wide_table(long: pd.DataFrame, groups: list[str]) -> pd.DataFrame:
+    """One row per pair: ``r[group]`` and ``sign[group]`` of every group, groups in their order."""
+    wide = long.pivot_table(
+        index=["testset_a", "testset_b"], columns="group", values=["r", "sign"], aggfunc="first", sort=True
+    )
+    wide.columns = [f"{value}[{group}]" for value, group in wide.columns]
+    return wide[[f"{value}[{group}]" for group in groups for value in ("r", "sign")]].reset_index()
+
+
+def _conflicts(long: pd.DataFrame) -> pd.DataFrame:
+    """Pairs significantly positive in one group and significantly negative in another."""
+    positive = long[long["significant"] & (long["r"] > 0)]
+    negative = long[long["significant"] & (long["r"] < 0)]
+    conflicts = positive.merge(negative, on=["testset_a", "testset_b"], suffixes=("_positive", "_negative"))
+    columns = ["testset_a", "testset_b"]
+    columns += [f"{name}_{side}" for side in ("positive", "negative") for name in ("group", "r", "p")]
+    return conflicts[columns].reset_index(drop=True)
+
+
+def _with_heterogeneity(wide: pd.DataFrame, heterogeneity: pd.DataFrame) -> pd.DataFrame:
+    """The wide table with the across-model heterogeneity columns (suffixed ``[cell]`` when several cells)."""
+    if heterogeneity.empty:
+        return wide
+    across_models = heterogeneity[heterogeneity["across"] == "model"]
+    cells = list(dict.fromkeys(across_models["cell"]))
+    for cell in cells:
+        columns = {c: c if len(cells) == 1 else f"{c}[{cell}]" for c in WIDE_HETEROGENEITY}
+        part = across_models[across_models["cell"] == cell][["testset_a", "testset_b", *WIDE_HETEROGENEITY]]
+        wide = wide.merge(part.rename(columns=columns), on=["testset_a", "testset_b"], how="left")
+    return wide
 
 
 def _adjust_method(source: Analysis | pd.DataFrame) -> str:
