@@ -40,7 +40,7 @@ Higgins, J. P. T. & Thompson, S. G. (2002). Quantifying heterogeneity in a meta-
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
@@ -48,8 +48,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gengen import _core
 from gengen.errors import InputError
+from gengen.tails import f_sf, two_sided_p
 
 __all__ = [
     "ACROSS",
@@ -423,89 +423,6 @@ def pair_matrices(rows: pd.DataFrame) -> PairMatrices:
     return PairMatrices(index, units, z_values, variance, r, usable, df)
 
 
-def two_sided_p(statistic: float, df: float) -> float:
-    """Two-sided p-value of a t statistic.
-
-    Parameters
-    ----------
-    statistic : float
-        The statistic.
-    df : float
-        Its degrees of freedom; ``inf`` for the standard normal.
-
-    Returns
-    -------
-    float
-        :math:`2 P(T_{df} > |t|)`; NaN for a statistic that is not finite.
-    """
-    if not np.isfinite(statistic):
-        return float("nan")
-    if np.isfinite(df):
-        return float(_core.t_two_sided(statistic, df))
-    return float(_core.normal_two_sided(statistic))
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz; Press et al., *Numerical Recipes*)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 500):
-        m2 = 2 * m
-        for numerator in (
-            m * (b - m) * x / ((qam + m2) * (a + m2)),
-            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
-        ):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def f_sf(x: float, d1: float, d2: float) -> float:
-    """:math:`P(F_{d_1, d_2} > x)`, with :math:`\\chi^2_{d_1}/d_1` for :math:`d_2 = \\infty`.
-
-    Parameters
-    ----------
-    x : float
-        The statistic.
-    d1, d2 : float
-        Numerator and denominator degrees of freedom.
-
-    Returns
-    -------
-    float
-        The upper tail probability: :math:`I_{d_2/(d_2 + d_1 x)}(d_2/2, d_1/2)`, the regularised incomplete beta.
-
-    Examples
-    --------
-    >>> round(f_sf(3.0, 3, 20), 6)
-    0.054859
-    """
-    if not np.isfinite(x) or d1 <= 0:
-        return float("nan")
-    if x <= 0:
-        return 1.0
-    if not np.isfinite(d2):
-        return float(_core.chi_squared_sf(x * d1, d1))
-    a, b = d2 / 2.0, d1 / 2.0
-    t = d2 / (d2 + d1 * x)
-    if t >= 1.0:  # x so small against d2 that it rounds away (identical estimates)
-        return 1.0
-    if t <= 0.0:
-        return 0.0
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(t) + b * math.log1p(-t)
-    front = math.exp(log_front)
-    if t < (a + 1.0) / (a + b + 2.0):
-        return float(min(1.0, front * _betacf(a, b, t) / a))
-    return float(max(0.0, 1.0 - front * _betacf(b, a, 1.0 - t) / b))
-
-
 def satterthwaite(w: np.ndarray, df: np.ndarray) -> np.ndarray:
     """Degrees of freedom of :math:`\\sum_g w_g` when each weight is estimated on :math:`\\nu_g` df, per row.
 
@@ -604,30 +521,26 @@ def heterogeneity_table(
     from gengen.stats import p_adjust
 
     tables = []
-    for comparison in across:
-        if comparison not in CELLS:
-            raise InputError(f"option across: {comparison!r} is not one of {', '.join(CELLS)}")
-        for label, rows in comparison_cells(estimates, comparison):
-            matrices = pair_matrices(rows)
-            q = q_arrays(matrices.z, matrices.variance, matrices.df)
-            usable = matrices.usable
-            table = matrices.index.assign(
-                across=comparison,
-                cell=label,
-                n_groups_heterogeneity=q["n_groups"],
-                groups_heterogeneity=[
-                    ";".join(unit for unit, keep in zip(matrices.units, row, strict=True) if keep) for row in usable
-                ],
-                r_common_heterogeneity=np.tanh(q["z_common"]),
-                q_heterogeneity=q["q"],
-                df_heterogeneity=q["df"],
-                df_denominator_heterogeneity=q["df_denominator"],
-                p_heterogeneity=q["p"],
-                i2_heterogeneity=q["i2"],
-            )
-            table["p_heterogeneity_adjusted"] = p_adjust(table["p_heterogeneity"].to_numpy(dtype=float), adjust)  # type: ignore[arg-type]
-            table["significant_heterogeneity"] = table["p_heterogeneity_adjusted"] < alpha
-            tables.append(table)
+    for comparison, label, matrices in _cell_matrices(estimates, across):
+        q = q_arrays(matrices.z, matrices.variance, matrices.df)
+        table = matrices.index.assign(
+            across=comparison,
+            cell=label,
+            n_groups_heterogeneity=q["n_groups"],
+            groups_heterogeneity=[
+                ";".join(unit for unit, keep in zip(matrices.units, row, strict=True) if keep)
+                for row in matrices.usable
+            ],
+            r_common_heterogeneity=np.tanh(q["z_common"]),
+            q_heterogeneity=q["q"],
+            df_heterogeneity=q["df"],
+            df_denominator_heterogeneity=q["df_denominator"],
+            p_heterogeneity=q["p"],
+            i2_heterogeneity=q["i2"],
+        )
+        table["p_heterogeneity_adjusted"] = p_adjust(table["p_heterogeneity"].to_numpy(dtype=float), adjust)  # type: ignore[arg-type]
+        table["significant_heterogeneity"] = table["p_heterogeneity_adjusted"] < alpha
+        tables.append(table)
     if not tables:
         return pd.DataFrame(columns=list(HETEROGENEITY_COLUMNS))
     return pd.concat(tables, ignore_index=True)[list(HETEROGENEITY_COLUMNS)]
@@ -666,49 +579,52 @@ def pairwise_differences(
     from gengen.stats import p_adjust
 
     records: list[pd.DataFrame] = []
-    for comparison in across:
-        for label, rows in comparison_cells(estimates, comparison):
-            matrices = pair_matrices(rows)
-            blocks = []
-            for g, h in combinations(range(len(matrices.units)), 2):
-                keep = matrices.usable[:, g] & matrices.usable[:, h]
-                if not keep.any():
-                    continue
-                z, v, r, nu = matrices.z, matrices.variance, matrices.r, matrices.df
-                se = np.sqrt(v[keep, g] + v[keep, h])
-                # Welch–Satterthwaite df of v_g + v_h when the variances are estimated (inf when known)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    spread = v[keep, g] ** 2 / nu[keep, g] + v[keep, h] ** 2 / nu[keep, h]
-                    welch = np.where(
-                        spread > 0, (v[keep, g] + v[keep, h]) ** 2 / np.where(spread > 0, spread, 1), np.inf
-                    )
-                difference = z[keep, g] - z[keep, h]
-                statistic = difference / se
-                blocks.append(
-                    matrices.index[keep].assign(
-                        across=comparison,
-                        cell=label,
-                        group_a=matrices.units[g],
-                        group_b=matrices.units[h],
-                        r_a=r[keep, g],
-                        r_b=r[keep, h],
-                        z_difference=difference,
-                        se_difference=se,
-                        statistic=statistic,
-                        df_difference=welch,
-                        p_difference=[two_sided_p(x, d) for x, d in zip(statistic, welch, strict=True)],
-                        _pair=np.flatnonzero(keep),
-                    )
-                )
-            if not blocks:
-                continue
-            table = pd.concat(blocks, ignore_index=True)
-            adjusted = np.empty(len(table))
-            for index in table.groupby("_pair", sort=False).indices.values():
-                adjusted[index] = p_adjust(table["p_difference"].to_numpy()[index], "holm")
-            table["p_difference_adjusted"] = adjusted
-            table["significant_difference"] = adjusted < alpha
-            records.append(table.drop(columns="_pair"))
+    for comparison, label, matrices in _cell_matrices(estimates, across):
+        pairs_of_groups = combinations(range(len(matrices.units)), 2)
+        blocks = [block for g, h in pairs_of_groups if (block := _difference_block(matrices, g, h)) is not None]
+        if not blocks:
+            continue
+        table = pd.concat(blocks, ignore_index=True).assign(across=comparison, cell=label)
+        adjusted = np.empty(len(table))
+        for index in table.groupby("_pair", sort=False).indices.values():
+            adjusted[index] = p_adjust(table["p_difference"].to_numpy()[index], "holm")
+        table["p_difference_adjusted"] = adjusted
+        table["significant_difference"] = adjusted < alpha
+        records.append(table.drop(columns="_pair"))
     if not records:
         return pd.DataFrame(columns=list(DIFFERENCE_COLUMNS))
     return pd.concat(records, ignore_index=True)[list(DIFFERENCE_COLUMNS)]
+
+
+def _cell_matrices(estimates: pd.DataFrame, across: tuple[str, ...]) -> Iterator[tuple[str, str, PairMatrices]]:
+    """(comparison, cell label, the cell's pair matrices) for every comparison in ``across`` and each of its cells."""
+    for comparison in across:
+        if comparison not in CELLS:
+            raise InputError(f"option across: {comparison!r} is not one of {', '.join(CELLS)}")
+        for label, rows in comparison_cells(estimates, comparison):
+            yield comparison, label, pair_matrices(rows)
+
+
+def _difference_block(matrices: PairMatrices, g: int, h: int) -> pd.DataFrame | None:
+    """Groups g and h compared on every pair both can test (None when there is none): z difference, its se,
+    the Welch–Satterthwaite df of v_g + v_h (inf when the variances are known) and the two-sided p."""
+    keep = matrices.usable[:, g] & matrices.usable[:, h]
+    if not keep.any():
+        return None
+    z, v, r, nu = matrices.z, matrices.variance, matrices.r, matrices.df
+    se = np.sqrt(v[keep, g] + v[keep, h])
+    welch = satterthwaite(v[keep][:, [g, h]], nu[keep][:, [g, h]])
+    difference = z[keep, g] - z[keep, h]
+    statistic = difference / se
+    return matrices.index[keep].assign(
+        group_a=matrices.units[g],
+        group_b=matrices.units[h],
+        r_a=r[keep, g],
+        r_b=r[keep, h],
+        z_difference=difference,
+        se_difference=se,
+        statistic=statistic,
+        df_difference=welch,
+        p_difference=[two_sided_p(x, d) for x, d in zip(statistic, welch, strict=True)],
+        _pair=np.flatnonzero(keep),
+    )
