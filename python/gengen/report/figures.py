@@ -88,11 +88,6 @@ def level_of(analysis: Analysis) -> str:
     return "run" if analysis.groups("run") else "across_runs"
 
 
-def ordered_groups(analysis: Analysis, level: str) -> list[tuple[str, str]]:
-    """The (model, run) groups at ``level`` in model-size order (70m < 410m < 1.4b < 12b), runs naturally."""
-    return sorted(analysis.groups(level), key=lambda key: group_key(*key))
-
-
 def square(rows: pd.DataFrame, names: list[str], column: str) -> np.ndarray:
     """``column`` of one group's pair rows as a symmetric (m × m) matrix in the order of ``names``.
 
