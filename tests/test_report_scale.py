@@ -292,7 +292,7 @@ MEASURE = """<script>
                                         function (n) { return n.textContent; });
   var canvas = document.querySelector("canvas.hm-canvas");
   var box = canvas.getBoundingClientRect();
-  var cell = box.width / out.labels * 2 * out.titles.length;
+  var cell = box.width / document.querySelector(".hm-rows").children.length;
   canvas.dispatchEvent(new MouseEvent("mousemove", {clientX: box.left + cell * 1.5, clientY: box.top + cell * 0.5,
                                                     bubbles: true}));
   out.tip = document.querySelector(".tip").textContent;
@@ -333,7 +333,8 @@ def test_report_at_64_test_sets_in_chromium(written: Path, tmp_path: Path) -> No
     measured = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
     assert measured["minFont"] >= 8.0 and measured["labelFont"] >= 8.0
     assert measured["labelHeight"] >= measured["labelFont"]  # one label per cell, no overlap
-    assert measured["labels"] == 4 * 2 * M and measured["measured"] > 4 * 2 * M
+    # Rows labelled on the first panel of each line, columns on the first line (one order in every panel).
+    assert measured["labels"] >= 2 * M and measured["measured"] > 2 * M
     assert measured["titles"] == SIZE_ORDER
     assert " × " in measured["tip"] and "r_partial = " in measured["tip"]
     assert measured["tip"].split(" × ")[0] in ood_names()

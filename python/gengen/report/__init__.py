@@ -85,6 +85,8 @@ LEVELS = (
 )
 #: Most groups that get residual and trajectory figures of their own (the tables and heatmaps hold every group).
 MAX_GROUP_FIGURES = 16
+#: Groups whose residual and trajectory figures are open on the page (the others fold, keeping the page short).
+GROUPS_OPEN = 2
 LEVEL_RANK = {spec[0]: rank for rank, spec in enumerate(LEVELS)}
 #: Suffixes of ``out`` that name the HTML file itself rather than a folder.
 HTML_SUFFIXES = (".html", ".htm")
@@ -727,6 +729,7 @@ def report(
             trajectories=trajectories,
             groups=group_records,
             groups_left_out=len(run_keys) - len(figure_keys),
+            groups_open=GROUPS_OPEN,
             settings_rows=settings_rows,
             css=CSS,
             script=JS,

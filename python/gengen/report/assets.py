@@ -33,6 +33,7 @@ img { max-width: 100%; height: auto; display: block; margin: 0.5em 0; }
 .verdict-text { font-size: 1.1em; line-height: 1.45; }
 .verdict-counts td, .verdict-counts th { vertical-align: top; padding: 0.2em 0.8em; }
 figcaption { color: #555; font-size: 0.85em; }
+details.group summary { cursor: pointer; } details.group summary h3 { display: inline; }
 nav ul { columns: 2; font-size: 0.95em; }
 table.settings td:first-child { white-space: nowrap; color: #333; }
 .dt-controls { display: flex; flex-wrap: wrap; gap: 0.6em; align-items: center; font-size: 0.9em; }
@@ -43,7 +44,7 @@ table.settings td:first-child { white-space: nowrap; color: #333; }
 .dt table th[aria-sort=descending]::after { content: " \\25BC"; }
 .hm-controls { font-size: 0.9em; margin: 0.4em 0; display: flex; gap: 1em; align-items: center; flex-wrap: wrap; }
 .hm-scale { display: inline-block; width: 140px; height: 12px; vertical-align: middle; border: 1px solid #999; }
-.hm-panels { display: flex; flex-wrap: wrap; gap: 1.5em; }
+.hm-panels { display: grid; gap: 16px; justify-content: start; align-items: start; }
 .hm-panel { overflow-x: auto; }
 .hm-title { font-weight: 600; font-size: 14px; margin: 0.2em 0; }
 .hm-grid { display: grid; }
@@ -239,10 +240,12 @@ JS = r"""
   }
 
   // -------------------------------------------------------------- heatmaps
+  var MIN_FONT = 9, GAP = 16, FADED = 0.3;
   function buildHeatmaps(root, spec) {
     var m = spec.names.length;
     var cell = Math.max(10, Math.min(26, Math.round(640 / Math.max(m, 1))));
-    var font = Math.max(9, Math.min(12, cell - 2));
+    function fontFor(size) { return Math.max(MIN_FONT, Math.min(12, size - 2)); }
+    var font = fontFor(cell);
     var ratio = window.devicePixelRatio || 1;
     var current = spec.values[0];
     var controls = make("div", "hm-controls");
@@ -267,11 +270,29 @@ JS = r"""
     var stops = spec.palette.filter(function (_, k) { return k % 32 === 0 || k === 255; });
     bar.style.background = "linear-gradient(to right," + stops.join(",") + ")";
     scale.appendChild(bar);
-    scale.appendChild(document.createTextNode(" +1 \u2003\u25CF significant"));
+    scale.appendChild(document.createTextNode(" +1 \u2003\u25CF significant (other pairs faded)"));
     controls.appendChild(scale);
     root.appendChild(controls);
     var holder = make("div", "hm-panels");
     root.appendChild(holder);
+    // Small multiples: as many panels side by side as fit with cells of at least MIN_FONT px (one label per
+    // cell); rows labelled on the first panel of each line, columns on the first line only (same order).
+    var fit = layout();
+    cell = fit.cell;
+    font = fontFor(cell);
+    holder.style.gridTemplateColumns = "repeat(" + fit.per + ", auto)";
+    function layout() {
+      var n = spec.panels.length, width = holder.clientWidth || 1200;
+      var probe = labels(false);
+      holder.appendChild(probe.box);
+      var labelWidth = probe.box.getBoundingClientRect().width + 4;
+      holder.removeChild(probe.box);
+      for (var per = Math.min(n, 4); per > 1; per--) {
+        var size = Math.min(cell, Math.floor((width - labelWidth - (per - 1) * GAP) / (per * m)));
+        if (size >= MIN_FONT) { return { per: per, cell: size }; }
+      }
+      return { per: 1, cell: cell };
+    }
     function index(i, j) {
       if (i > j) { var t = i; i = j; j = t; }
       return i * m - (i * (i + 1)) / 2 + (j - i - 1);
@@ -288,12 +309,16 @@ JS = r"""
         return node;
       }) };
     }
-    var panels = spec.panels.map(function (panel) {
+    var rowLabels = [], colLabels = [];
+    var panels = spec.panels.map(function (panel, k) {
+      var line = Math.floor(k / fit.per), column = k % fit.per;
       var wrap = make("div", "hm-panel");
       wrap.appendChild(make("div", "hm-title", panel.title));
       var grid = make("div", "hm-grid");
-      grid.style.gridTemplateColumns = "auto " + (m * cell) + "px";
-      var cols = labels(true), rows = labels(false);
+      grid.style.gridTemplateColumns = (column === 0 ? "auto " : "") + (m * cell) + "px";
+      if (column === 0) { rowLabels[line] = labels(false); }
+      if (line === 0) { colLabels[column] = labels(true); }
+      var rows = rowLabels[line], cols = colLabels[column];
       var canvas = make("canvas", "hm-canvas");
       canvas.width = Math.round(m * cell * ratio);
       canvas.height = Math.round(m * cell * ratio);
@@ -301,9 +326,11 @@ JS = r"""
       canvas.style.height = (m * cell) + "px";
       canvas.setAttribute("role", "img");
       canvas.setAttribute("aria-label", panel.title + ": heatmap of " + m + " test sets");
-      grid.appendChild(make("div"));
-      grid.appendChild(cols.box);
-      grid.appendChild(rows.box);
+      if (line === 0) {
+        if (column === 0) { grid.appendChild(make("div")); }
+        grid.appendChild(cols.box);
+      }
+      if (column === 0) { grid.appendChild(rows.box); }
       grid.appendChild(canvas);
       wrap.appendChild(grid);
       holder.appendChild(wrap);
@@ -321,7 +348,11 @@ JS = r"""
             var v = value(current, i, j);
             var shade = Math.max(0, Math.min(255, Math.round((v + 1) * 127.5)));
             ctx.fillStyle = v === null ? "#e8e8e8" : spec.palette[shade];
+            // Pairs that are not significant are faded, so that the colour one sees is a significant pair's.
+            var faded = current === spec.values[0] && i !== j && v !== null && panel.sig[index(i, j)] !== "1";
+            ctx.globalAlpha = faded ? FADED : 1;
             ctx.fillRect(j * cell, i * cell, cell, cell);
+            ctx.globalAlpha = 1;
             if (i !== j && current === spec.values[0] && panel.sig[index(i, j)] === "1") {
               ctx.fillStyle = "#000";
               ctx.beginPath();

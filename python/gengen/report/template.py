@@ -120,9 +120,12 @@ or line for its full name and step.</p>
 {% if groups_left_out %}<p class="note">Figures for {{ groups | length }} groups (each model's first run first);
 {{ groups_left_out }} more are in the tables, heatmaps and trajectories above but get no figures of their own.</p>
 {% endif %}
+<p class="note">One group per fold (click to open); the first {{ groups_open }} open.</p>
 {% for group in groups %}
-<h3>{{ group.label }}</h3>
+<details class="group"{% if loop.index <= groups_open %} open{% endif %}>
+<summary><h3>{{ group.label }}</h3></summary>
 {% for f in group.figures %}{{ figure(f) }}{% endfor %}
+</details>
 {% endfor %}
 {% endif %}
 
