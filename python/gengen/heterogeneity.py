@@ -390,6 +390,10 @@ class PairMatrices:
     usable: np.ndarray
     df: np.ndarray
 
+    def groups_per_pair(self) -> list[str]:
+        """The groups that estimate each pair, joined by ";"."""
+        return [";".join(unit for unit, keep in zip(self.units, row, strict=True) if keep) for row in self.usable]
+
 
 def pair_matrices(rows: pd.DataFrame) -> PairMatrices:
     """The estimates of one cell as (pair × group) arrays.
@@ -527,10 +531,7 @@ def heterogeneity_table(
             across=comparison,
             cell=label,
             n_groups_heterogeneity=q["n_groups"],
-            groups_heterogeneity=[
-                ";".join(unit for unit, keep in zip(matrices.units, row, strict=True) if keep)
-                for row in matrices.usable
-            ],
+            groups_heterogeneity=matrices.groups_per_pair(),
             r_common_heterogeneity=np.tanh(q["z_common"]),
             q_heterogeneity=q["q"],
             df_heterogeneity=q["df"],

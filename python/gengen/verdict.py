@@ -233,7 +233,7 @@ def _pair_table(estimates: pd.DataFrame, alpha: float, adjust: str) -> pd.DataFr
         table = matrices.index.assign(
             cell=label,
             n_groups=q["n_groups"],
-            groups=[";".join(u for u, keep in zip(units, row, strict=True) if keep) for row in matrices.usable],
+            groups=matrices.groups_per_pair(),
             r_by_group=[
                 ";".join(f"{u}={x:.3f}" for u, x, keep in zip(units, values, row, strict=True) if keep)
                 for values, row in zip(r, matrices.usable, strict=True)
