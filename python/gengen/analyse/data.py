@@ -164,25 +164,7 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
             problem=f"{settings.id_metric!r} is not a metric of the score table"
             f"{_suggest(settings.id_metric, metrics)} (metrics: {_short_list(metrics)})",
         )
-    id_rows = table[(table["testset"] == settings.id_testset) & (table["metric"] == settings.id_metric)]
-    if id_rows.empty:
-        if settings.id_testset in set(table["testset"]):
-            own = sorted(table.loc[table["testset"] == settings.id_testset, "metric"].unique())
-            raise GengenError(
-                option="id_testset",
-                problem=f"{settings.id_testset!r} has no metric {settings.id_metric!r} in the score table (its "
-                f"metrics: {_short_list(own)})",
-                hint="choose the ID's metric (id_metric, --id-metric)",
-            )
-        known = sorted(table.loc[table["metric"] == settings.id_metric, "testset"].unique())
-        others = sorted(set(table["testset"]) - set(known))
-        elsewhere = f"; with other metrics: {_short_list(others)}" if others else ""
-        raise GengenError(
-            option="id_testset",
-            problem=f"{settings.id_testset!r} is not a test set of the score table"
-            f"{_suggest(settings.id_testset, known + others)} (with metric {settings.id_metric!r}: "
-            f"{_short_list(known)}{elsewhere})",
-        )
+    id_rows = _id_rows(table, settings)
     ood_pool = table[(table["metric"] == settings.metric) & (table["testset"] != settings.id_testset)]
     available = sorted(ood_pool["testset"].unique())
     if settings.ood is not None:
@@ -221,6 +203,30 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
     used["value"] = used["value"] * used["sign"]
     used = used.dropna(subset=["value"]).sort_values(["model", "run", "step", "testset"], ignore_index=True)
     return used, ood
+
+
+def _id_rows(table: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """The in-domain test set's rows with the ID metric; an error naming what exists when there are none."""
+    id_rows = table[(table["testset"] == settings.id_testset) & (table["metric"] == settings.id_metric)]
+    if id_rows.empty:
+        if settings.id_testset in set(table["testset"]):
+            own = sorted(table.loc[table["testset"] == settings.id_testset, "metric"].unique())
+            raise GengenError(
+                option="id_testset",
+                problem=f"{settings.id_testset!r} has no metric {settings.id_metric!r} in the score table (its "
+                f"metrics: {_short_list(own)})",
+                hint="choose the ID's metric (id_metric, --id-metric)",
+            )
+        known = sorted(table.loc[table["metric"] == settings.id_metric, "testset"].unique())
+        others = sorted(set(table["testset"]) - set(known))
+        elsewhere = f"; with other metrics: {_short_list(others)}" if others else ""
+        raise GengenError(
+            option="id_testset",
+            problem=f"{settings.id_testset!r} is not a test set of the score table"
+            f"{_suggest(settings.id_testset, known + others)} (with metric {settings.id_metric!r}: "
+            f"{_short_list(known)}{elsewhere})",
+        )
+    return id_rows
 
 
 def _checked_scores(used: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
