@@ -73,6 +73,7 @@ from typing import Any
 
 from gengen.analyse.options import OPTIONS, STUDY_OPTIONS, study_options
 from gengen.errors import ConfigError, GengenError
+from gengen.scoring.registry import BACKENDS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -110,7 +111,6 @@ LABEL_TARGETS = ("Yes", "No", "drop")
 DEFAULT_PROMPT = "{premise} Question: {hypothesis} Yes or No?"
 EXECUTORS = ("local", "ray", "slurm")
 NEUTRAL = ("drop", "No")
-BACKENDS = ("gengen", "lm-eval")
 TRUNCATION_SIDES = ("left", "right")
 WARMUP_RULES = ("gengen", "transformers")
 TIE_ANSWERS = ("No", "Yes")

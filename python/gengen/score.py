@@ -11,24 +11,24 @@ Examples are scored in batches, without gradients, sorted by length (longest fir
 prompts of similar lengths, right-padded; the logits of each row are read at its own last real token.
 
 :func:`score_checkpoints` scores an existing series of checkpoints (local folders or hub revisions) without
-training and commits each checkpoint's scores to the store as soon as they are computed.
+training and commits each checkpoint's scores to the store as soon as they are computed: the series loop of
+:func:`gengen.scoring.score_series` with :class:`GengenBackend`, this scorer as a scoring backend.
 """
 
 from __future__ import annotations
 
-import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 import pandas as pd
 import torch
 
-from gengen.config import METRICS, StudyConfig
-from gengen.errors import ConfigError, InputError
+from gengen.config import DEVICES, METRICS, StudyConfig
+from gengen.errors import GengenError, InputError
 from gengen.models import (
     Precision,
     answer_token_ids,
@@ -41,9 +41,14 @@ from gengen.models import (
     precision_for,
     select_device,
 )
+from gengen.scoring.checkpoints import Checkpoint, find_checkpoints
+
+if TYPE_CHECKING:
+    from gengen.scoring import ScoreRequest, SeriesLabels
 
 __all__ = [
     "Checkpoint",
+    "GengenBackend",
     "ScoreResult",
     "SeriesLoader",
     "find_checkpoints",
@@ -255,70 +260,6 @@ def score_rows(
 # ---------------------------------------------------------------------------------------------- series
 
 
-@dataclass(frozen=True)
-class Checkpoint:
-    """One checkpoint of a series: where to load it from and the training step it stands for."""
-
-    path: str
-    step: int
-    revision: str | None = None
-
-
-_STEP = re.compile(r"(\d+)(?!.*\d)")
-
-
-def _step_of(label: str) -> int:
-    found = _STEP.search(label)
-    if found is None:
-        raise InputError(f"checkpoint {label!r}: no step number in its name (expected e.g. 'checkpoint-1000')")
-    return int(found.group(1))
-
-
-def _is_checkpoint(path: Path) -> bool:
-    """A model folder: full weights (``config.json``) or a peft adapter (``adapter_config.json``)."""
-    return (path / "config.json").is_file() or (path / "adapter_config.json").is_file()
-
-
-def find_checkpoints(
-    paths: Sequence[str | Path] = (), *, model: str | None = None, revisions: Sequence[str] = ()
-) -> list[Checkpoint]:
-    """The checkpoints to score, sorted by step.
-
-    Parameters
-    ----------
-    paths : sequence of path
-        Checkpoint folders (holding a ``config.json``, or a LoRA adapter's ``adapter_config.json``), or
-        folders whose subfolders are checkpoints (``checkpoint-500``, ``step1000``, ...). The step is the last
-        number in the folder's name.
-    model : str, optional
-        A hub id (or local folder) whose ``revisions`` are the checkpoints.
-    revisions : sequence of str
-        Revisions of ``model`` such as ``step1000``; the step is the last number in each.
-    """
-    found: list[Checkpoint] = []
-    for raw in paths:
-        path = Path(raw)
-        if _is_checkpoint(path):
-            found.append(Checkpoint(str(path), _step_of(path.name)))
-        elif path.is_dir():
-            subs = [p for p in sorted(path.iterdir()) if _is_checkpoint(p)]
-            if not subs:
-                raise InputError(f"{path}: no checkpoint folder (with a config.json or adapter_config.json) in it")
-            found.extend(Checkpoint(str(p), _step_of(p.name)) for p in subs)
-        else:
-            raise InputError(f"{path}: no such checkpoint folder")
-    if revisions and model is None:
-        raise ConfigError("--revisions needs --model (the hub id the revisions belong to)")
-    for revision in revisions:
-        found.append(Checkpoint(str(model), _step_of(revision), revision))
-    if model is not None and not revisions:
-        found.append(Checkpoint(str(model), 0))
-    steps = [c.step for c in found]
-    if len(set(steps)) != len(steps):
-        raise InputError(f"checkpoints: step {sorted(s for s in steps if steps.count(s) > 1)[0]} appears twice")
-    return sorted(found, key=lambda c: c.step)
-
-
 class SeriesLoader:
     """Loads the checkpoints of a series one after the other, loading a LoRA base only once.
 
@@ -393,6 +334,151 @@ class SeriesLoader:
         return self.model
 
 
+class GengenBackend:
+    """gengen's own scorer as a scoring backend (:class:`gengen.scoring.ScoringBackend`, name ``"gengen"``).
+
+    Scores each checkpoint on the study's test sets (the task's prompt and answers, ``evaluation.metrics``)
+    with the dtypes of training's evaluations (:func:`gengen.models.precision_for`); all the test sets of a
+    checkpoint are written in one transaction.
+
+    Parameters
+    ----------
+    config : StudyConfig
+        Supplies the task, test sets and evaluation settings (models and training's schedule are unused).
+    store : gengen.store.Store, optional
+        Default: the store in ``config.output``.
+    tokenizer_path : str, optional
+        Default: the first checkpoint's.
+    swap_adapters : bool
+        Load a LoRA base once for the whole series and swap adapters (see :class:`SeriesLoader`).
+    """
+
+    name: ClassVar[str] = "gengen"
+    unit: ClassVar[str] = "test set"
+    accepts: ClassVar[frozenset[str]] = frozenset({"device", "tokenizer", "threads"})
+
+    def __init__(
+        self,
+        config: StudyConfig,
+        *,
+        store: Any = None,
+        tokenizer_path: str | None = None,
+        swap_adapters: bool = True,
+    ):
+        self.config = config
+        self.store = store
+        self.tokenizer_path = tokenizer_path
+        self.swap_adapters = swap_adapters
+        self.metrics = list(config.evaluation.metrics)
+        self._session: _Session | None = None
+
+    @classmethod
+    def from_request(cls, request: ScoreRequest) -> GengenBackend:
+        """The backend for ``gengen score STUDY``: the study is required; ``--device`` replaces its device.
+
+        Parameters
+        ----------
+        request : gengen.scoring.ScoreRequest
+
+        Returns
+        -------
+        GengenBackend
+        """
+        from dataclasses import replace
+
+        from gengen.scoring import refuse_options
+
+        study = request.study
+        if study is None:
+            raise GengenError("the gengen backend scores a study's test sets: give the study file")
+        refuse_options(request, cls)
+        if request.device is not None:
+            if request.device not in DEVICES:
+                raise GengenError(f"--device: the gengen backend takes auto, cpu or cuda, got {request.device!r}")
+            study = replace(study, training=replace(study.training, device=cast(Any, request.device)))
+        return cls(study, tokenizer_path=request.tokenizer)
+
+    @classmethod
+    def check_trainable(cls, config: StudyConfig, *, trust_task_code: bool = False) -> None:
+        """Nothing to check: the trainer scores each checkpoint with this backend as it makes it."""
+
+    @classmethod
+    def score_trained(
+        cls, config: StudyConfig, runs: Sequence[Any], *, trust_task_code: bool = False, log: Any = print
+    ) -> pd.DataFrame:
+        """Nothing to score: the runs' checkpoints were scored during training (an empty table)."""
+        return pd.DataFrame()
+
+    @property
+    def units(self) -> tuple[str, ...]:
+        """The study's test sets."""
+        return tuple(spec.name for spec in self.config.testsets)
+
+    def open_store(self) -> Any:
+        """The store given, else the study's."""
+        from gengen.store import Store
+
+        return self.store if self.store is not None else Store(self.config.output, study=self.config.name)
+
+    def begin(self, store: Any, labels: SeriesLabels) -> None:
+        """Nothing to check or record before the series."""
+
+    def pending(self, step: int, done: set[tuple[int, str, str]]) -> list[str]:
+        """The test sets with a metric of ``step`` not yet stored."""
+        return [name for name in self.units if any((step, name, m) not in done for m in self.metrics)]
+
+    def prepare(self, checkpoints: Sequence[Checkpoint]) -> SeriesLoader:
+        """Device, dtypes, tokenizer (the first checkpoint's by default) and the encoded test sets."""
+        config = self.config
+        device = select_device(config.training.device)
+        # The same dtypes as the evaluations during training (one function decides both).
+        precision = precision_for(config.training.precision, config.training.method, device)
+        first = checkpoints[0]
+        tokenizer = load_tokenizer(self.tokenizer_path or first.path, None if self.tokenizer_path else first.revision)
+        answer_ids = answer_token_ids(tokenizer, config.task.answers)
+        self._session = _Session(
+            device, precision, answer_ids, tokenizer.pad_token_id, encode_testsets(config, tokenizer)
+        )
+        return SeriesLoader(
+            precision, device, swap_adapters=self.swap_adapters, device_map=config.evaluation.device_map
+        )
+
+    def score_checkpoint(
+        self, model: Any, checkpoint: Checkpoint, units: Sequence[str], *, base: dict[str, Any], log: Any
+    ) -> Iterator[pd.DataFrame]:
+        """The rows of ``units`` (test sets), all in one frame."""
+        session = self._session
+        if session is None:
+            raise RuntimeError("GengenBackend.prepare was not called")
+        evaluation = self.config.evaluation
+        with session.precision.context(session.device):
+            rows = score_rows(
+                model,
+                [testset for testset in session.testsets if testset.name in units],
+                session.answer_ids,
+                pad_id=session.pad_id,
+                batch_size=evaluation.batch_size,
+                metrics=self.metrics,
+                base=base,
+                log=log,
+                max_tokens=evaluation.max_tokens,
+                ties=evaluation.ties,
+            )
+        if rows:
+            yield pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class _Session:
+    """What every checkpoint of a series shares under :class:`GengenBackend`."""
+
+    device: torch.device
+    precision: Precision
+    answer_ids: tuple[int, int]
+    pad_id: int
+    testsets: list[EncodedTestset]
+
+
 def score_checkpoints(
     config: StudyConfig,
     checkpoints: Sequence[Checkpoint],
@@ -407,6 +493,8 @@ def score_checkpoints(
     swap_adapters: bool = True,
 ) -> pd.DataFrame:
     """Score a series of existing checkpoints on the study's test sets, committing each checkpoint's rows.
+
+    :func:`gengen.scoring.score_series` with :class:`GengenBackend`.
 
     Parameters
     ----------
@@ -430,65 +518,11 @@ def score_checkpoints(
     DataFrame
         The rows written by this call (checkpoints already in the store are skipped).
     """
-    from gengen.store import Store
+    from gengen.scoring import SeriesLabels, score_series
 
-    if not checkpoints:
-        raise InputError("no checkpoints to score")
-    store = store if store is not None else Store(config.output, study=config.name)
-    metrics = list(config.evaluation.metrics)
-    done = store.completed(model_name, run)
-    wanted = {(c.step, t.name, m) for c in checkpoints for t in config.testsets for m in metrics}
-    if wanted <= done:
-        log(f"{model_name} {run}: all {len(checkpoints)} checkpoints already scored")
-        return pd.DataFrame()
-    device = select_device(config.training.device)
-    # The same dtypes as the evaluations during training (one function decides both).
-    precision = precision_for(config.training.precision, config.training.method, device)
-    loader = SeriesLoader(precision, device, swap_adapters=swap_adapters, device_map=config.evaluation.device_map)
-    first = checkpoints[0]
-    tokenizer = load_tokenizer(tokenizer_path or first.path, None if tokenizer_path else first.revision)
-    answer_ids = answer_token_ids(tokenizer, config.task.answers)
-    testsets = encode_testsets(config, tokenizer)
-    written = []
-    for checkpoint in checkpoints:
-        if all((checkpoint.step, t.name, m) in done for t in testsets for m in metrics):
-            continue
-        began = time.perf_counter()
-        model = loader.load(checkpoint)
-        base = {
-            "study": config.name,
-            "model": model_name,
-            "family": family,
-            "size": size,
-            "run": run,
-            "step": checkpoint.step,
-        }
-        with precision.context(device):
-            rows = score_rows(
-                model,
-                testsets,
-                answer_ids,
-                pad_id=tokenizer.pad_token_id,
-                batch_size=config.evaluation.batch_size,
-                metrics=metrics,
-                base=base,
-                skip=done,
-                log=log,
-                max_tokens=config.evaluation.max_tokens,
-                ties=config.evaluation.ties,
-            )
-        if rows:
-            store.write_scores(pd.DataFrame(rows))
-            written.extend(rows)
-        scored = sum(int(r["n_examples"]) for r in rows if r["metric"] == metrics[0])
-        seconds = time.perf_counter() - began
-        log(
-            f"{model_name} {run} step {checkpoint.step}: {scored} examples in {seconds:.1f} s "
-            f"({scored / max(seconds, 1e-9):,.0f} examples/s, load included)"
-        )
-        del model
-    log(f"{model_name} {run}: {len(checkpoints)} checkpoints, {loader.base_loads} model loads")
-    return pd.DataFrame(written)
+    backend = GengenBackend(config, store=store, tokenizer_path=tokenizer_path, swap_adapters=swap_adapters)
+    labels = SeriesLabels(model_name, family, size, run, study=config.name)
+    return score_series(backend, checkpoints, labels, log=log)
 
 
 __all__ += ["METRICS", "EncodedTestset", "encode_testsets"]

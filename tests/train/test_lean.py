@@ -134,7 +134,8 @@ def test_adapter_swap_scores_equal_reload_scores(assets: dict[str, Any], study_t
     lines: list[str] = []
     swapped = score_checkpoints(config, series, model_name="swap", log=lines.append)
     reloaded = score_checkpoints(config, series, model_name="reload", log=lines.append, swap_adapters=False)
-    assert "swap main: 3 checkpoints, 1 model loads" in lines and "reload main: 3 checkpoints, 3 model loads" in lines
+    assert "swap main: 3 checkpoints scored, 0 already in the store, 18 scores written, 1 model loads" in lines
+    assert "reload main: 3 checkpoints scored, 0 already in the store, 18 scores written, 3 model loads" in lines
     a, b = swapped.sort_values(KEY), reloaded.sort_values(KEY)
     np.testing.assert_array_equal(a["value"].to_numpy(), b["value"].to_numpy())
     assert a.groupby("step")["value"].sum().nunique() == 3  # three different adapters were scored

@@ -43,10 +43,9 @@ def run_command(
     from gengen.executors import execute_study
 
     study = load_config(config)
-    if study.evaluation.backend == "lm-eval":
-        from gengen.lm_eval_backend import check_trainable_with_lm_eval
+    from gengen.scoring import check_trainable, score_after_training
 
-        check_trainable_with_lm_eval(study, trust_task_code=trust_task_code)
+    check_trainable(study, trust_task_code=trust_task_code)
     execution = execute_study(
         study, executor=executor, jobs=jobs, retries=retries, threads=threads, models=model or None, log=typer.echo
     )
@@ -61,11 +60,9 @@ def run_command(
             typer.echo(f"failed: {result.model} {result.run}: {result.error}", err=True)
         typer.echo("submit the study again to retry the failed runs; `gengen status` shows them", err=True)
         raise typer.Exit(code=RUN_FAILED_EXIT_CODE)
-    if study.evaluation.backend == "lm-eval":
-        from gengen.lm_eval_backend import score_trained_runs
-
-        rows = score_trained_runs(study, study.select_runs(model), trust_task_code=trust_task_code, log=typer.echo)
-        typer.echo(f"lm-eval: {len(rows)} scores written to {study.output}")
+    rows = score_after_training(study, study.select_runs(model), trust_task_code=trust_task_code, log=typer.echo)
+    if rows is not None:
+        typer.echo(f"{study.evaluation.backend}: {len(rows)} scores written to {study.output}")
     if not analysis:
         return
     from gengen.pipeline import run_study_analysis

@@ -2,23 +2,21 @@
 
 Two backends: gengen's own scorer (the study's NLI test sets, the reference protocol's prompt and answers) and
 lm-evaluation-harness (``--backend lm-eval --tasks hellaswag,arc_easy``: any lm-eval task, scored by lm-eval
-itself, see :mod:`gengen.lm_eval_backend`).
+itself, see :mod:`gengen.lm_eval_backend`). The library chooses the backend by name and checks its options
+(:func:`gengen.scoring.score_request`); this module only gathers the checkpoints and passes the rest on.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gengen.cli._common import TrustTaskCode, user_errors_exit
 
 if TYPE_CHECKING:
-    from gengen.config import StudyConfig
-    from gengen.score import Checkpoint
-
-BACKENDS = ("gengen", "lm-eval")
+    from gengen.scoring.checkpoints import Checkpoint
 
 
 def parse_checkpoint_specs(specs: list[str]) -> list[Checkpoint]:
@@ -28,7 +26,7 @@ def parse_checkpoint_specs(specs: list[str]) -> list[Checkpoint]:
     hub model, e.g. ``EleutherAI/pythia-160m@step1000,step2000``); a path that exists is always read as a path.
     """
     from gengen.errors import GengenError, InputError
-    from gengen.score import find_checkpoints
+    from gengen.scoring.checkpoints import find_checkpoints
 
     found: list[Checkpoint] = []
     for spec in specs:
@@ -49,11 +47,6 @@ def parse_checkpoint_specs(specs: list[str]) -> list[Checkpoint]:
     if repeated:
         raise InputError(f"--checkpoints: step {repeated[0]} appears twice")
     return sorted(found, key=lambda c: c.step)
-
-
-def _from(configured: Any, name: str) -> Any:
-    """A setting of the study's ``[evaluation.lm_eval]``, or None without one."""
-    return getattr(configured, name) if configured is not None else None
 
 
 def _split(values: list[str] | None) -> tuple[str, ...]:
@@ -88,7 +81,10 @@ def score_command(
     ] = None,
     backend: Annotated[
         str | None,
-        typer.Option(help="gengen (the study's NLI test sets) or lm-eval (lm-eval tasks; default: the study's)."),
+        typer.Option(
+            help="A scoring backend: gengen (the study's NLI test sets) or lm-eval (lm-eval tasks; default: the "
+            "study's evaluation.backend)."
+        ),
     ] = None,
     tasks: Annotated[
         list[str] | None,
@@ -134,43 +130,44 @@ def score_command(
     EleutherAI/pythia-160m@step1000,step2000 --store pythia. Needs pip install 'gengen\\[lm-eval]'.
     """
     from gengen.config import load_config
-    from gengen.errors import GengenError
+    from gengen.scoring import ScoreRequest, SeriesLabels, resolve_backend, score_request
 
     study = load_config(config) if config is not None else None
-    chosen = backend or (study.evaluation.backend if study is not None else None)
-    if chosen is None:
-        raise GengenError("give a study file (gengen's scorer scores its test sets) or --backend lm-eval")
-    if chosen not in BACKENDS:
-        raise GengenError(f"--backend: expected 'gengen' or 'lm-eval', got {chosen!r}")
+    chosen = resolve_backend(backend, study)
+    found = _series(checkpoints, model, revisions)
+    request = ScoreRequest(
+        study=study,
+        tasks=_split(tasks),
+        num_fewshot=num_fewshot,
+        limit=limit,
+        batch_size=batch_size,
+        include_paths=tuple(str(p) for p in include_path or ()),
+        precision=precision,
+        store=store,
+        device=device,
+        tokenizer=tokenizer,
+        threads=threads,
+        trust_task_code=trust_task_code,
+    )
+    labels = SeriesLabels(name, family, size, run)
+    typer.echo(score_request(chosen, found, request, labels, log=typer.echo).summary())
+
+
+def _series(checkpoints: list[str] | None, model: str | None, revisions: str | None) -> list[Checkpoint]:
+    """The checkpoints of ``--checkpoints`` and ``--model``/``--revisions``, sorted by step."""
+    from gengen.errors import GengenError
+
     if not checkpoints and model is None:
         raise GengenError("give --checkpoints or --model (with --revisions)")
     found = parse_checkpoint_specs(list(checkpoints or ()))
     if model is not None:
-        from gengen.score import find_checkpoints
+        from gengen.scoring.checkpoints import find_checkpoints
 
         extra = find_checkpoints(model=model, revisions=[r for r in (revisions or "").split(",") if r.strip()])
         found = _merge(found, extra)
     elif revisions:
         raise GengenError("--revisions needs --model (the hub id the revisions belong to)")
-    lm_options = {
-        "tasks": tasks,
-        "num_fewshot": num_fewshot,
-        "limit": limit,
-        "batch_size": batch_size,
-        "include_path": include_path,
-        "precision": precision,
-        "store": store,
-        "trust_task_code": trust_task_code,
-    }
-    if chosen == "gengen":
-        given = [f"--{k.replace('_', '-')}" for k, v in lm_options.items() if v]
-        if study is None:
-            raise GengenError("the gengen backend scores a study's test sets: give the study file")
-        if given:
-            raise GengenError(f"{given[0]}: only with --backend lm-eval")
-        _score_gengen(study, found, name, family, size, run, tokenizer, threads, device)
-        return
-    _score_lm_eval(study, found, name, family, size, run, tokenizer, threads, device, lm_options)
+    return found
 
 
 def _merge(first: list[Checkpoint], second: list[Checkpoint]) -> list[Checkpoint]:
@@ -181,117 +178,6 @@ def _merge(first: list[Checkpoint], second: list[Checkpoint]) -> list[Checkpoint
     if clash is not None:
         raise InputError(f"checkpoints: step {clash} appears twice")
     return sorted([*first, *second], key=lambda c: c.step)
-
-
-def _set_threads(threads: int | None) -> None:
-    import torch
-
-    if threads is not None:
-        torch.set_num_threads(threads)
-
-
-def _score_gengen(
-    study: StudyConfig,
-    found: list[Checkpoint],
-    name: str,
-    family: str,
-    size: str,
-    run: str,
-    tokenizer: str | None,
-    threads: int | None,
-    device: str | None,
-) -> None:
-    from dataclasses import replace
-
-    from gengen.errors import GengenError
-
-    if device is not None:
-        if device not in ("auto", "cpu", "cuda"):
-            raise GengenError(f"--device: the gengen backend takes auto, cpu or cuda, got {device!r}")
-        study = replace(study, training=replace(study.training, device=device))
-    _set_threads(threads)
-    from gengen.score import score_checkpoints
-
-    rows = score_checkpoints(
-        study, found, model_name=name, family=family, size=size, run=run, tokenizer_path=tokenizer, log=typer.echo
-    )
-    typer.echo(f"{len(found)} checkpoints, {len(rows)} scores written to {study.output}")
-
-
-def _score_lm_eval(
-    study: StudyConfig | None,
-    found: list[Checkpoint],
-    name: str,
-    family: str,
-    size: str,
-    run: str,
-    tokenizer: str | None,
-    threads: int | None,
-    device: str | None,
-    options: dict[str, Any],
-) -> None:
-    from gengen.config import PRECISIONS
-    from gengen.errors import GengenError
-    from gengen.lm_eval_backend import LmEvalSettings, TaskCatalogue, parse_batch_size, parse_limit
-    from gengen.store import Store
-
-    configured = study.evaluation.lm_eval if study is not None else None
-    task_names = _split(options["tasks"]) or (configured.tasks if configured is not None else ())
-    if not task_names:
-        raise GengenError("--tasks: give the lm-eval tasks to score (or evaluation.lm_eval.tasks in the study)")
-    batch = options["batch_size"]
-    limit = options["limit"]
-    settings = LmEvalSettings(
-        tasks=task_names,
-        num_fewshot=options["num_fewshot"] if options["num_fewshot"] is not None else _from(configured, "num_fewshot"),
-        limit=parse_limit(limit) if limit is not None else _from(configured, "limit"),
-        batch_size=parse_batch_size(batch) if batch is not None else (study.evaluation.batch_size if study else 8),
-        include_paths=(
-            *(configured.include_paths if configured else ()),
-            *(str(p) for p in options["include_path"] or ()),
-        ),
-        trust_task_code=options["trust_task_code"],
-    )
-    if study is not None:
-        if options["store"] is not None:
-            raise GengenError("--store: the study's store (study.output) is used; drop --store or the study file")
-        if options["precision"] is not None:
-            raise GengenError("--precision: the study's training.precision applies; drop --precision")
-    store_path: Path | None = options["store"]
-    if study is None and store_path is None:
-        raise GengenError("--store: give the store to write to (a folder or a .sqlite file), or a study file")
-    precision = options["precision"] or "auto"
-    if study is None and precision not in PRECISIONS:
-        raise GengenError(f"--precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
-    # The tasks are checked (task folders, names, data) before the store is opened: a refused task leaves no store.
-    catalogue = TaskCatalogue(settings)
-    if study is not None:
-        target = Store(study.output, study=study.name)
-        precision, device_map = study.training.precision, study.evaluation.device_map
-        device = device or study.training.device
-    else:
-        assert store_path is not None  # checked above, before the tasks were loaded
-        target = Store(store_path)
-        device_map = False
-    _set_threads(threads)
-    from gengen.lm_eval_backend import score_with_lm_eval
-
-    rows = score_with_lm_eval(
-        found,
-        settings,
-        store=target,
-        model_name=name,
-        family=family,
-        size=size,
-        run=run,
-        tokenizer_path=tokenizer,
-        device=device or "auto",
-        precision=precision,
-        device_map=device_map,
-        catalogue=catalogue,
-        log=typer.echo,
-    )
-    typer.echo(f"{len(found)} checkpoints x {len(task_names)} tasks, {len(rows)} scores written to {target.path}")
 
 
 def register(app: typer.Typer) -> None:

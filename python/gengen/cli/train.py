@@ -51,10 +51,9 @@ def train_command(
     runs = study.select_runs(model)
     # Before anything loads: a local model folder that is missing fails here, in one line.
     check_model_sources(study, [m for m in study.models if any(r.model == m for r in runs)])
-    if study.evaluation.backend == "lm-eval":
-        from gengen.lm_eval_backend import check_trainable_with_lm_eval
+    from gengen.scoring import check_trainable, score_after_training
 
-        check_trainable_with_lm_eval(study, trust_task_code=trust_task_code)
+    check_trainable(study, trust_task_code=trust_task_code)
     if dry_run:
         typer.echo(f"study {study.name}: {len(runs)} runs, {len(study.testsets)} test sets, output {study.output}")
         typer.echo(f"  train: {_data_line(study.task.train)}")
@@ -88,11 +87,9 @@ def train_command(
         return  # the other processes of a data-parallel run: process 0 reports
     finished = len(execution.results) + len(execution.skipped)
     typer.echo(f"{finished} runs done, {execution.rows_merged} scores written to {study.output}")
-    if study.evaluation.backend == "lm-eval":
-        from gengen.lm_eval_backend import score_trained_runs
-
-        rows = score_trained_runs(study, runs, trust_task_code=trust_task_code, log=typer.echo)
-        typer.echo(f"lm-eval: {len(rows)} scores written to {study.output}")
+    rows = score_after_training(study, runs, trust_task_code=trust_task_code, log=typer.echo)
+    if rows is not None:
+        typer.echo(f"{study.evaluation.backend}: {len(rows)} scores written to {study.output}")
 
 
 def _data_line(spec: DataSpec, cap: int | None = None) -> str:

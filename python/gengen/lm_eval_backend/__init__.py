@@ -1,6 +1,7 @@
 """Scoring checkpoint series with lm-evaluation-harness: any lm-eval task as a test set, straight into the store.
 
-:func:`score_with_lm_eval` loads each checkpoint of a series the way ``gengen score`` does (local folders, LoRA
+:class:`LmEvalBackend` is lm-eval as a scoring backend (:mod:`gengen.scoring`), and :func:`score_with_lm_eval` runs
+it through the series loop: it loads each checkpoint of a series the way ``gengen score`` does (local folders, LoRA
 adapters swapped on one base, hub revisions; dtypes from :func:`gengen.models.precision_for`), wraps the model
 in lm-eval's ``HFLM`` and runs ``lm_eval.simple_evaluate`` on each task. Every task × metric lands in the
 store under the checkpoint's step, with its standard error and number of examples, read from lm-eval's result
@@ -22,301 +23,52 @@ runs; importing this module imports neither lm-eval nor torch.
 
 from __future__ import annotations
 
-import contextlib
-import difflib
-import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
-from importlib import metadata
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from gengen.errors import ConfigError, GengenError, InputError
+from gengen.lm_eval_backend.catalogue import (
+    EXTRA,
+    MANIFEST_KEY,
+    TASKS_DIR,
+    LmEvalSettings,
+    TaskCatalogue,
+    lm_eval_version,
+    parse_batch_size,
+    parse_limit,
+    quiet_lm_eval,
+    require_lm_eval,
+    template_refused,
+)
+from gengen.scoring import ScoreRequest
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from gengen.config import EvaluationConfig, RunSpec, StudyConfig
-    from gengen.score import Checkpoint
+    from gengen.scoring import SeriesLabels
+    from gengen.scoring.checkpoints import Checkpoint
     from gengen.store import Store
 
 __all__ = [
     "EXTRA",
     "TASKS_DIR",
+    "LmEvalBackend",
     "LmEvalSettings",
     "TaskCatalogue",
     "check_trainable_with_lm_eval",
+    "parse_batch_size",
+    "parse_limit",
+    "request_backend",
+    "request_settings",
     "require_lm_eval",
     "score_trained_runs",
     "score_with_lm_eval",
     "study_settings",
 ]
-
-TASKS_DIR = Path(__file__).resolve().parent / "tasks"
-"""The task folder shipped with gengen (the reference NLI protocol); always on the task path."""
-
-EXTRA = "lm-eval"
-"""The optional dependency that installs lm-evaluation-harness."""
-
-MANIFEST_KEY = "lm_eval"
-"""The key of a run's manifest under which the lm-eval backend keeps its settings and versions."""
-
-# Settings whose change makes earlier scores of the run incomparable (a resumed run must keep them).
-_BINDING_SETTINGS = ("num_fewshot", "limit", "bootstrap_iters")
-
-
-@dataclass(frozen=True)
-class LmEvalSettings:
-    """What lm-eval is asked to do for every checkpoint.
-
-    Attributes
-    ----------
-    tasks : tuple of str
-        lm-eval task, group or tag names (``hellaswag``, ``arc_easy``, ``mmlu``, ``gengen_nli``...).
-    num_fewshot : int or None
-        In-context examples per prompt (None: each task's default; a task whose file sets 0 keeps 0).
-    limit : int, float or None
-        Examples per task: a count (int ≥ 1) or a fraction of the task (float < 1); None: all.
-    batch_size : int or str
-        Requests per forward pass, or ``"auto"`` (lm-eval finds the largest that fits).
-    include_paths : tuple of str
-        Folders (or YAML files' folders) of further task definitions.
-    bootstrap_iters : int
-        Bootstrap resamples for the standard errors of metrics without a closed form (lm-eval's default).
-    trust_task_code : bool
-        Let the task folders run code for this call (``--trust-task-code``): ``!function`` in their YAML files
-        is imported and templates are rendered unsandboxed, as lm-eval itself does. Off by default: such a
-        task is refused, naming the file (see :mod:`gengen.lm_eval_backend.trust`).
-    """
-
-    tasks: tuple[str, ...]
-    num_fewshot: int | None = None
-    limit: int | float | None = None
-    batch_size: int | str = 8
-    include_paths: tuple[str, ...] = ()
-    bootstrap_iters: int = 100_000
-    trust_task_code: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.tasks:
-            raise GengenError("--tasks: give at least one lm-eval task")
-        if self.num_fewshot is not None and self.num_fewshot < 0:
-            raise GengenError(f"--num-fewshot: expected an integer >= 0, got {self.num_fewshot}")
-        if self.limit is not None and not (self.limit >= 1 if isinstance(self.limit, int) else 0 < self.limit < 1):
-            raise GengenError(f"--limit: expected a count >= 1 or a fraction in (0, 1), got {self.limit}")
-        if isinstance(self.batch_size, str):
-            parse_batch_size(self.batch_size)
-        if isinstance(self.batch_size, int) and self.batch_size < 1:
-            raise GengenError(f"--batch-size: expected a positive integer or 'auto', got {self.batch_size}")
-        for path in self.include_paths:
-            if not Path(path).exists():
-                raise GengenError(f"--include-path: {path}: no such folder")
-
-    def binding(self) -> dict[str, Any]:
-        """The settings a resumed run must share with the scores already stored."""
-        return {name: getattr(self, name) for name in _BINDING_SETTINGS}
-
-
-def parse_limit(text: str | None) -> int | float | None:
-    """``--limit`` as lm-eval takes it: ``"100"`` -> 100 examples, ``"0.1"`` -> a tenth of each task."""
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise GengenError(f"--limit: expected a count or a fraction, got {text!r}") from None
-    return int(value) if value >= 1 and value.is_integer() else value
-
-
-def parse_batch_size(text: str | int) -> int | str:
-    """``--batch-size``: a positive integer, or ``auto`` / ``auto:N`` (lm-eval's automatic search)."""
-    if isinstance(text, int):
-        return text
-    if text == "auto":
-        return text
-    if text.startswith("auto:"):
-        # lm-eval reads N as how many times to search again for the largest batch; int() would fail inside it.
-        tries = text[len("auto:") :]
-        if not (tries.isascii() and tries.isdigit() and int(tries) >= 1):
-            raise GengenError(f"--batch-size: expected auto:N with N a positive integer, got {text!r}")
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise GengenError(f"--batch-size: expected a positive integer or 'auto', got {text!r}") from None
-
-
-def require_lm_eval() -> Any:
-    """The ``lm_eval`` module, or a one-line error saying which extra installs it."""
-    try:
-        import lm_eval
-        import lm_eval.evaluator  # the API used below; a broken install fails here, not mid-series
-    except ImportError as error:
-        raise GengenError(
-            f"the lm-eval backend needs lm-evaluation-harness ({error}); install it with pip install 'gengen[{EXTRA}]'"
-        ) from None
-    return lm_eval
-
-
-def lm_eval_version() -> str:
-    """The installed lm-eval version."""
-    try:
-        return metadata.version("lm_eval")
-    except metadata.PackageNotFoundError:  # pragma: no cover - installed without metadata
-        return str(getattr(require_lm_eval(), "__version__", "unknown"))
-
-
-@contextlib.contextmanager
-def _quiet_lm_eval() -> Iterator[None]:
-    """lm-eval's INFO and WARNING lines (one per task and checkpoint) would drown gengen's progress."""
-    logger = logging.getLogger("lm_eval")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    # datasets' "Generating test split" bars, one per task and checkpoint, would too (and split error lines).
-    import datasets
-
-    bars_were_on = datasets.is_progress_bar_enabled()
-    datasets.disable_progress_bars()
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-        if bars_were_on:
-            datasets.enable_progress_bars()
-
-
-def _first_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return (lines[0] if lines else type(error).__name__)[:300]
-
-
-def _template_refused(where: str, task: str, error: BaseException) -> GengenError:
-    """A template that the sandbox stopped: one line naming the task's file."""
-    from gengen.lm_eval_backend.trust import TRUST_OPTION, TemplateRefused
-
-    return TemplateRefused(
-        f"{where}: a template of lm-eval task {task!r} was refused by the sandbox ({_first_line(error)}); "
-        f"templates may not reach Python internals; pass {TRUST_OPTION} to render them unsandboxed for this run"
-    )
-
-
-class TaskCatalogue:
-    """The lm-eval tasks a call may name: lm-eval's own, gengen's NLI tasks and the user's ``include_paths``.
-
-    Names are checked, and each task's data loaded once, before any checkpoint is: an unknown name is an
-    error listing close matches, and a task whose data cannot be loaded (offline, a wrong file) is an error
-    naming it.
-
-    Parameters
-    ----------
-    settings : LmEvalSettings
-    """
-
-    def __init__(self, settings: LmEvalSettings):
-        from gengen.lm_eval_backend.trust import guard, scan_task_folders
-
-        require_lm_eval()
-        self.settings = settings
-        self.paths = [str(TASKS_DIR), *(str(Path(p).resolve()) for p in settings.include_paths)]
-        scan_task_folders(settings.include_paths, trust=settings.trust_task_code)
-        self.full = False
-        self.leaves: dict[str, tuple[str, ...]] = {}
-        self.versions: dict[str, Any] = {}
-        with guard(trust=settings.trust_task_code):
-            self.manager = self._manager()
-            for name in settings.tasks:
-                self.leaves[name] = self._load(name)
-
-    def yaml_file(self, name: str) -> str:
-        """The YAML file that defines task ``name`` (for error lines), or the name when it has none."""
-        entry = self.manager.task_index.get(name)
-        path = getattr(entry, "yaml_path", None)
-        return str(path) if path else repr(name)
-
-    def _manager(self) -> Any:
-        from lm_eval.tasks import TaskManager
-
-        # Indexing lm-eval's ~15,000 built-in task files takes seconds: skip it when every name is a task of
-        # gengen's or the user's folders (and fall back to the full index when one of them needs a built-in).
-        with _quiet_lm_eval():
-            local = TaskManager(include_path=self.paths, include_defaults=False)
-            if all(name in local.all_tasks for name in self.settings.tasks):
-                return local
-            self.full = True
-            return TaskManager(include_path=self.paths)
-
-    def _check_name(self, name: str) -> None:
-        known = self.manager.all_tasks
-        if name in known:
-            return
-        close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
-        hint = f"did you mean {', '.join(map(repr, close))}?" if close else "see `lm_eval ls tasks`"
-        raise InputError(f"--tasks: unknown lm-eval task {name!r} ({hint})")
-
-    def _load(self, name: str) -> tuple[str, ...]:
-        """Load ``name`` (its data included) and return its leaf tasks' names."""
-        from jinja2.exceptions import SecurityError
-
-        from gengen.lm_eval_backend.trust import TaskCodeRefused
-
-        self._check_name(name)
-        try:
-            with _quiet_lm_eval():
-                loaded = self.manager.load([name])
-        except TaskCodeRefused:
-            raise
-        except SecurityError as error:
-            raise _template_refused(self.yaml_file(name), name, error) from None
-        except KeyError as error:
-            if not self.full:  # a local task or group that refers to a built-in one
-                self.manager = self._full_manager()
-                return self._load(name)
-            raise InputError(f"lm-eval task {name!r}: {_first_line(error)}") from None
-        except Exception as error:  # datasets, fsspec and hub errors have no common base
-            raise InputError(
-                f"lm-eval task {name!r}: cannot load its data ({type(error).__name__}: {_first_line(error)}); "
-                "offline, lm-eval reads only data already in the Hugging Face cache or local files "
-                "(dataset_path: json with data_files)"
-            ) from None
-        for task_name, task in loaded["tasks"].items():
-            self.versions[task_name] = task.VERSION
-            self._check_fewshot(task_name, task)
-        return tuple(sorted(loaded["tasks"]))
-
-    def _check_fewshot(self, name: str, task: Any) -> None:
-        """``--num-fewshot`` larger than the examples a task can draw from fails deep inside lm-eval (a
-        sample larger than its population) once a model is loaded: refuse it here, naming the task."""
-        wanted = self.settings.num_fewshot
-        if not wanted:
-            return
-        try:
-            available = len(task.fewshot_docs())
-        except Exception:  # a task without a countable few-shot pool: lm-eval decides
-            return
-        if wanted >= available:
-            raise GengenError(
-                f"--num-fewshot: {wanted} examples in each prompt, but lm-eval task {name!r} has only {available} "
-                "examples to draw them from (one of which may be the example scored)"
-            )
-
-    def _full_manager(self) -> Any:
-        from lm_eval.tasks import TaskManager
-
-        self.full = True
-        with _quiet_lm_eval():
-            return TaskManager(include_path=self.paths)
-
-
-@dataclass
-class _Progress:
-    """Counts for the closing line."""
-
-    scored: int = 0
-    skipped: int = 0
-    rows: int = 0
-    seconds: float = 0.0
-    per_task: dict[str, float] = field(default_factory=dict)
 
 
 def _rows_from_results(
@@ -333,6 +85,296 @@ def _rows_from_results(
     for column, value in base.items():
         frame[column] = value
     return frame
+
+
+class LmEvalBackend:
+    """lm-evaluation-harness as a scoring backend (:class:`gengen.scoring.ScoringBackend`, name ``"lm-eval"``).
+
+    Each checkpoint is wrapped in lm-eval's ``HFLM`` and scored by ``lm_eval.simple_evaluate`` on each task in
+    turn; every task's rows (each metric with its standard error and number of examples) are written in one
+    transaction. The run's manifest records lm-eval's version, the tasks' versions and the settings, and a
+    resumed run must keep the settings of its stored scores.
+
+    Parameters
+    ----------
+    settings : LmEvalSettings
+        Tasks, few-shot, limit, batch size, task folders.
+    store : gengen.store.Store or path
+        Where the scores go (a path is opened once the series passed its checks).
+    study : str, optional
+        The study a store path is opened for (default: the store's).
+    tokenizer_path : str, optional
+        Default: the first checkpoint's (for adapters: the adapter folder's, else its base's).
+    device : str
+        ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    precision : {"auto", "fp32", "bf16", "fp16"}
+        As ``training.precision``: the dtypes follow :func:`gengen.models.precision_for`.
+    device_map : bool
+        Spread each model over every visible GPU (accelerate).
+    catalogue : TaskCatalogue, optional
+        The tasks of ``settings``, already checked and loaded; default: loaded here.
+    """
+
+    name: ClassVar[str] = EXTRA
+    unit: ClassVar[str] = "task"
+    accepts: ClassVar[frozenset[str]] = frozenset(f.name for f in fields(ScoreRequest)) - {"study"}
+
+    def __init__(
+        self,
+        settings: LmEvalSettings,
+        *,
+        store: Store | Path,
+        study: str | None = None,
+        tokenizer_path: str | None = None,
+        device: str = "auto",
+        precision: str = "auto",
+        device_map: bool = False,
+        catalogue: TaskCatalogue | None = None,
+    ):
+        require_lm_eval()
+        self.settings = settings
+        self.catalogue = catalogue if catalogue is not None and catalogue.settings == settings else None
+        if self.catalogue is None:
+            self.catalogue = TaskCatalogue(settings)
+        self.store = store
+        self.study = study
+        self.tokenizer_path = tokenizer_path
+        self.device = device
+        self.precision = precision
+        self.device_map = device_map
+        self._session: _Session | None = None
+
+    @classmethod
+    def from_request(cls, request: ScoreRequest) -> LmEvalBackend:
+        """The backend for ``gengen score --backend lm-eval`` (see :func:`request_backend`).
+
+        Parameters
+        ----------
+        request : gengen.scoring.ScoreRequest
+
+        Returns
+        -------
+        LmEvalBackend
+        """
+        return request_backend(request)
+
+    @classmethod
+    def check_trainable(cls, config: StudyConfig, *, trust_task_code: bool = False) -> None:
+        """:func:`check_trainable_with_lm_eval`."""
+        check_trainable_with_lm_eval(config, trust_task_code=trust_task_code)
+
+    @classmethod
+    def score_trained(
+        cls,
+        config: StudyConfig,
+        runs: Sequence[RunSpec],
+        *,
+        trust_task_code: bool = False,
+        log: Callable[[str], None] = print,
+    ) -> pd.DataFrame:
+        """:func:`score_trained_runs`."""
+        return score_trained_runs(config, runs, trust_task_code=trust_task_code, log=log)
+
+    @property
+    def units(self) -> tuple[str, ...]:
+        """The tasks (or groups, tags) asked for."""
+        return self.settings.tasks
+
+    def open_store(self) -> Store:
+        """The store given, opened."""
+        from gengen.store import Store
+
+        return self.store if isinstance(self.store, Store) else Store(self.store, study=self.study)
+
+    def _tasks(self) -> TaskCatalogue:
+        assert self.catalogue is not None  # set in __init__
+        return self.catalogue
+
+    def begin(self, store: Store, labels: SeriesLabels) -> None:
+        """Refuse settings other than the run's stored scores', then record them in the run's manifest."""
+        _check_resume(store, labels.model, labels.run, self.settings)
+        manifest = _manifest(
+            store, labels.model, labels.run, self.settings, self._tasks(), device=self.device, precision=self.precision
+        )
+        store.write_manifest(labels.model, labels.run, manifest)
+
+    def pending(self, step: int, done: set[tuple[int, str, str]]) -> list[str]:
+        """The tasks of ``step`` with a leaf task that has no score yet."""
+        scored = {(s, testset) for s, testset, _ in done}
+        leaves = self._tasks().leaves
+        return [t for t in self.settings.tasks if not all((step, leaf) in scored for leaf in leaves[t])]
+
+    def prepare(self, checkpoints: Sequence[Checkpoint]) -> Any:
+        """Device, dtypes (a LoRA base's when the series has adapters), the model loader and the tokenizer."""
+        from gengen.models import load_tokenizer, precision_for
+        from gengen.score import SeriesLoader
+
+        device = _torch_device(self.device)
+        adapters = any(c.revision is None and (Path(c.path) / "adapter_config.json").is_file() for c in checkpoints)
+        dtypes = precision_for(self.precision, "lora" if adapters else "full", device)
+        first = checkpoints[0]
+        tokenizer_path = self.tokenizer_path
+        tokenizer = load_tokenizer(tokenizer_path or first.path, None if tokenizer_path else first.revision)
+        self._session = _Session(device, dtypes, tokenizer)
+        return SeriesLoader(dtypes, device, device_map=self.device_map)
+
+    def score_checkpoint(
+        self,
+        model: Any,
+        checkpoint: Checkpoint,
+        units: Sequence[str],
+        *,
+        base: dict[str, Any],
+        log: Callable[[str], None],
+    ) -> Iterator[pd.DataFrame]:
+        """One frame per task of ``units``, each scored by ``lm_eval.simple_evaluate``."""
+        from lm_eval.models.huggingface import HFLM
+
+        session = self._session
+        if session is None:
+            raise RuntimeError("LmEvalBackend.prepare was not called")
+        with quiet_lm_eval():
+            lm = HFLM(pretrained=model, tokenizer=session.tokenizer, batch_size=self.settings.batch_size)
+        for number, task in enumerate(units, start=1):
+            began = time.perf_counter()
+            results = self._evaluate(lm, task, checkpoint.step, session)
+            frame = _rows_from_results(
+                results, model=base["model"], run=base["run"], step=checkpoint.step, base=_labels(base)
+            )
+            log(
+                f"  step {checkpoint.step:>7} task {number}/{len(units)} {task}: {_headline(frame, task)} "
+                f"({time.perf_counter() - began:.1f} s)"
+            )
+            yield frame
+
+    def _evaluate(self, lm: Any, task: str, step: int, session: _Session) -> dict[str, Any]:
+        """lm-eval's result of ``task``, its refusals and out-of-memory as one line."""
+        import torch
+        from jinja2.exceptions import SecurityError
+
+        from gengen.lm_eval_backend.trust import guard
+
+        settings = self.settings
+        try:
+            with quiet_lm_eval(), session.dtypes.context(session.device), guard(trust=settings.trust_task_code):
+                results: dict[str, Any] = require_lm_eval().simple_evaluate(
+                    model=lm,
+                    tasks=[task],
+                    num_fewshot=settings.num_fewshot,
+                    limit=settings.limit,
+                    bootstrap_iters=settings.bootstrap_iters,
+                    task_manager=self._tasks().manager,
+                    log_samples=False,
+                )
+        except SecurityError as error:
+            raise template_refused(self._tasks().yaml_file(task), task, error) from None
+        except torch.cuda.OutOfMemoryError:
+            raise GengenError(f"step {step} task {task!r}: out of GPU memory; use a smaller --batch-size") from None
+        return results
+
+
+@dataclass(frozen=True)
+class _Session:
+    """What every checkpoint of a series shares under :class:`LmEvalBackend`."""
+
+    device: Any
+    dtypes: Any
+    tokenizer: Any
+
+
+def _from(configured: Any, name: str) -> Any:
+    """A setting of the study's ``[evaluation.lm_eval]``, or None without one."""
+    return getattr(configured, name) if configured is not None else None
+
+
+def request_settings(request: ScoreRequest) -> LmEvalSettings:
+    """The lm-eval settings of ``gengen score``: its options, else the study's ``[evaluation.lm_eval]``.
+
+    Parameters
+    ----------
+    request : gengen.scoring.ScoreRequest
+
+    Returns
+    -------
+    LmEvalSettings
+
+    Raises
+    ------
+    GengenError
+        No tasks, or an option out of range (:class:`LmEvalSettings`).
+    """
+    study = request.study
+    configured = study.evaluation.lm_eval if study is not None else None
+    tasks = request.tasks or (configured.tasks if configured is not None else ())
+    if not tasks:
+        raise GengenError("--tasks: give the lm-eval tasks to score (or evaluation.lm_eval.tasks in the study)")
+    batch, limit = request.batch_size, request.limit
+    return LmEvalSettings(
+        tasks=tasks,
+        num_fewshot=request.num_fewshot if request.num_fewshot is not None else _from(configured, "num_fewshot"),
+        limit=parse_limit(limit) if limit is not None else _from(configured, "limit"),
+        batch_size=parse_batch_size(batch) if batch is not None else (study.evaluation.batch_size if study else 8),
+        include_paths=(*(configured.include_paths if configured else ()), *request.include_paths),
+        trust_task_code=request.trust_task_code,
+    )
+
+
+def request_backend(request: ScoreRequest) -> LmEvalBackend:
+    """The lm-eval backend of ``gengen score``: settings checked and tasks loaded before any store is opened.
+
+    With a study, its store, ``training.device``/``precision`` and ``evaluation.device_map`` apply; without
+    one, ``--store`` is required and ``--precision`` is taken.
+
+    Parameters
+    ----------
+    request : gengen.scoring.ScoreRequest
+
+    Returns
+    -------
+    LmEvalBackend
+
+    Raises
+    ------
+    GengenError
+        Options that contradict the study or each other, lm-eval missing, a task refused or unknown.
+    """
+    from gengen.config import PRECISIONS
+
+    settings = request_settings(request)
+    study = request.study
+    if study is not None:
+        if request.store is not None:
+            raise GengenError("--store: the study's store (study.output) is used; drop --store or the study file")
+        if request.precision is not None:
+            raise GengenError("--precision: the study's training.precision applies; drop --precision")
+    elif request.store is None:
+        raise GengenError("--store: give the store to write to (a folder or a .sqlite file), or a study file")
+    precision = request.precision or "auto"
+    if study is None and precision not in PRECISIONS:
+        raise GengenError(f"--precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
+    # The tasks are checked (task folders, names, data) before the store is opened: a refused task leaves no store.
+    catalogue = TaskCatalogue(settings)
+    if study is None:
+        assert request.store is not None  # checked above, before the tasks were loaded
+        return LmEvalBackend(
+            settings, store=request.store, tokenizer_path=request.tokenizer, device=request.device or "auto",
+            precision=precision, catalogue=catalogue,
+        )  # fmt: skip
+    return LmEvalBackend(
+        settings,
+        store=study.output,
+        study=study.name,
+        tokenizer_path=request.tokenizer,
+        device=request.device or study.training.device,
+        precision=study.training.precision,
+        device_map=study.evaluation.device_map,
+        catalogue=catalogue,
+    )
+
+
+def _labels(base: dict[str, Any]) -> dict[str, Any]:
+    """The label columns lm-eval's reader does not set (it sets model, run and step)."""
+    return {key: base[key] for key in ("study", "family", "size")}
 
 
 def score_with_lm_eval(
@@ -353,6 +395,8 @@ def score_with_lm_eval(
     log: Callable[[str], None] = print,
 ) -> pd.DataFrame:
     """Score a checkpoint series on lm-eval tasks, committing each checkpoint × task to the store.
+
+    :func:`gengen.scoring.score_series` with :class:`LmEvalBackend`.
 
     Parameters
     ----------
@@ -392,92 +436,20 @@ def score_with_lm_eval(
         lm-eval missing, an unknown task, data that cannot be loaded, settings that differ from the scores
         already in the run, a checkpoint that cannot be loaded.
     """
-    import pandas as pd
+    from gengen.scoring import SeriesLabels, score_series
 
     if not checkpoints:
         raise InputError("no checkpoints to score")
-    lm_eval = require_lm_eval()
-    if catalogue is None or catalogue.settings != settings:
-        catalogue = TaskCatalogue(settings)
-    study = study if study is not None else store.study
-    _check_resume(store, model_name, run, settings)
-    done = {(step, testset) for step, testset, _ in store.completed(model_name, run, study=study)}
-
-    def pending(step: int) -> list[str]:
-        """The tasks of ``step`` with a leaf task that has no score yet."""
-        return [t for t in settings.tasks if not all((step, leaf) in done for leaf in catalogue.leaves[t])]
-
-    todo = [c for c in checkpoints if pending(c.step)]
-    manifest = _manifest(store, model_name, run, settings, catalogue, device=device, precision=precision)
-    store.write_manifest(model_name, run, manifest)
-    if not todo:
-        log(f"{model_name} {run}: all {len(checkpoints)} checkpoints already scored on {len(settings.tasks)} tasks")
-        return pd.DataFrame()
-
-    import torch
-    from jinja2.exceptions import SecurityError
-    from lm_eval.models.huggingface import HFLM
-
-    from gengen.lm_eval_backend.trust import guard
-    from gengen.models import load_tokenizer, precision_for
-    from gengen.score import SeriesLoader
-
-    torch_device = _torch_device(device)
-    adapters = any(c.revision is None and (Path(c.path) / "adapter_config.json").is_file() for c in checkpoints)
-    dtypes = precision_for(precision, "lora" if adapters else "full", torch_device)
-    loader = SeriesLoader(dtypes, torch_device, device_map=device_map)
-    first = checkpoints[0]
-    tokenizer = load_tokenizer(tokenizer_path or first.path, None if tokenizer_path else first.revision)
-    progress = _Progress(skipped=len(checkpoints) - len(todo))
-    written: list[pd.DataFrame] = []
-    for index, checkpoint in enumerate(checkpoints, start=1):
-        tasks = pending(checkpoint.step)
-        if not tasks:
-            continue
-        began = time.perf_counter()
-        model = loader.load(checkpoint)
-        with _quiet_lm_eval():
-            lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=settings.batch_size)
-        base = {"study": study, "family": family, "size": size}
-        for number, task in enumerate(tasks, start=1):
-            task_began = time.perf_counter()
-            try:
-                with _quiet_lm_eval(), dtypes.context(torch_device), guard(trust=settings.trust_task_code):
-                    results = lm_eval.simple_evaluate(
-                        model=lm,
-                        tasks=[task],
-                        num_fewshot=settings.num_fewshot,
-                        limit=settings.limit,
-                        bootstrap_iters=settings.bootstrap_iters,
-                        task_manager=catalogue.manager,
-                        log_samples=False,
-                    )
-            except SecurityError as error:
-                raise _template_refused(catalogue.yaml_file(task), task, error) from None
-            except torch.cuda.OutOfMemoryError:
-                raise GengenError(
-                    f"step {checkpoint.step} task {task!r}: out of GPU memory; use a smaller --batch-size"
-                ) from None
-            frame = _rows_from_results(results, model=model_name, run=run, step=checkpoint.step, base=base)
-            store.write_scores(frame)
-            written.append(frame)
-            progress.rows += len(frame)
-            seconds = time.perf_counter() - task_began
-            log(
-                f"  step {checkpoint.step:>7} [{index}/{len(checkpoints)}] task {number}/{len(tasks)} "
-                f"{task}: {_headline(frame, task)} ({seconds:.1f} s)"
-            )
-        progress.scored += 1
-        log(
-            f"{model_name} {run} step {checkpoint.step}: {len(tasks)} tasks in "
-            f"{time.perf_counter() - began:.1f} s (load included)"
-        )
-        del lm, model
-    log(
-        f"{model_name} {run}: {progress.scored} checkpoints scored, {progress.skipped} already in the store, "
-        f"{progress.rows} scores written, {loader.base_loads} model loads"
+    backend = LmEvalBackend(
+        settings,
+        store=store,
+        tokenizer_path=tokenizer_path,
+        device=device,
+        precision=precision,
+        device_map=device_map,
+        catalogue=catalogue,
     )
-    return pd.concat(written, ignore_index=True) if written else pd.DataFrame()
+    return score_series(backend, checkpoints, SeriesLabels(model_name, family, size, run, study=study), log=log)
 
 
 def _headline(frame: pd.DataFrame, task: str) -> str:
