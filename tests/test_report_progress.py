@@ -260,3 +260,21 @@ def test_static_heatmap_labels_are_legible_at_64_test_sets(seven: tuple[Analysis
     # Rendered size in the PNG: points × dpi / 72 pixels; at least MIN_LABEL_PX.
     assert min(text.get_fontsize() for text in labels) * PNG_DPI / 72 >= MIN_LABEL_PX
     assert isinstance(labels[0], Text) and (page.parent / "seven_figures" / "heatmaps_partial.png").is_file()
+
+
+def test_a_300_character_model_name_gets_valid_unique_figure_names(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gengen.cli import app
+
+    steps = np.arange(0, 200, 10)
+    long = "m" * 300
+    table = _table({(long, "main"): steps, (long[:-1] + "n", "main"): steps}, ["x" * 300, "y" * 300, "z"], seed=5)
+    analyse(table, id_testset="id", inference="t-test", progress=False).to_dir(tmp_path / "a")
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "r"), "-q"])
+    assert result.exit_code == 0, result.output
+    names = [path.name for path in (tmp_path / "r" / "figures").iterdir()]
+    assert all(len(name.encode()) <= 255 for name in names)
+    residuals = [name for name in names if name.startswith("residuals_") and name.endswith(".png")]
+    assert len(residuals) == 2  # the two models differ only in their 300th character: still two figures
+    assert any(name.startswith("forest_") for name in names)
