@@ -4,6 +4,8 @@
 //! Hommel (1988), Bonferroni, Benjamini & Hochberg (1995) ("BH", alias "fdr"), Benjamini & Yekutieli (2001)
 //! ("BY"), and "none".
 
+use std::collections::VecDeque;
+
 use crate::error::{Result, StatsError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,11 +41,29 @@ impl Adjustment {
 
 /// Adjusted p-values, in the input order.
 pub fn p_adjust(p: &[f64], method: Adjustment) -> Result<Vec<f64>> {
+    p_adjust_with(p, method, &|| Ok::<(), StatsError>(()))
+}
+
+/// Most p-values one adjustment takes: the copies, order and work arrays of [`p_adjust_with`] (about twelve
+/// numbers per p-value) stay within [`crate::bounds::check_array`]'s memory limit.
+pub const WORK_PER_P_VALUE: usize = 12;
+
+/// [`p_adjust`], calling `progress` between the passes of a long adjustment (Hommel's on millions of
+/// p-values); an `Err` from it stops the adjustment and is returned. Refuses, before any work, an input whose
+/// work arrays would exceed the memory limit.
+pub fn p_adjust_with<E: From<StatsError>>(
+    p: &[f64],
+    method: Adjustment,
+    progress: Progress<'_, E>,
+) -> std::result::Result<Vec<f64>, E> {
+    crate::bounds::check_array(
+        "p",
+        &[p.len(), WORK_PER_P_VALUE],
+        8,
+        &format!("adjusting {} p-values", p.len()),
+    )?;
     if let Some(bad) = p.iter().find(|v| !v.is_nan() && !(0.0..=1.0).contains(*v)) {
-        return Err(StatsError::invalid(
-            "p",
-            format!("p-values must lie in [0, 1], got {bad}"),
-        ));
+        return Err(StatsError::invalid("p", format!("p-values must lie in [0, 1], got {bad}")).into());
     }
     let valid_positions: Vec<usize> = (0..p.len()).filter(|&i| !p[i].is_nan()).collect();
     let values: Vec<f64> = valid_positions.iter().map(|&i| p[i]).collect();
@@ -52,31 +72,32 @@ pub fn p_adjust(p: &[f64], method: Adjustment) -> Result<Vec<f64>> {
     if n <= 1 {
         return Ok(out);
     }
-    let adjusted = adjust_valid(
-        &values,
-        if n == 2 && method == Adjustment::Hommel {
-            Adjustment::Hochberg
-        } else {
-            method
-        },
-    );
+    let adjusted = match method {
+        Adjustment::Hommel if n > 2 => hommel(&values, progress)?,
+        other => adjust_valid(&values, other),
+    };
     for (position, value) in valid_positions.into_iter().zip(adjusted) {
         out[position] = value;
     }
     Ok(out)
 }
 
-/// Indices that sort `values` ascending (stable, as R's `order`).
+/// Indices that sort `values` ascending (stable, as R's `order`). Sorted as contiguous (value, index) pairs,
+/// ties broken by the index: the same order as a stable sort, several times faster than sorting indices by
+/// looking their values up (10^7 p-values).
 fn order_ascending(values: &[f64]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..values.len()).collect();
-    order.sort_by(|&a, &b| values[a].total_cmp(&values[b]));
-    order
+    order_by(values, |a, b| a.total_cmp(&b))
 }
 
+/// Indices that sort `values` descending, ties in input order (R's `order(p, decreasing = TRUE)`).
 fn order_descending(values: &[f64]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..values.len()).collect();
-    order.sort_by(|&a, &b| values[b].total_cmp(&values[a]));
-    order
+    order_by(values, |a, b| b.total_cmp(&a))
+}
+
+fn order_by(values: &[f64], compare: impl Fn(f64, f64) -> std::cmp::Ordering) -> Vec<usize> {
+    let mut pairs: Vec<(f64, usize)> = values.iter().copied().zip(0..).collect();
+    pairs.sort_unstable_by(|a, b| compare(a.0, b.0).then(a.1.cmp(&b.1)));
+    pairs.into_iter().map(|(_, index)| index).collect()
 }
 
 fn scatter(order: &[usize], sorted_values: &[f64]) -> Vec<f64> {
@@ -106,7 +127,11 @@ fn adjust_valid(p: &[f64], method: Adjustment) -> Vec<f64> {
                 .collect();
             scatter(&order, &sorted)
         }
-        Adjustment::Hochberg | Adjustment::BenjaminiHochberg | Adjustment::BenjaminiYekutieli => {
+        // Hommel's reaches here for two p-values only, where R's is Hochberg's (more: `hommel`).
+        Adjustment::Hochberg
+        | Adjustment::Hommel
+        | Adjustment::BenjaminiHochberg
+        | Adjustment::BenjaminiYekutieli => {
             let order = order_descending(p);
             let harmonic: f64 = (1..=n).map(|i| 1.0 / i as f64).sum();
             let mut running = f64::INFINITY;
@@ -116,7 +141,7 @@ fn adjust_valid(p: &[f64], method: Adjustment) -> Vec<f64> {
                 .map(|(position, &index)| {
                     let i = (n - position) as f64; // R: i <- lp:1
                     let factor = match method {
-                        Adjustment::Hochberg => nf + 1.0 - i,
+                        Adjustment::Hochberg | Adjustment::Hommel => nf + 1.0 - i,
                         Adjustment::BenjaminiHochberg => nf / i,
                         _ => harmonic * nf / i,
                     };
@@ -126,48 +151,227 @@ fn adjust_valid(p: &[f64], method: Adjustment) -> Vec<f64> {
                 .collect();
             scatter(&order, &sorted)
         }
-        Adjustment::Hommel => hommel(p),
     }
 }
 
-/// Hommel's procedure, following R's `p.adjust` line by line (1-based indices in the comments).
-fn hommel(p_input: &[f64]) -> Vec<f64> {
+/// Hommel's procedure: R's `p.adjust(p, "hommel")` in O(n log n) (the sort) plus O(n), not R's O(n²).
+///
+/// R's loop, over j = n − 1 … 2 with the p-values sorted (1-based), sets q_i = min(j p_i, T_j) for
+/// i ≤ n − j + 1 and q_i = C_j = min(j p_{n−j+1}, T_j) above, where T_j = min_{k=2..j} j p_{n−j+k} / k, and
+/// keeps pa_i = max(S, max_j q_i), S = min_i n p_i / i; the result is max(pa_i, p_i). Three facts make it
+/// linear:
+///
+/// - T_j / j = min_{l > n−j+1} p_l / (l − n + j) is a lower envelope of functions of j whose reciprocals are
+///   lines, (j + l − n) / p_l, added in order of increasing slope as j grows: a monotone convex-hull queue
+///   gives every T_j in O(n) ([`simes_tails`]).
+/// - T_j / j is non-increasing in j (each step adds a term and divides every term by a larger k), so for a
+///   given p_i the j with j p_i ≤ T_j form a prefix: min(j p_i, T_j) is j p_i up to a split point and T_j
+///   after it. The split point and the upper end n − i + 1 both move down as i grows, so the largest T_j in
+///   between is a sliding-window maximum (a monotone deque).
+/// - The C_j that apply to p_i (j > n − i + 1) are a suffix: one running maximum.
+///
+/// `progress` is called every [`PROGRESS_EVERY`] steps of each pass; its error stops the computation.
+fn hommel<E: From<StatsError>>(
+    p_input: &[f64],
+    progress: Progress<'_, E>,
+) -> std::result::Result<Vec<f64>, E> {
     let n = p_input.len();
     let order = order_ascending(p_input);
+    progress()?;
     let p: Vec<f64> = order.iter().map(|&i| p_input[i]).collect();
+    // 0-based: p[i] is R's p[i + 1]; t[j] and c[j] are R's T_j and C_j for j in 2 ..= n − 1.
+    let t = simes_tails(&p, progress)?;
+    let nf = n as f64;
     // q <- pa <- rep.int(min(n * p / i), n)
     let initial = (0..n)
-        .map(|i| n as f64 * p[i] / (i + 1) as f64)
+        .map(|i| nf * p[i] / (i + 1) as f64)
         .fold(f64::INFINITY, f64::min);
-    let mut q = vec![initial; n];
-    let mut pa = vec![initial; n];
-    // for (j in (n - 1):2)
+    let mut c_suffix = vec![f64::NEG_INFINITY; n + 1];
     for j in (2..n).rev() {
-        // ij <- 1:(n - j + 1); i2 <- (n - j + 2):n
-        let split = n - j + 1;
-        // q1 <- min(j * p[i2] / (2:j))
-        let q1 = (split..n)
-            .enumerate()
-            .map(|(offset, index)| j as f64 * p[index] / (offset + 2) as f64)
-            .fold(f64::INFINITY, f64::min);
-        for index in 0..split {
-            q[index] = (j as f64 * p[index]).min(q1);
-        }
-        let tail = q[split - 1];
-        for value in q.iter_mut().skip(split) {
-            *value = tail;
-        }
-        for (a, b) in pa.iter_mut().zip(&q) {
-            *a = a.max(*b);
-        }
+        let c = (j as f64 * p[n - j]).min(t[j]);
+        c_suffix[j] = c_suffix[j + 1].max(c);
     }
-    let sorted: Vec<f64> = pa.iter().zip(&p).map(|(a, b)| a.max(*b)).collect();
-    scatter(&order, &sorted)
+    let mut sorted = Vec::with_capacity(n);
+    // The window of j (split ..= upper) where T_j < j p_i, as a deque of j with decreasing t from back to front.
+    let mut window: VecDeque<usize> = VecDeque::new();
+    let mut split = n;
+    for (i, &value) in p.iter().enumerate() {
+        if i % PROGRESS_EVERY == PROGRESS_EVERY - 1 {
+            progress()?;
+        }
+        // 1-based i + 1 ≤ n − j + 1 ⇔ j ≤ n − i.
+        let upper = (n - i).min(n - 1);
+        while split > 2 && ((split - 1) as f64 * value) > t[split - 1] {
+            split -= 1;
+            while window.back().is_some_and(|&j| t[j] <= t[split]) {
+                window.pop_back();
+            }
+            window.push_back(split);
+        }
+        while window.front().is_some_and(|&j| j > upper) {
+            window.pop_front();
+        }
+        let mut adjusted = initial.max(value);
+        // j p_i for the j below the split (the largest is the maximum).
+        let below = upper.min(split - 1);
+        if below >= 2 {
+            adjusted = adjusted.max(below as f64 * value);
+        }
+        if let Some(&j) = window.front() {
+            adjusted = adjusted.max(t[j]);
+        }
+        // C_j for j > n − i (1-based i + 1: j ≥ n − i + 1).
+        if n - i + 1 < n {
+            adjusted = adjusted.max(c_suffix[n - i + 1]);
+        }
+        sorted.push(adjusted);
+    }
+    Ok(scatter(&order, &sorted))
+}
+
+/// Steps between two calls of the progress callback in the passes of [`hommel`].
+const PROGRESS_EVERY: usize = 1 << 20;
+
+/// Called between passes of a long adjustment; an `Err` stops it and is returned as is.
+pub type Progress<'a, E> = &'a dyn Fn() -> std::result::Result<(), E>;
+
+/// T_j = min_{k=2..j} j p_{n−j+k} / k for j = 2 … n − 1 (index j of the result; R's `q1`), p sorted ascending,
+/// by a monotone convex-hull queue over the lines (j + l − n) / p_l (see [`hommel`]).
+fn simes_tails<E: From<StatsError>>(
+    p: &[f64],
+    progress: Progress<'_, E>,
+) -> std::result::Result<Vec<f64>, E> {
+    let n = p.len();
+    let mut t = vec![f64::INFINITY; n + 1];
+    // Line of sorted position l (0-based; R's l + 1): value (j + c) / p[l] with c = l + 1 − n, active for
+    // j ≥ n − l + 1. Compared without dividing by p (which may be 0 or subnormal).
+    let offset = |l: usize| (l + 1) as f64 - n as f64;
+    // Whether line b is at least line a at j: (j + c_b) / p_b ≥ (j + c_a) / p_a.
+    let beats = |b: usize, a: usize, j: f64| (j + offset(b)) * p[a] >= (j + offset(a)) * p[b];
+    // j at which line b (smaller p) overtakes line a: (c_a p_b − c_b p_a) / (p_a − p_b).
+    let crossing = |a: usize, b: usize| (offset(a) * p[b] - offset(b) * p[a]) / (p[a] - p[b]);
+    let mut hull: VecDeque<usize> = VecDeque::new();
+    let mut zero = None;
+    for j in 2..n {
+        if j % PROGRESS_EVERY == 0 {
+            progress()?;
+        }
+        // Line l = n − j + 1 (0-based) becomes active: R's p[n − j + 2] with k = 2.
+        let l = n - j + 1;
+        if zero.is_none() {
+            if p[l] == 0.0 {
+                zero = Some(l);
+            } else if hull.back().is_none_or(|&last| p[last] > p[l]) {
+                // Equal p: the line already there has the larger intercept and dominates.
+                while hull.len() >= 2 {
+                    let (a, b) = (hull[hull.len() - 2], hull[hull.len() - 1]);
+                    if crossing(a, l) <= crossing(a, b) {
+                        hull.pop_back();
+                    } else {
+                        break;
+                    }
+                }
+                hull.push_back(l);
+            }
+        }
+        if zero.is_some() {
+            t[j] = 0.0;
+            continue;
+        }
+        let x = j as f64;
+        while hull.len() >= 2 && beats(hull[1], hull[0], x) {
+            hull.pop_front();
+        }
+        let best = hull[0];
+        let k = (best + 1 + j - n) as f64;
+        t[j] = x * p[best] / k;
+    }
+    Ok(t)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::Xoshiro256pp;
+
+    /// R's `p.adjust(p, "hommel")` transcribed line by line (O(n²)): the reference of the fast [`hommel`].
+    fn hommel_as_r(p_input: &[f64]) -> Vec<f64> {
+        let n = p_input.len();
+        let order = order_ascending(p_input);
+        let p: Vec<f64> = order.iter().map(|&i| p_input[i]).collect();
+        let initial = (0..n)
+            .map(|i| n as f64 * p[i] / (i + 1) as f64)
+            .fold(f64::INFINITY, f64::min);
+        let mut q = vec![initial; n];
+        let mut pa = vec![initial; n];
+        for j in (2..n).rev() {
+            let split = n - j + 1;
+            let q1 = (split..n)
+                .enumerate()
+                .map(|(offset, index)| j as f64 * p[index] / (offset + 2) as f64)
+                .fold(f64::INFINITY, f64::min);
+            for index in 0..split {
+                q[index] = (j as f64 * p[index]).min(q1);
+            }
+            let tail = q[split - 1];
+            for value in q.iter_mut().skip(split) {
+                *value = tail;
+            }
+            for (a, b) in pa.iter_mut().zip(&q) {
+                *a = a.max(*b);
+            }
+        }
+        let sorted: Vec<f64> = pa.iter().zip(&p).map(|(a, b)| a.max(*b)).collect();
+        scatter(&order, &sorted)
+    }
+
+    #[test]
+    fn fast_hommel_equals_rs_algorithm_on_random_ties_and_zeros() {
+        let mut rng = Xoshiro256pp::seed_from_u64(26);
+        for case in 0..400 {
+            let n = 3 + case % 97;
+            let p: Vec<f64> = (0..n)
+                .map(|_| {
+                    let u = rng.next_f64();
+                    match case % 5 {
+                        0 => u,
+                        1 => u.powi(6),               // many small p-values
+                        2 => (u * 8.0).floor() / 8.0, // ties, zeros and ones
+                        3 => {
+                            if u < 0.3 {
+                                0.0
+                            } else {
+                                u
+                            }
+                        }
+                        _ => 1e-300 * u, // tiny (1/p overflows)
+                    }
+                })
+                .collect();
+            let fast = p_adjust(&p, Adjustment::Hommel).unwrap();
+            let slow = hommel_as_r(&p);
+            for (i, (a, b)) in fast.iter().zip(&slow).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-12 * b.abs().max(1e-300),
+                    "case {case} n {n} p[{i}]: {a} vs {b}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_adjustment_is_stopped_by_its_progress_callback() {
+        let p: Vec<f64> = (1..=3_000_000).map(|i| i as f64 / 3e6).collect();
+        let stop = || Err::<(), StatsError>(StatsError::invalid("p", "interrupted"));
+        assert!(p_adjust_with(&p, Adjustment::Hommel, &stop).is_err());
+        let calls = std::cell::Cell::new(0);
+        let count = || {
+            calls.set(calls.get() + 1);
+            Ok::<(), StatsError>(())
+        };
+        p_adjust_with(&p, Adjustment::Hommel, &count).unwrap();
+        assert!(calls.get() >= 4, "{}", calls.get());
+    }
 
     const P: [f64; 6] = [0.01, 0.04, 0.03, 0.2, 0.005, 0.5];
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gengen import _core
+from gengen import _core, limits
 from gengen.stats.options import ADJUSTMENTS, DEFAULT_ADJUSTMENT, Adjustment
 from gengen.stats.validation import as_float_array, check_choice
 
 __all__ = ["p_adjust"]
+
+#: Work arrays of an adjustment, in numbers per p-value (the Rust core's ``adjust::WORK_PER_P_VALUE``): the
+#: input is refused before any work when they would exceed :func:`gengen.limits.memory_budget`.
+WORK_PER_P_VALUE = 12
 
 
 def p_adjust(p: ArrayLike, method: Adjustment = DEFAULT_ADJUSTMENT) -> NDArray[np.float64]:
@@ -33,8 +37,12 @@ def p_adjust(p: ArrayLike, method: Adjustment = DEFAULT_ADJUSTMENT) -> NDArray[n
     With the :math:`n` p-values sorted, :math:`p_{(1)} \le \dots \le p_{(n)}`: Bonferroni
     :math:`\min(1, n p)`; Holm :math:`\max_{j \le i} \min(1, (n - j + 1) p_{(j)})`; Hochberg
     :math:`\min_{j \ge i} \min(1, (n - j + 1) p_{(j)})`; BH :math:`\min_{j \ge i} \min(1, n p_{(j)} / j)`;
-    BY as BH times :math:`\sum_{i=1}^n 1/i`; Hommel by R's algorithm (which falls back to Hochberg for two
-    p-values, as R does).
+    BY as BH times :math:`\sum_{i=1}^n 1/i`; Hommel's values are those of R's algorithm (which falls back to
+    Hochberg for two p-values, as R does), computed in O(n log n) instead of R's O(n²): 10^7 p-values take
+    seconds, and Ctrl-C stops the computation between its passes.
+
+    Limits: an input whose work arrays (about 12 numbers per p-value) would exceed
+    :func:`gengen.limits.memory_budget` is refused before any work, with one line naming its size and the limit.
 
     References
     ----------
@@ -50,5 +58,6 @@ def p_adjust(p: ArrayLike, method: Adjustment = DEFAULT_ADJUSTMENT) -> NDArray[n
     """
     check_choice("method", method, ADJUSTMENTS)
     array = as_float_array("p", p)
+    limits.check_array("p", (array.size, WORK_PER_P_VALUE), f"adjusting {array.size} p-values")
     flat = np.ascontiguousarray(array.reshape(-1))
     return _core.p_adjust(flat, method).reshape(array.shape)

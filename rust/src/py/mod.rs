@@ -18,7 +18,7 @@ mod simulate;
 
 use control::{control_of, ControlArgument};
 
-use crate::adjust::{p_adjust as adjust, Adjustment};
+use crate::adjust::{p_adjust_with as adjust, Adjustment};
 use crate::batch::{self, BootstrapRequest, PermutationRequest};
 use crate::bootstrap::IntervalMethod;
 use crate::control::Control;
@@ -407,7 +407,8 @@ fn p_adjust<'py>(
     method: &str,
 ) -> CoreResult<Bound<'py, PyArray1<f64>>> {
     let method = Adjustment::parse(method)?;
-    let adjusted = adjust(&p.as_array().to_vec(), method)?;
+    let values = p.as_array().to_vec();
+    let adjusted = py.allow_threads(|| adjust(&values, method, &check_signals))?;
     Ok(Array1::from(adjusted).into_pyarray(py))
 }
 
