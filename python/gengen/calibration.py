@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gengen import stats
 from gengen.calibration_methods import (
     FULL_DESIGN,
     LAGGED_METHOD,
@@ -51,12 +50,11 @@ from gengen.calibration_realistic import (
     realistic_contract,
     realistic_summary,
     realistic_tables,
+    reference_tests,
     run_realistic,
 )
 from gengen.errors import GengenError
 from gengen.simulate import Cell, simulate, simulate_pair_runs
-from gengen.stats.correlation import consistent_interval
-from gengen.stats.lagged import lagged_partial_corr_matrix
 from gengen.stats.meta import fisher_meta
 from gengen.stats.sieve import (
     curvature_notes,
@@ -347,14 +345,9 @@ def _single_run_methods(
             yield "sieve-gam", float(gam.p_value[0, 1]), (float(gam.ci_low[0, 1]), float(gam.ci_high[0, 1])), None
         except GengenError:
             yield "sieve-gam", float("nan"), None, None
-    lagged = lagged_partial_corr_matrix(scores, covar)
-    low, high = consistent_interval(
-        np.asarray(lagged.r_innovation)[0, 1], np.asarray(lagged.statistic)[0, 1], np.asarray(lagged.df)[0, 1], 0.95
-    )
-    yield "lagged (r_innovation)", float(np.asarray(lagged.p_value)[0, 1]), (float(low), float(high)), None
-    naive = stats.partial_corr_matrix(scores, covar)
-    low, high = consistent_interval(naive.r[0, 1], naive.statistic[0, 1], np.asarray(naive.df).max(), 0.95)
-    yield "t-test", float(naive.p_value[0, 1]), (float(low), float(high)), None
+    references = reference_tests(scores, covar)
+    yield "lagged (r_innovation)", references.lagged_p, references.lagged_interval, None
+    yield "t-test", references.ttest_p, references.ttest_interval, None
 
 
 def _pooled_methods(

@@ -17,7 +17,7 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -36,6 +36,7 @@ __all__ = [
     "realistic_contract",
     "realistic_summary",
     "realistic_tables",
+    "reference_tests",
     "run_realistic",
 ]
 
@@ -181,29 +182,61 @@ def _add(total: dict[str, float], part: dict[str, float]) -> None:
         total[key] = total.get(key, 0) + value
 
 
+class ReferenceTests(NamedTuple):
+    """The lagged test of ``r_innovation`` and ppcor's t-test of ``r_partial`` on one run's two OOD test sets."""
+
+    lagged_p: float
+    lagged_interval: tuple[float, float]
+    r_partial: float
+    ttest_p: float
+    ttest_interval: tuple[float, float]
+
+
+def _interval(r: float, statistic: float, df: float) -> tuple[float, float]:
+    low, high = consistent_interval(np.array([r]), np.array([statistic]), np.array([df]), 0.95)
+    return float(low[0]), float(high[0])
+
+
+def reference_tests(scores: np.ndarray, covar: np.ndarray) -> ReferenceTests:
+    """The references beside the default, computed by :mod:`gengen.stats` directly (linear control, no checks).
+
+    Parameters
+    ----------
+    scores : ndarray, shape (n, 2)
+        The two OOD test sets of one run.
+    covar : ndarray, shape (n, 1)
+        Its ID scores.
+
+    Returns
+    -------
+    ReferenceTests
+        p-values and 95% intervals consistent with them (:func:`gengen.stats.consistent_interval`); the lagged
+        test's are NaN where its regression cannot be fitted (a test set constant after its first checkpoint).
+    """
+    with np.errstate(all="ignore"):
+        naive = stats.partial_corr_matrix(scores, covar)
+    r = float(naive.r[0, 1])
+    ttest = (float(naive.p_value[0, 1]), _interval(r, naive.statistic[0, 1], np.asarray(naive.df).max()))
+    try:
+        with np.errstate(all="ignore"):
+            lagged = lagged_partial_corr_matrix(scores, covar)
+    except GengenError:
+        return ReferenceTests(float("nan"), (float("nan"), float("nan")), r, *ttest)
+    innovation, statistic = np.asarray(lagged.r_innovation)[0, 1], np.asarray(lagged.statistic)[0, 1]
+    interval = _interval(innovation, statistic, np.asarray(lagged.df)[0, 1])
+    return ReferenceTests(float(np.asarray(lagged.p_value)[0, 1]), interval, r, *ttest)
+
+
 def _reference_rows(replicates: list[Replicate]) -> dict[str, pd.DataFrame]:
-    """The lagged test and ppcor's t-test of every run on all its rows (linear control on ID), computed by
-    :mod:`gengen.stats` directly: the references without any of analyse's checks. A run a test cannot handle
-    (a test set constant after its first checkpoint, for the lagged regression) gets NaN: untestable."""
+    """:func:`reference_tests` of every run on all its rows: the lagged test and ppcor's t-test without any of
+    analyse's checks. A run the lagged test cannot handle gets NaN: untestable."""
     lagged, ttest = [], []
     for replicate in replicates:
         for run in range(replicate.scores.shape[0]):
-            values = np.concatenate([replicate.id_scores[run][:, None], replicate.scores[run]], axis=1)
-            with np.errstate(all="ignore"):
-                result = stats.partial_corr_matrix(values[:, 1:], values[:, :1])
-            r = float(result.r[0, 1])
-            low, high = consistent_interval(
-                np.array([r]), np.array([result.statistic[0, 1]]), np.array([np.asarray(result.df).max()]), 0.95
-            )
-            ttest.append(
-                {"r_partial": r, "p": float(result.p_value[0, 1]), "ci_low": float(low[0]), "ci_high": float(high[0])}
-            )
-            try:
-                with np.errstate(all="ignore"):
-                    innovation = lagged_partial_corr_matrix(values[:, 1:], values[:, :1])
-                lagged.append({"p": float(np.asarray(innovation.p_value)[0, 1])})
-            except GengenError:
-                lagged.append({"p": float("nan")})
+            found = reference_tests(replicate.scores[run], replicate.id_scores[run][:, None])
+            low, high = found.ttest_interval
+            ttest.append({"r_partial": found.r_partial, "p": found.ttest_p, "ci_low": low, "ci_high": high})
+            lagged.append({"p": found.lagged_p})
     return {"lagged": pd.DataFrame(lagged), "t-test": pd.DataFrame(ttest)}
 
 
