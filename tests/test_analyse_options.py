@@ -262,3 +262,17 @@ def test_a_nullable_step_without_missing_values_is_analysed_as_the_integers() ->
         df.assign(step=pd.array(df["step"], dtype="Int64")), id_testset="id", inference="t-test", fit="linear"
     ).pairs
     pd.testing.assert_frame_equal(plain, nullable)
+
+
+def test_the_residuals_of_an_analysis_use_its_gam_options() -> None:
+    from gengen.stats import Gam, residualise
+    from tests.test_analyse_gam_options import curved
+
+    df = curved()
+    analysis = gengen.analyse(df, id_testset="id", inference="t-test", fit="gam", gam_k=5, max_edf=3.0)
+    residuals = analysis.residuals("m", "r")
+    wide = df.pivot_table(index="step", columns="testset", values="value")
+    expected = residualise(wide["t0"].to_numpy(), wide[["id"]].to_numpy(), fit=Gam(k=5, max_edf=3.0))
+    np.testing.assert_allclose(residuals["t0"].to_numpy(), np.asarray(expected), rtol=1e-10, atol=1e-12)
+    default = residualise(wide["t0"].to_numpy(), wide[["id"]].to_numpy(), fit=Gam())
+    assert not np.allclose(residuals["t0"].to_numpy(), np.asarray(default), atol=1e-6)

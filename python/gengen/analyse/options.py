@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from numbers import Integral as _Integral
@@ -510,12 +510,7 @@ class Settings:
         ``fit="auto"`` is resolved per group first (:func:`gengen.analyse.core.group_control`)."""
         if self.fit == "auto":
             raise RuntimeError("fit='auto' has no control until a group's control is chosen (group_control)")
-        if self.fit == "linear":
-            return Linear()
-        method: Any = self.gam_method
-        basis: Any = self.gam_basis
-        max_edf: Any = self.max_edf
-        return Gam(k=self.gam_k, method=method, basis=basis, max_edf=max_edf)
+        return control_of(self.fit, asdict(self))
 
     @property
     def permutation_scheme(self) -> str:
@@ -556,6 +551,27 @@ class Settings:
         out["permutation_scheme"] = self.permutation_scheme
         out["bootstrap_scheme"] = self.bootstrap_scheme
         return out
+
+
+def control_of(fit: str, options: Mapping[str, Any]) -> Control:
+    """The control ``fit`` names, with the GAM options of an analysis' settings (or its ``summary.json`` record).
+
+    Parameters
+    ----------
+    fit : {"linear", "gam"}
+        The control.
+    options : mapping
+        ``gam_k``, ``gam_method``, ``gam_basis`` and ``max_edf`` (the table's defaults for those absent).
+
+    Returns
+    -------
+    Linear or Gam
+        The control value every statistic takes as ``fit=``.
+    """
+    if fit == "linear":
+        return Linear()
+    value = {name: options.get(name, OPTIONS[name].default) for name in ("gam_k", "gam_method", "gam_basis", "max_edf")}
+    return Gam(k=value["gam_k"], method=value["gam_method"], basis=value["gam_basis"], max_edf=value["max_edf"])
 
 
 def make_settings(**options: Any) -> Settings:

@@ -14,6 +14,7 @@ import pandas as pd
 from gengen import stats
 from gengen._files import inside
 from gengen._versions import installed_versions
+from gengen.analyse.options import control_of
 from gengen.errors import GengenError, InputError
 
 #: Distributions whose versions are recorded in ``summary.json`` and in the report.
@@ -156,20 +157,13 @@ class Analysis:
             fit = str(rows["fit"].iloc[0]) if len(rows) else "linear"
         out = {
             name: np.asarray(
-                stats.residualise(table[name].to_numpy(dtype=float), covar, fit=fit, **self._gam_options(fit)),
+                stats.residualise(table[name].to_numpy(dtype=float), covar, fit=control_of(fit, self.settings)),
                 dtype=float,
             )
             for name in table.columns[1:]
             if table[name].nunique() > 1
         }
         return pd.DataFrame(out, index=table.index)
-
-    def _gam_options(self, fit: str) -> dict[str, Any]:
-        """The analysis' GAM options (from its settings record) for a GAM control, else none."""
-        if fit != "gam":
-            return {}
-        names = {"gam_k": "k", "gam_method": "gam_method", "gam_basis": "gam_basis", "max_edf": "max_edf"}
-        return {option: self.settings[name] for name, option in names.items() if name in self.settings}
 
     # ------------------------------------------------------------------ files
     def summary(self) -> dict[str, Any]:
