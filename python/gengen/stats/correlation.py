@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -40,6 +40,7 @@ from gengen.stats.validation import (
     check_choice,
     check_threads,
     column_names,
+    one_run,
 )
 
 __all__ = [
@@ -482,9 +483,7 @@ def partial_corr_matrix(
     >>> result.r.shape, result.df
     ((3, 3), 27.0)
     """
-    return partial_corr_matrix_batch(
-        [scores], None if covar is None else [covar], method=method, fit=fit, n_threads=n_threads, **gam_options
-    )[0]
+    return cast(PartialCorrMatrix, one_run(partial_corr_matrix_batch, locals()))
 
 
 def partial_corr_matrix_batch(

@@ -44,7 +44,21 @@ LAGGED_GAM_K = 5
 
 
 @dataclass(frozen=True)
-class LaggedPartialCorrMatrix:
+class _TrajectoryTest:
+    """What both tests of trajectories return: the partial correlations, each pair's test, the lag-1
+    autocorrelation of the residuals, the sizes and the correlation."""
+
+    r: NDArray[np.float64] | pd.DataFrame
+    statistic: NDArray[np.float64] | pd.DataFrame
+    p_value: NDArray[np.float64] | pd.DataFrame
+    lag1: NDArray[np.float64]
+    n: int
+    k: int
+    method: str
+
+
+@dataclass(frozen=True)
+class LaggedPartialCorrMatrix(_TrajectoryTest):
     """Every pair of test sets tested by the lagged regression.
 
     Attributes
@@ -73,22 +87,15 @@ class LaggedPartialCorrMatrix:
         Always "lagged", so that every p-value says which method produced it.
     """
 
-    r: NDArray[np.float64] | pd.DataFrame
     r_innovation: NDArray[np.float64] | pd.DataFrame
-    statistic: NDArray[np.float64] | pd.DataFrame
-    p_value: NDArray[np.float64] | pd.DataFrame
     df: NDArray[np.float64] | pd.DataFrame
-    lag1: NDArray[np.float64]
     control_df: NDArray[np.float64]
-    n: int
-    k: int
-    method: str
     fit: str
     inference: str = "lagged"
 
 
 @dataclass(frozen=True)
-class PrewhitenedPartialCorrMatrix:
+class PrewhitenedPartialCorrMatrix(_TrajectoryTest):
     """Every pair of test sets tested after AR(1) prewhitening of the residuals.
 
     Attributes
@@ -113,17 +120,10 @@ class PrewhitenedPartialCorrMatrix:
         Always "prewhitened".
     """
 
-    r: NDArray[np.float64] | pd.DataFrame
     r_whitened: NDArray[np.float64] | pd.DataFrame
-    statistic: NDArray[np.float64] | pd.DataFrame
-    p_value: NDArray[np.float64] | pd.DataFrame
     naive_p_value: NDArray[np.float64] | pd.DataFrame
     phi: NDArray[np.float64]
-    lag1: NDArray[np.float64]
-    n: int
-    k: int
     df: float
-    method: str
     inference: str = "prewhitened"
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -48,6 +48,7 @@ from gengen.stats.validation import (
     check_count,
     check_seed,
     check_threads,
+    one_run,
 )
 
 __all__ = [
@@ -212,20 +213,7 @@ def permutation_test(
     >>> float(result.p_value[0, 1])
     0.001
     """
-    return permutation_test_batch(
-        [scores],
-        None if covar is None else [covar],
-        n_perm=n_perm,
-        scheme=scheme,
-        block_length=block_length,
-        mirror=mirror,
-        method=method,
-        fit=fit,
-        family_wise=family_wise,
-        seed=seed,
-        n_threads=n_threads,
-        **gam_options,
-    )[0]
+    return cast(PermutationTest, one_run(permutation_test_batch, locals()))
 
 
 def permutation_test_batch(
@@ -405,20 +393,7 @@ def bootstrap_ci(
     >>> bool(result.ci_low[0, 1] < result.r[0, 1] < result.ci_high[0, 1])
     True
     """
-    return bootstrap_ci_batch(
-        [scores],
-        None if covar is None else [covar],
-        n_boot=n_boot,
-        scheme=scheme,
-        block_length=block_length,
-        ci_level=ci_level,
-        ci_method=ci_method,
-        method=method,
-        fit=fit,
-        seed=seed,
-        n_threads=n_threads,
-        **gam_options,
-    )[0]
+    return cast(BootstrapCI, one_run(bootstrap_ci_batch, locals()))
 
 
 def bootstrap_ci_batch(

@@ -6,7 +6,8 @@ argument at fault, so a user sees which input to fix; none allocates more than t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -83,6 +84,17 @@ def as_runs(
         covars.append(as_covar(run_covar, table.shape[0]))
         labels.append(names)
     return tables, covars, labels
+
+
+def one_run(batch: Callable[..., list[Any]], arguments: dict[str, Any]) -> Any:
+    """A batch function's result for one run: ``arguments`` are the single-run function's ``locals()``.
+
+    The single-run functions (:func:`~gengen.stats.permutation_test` …) take the batch function's options by
+    name; ``scores`` and ``covar`` become one-run lists, ``gam_options`` is passed on as keywords.
+    """
+    options = dict(arguments)
+    scores, covar, gam_options = options.pop("scores"), options.pop("covar"), options.pop("gam_options", {})
+    return batch([scores], None if covar is None else [covar], **options, **gam_options)[0]
 
 
 def trajectory_inputs(
