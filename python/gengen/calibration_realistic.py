@@ -349,11 +349,8 @@ def run_realistic(
         raise GengenError(f"cells: the realistic measure analyses learning curves; {', '.join(textbook)} are not")
     pooled_replicates = replicates if pooled_replicates is None else pooled_replicates
     path = Path(csv) if csv is not None else None
-    done: set[tuple[str, str]] = set()
-    previous = pd.DataFrame(columns=list(REALISTIC_COLUMNS))
-    if path is not None and path.exists() and path.stat().st_size:
-        previous = pd.read_csv(path, keep_default_na=False, na_values=[""])
-        done = set(zip(previous["cell"], previous["hypothesis"], strict=True))
+    previous = _finished(path)
+    done = set(zip(previous["cell"], previous["hypothesis"], strict=True))
     rows: list[dict[str, Any]] = []
     for cell in grid:
         null_wanted = pooled_replicates if cell.runs > 1 else replicates
@@ -362,26 +359,11 @@ def run_realistic(
                 continue
             wanted = null_wanted if rho == 0 or alternative_replicates is None else alternative_replicates
             started = time.process_time()
-            rng = _stream(seed, cell, index)
-            totals: dict[str, dict[str, float]] = {}
-            described = ""
-            for first in range(0, wanted, _BATCH):
-                batch = [simulate(cell, rho, rng) for _ in range(min(_BATCH, wanted - first))]
-                counts, described = _realistic_chunk(cell, rho, batch, n_boot, seed + first)
-                for method, part in counts.items():
-                    _add(totals.setdefault(method, {}), part)
+            totals, described = _run_hypothesis(cell, rho, _stream(seed, cell, index), wanted, n_boot, seed)
             seconds = time.process_time() - started
             chunk = [
                 {
-                    "cell": cell.label,
-                    "n": cell.n,
-                    "schedule": cell.schedule,
-                    "n_examples": cell.n_examples,
-                    "phi": cell.phi,
-                    "link": cell.link,
-                    "special": cell.special,
-                    "runs": cell.runs,
-                    "well_specified": cell.well_specified,
+                    **_cell_columns(cell),
                     "hypothesis": hypothesis,
                     "rho": rho,
                     "true_r": _truth(cell, rho),
@@ -399,11 +381,37 @@ def run_realistic(
                 frame = pd.DataFrame(chunk, columns=list(REALISTIC_COLUMNS))
                 frame.to_csv(path, mode="a", header=not path.exists() or not path.stat().st_size, index=False)
             if progress is not None:
-                default = totals["default"]
-                rate = default["reject"] / default["testable"] if default["testable"] else float("nan")
+                rate = _ratio(totals["default"]["reject"], totals["default"]["testable"])
                 progress(f"{cell.label} {hypothesis}: default rejects {rate:.3f} ({seconds:.0f} s CPU)")
     new = pd.DataFrame(rows, columns=list(REALISTIC_COLUMNS))
     return pd.concat([previous, new], ignore_index=True) if len(previous) else new
+
+
+def _finished(path: Path | None) -> pd.DataFrame:
+    """The rows of the (cell, hypothesis) chunks already in the study's CSV (none without one)."""
+    if path is not None and path.exists() and path.stat().st_size:
+        return pd.read_csv(path, keep_default_na=False, na_values=[""])
+    return pd.DataFrame(columns=list(REALISTIC_COLUMNS))
+
+
+def _run_hypothesis(
+    cell: Cell, rho: float, rng: np.random.Generator, wanted: int, n_boot: int, seed: int
+) -> tuple[dict[str, dict[str, float]], str]:
+    """Every method's counts over ``wanted`` replicates of one cell and ρ, analysed in batches of :data:`_BATCH`."""
+    totals: dict[str, dict[str, float]] = {}
+    described = ""
+    for first in range(0, wanted, _BATCH):
+        batch = [simulate(cell, rho, rng) for _ in range(min(_BATCH, wanted - first))]
+        counts, described = _realistic_chunk(cell, rho, batch, n_boot, seed + first)
+        for method, part in counts.items():
+            _add(totals.setdefault(method, {}), part)
+    return totals, described
+
+
+def _cell_columns(cell: Cell) -> dict[str, Any]:
+    """The columns of the long table that describe the cell."""
+    names = ("n", "schedule", "n_examples", "phi", "link", "special", "runs", "well_specified")
+    return {"cell": cell.label, **{name: getattr(cell, name) for name in names}}
 
 
 #: The contract of issue 23 on the realistic grid.
@@ -531,20 +539,30 @@ def realistic_contract(summary: pd.DataFrame) -> pd.DataFrame:
 
 def realistic_tables(summary: pd.DataFrame) -> str:
     """The summary as Markdown: the default's contract table, its flags, the comparison, pooled seeds."""
-
-    def fmt(value: Any, digits: int = 3) -> str:
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            return str(value)
-        return "–" if not np.isfinite(number) else f"{number:.{digits}f}"
-
-    def pct(value: Any) -> str:
-        number = float(value) if value is not None else float("nan")
-        return "–" if not np.isfinite(number) else f"{100 * number:.0f}%"
-
     single = summary[summary["runs"] == 1]
     pooled = summary[summary["runs"] > 1]
+    lines = [*_contract_section(single), *_flags_section(single), *_comparison_section(single)]
+    if not pooled.empty:
+        lines += _pooled_section(pooled)
+    settings = sorted(set(summary["default_settings"].astype(str)))
+    lines += ["", f"Default as recorded by analyse: {'; '.join(settings)}."]
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return "–" if not np.isfinite(number) else f"{number:.{digits}f}"
+
+
+def _pct(value: Any) -> str:
+    number = float(value) if value is not None else float("nan")
+    return "–" if not np.isfinite(number) else f"{100 * number:.0f}%"
+
+
+def _contract_section(single: pd.DataFrame) -> list[str]:
     lines = [
         "**The default among rows reported testable (α = 0.05)**",
         "",
@@ -554,12 +572,16 @@ def realistic_tables(summary: pd.DataFrame) -> str:
     ]
     for row in single.to_dict("records"):
         lines.append(
-            f"| {row['cell']} | {pct(row.get('untestable'))} | {fmt(row.get('type1'))} ± {fmt(row.get('se_type1'))} "
-            f"| {fmt(row.get('coverage_h0'))} | {fmt(row.get('coverage_03'))} | {fmt(row.get('coverage_05'))} "
-            f"| {fmt(row.get('power_03'))} | {fmt(row.get('power_05'))} | {fmt(row.get('true_r_05'))} "
-            f"| {fmt(row.get('mean_r_05'))} | {pct(row.get('gam_share'))} |"
+            f"| {row['cell']} | {_pct(row.get('untestable'))} | {_fmt(row.get('type1'))} ± "
+            f"{_fmt(row.get('se_type1'))} | {_fmt(row.get('coverage_h0'))} | {_fmt(row.get('coverage_03'))} "
+            f"| {_fmt(row.get('coverage_05'))} | {_fmt(row.get('power_03'))} | {_fmt(row.get('power_05'))} "
+            f"| {_fmt(row.get('true_r_05'))} | {_fmt(row.get('mean_r_05'))} | {_pct(row.get('gam_share'))} |"
         )
-    lines += [
+    return lines
+
+
+def _flags_section(single: pd.DataFrame) -> list[str]:
+    lines = [
         "",
         "**The default's diagnostics: flag rate under the null, flags given the verdict, power among unflagged rows**",
         "",
@@ -569,11 +591,15 @@ def realistic_tables(summary: pd.DataFrame) -> str:
     ]
     for row in single.to_dict("records"):
         lines.append(
-            f"| {row['cell']} | {fmt(row.get('flags'))} | {fmt(row.get('flag_if_reject'))} "
-            f"| {fmt(row.get('flag_if_accept'))} | {fmt(row.get('power_unflagged_03'))} "
-            f"| {fmt(row.get('power_unflagged_05'))} |"
+            f"| {row['cell']} | {_fmt(row.get('flags'))} | {_fmt(row.get('flag_if_reject'))} "
+            f"| {_fmt(row.get('flag_if_accept'))} | {_fmt(row.get('power_unflagged_03'))} "
+            f"| {_fmt(row.get('power_unflagged_05'))} |"
         )
-    lines += [
+    return lines
+
+
+def _comparison_section(single: pd.DataFrame) -> list[str]:
+    lines = [
         "",
         "**Beside the default: type-I / power ρ=.3 / power ρ=.5 (default: testable rows; lagged test and ppcor's"
         " t-test: every row, no check)**",
@@ -583,27 +609,27 @@ def realistic_tables(summary: pd.DataFrame) -> str:
     ]
     for row in single.to_dict("records"):
         cells = [
-            " / ".join(fmt(row.get(f"{prefix}{name}"), 2) for name in ("type1", "power_03", "power_05"))
+            " / ".join(_fmt(row.get(f"{prefix}{name}"), 2) for name in ("type1", "power_03", "power_05"))
             for prefix in ("", "lagged_", "ttest_")
         ]
         lines.append(f"| {row['cell']} | " + " | ".join(cells) + " |")
-    if not pooled.empty:
-        lines += [
-            "",
-            "**Pooled seeds (the meta table of `Analysis.pooled`): type-I, coverage under H0 and ρ = 0.3, 0.5, power**",
-            "",
-            "| cell | effects | type-I ± MC s.e. | coverage H0 | coverage ρ=.3 | coverage ρ=.5 | power ρ=.3 "
-            "| power ρ=.5 |",
-            "|---" * 8 + "|",
-        ]
-        for row in pooled.to_dict("records"):
-            for prefix in ("fixed_", "random_"):
-                lines.append(
-                    f"| {row['cell']} | {prefix[:-1]} | {fmt(row.get(f'{prefix}type1'))} ± "
-                    f"{fmt(row.get(f'{prefix}se_type1'))} | {fmt(row.get(f'{prefix}coverage_h0'))} "
-                    f"| {fmt(row.get(f'{prefix}coverage_03'))} | {fmt(row.get(f'{prefix}coverage_05'))} "
-                    f"| {fmt(row.get(f'{prefix}power_03'))} | {fmt(row.get(f'{prefix}power_05'))} |"
-                )
-    settings = sorted(set(summary["default_settings"].astype(str)))
-    lines += ["", f"Default as recorded by analyse: {'; '.join(settings)}."]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _pooled_section(pooled: pd.DataFrame) -> list[str]:
+    lines = [
+        "",
+        "**Pooled seeds (the meta table of `Analysis.pooled`): type-I, coverage under H0 and ρ = 0.3, 0.5, power**",
+        "",
+        "| cell | effects | type-I ± MC s.e. | coverage H0 | coverage ρ=.3 | coverage ρ=.5 | power ρ=.3 | power ρ=.5 |",
+        "|---" * 8 + "|",
+    ]
+    for row in pooled.to_dict("records"):
+        for prefix in ("fixed_", "random_"):
+            lines.append(
+                f"| {row['cell']} | {prefix[:-1]} | {_fmt(row.get(f'{prefix}type1'))} ± "
+                f"{_fmt(row.get(f'{prefix}se_type1'))} | {_fmt(row.get(f'{prefix}coverage_h0'))} "
+                f"| {_fmt(row.get(f'{prefix}coverage_03'))} | {_fmt(row.get(f'{prefix}coverage_05'))} "
+                f"| {_fmt(row.get(f'{prefix}power_03'))} | {_fmt(row.get(f'{prefix}power_05'))} |"
+            )
+    return lines
