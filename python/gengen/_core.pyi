@@ -5,7 +5,7 @@ raised as gengen.errors.InvalidArgumentError or gengen.errors.DegenerateDataErro
 objects whose attributes are read-only.
 """
 
-from typing import final
+from typing import Final, final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,171 +21,109 @@ _Float1D = NDArray[np.float64]
 class PartialCorrResult:
     """ppcor's pcor.test / spcor.test of one pair."""
 
-    @property
-    def r(self) -> float: ...
-    @property
-    def statistic(self) -> float: ...
-    @property
-    def p_value(self) -> float: ...
-    @property
-    def df(self) -> float: ...
-    @property
-    def n(self) -> int: ...
-    @property
-    def k(self) -> int: ...
+    r: Final[float]
+    statistic: Final[float]
+    p_value: Final[float]
+    df: Final[float]
+    n: Final[int]
+    k: Final[int]
 
 @final
 class PpcorResult:
     """ppcor's pcor (semi=False) or spcor (semi=True) of every pair of columns."""
 
-    @property
-    def estimate(self) -> _Float2D: ...
-    @property
-    def statistic(self) -> _Float2D: ...
-    @property
-    def p_value(self) -> _Float2D: ...
-    @property
-    def n(self) -> int: ...
-    @property
-    def k(self) -> int: ...
+    estimate: Final[_Float2D]
+    statistic: Final[_Float2D]
+    p_value: Final[_Float2D]
+    n: Final[int]
+    k: Final[int]
 
 @final
 class CorrMatrixResult:
     """One run's partial correlation matrices, with the df of each pair's test and the df spent per column."""
 
-    @property
-    def r(self) -> _Float2D: ...
-    @property
-    def statistic(self) -> _Float2D: ...
-    @property
-    def p_value(self) -> _Float2D: ...
-    @property
-    def pair_df(self) -> _Float2D: ...
-    @property
-    def control_df(self) -> _Float1D: ...
-    @property
-    def n(self) -> int: ...
-    @property
-    def k(self) -> int: ...
+    r: Final[_Float2D]
+    statistic: Final[_Float2D]
+    p_value: Final[_Float2D]
+    pair_df: Final[_Float2D]
+    control_df: Final[_Float1D]
+    n: Final[int]
+    k: Final[int]
 
 @final
 class PermutationResult:
     """One run's permutation test: r, pairwise and family-wise p-values, the block length used."""
 
-    @property
-    def r(self) -> _Float2D: ...
-    @property
-    def p_value(self) -> _Float2D: ...
-    @property
-    def p_fwer(self) -> _Float2D: ...
-    @property
-    def block_length(self) -> int | None: ...
+    r: Final[_Float2D]
+    p_value: Final[_Float2D]
+    p_fwer: Final[_Float2D]
+    block_length: Final[int | None]
 
 @final
 class BootstrapResult:
     """One run's bootstrap intervals: r, bounds, valid replicates per pair (floats), the block length used."""
 
-    @property
-    def r(self) -> _Float2D: ...
-    @property
-    def ci_low(self) -> _Float2D: ...
-    @property
-    def ci_high(self) -> _Float2D: ...
-    @property
-    def n_valid(self) -> _Float2D: ...
-    @property
-    def block_length(self) -> int | None: ...
+    r: Final[_Float2D]
+    ci_low: Final[_Float2D]
+    ci_high: Final[_Float2D]
+    n_valid: Final[_Float2D]
+    block_length: Final[int | None]
 
 @final
 class GamFitResult:
     """fitted (n, m), residuals (n, m), edf (m,), lam (m, q), score (m,), k used per control, capped per column
     (the EDF cap raised λ), the resolved cap max_edf (inf when none)."""
 
-    @property
-    def fitted(self) -> _Float2D: ...
-    @property
-    def residuals(self) -> _Float2D: ...
-    @property
-    def edf(self) -> _Float1D: ...
-    @property
-    def lam(self) -> _Float2D: ...
-    @property
-    def score(self) -> _Float1D: ...
-    @property
-    def k_used(self) -> list[int]: ...
-    @property
-    def capped(self) -> list[bool]: ...
-    @property
-    def max_edf(self) -> float: ...
+    fitted: Final[_Float2D]
+    residuals: Final[_Float2D]
+    edf: Final[_Float1D]
+    lam: Final[_Float2D]
+    score: Final[_Float1D]
+    k_used: Final[list[int]]
+    capped: Final[list[bool]]
+    max_edf: Final[float]
 
 @final
 class CalibrationTally:
     """One method's tallies over a calibration cell."""
 
-    @property
-    def method(self) -> str: ...
-    @property
-    def control(self) -> str: ...
-    @property
-    def evaluated(self) -> int: ...
-    @property
-    def reject_05(self) -> int: ...
-    @property
-    def reject_01(self) -> int: ...
-    @property
-    def ci_evaluated(self) -> int: ...
-    @property
-    def covered(self) -> int: ...
-    @property
-    def ci_width_sum(self) -> float: ...
+    method: Final[str]
+    control: Final[str]
+    evaluated: Final[int]
+    reject_05: Final[int]
+    reject_01: Final[int]
+    ci_evaluated: Final[int]
+    covered: Final[int]
+    ci_width_sum: Final[float]
 
 @final
 class LaggedResult:
     """The lagged-regression test of every pair of columns."""
 
-    @property
-    def estimate(self) -> _Float2D: ...
-    @property
-    def innovation_estimate(self) -> _Float2D: ...
-    @property
-    def statistic(self) -> _Float2D: ...
-    @property
-    def p_value(self) -> _Float2D: ...
-    @property
-    def df(self) -> _Float2D: ...
-    @property
-    def lag1(self) -> _Float1D: ...
-    @property
-    def control_df(self) -> _Float1D: ...
-    @property
-    def n(self) -> int: ...
-    @property
-    def k(self) -> int: ...
+    estimate: Final[_Float2D]
+    innovation_estimate: Final[_Float2D]
+    statistic: Final[_Float2D]
+    p_value: Final[_Float2D]
+    df: Final[_Float2D]
+    lag1: Final[_Float1D]
+    control_df: Final[_Float1D]
+    n: Final[int]
+    k: Final[int]
 
 @final
 class PrewhitenedResult:
     """The AR(1)-prewhitened test of every pair of columns."""
 
-    @property
-    def estimate(self) -> _Float2D: ...
-    @property
-    def whitened_estimate(self) -> _Float2D: ...
-    @property
-    def statistic(self) -> _Float2D: ...
-    @property
-    def p_value(self) -> _Float2D: ...
-    @property
-    def naive_p_value(self) -> _Float2D: ...
-    @property
-    def phi(self) -> _Float1D: ...
-    @property
-    def lag1(self) -> _Float1D: ...
-    @property
-    def n(self) -> int: ...
-    @property
-    def k(self) -> int: ...
-    @property
-    def df(self) -> float: ...
+    estimate: Final[_Float2D]
+    whitened_estimate: Final[_Float2D]
+    statistic: Final[_Float2D]
+    p_value: Final[_Float2D]
+    naive_p_value: Final[_Float2D]
+    phi: Final[_Float1D]
+    lag1: Final[_Float1D]
+    n: Final[int]
+    k: Final[int]
+    df: Final[float]
 
 def partial_corr(
     x: NDArray[np.float64],
@@ -268,6 +206,18 @@ def ar_generate(
     coef: _Float2D, shocks: NDArray[np.float64], start: NDArray[np.float64], keep: int
 ) -> NDArray[np.float64]:
     """AR recursions of the AR-sieve bootstrap: the last ``keep`` steps of each (replicate, series)."""
+
+def sieve_moments(
+    coef: _Float2D,
+    pool: _Float2D,
+    picks: NDArray[np.int64],
+    spread: _Float2D,
+    start: NDArray[np.float64],
+    keep: int,
+    basis: _Float2D,
+    mix: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """Σ z and Σ z² (4, m, m) of a chunk of AR-sieve replicates and their white twins (gengen.stats.sieve_kernel)."""
 
 def chi_squared_sf(x: float, df: float) -> float:
     """Upper tail of a chi-squared distribution with df degrees of freedom."""
