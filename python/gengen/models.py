@@ -9,7 +9,8 @@ import importlib.util
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -18,12 +19,17 @@ import transformers
 
 from gengen.errors import ConfigError
 
+if TYPE_CHECKING:
+    from gengen.config import RunSpec, StudyConfig
+
 # Library progress bars (e.g. "Writing model shards") would interleave with gengen's own.
 transformers.utils.logging.disable_progress_bar()
 
 __all__ = [
     "Precision",
     "answer_token_ids",
+    "build_trainable_model",
+    "enable_checkpointing",
     "encode_prompts",
     "last_token_logits",
     "load_adapter",
@@ -96,13 +102,17 @@ def precision_for(precision: str, method: str, device: torch.device) -> Precisio
     return Precision(weights=torch.float32 if method == "full" else compute, compute=compute)
 
 
-def load_tokenizer(path: str, revision: str | None = None) -> Any:
+def load_tokenizer(path: str, revision: str | None = None, family: str | None = None) -> Any:
     """A Hugging Face tokenizer that pads on the right and has a pad token.
 
     Right padding keeps every real token at the position it has without padding (the scores read the logits
-    at each row's last real token), for every family, whatever its position encoding.
+    at each row's last real token), for every family, whatever its position encoding. A tokenizer without a
+    pad token (GPT-2, Pythia) pads with the first of its family's
+    :attr:`gengen.families.Family.pad_fallback` tokens it has (eos, else unk, else bos).
     """
     from transformers import AutoTokenizer
+
+    from gengen.families import family_for
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
@@ -110,7 +120,8 @@ def load_tokenizer(path: str, revision: str | None = None) -> Any:
         raise ConfigError(f"tokenizer {path!r}: cannot load it ({_first_line(error)})") from None
     tokenizer.padding_side = "right"
     if tokenizer.pad_token_id is None:
-        fallback = tokenizer.eos_token or tokenizer.unk_token or tokenizer.bos_token
+        candidates = family_for(family or "").pad_fallback
+        fallback = next((getattr(tokenizer, name) for name in candidates if getattr(tokenizer, name, None)), None)
         if fallback is None:
             raise ConfigError(f"tokenizer {path!r}: has no pad, eos, unk or bos token to pad with")
         tokenizer.pad_token = fallback
@@ -313,3 +324,64 @@ def last_token_logits(
         index = last
     rows = torch.arange(input_ids.shape[0], device=input_ids.device)
     return logits[rows, index].float()
+
+
+def enable_checkpointing(model: Any) -> None:
+    """Recompute activations in the backward pass (non-reentrant: no input gradient needed)."""
+    # transformers 5 renames the method (and its argument); older versions only have the first name.
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def build_trainable_model(
+    config: StudyConfig, run: RunSpec, device: torch.device, checkpoint: Path | None, precision: Precision
+) -> Any:
+    """The model to train: from the last checkpoint when resuming, else from the model's path.
+
+    Full fine-tuning keeps fp32 master weights; LoRA freezes a base in the compute dtype (or 8/4-bit) and
+    trains fp32 adapters. Gradient checkpointing, when asked for, uses the non-reentrant variant, which needs
+    no gradient on the inputs (the frozen embeddings of a LoRA base have none). The settings are the model's
+    family's (:meth:`gengen.config.StudyConfig.training_for`).
+    """
+    training = config.training_for(run.model)
+    if training.method == "full":
+        source = str(checkpoint) if checkpoint is not None else run.model.path
+        revision = None if checkpoint is not None else run.model.revision
+        model = load_model(source, revision=revision, dtype=precision.weights, device=device, label=run.model.name)
+        if training.gradient_checkpointing:
+            enable_checkpointing(model)
+        return model
+    import peft
+
+    base = load_model(
+        run.model.path,
+        revision=run.model.revision,
+        dtype=precision.weights,
+        device=device,
+        quantization=training.quantization,
+        label=run.model.name,
+    )
+    if training.quantization != "none":
+        base = peft.prepare_model_for_kbit_training(
+            base,
+            use_gradient_checkpointing=training.gradient_checkpointing,
+            gradient_checkpointing_kwargs={"use_reentrant": False},
+        )
+    elif training.gradient_checkpointing:
+        enable_checkpointing(base)
+    if checkpoint is not None:
+        return load_adapter(base, str(checkpoint), is_trainable=True).to(device)
+    lora = training.lora
+    settings = peft.LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(config.lora_targets(run.model)),
+        task_type="CAUSAL_LM",
+    )
+    try:
+        return peft.get_peft_model(base, settings)
+    except ValueError as error:
+        raise ConfigError(f"training.lora.target_modules: model {run.model.name!r}: {error}") from None

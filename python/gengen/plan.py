@@ -35,8 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from gengen._section import number_text
 from gengen.config import (
     LORA_DEFAULT_TARGETS,
     QUANTIZATIONS,
@@ -47,12 +46,15 @@ from gengen.config import (
     TrainingConfig,
 )
 from gengen.errors import ConfigError
+from gengen.families import ModelShape, shape_from_config
+from gengen.schedule import epoch_steps, evaluation_steps, planned_steps, steps_per_epoch
 
 __all__ = [
     "KNOWN_SHAPES",
     "ModelShape",
     "PlanRow",
     "activation_elements",
+    "epoch_steps",
     "evaluation_steps",
     "model_shape",
     "plan_study",
@@ -64,130 +66,14 @@ __all__ = [
 ]
 
 GIB = 1024**3
+MAX_CONFIG_BYTES = 16 * 1024**2
+"""The largest ``config.json`` :func:`model_shape` reads (real ones are a few KiB)."""
 
 
 # ---------------------------------------------------------------------------------------------- schedule
 
 
-def steps_per_epoch(training: TrainingConfig, n_train: int) -> int:
-    """Optimiser steps of one pass over the training data, as in Hugging Face's Trainer.
-
-    An epoch is ceil(n_train / batch_size) micro-batches (the last one smaller), and an optimiser step takes
-    ``grad_accum`` of them (the epoch's last step takes what is left), so a batch never spans two epochs:
-    16 shots with batch 32 give one step of 16 examples per epoch, never one example twice in a batch.
-    """
-    micro_batches = math.ceil(n_train / training.batch_size)
-    return max(1, math.ceil(micro_batches / training.grad_accum))
-
-
-def planned_steps(training: TrainingConfig, n_train: int) -> int:
-    """Optimiser steps of a run: ``max_steps``, or ceil(``epochs`` × :func:`steps_per_epoch`)."""
-    if training.max_steps is not None:
-        return training.max_steps
-    assert training.epochs is not None
-    return max(1, math.ceil(training.epochs * steps_per_epoch(training, n_train)))
-
-
-def evaluation_steps(evaluation: EvaluationConfig, total: int) -> list[int]:
-    """The steps at which a run is scored: 0, the last step, and those the evaluation settings ask for.
-
-    ``every`` adds multiples of N; ``log_points`` adds that many steps spaced evenly in log(step) between 1
-    and ``total`` (rounded, duplicates removed); explicit ``steps`` beyond ``total`` are ignored.
-    """
-    steps = {0, total}
-    steps.update(s for s in evaluation.steps if s <= total)
-    if evaluation.every is not None:
-        steps.update(range(evaluation.every, total + 1, evaluation.every))
-    if evaluation.log_points is not None and total > 1:
-        points = np.geomspace(1, total, evaluation.log_points)
-        steps.update(round(float(p)) for p in points)
-    return sorted(steps)
-
-
 # ---------------------------------------------------------------------------------------------- shapes
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """The sizes that decide a decoder's parameters, memory and FLOPs.
-
-    Attributes
-    ----------
-    kind : {"opt", "llama"}
-        OPT (biases, learned positions, LayerNorm with bias, two-matrix MLP) or Llama-style (no biases, RMSNorm,
-        gated three-matrix MLP; OLMo2, SmolLM3, Qwen, Mistral).
-    hidden, layers, intermediate, heads, kv_heads, vocab : int
-    tied : bool
-        The output projection shares the input embedding.
-    max_positions : int
-        OPT's learned position embeddings (OPT keeps 2 extra rows).
-    qk_norm : bool
-        OLMo2's RMSNorm on queries and keys (its two other norms sit after attention and MLP: still two).
-    """
-
-    kind: str
-    hidden: int
-    layers: int
-    intermediate: int
-    heads: int
-    kv_heads: int
-    vocab: int
-    tied: bool
-    max_positions: int = 0
-    qk_norm: bool = False
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
-
-    def linear_layers(self) -> dict[str, tuple[int, int]]:
-        """(in, out) features of each linear layer of one block, by module name."""
-        h, kv = self.hidden, self.kv_heads * self.head_dim
-        if self.kind == "opt":
-            return {
-                "q_proj": (h, h),
-                "k_proj": (h, h),
-                "v_proj": (h, h),
-                "out_proj": (h, h),
-                "fc1": (h, self.intermediate),
-                "fc2": (self.intermediate, h),
-            }
-        return {
-            "q_proj": (h, h),
-            "k_proj": (h, kv),
-            "v_proj": (h, kv),
-            "o_proj": (h, h),
-            "gate_proj": (h, self.intermediate),
-            "up_proj": (h, self.intermediate),
-            "down_proj": (self.intermediate, h),
-        }
-
-    def parameters(self) -> int:
-        """Number of parameters, counted as transformers builds the model."""
-        h = self.hidden
-        linear = sum(i * o for i, o in self.linear_layers().values())
-        if self.kind == "opt":
-            biases = sum(o for _, o in self.linear_layers().values())
-            block = linear + biases + 2 * 2 * h  # two LayerNorms (weight and bias)
-            embeddings = self.vocab * h + (self.max_positions + 2) * h
-            final = 2 * h
-        else:
-            norms = 2 * h + (h + self.kv_heads * self.head_dim if self.qk_norm else 0)
-            block = linear + norms
-            embeddings = self.vocab * h
-            final = h
-        head = 0 if self.tied else self.vocab * h
-        return embeddings + self.layers * block + final + head
-
-    def lora_parameters(self, r: int, targets: Sequence[str]) -> int:
-        """Adapter parameters: r × (in + out) per targeted layer of every block."""
-        layers = self.linear_layers()
-        names = list(layers) if "all-linear" in targets else [t for t in targets if t in layers]
-        return self.layers * sum(r * (layers[n][0] + layers[n][1]) for n in names)
-
-    def largest_block(self) -> int:
-        """Parameters of one block (the unit FSDP gathers)."""
-        return sum(i * o for i, o in self.linear_layers().values())
 
 
 def _llama(
@@ -217,41 +103,6 @@ KNOWN_SHAPES: Mapping[str, ModelShape] = {
 """Shapes of the paper's models (and a few small relatives), by hub id."""
 
 
-def shape_from_config(config: Mapping[str, Any], where: str = "config.json") -> ModelShape:
-    """A :class:`ModelShape` from a transformers ``config.json`` (OPT or a Llama-style decoder)."""
-    try:
-        model_type = str(config.get("model_type", ""))
-        hidden = int(config["hidden_size"])
-        heads = int(config["num_attention_heads"])
-        if model_type == "opt":
-            if int(config.get("word_embed_proj_dim", hidden)) != hidden:
-                raise ConfigError(f"{where}: OPT with a projected embedding (opt-350m) is not modelled")
-            return ModelShape(
-                "opt",
-                hidden,
-                int(config["num_hidden_layers"]),
-                int(config["ffn_dim"]),
-                heads,
-                heads,
-                int(config["vocab_size"]),
-                bool(config.get("tie_word_embeddings", True)),
-                max_positions=int(config["max_position_embeddings"]),
-            )
-        return ModelShape(
-            "llama",
-            hidden,
-            int(config["num_hidden_layers"]),
-            int(config["intermediate_size"]),
-            heads,
-            int(config.get("num_key_value_heads") or heads),
-            int(config["vocab_size"]),
-            bool(config.get("tie_word_embeddings", False)),
-            qk_norm=model_type in ("olmo2", "olmo3"),
-        )
-    except (KeyError, TypeError, ValueError) as error:
-        raise ConfigError(f"{where}: cannot read the model's shape ({error!r})") from None
-
-
 def model_shape(model: ModelSpec) -> ModelShape:
     """The shape of a study's model: its local ``config.json``, else the table of known hub models.
 
@@ -261,12 +112,21 @@ def model_shape(model: ModelSpec) -> ModelShape:
         Neither a local folder with a config.json nor a known hub id (the message names the model).
     """
     folder = Path(model.path)
-    if folder.is_absolute() and (folder / "config.json").is_file():
+    config_file = folder / "config.json"
+    if folder.is_absolute() and config_file.is_file():
+        where = f"model {model.name!r}: {config_file}"
+        if config_file.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"{where}: {config_file.stat().st_size:,} bytes, more than a model config's limit of "
+                f"{MAX_CONFIG_BYTES:,}; is it the model's config.json?"
+            )
         try:
-            data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            data = json.loads(config_file.read_text(encoding="utf-8"))
+        except RecursionError:
+            raise ConfigError(f"{where}: nested too deeply to be a model config") from None
         except (OSError, ValueError) as error:
-            raise ConfigError(f"model {model.name!r}: {folder / 'config.json'}: {error}") from None
-        return shape_from_config(data, f"model {model.name!r}: {folder / 'config.json'}")
+            raise ConfigError(f"{where}: {error}") from None
+        return shape_from_config(data, where)
     if model.path in KNOWN_SHAPES:
         return KNOWN_SHAPES[model.path]
     raise ConfigError(
@@ -327,11 +187,10 @@ def activation_elements(shape: ModelShape) -> float:
 
     Measured (peak RSS of CPU fp32 training, ``benches/README.md``): OPT keeps about 12 h + 2.25 i values
     (LayerNorms, q/k/v, attention output, fc1 and its activation); Llama-style blocks about 22 h + 4.75 i
-    (RMSNorms computed in fp32, OLMo2's q/k norms, rotary copies, the gated MLP's three products).
+    (RMSNorms computed in fp32, OLMo2's q/k norms, rotary copies, the gated MLP's three products). Each
+    family's formula is its :class:`gengen.families.Architecture`'s.
     """
-    if shape.kind == "opt":
-        return 12 * shape.hidden + 2.25 * shape.intermediate
-    return 22 * shape.hidden + 4.75 * shape.intermediate
+    return shape.activation_elements()
 
 
 def training_memory(
@@ -452,6 +311,34 @@ def _strategy(single: float, sharded: float, gpus: int, memory: float, sharded_n
     return "does not fit", single if gpus == 1 else sharded
 
 
+MAX_GPUS = 1 << 16
+"""The most GPUs a plan may assume, per run or for the whole grid."""
+
+# What each option of plan_study may be: (low, high, low included, whole number).
+_PLAN_OPTION_RANGES: Mapping[str, tuple[float, float, bool, bool]] = {
+    "gpus": (1, MAX_GPUS, True, True),
+    "total_gpus": (1, MAX_GPUS, True, True),
+    "gpu_memory_gib": (0, 1e6, False, False),
+    "tflops": (0, 1e6, False, False),
+    "mfu": (0, 1, False, False),
+    "tokens_per_example": (1, 1e7, True, True),
+    "overhead_gib": (0, 1e6, True, False),
+}
+
+
+def _check_plan_options(**values: float) -> None:
+    """Each option within its range of :data:`_PLAN_OPTION_RANGES`, else a ConfigError naming the option."""
+    for option, value in values.items():
+        low, high, low_ok, whole = _PLAN_OPTION_RANGES[option]
+        above_low = value >= low if low_ok else value > low
+        if whole and (isinstance(value, bool) or not isinstance(value, int)):
+            above_low = False
+        if not (above_low and value <= high):  # NaN fails both comparisons
+            kind = "a whole number" if whole else "a number"
+            bounds = f"{'>=' if low_ok else '>'} {number_text(low)} and <= {number_text(high)}"
+            raise ConfigError(option=option, problem=f"must be {kind} {bounds}, got {value}")
+
+
 def plan_study(
     config: StudyConfig,
     *,
@@ -487,16 +374,14 @@ def plan_study(
     -------
     list of PlanRow
     """
-    if gpus < 1:
-        raise ConfigError(f"--gpus: expected a positive integer, got {gpus}")
-    if not (gpu_memory_gib > 0 and math.isfinite(gpu_memory_gib)):
-        raise ConfigError(f"--gpu-memory: expected a positive number of GiB, got {gpu_memory_gib}")
-    if not (0 < mfu <= 1):
-        raise ConfigError(f"--mfu: expected a number in (0, 1], got {mfu}")
-    if not (tflops > 0 and math.isfinite(tflops)):
-        raise ConfigError(f"--tflops: expected a positive number, got {tflops}")
-    if tokens_per_example < 1:
-        raise ConfigError(f"--tokens-per-example: expected a positive integer, got {tokens_per_example}")
+    _check_plan_options(
+        gpus=gpus,
+        gpu_memory_gib=gpu_memory_gib,
+        tflops=tflops,
+        mfu=mfu,
+        tokens_per_example=tokens_per_example,
+        overhead_gib=overhead_gib,
+    )
     evaluation = config.evaluation
     chosen = {r.model.name for r in config.select_runs(models)}
     n_full = _data_size(config.task.train, None)
@@ -599,7 +484,7 @@ def fit_advice(
             None,
         )
         if needed is not None and needed > gpus:
-            options.append((f'training.strategy = "fsdp" on --gpus {needed}', training, needed))
+            options.append((f'training.strategy = "fsdp" over {needed} GPUs', training, needed))
     lines = []
     for label, changed, shards in options:
         gib = _total_gib(training_memory(shape, changed, shards=shards, targets=targets), overhead_gib)
@@ -621,15 +506,16 @@ def grid_hours(rows: Sequence[PlanRow], total_gpus: int, gpus_per_run: int) -> f
     >>> grid_hours([row], 2, 1)  # four runs of 2 hours on two GPUs
     4.0
     """
-    if total_gpus < 1:
-        raise ConfigError(f"--total-gpus: expected a positive integer, got {total_gpus}")
+    _check_plan_options(total_gpus=total_gpus)
     jobs = []
     for row in rows:
         if not row.fits or row.runs == 0:
             continue
         width = 1 if row.train_strategy == row.score_strategy == "1 GPU" else gpus_per_run
         if width > total_gpus:
-            raise ConfigError(f"--total-gpus {total_gpus}: model {row.model!r} needs {width} GPUs per run")
+            raise ConfigError(
+                option="total_gpus", problem=f"{total_gpus}: model {row.model!r} needs {width} GPUs per run"
+            )
         jobs += [(row.gpu_hours / row.runs / width, width)] * row.runs
     free = [0.0] * total_gpus
     end = 0.0

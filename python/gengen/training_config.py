@@ -119,13 +119,16 @@ class Setting:
     below: float | None = None
     max_items: int | None = None
 
+    def kind_for(self, default: Any) -> str:
+        """The declared kind, else the kind of the field's ``default`` (bool, int, float or a choice)."""
+        return self.kind or {bool: "boolean", int: "integer", float: "number", str: "choice"}[type(default)]
+
     def read(self, section: Section, name: str, default: Any, hint: Any, like: Any = None) -> Any:
         """The key ``name`` of ``section`` (``default`` when absent), checked against this declaration.
 
         Without a declared ``kind``, the kind is that of ``like`` (the field's default), else of ``default``.
         """
-        example = default if like is None else like
-        kind = self.kind or {bool: "boolean", int: "integer", float: "number", str: "choice"}[type(example)]
+        kind = self.kind_for(default if like is None else like)
         if kind == "choice":
             return section.string(name, default, choices=_choices(hint))
         if kind == "boolean":
@@ -337,7 +340,7 @@ def training_settings() -> list[tuple[str, Any, tuple[str, ...], str]]:
         for one in fields(cls):
             declared = one.metadata.get("setting")
             if declared is not None:
-                choices = _choices(hints[one.name]) if declared.kind == "choice" else ()
+                choices = _choices(hints[one.name]) if declared.kind_for(one.default) == "choice" else ()
                 rows.append((prefix + one.name, one.default, choices, declared.help))
     return rows
 

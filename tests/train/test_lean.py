@@ -102,7 +102,7 @@ def test_bf16_lora_scores_during_training_equal_gengen_score(
         loads.append(kwargs["dtype"])
         return original_load(*args, **kwargs)
 
-    monkeypatch.setattr(gengen.train, "load_model", load_spy)
+    monkeypatch.setattr(gengen.models, "load_model", load_spy)  # what build_trainable_model calls
     monkeypatch.setattr(gengen.score, "load_model", load_spy)
 
     extra = 'method = "lora"\nkeep_checkpoints = "all"\nlora = { r = 4, alpha = 8, dropout = 0.0 }'
@@ -189,8 +189,8 @@ PROMPT = "{premise} Question: {hypothesis} Yes or No?"
 
 
 def test_checkpointing_is_switched_on(assets: dict[str, Any]) -> None:
+    from gengen.models import enable_checkpointing as _enable_checkpointing
     from gengen.models import load_model
-    from gengen.train import _enable_checkpointing
 
     model = load_model(str(assets["models"]["olmo2"]))
     assert model.config.use_cache is False

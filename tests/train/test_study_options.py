@@ -33,7 +33,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 def test_transformers_warmup_rule_is_get_linear_schedule_with_warmup(total: int, ratio: float) -> None:
     from transformers import get_linear_schedule_with_warmup
 
-    from gengen.train import _schedule
+    from gengen.schedule import learning_rate_factor as _schedule
 
     param = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([param], lr=1.0)

@@ -9,6 +9,17 @@ import typer
 
 from gengen.cli._common import user_errors_exit
 
+FLAGS = {
+    "gpus": "--gpus",
+    "total_gpus": "--total-gpus",
+    "gpu_memory_gib": "--gpu-memory",
+    "tflops": "--tflops",
+    "mfu": "--mfu",
+    "tokens_per_example": "--tokens-per-example",
+    "overhead_gib": "--overhead",
+}
+"""The flag of each :func:`gengen.plan.plan_study` option an error may name."""
+
 
 @user_errors_exit
 def plan_command(
@@ -33,23 +44,32 @@ def plan_command(
     Exits with status 2, naming the model, when a model cannot be trained or scored on the GPUs given.
     """
     from gengen.config import load_config
-    from gengen.errors import ConfigError
+    from gengen.errors import ConfigError, GengenError
+    from gengen.families import family_for
     from gengen.plan import fit_advice, format_plan, plan_study
 
     study = load_config(config)
-    rows = plan_study(
-        study,
-        gpus=gpus,
-        gpu_memory_gib=gpu_memory,
-        tflops=tflops,
-        mfu=mfu,
-        tokens_per_example=tokens_per_example,
-        overhead_gib=overhead,
-        models=model,
-    )
-    if total_gpus is not None and total_gpus < 1:
-        raise ConfigError(f"--total-gpus: expected a positive integer, got {total_gpus}")
-    typer.echo(format_plan(rows, gpus, gpu_memory, total_gpus if total_gpus is not None else gpus))
+    try:
+        rows = plan_study(
+            study,
+            gpus=gpus,
+            gpu_memory_gib=gpu_memory,
+            tflops=tflops,
+            mfu=mfu,
+            tokens_per_example=tokens_per_example,
+            overhead_gib=overhead,
+            models=model,
+        )
+        text = format_plan(rows, gpus, gpu_memory, total_gpus if total_gpus is not None else gpus)
+    except GengenError as error:
+        if error.option is None:
+            raise
+        raise ConfigError(error.render(lambda name: FLAGS.get(name, name))) from None
+    typer.echo(text)
+    for spec in study.models:
+        note = family_for(spec.family).note
+        if note is not None and any(r.model == spec.name for r in rows):
+            typer.echo(f"note: model {spec.name!r}: {note}")
     if any(r.train_strategy.startswith("FSDP") for r in rows) and study.training.strategy != "fsdp":
         typer.echo(f'note: training needs FSDP: set training.strategy = "fsdp" and run gengen train --gpus {gpus}')
     if any(r.score_strategy.startswith("device map") for r in rows) and not study.evaluation.device_map:

@@ -51,6 +51,9 @@ def train_command(
     runs = study.select_runs(model)
     # Before anything loads: a local model folder that is missing fails here, in one line.
     check_model_sources(study, [m for m in study.models if any(r.model == m for r in runs)])
+    from gengen.checkpoints import check_run_folders
+
+    check_run_folders(study, runs)  # a linked checkpoint folder is refused before any run starts
     from gengen.scoring import check_trainable, score_after_training
 
     check_trainable(study, trust_task_code=trust_task_code)

@@ -151,7 +151,12 @@ def _read_local(path: Path, split: str | None, where: str) -> pd.DataFrame:
     if (path / "dataset_dict.json").is_file() or (path / "dataset_info.json").is_file():
         import datasets
 
-        loaded = datasets.load_from_disk(str(path))
+        try:
+            loaded = datasets.load_from_disk(str(path))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
+            # A damaged or planted dataset_dict.json / dataset_info.json: whatever datasets makes of it.
+            reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+            raise InputError(f"{where}: {path}: not a readable datasets.save_to_disk folder ({reason})") from None
         if isinstance(loaded, datasets.DatasetDict):
             if split not in loaded:
                 raise InputError(f"{where}: {path}: no split {split!r} (splits: {', '.join(loaded)})")
