@@ -52,9 +52,9 @@ def simulate_command(
 ) -> None:
     """Type-I error, power and interval coverage of every inference method on autocorrelated trajectories.
 
-    The last line printed is ``lagged type-I at .05 (phi=0.9, n=50): X; naive t-test: Y`` (with ``--study
-    grid``: the largest type-I error of the default among unflagged rows, and its cell; with ``--study
-    realistic``: how many checks of issue 23's contract hold, and the failing ones).
+    The last line printed is ``lagged type-I at .05 (phi=0.9, n=50): X; naive t-test: Y`` (with
+    ``--study grid``: the largest type-I error of the default among unflagged rows, and its cell; with
+    ``--study realistic``: how many checks of issue 23's contract hold, and the failing ones).
     """
     if realistic and not grid:
         raise GengenError("option --realistic: goes with --grid (gengen simulate --grid --realistic)")
