@@ -38,7 +38,6 @@ Kilian, L. (1998). Small-sample confidence intervals for impulse response functi
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,17 +46,35 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
-from gengen.errors import DegenerateDataError, GengenError, InvalidArgumentError
+from gengen.errors import DegenerateDataError, InvalidArgumentError
 from gengen.stats.controls import Control, FitArgument, Gam, Linear, as_control
-from gengen.stats.gam import fit_gam, gam_fit
+from gengen.stats.gam import fit_gam
 from gengen.stats.options import (
     DEFAULT_CI_LEVEL,
     DEFAULT_FIT,
-    DEFAULT_GAM_K,
-    DEFAULT_GAM_MAX_EDF,
     DEFAULT_METHOD,
-    GamMaxEdf,
     ResidualMethod,
+)
+from gengen.stats.sieve_ar import (
+    MAX_ROOT,
+    _correlations,
+    _fisher_z,
+    _innovation_spread,
+    _innovations,
+    _least_squares_ar,
+    _max_root,
+    _shrink_to_stationary,
+    default_max_order,
+    fit_autoregression,
+)
+from gengen.stats.sieve_notes import (
+    _ljung_box,
+    _variance_ratio,
+    curvature_notes,
+    curvature_shift,
+    gam_control_z,
+    ljung_box,
+    sieve_column_notes,
 )
 from gengen.stats.validation import labelled, trajectory_inputs
 
@@ -68,6 +85,7 @@ __all__ = [
     "curvature_shift",
     "default_max_order",
     "fit_autoregression",
+    "gam_control_z",
     "ljung_box",
     "sieve_column_notes",
     "sieve_partial_corr_matrix",
@@ -79,40 +97,9 @@ SIEVE_METHOD = (
     "Fisher z, t on effective df)"
 )
 
-#: Largest modulus of an AR model's roots that the bootstrap generates from: a unit root (a random walk) has no
-#: stationary distribution, and a root this close to 1 already behaves like one over a few hundred checkpoints.
-MAX_ROOT = 0.99
-
-#: Slopes of the innovations' log variance within this many standard errors of 0 are taken as 0.
-SPREAD_SHRINK = 0.5
-
 #: Replicates used to estimate the small-sample bias of the AR coefficients, and how often it is re-evaluated.
 BIAS_REPLICATES = 200
 BIAS_ITERATIONS = 2
-
-
-def default_max_order(n: int) -> int:
-    """Highest AR order the sieve considers for ``n`` checkpoints: ⌊n/10⌋ clamped to [1, 4].
-
-    Short series cannot support more lags (each costs one observation and one degree of freedom); AR(4)
-    already describes smooth, slowly wandering residuals of a few hundred checkpoints.
-
-    Parameters
-    ----------
-    n : int
-        Number of checkpoints.
-
-    Returns
-    -------
-    int
-        The highest AR order.
-
-    Examples
-    --------
-    >>> [default_max_order(n) for n in (8, 15, 25, 50, 200)]
-    [1, 1, 2, 4, 4]
-    """
-    return int(min(4, max(1, n // 10)))
 
 
 @dataclass(frozen=True)
@@ -172,163 +159,6 @@ class SievePartialCorrMatrix:
     method: str
     fit: str
     inference: str = field(default="sieve")
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Autoregressions
-# ----------------------------------------------------------------------------------------------------------
-
-
-def _lagged_design(e: NDArray[np.float64], order: int, start: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Response e[start:] and its ``order`` lags, for every column at once: shapes (..., T) and (..., T, order)."""
-    n = e.shape[-1]
-    target = e[..., start:]
-    lags = np.stack([e[..., start - i : n - i] for i in range(1, order + 1)], axis=-1)
-    return target, lags
-
-
-def _exogenous_basis(control: NDArray[np.float64] | None, n: int, lags: int, start: int) -> NDArray[np.float64]:
-    """Orthonormal basis (T, q) of [1, Z_t, Z_{t−1}, …, Z_{t−lags}] on rows t = start … n − 1."""
-    columns = [np.ones(n - start)]
-    if control is not None:
-        for i in range(lags + 1):
-            columns.extend(control[start - i : n - i, c] for c in range(control.shape[1]))
-    design = np.column_stack(columns)
-    u, singular, _ = np.linalg.svd(design, full_matrices=False)
-    keep = singular > 1e-10 * singular[0]
-    return u[:, keep]
-
-
-def _project_out(values: NDArray[np.float64], basis: NDArray[np.float64], axis: int) -> NDArray[np.float64]:
-    """``values`` with their component in span(basis) removed along ``axis`` (the time axis)."""
-    moved = np.moveaxis(values, axis, -1)
-    cleaned = moved - (moved @ basis) @ basis.T
-    return np.moveaxis(cleaned, -1, axis)
-
-
-def _least_squares_ar(
-    e: NDArray[np.float64], order: int, start: int, control: NDArray[np.float64] | None = None
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """AR(order) coefficients of each series (time on the last axis) in the dynamic regression
-    e_t ~ [e_{t−1}, …, e_{t−order}] + [1, Z_t, …, Z_{t−order}], and the residual sums of squares.
-
-    The control's current and lagged values enter the regression (as in the lagged test) instead of being
-    projected out beforehand: a projection on a smooth learning curve absorbs the slow wander of a nearly
-    integrated series and biases its coefficient far below 1, whereas in the dynamic regression the bias is
-    the usual, small O(1/n) one that the simulation step removes.
-    """
-    basis = _exogenous_basis(control, e.shape[-1], order, start)
-    target = _project_out(e[..., start:], basis, -1)
-    if order == 0:
-        return np.zeros((*e.shape[:-1], 0)), (target**2).sum(axis=-1)
-    _, lags = _lagged_design(e, order, start)
-    lags = _project_out(lags, basis, -2)
-    gram = np.einsum("...ti,...tj->...ij", lags, lags)
-    rhs = np.einsum("...ti,...t->...i", lags, target)
-    # A tiny ridge keeps exactly collinear lags (a constant stretch) solvable; it is far below any real signal.
-    scale = np.trace(gram, axis1=-2, axis2=-1)[..., None, None] / max(order, 1)
-    gram = gram + 1e-13 * (scale + 1e-300) * np.eye(order)
-    coef = np.linalg.solve(gram, rhs[..., None])[..., 0]
-    residual = target - np.einsum("...ti,...i->...t", lags, coef)
-    return coef, (residual**2).sum(axis=-1)
-
-
-def fit_autoregression(
-    residuals: ArrayLike, max_order: int | None = None, control: ArrayLike | None = None
-) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    r"""AR order by AIC and least-squares coefficients of each column of ``residuals``.
-
-    Parameters
-    ----------
-    residuals : array_like of shape (n,) or (n, m)
-        Series in time order (residuals of the control, or any zero-mean series).
-    max_order : int, optional
-        Highest order considered (default :func:`default_max_order`).
-    control : array_like of shape (n,) or (n, q), optional
-        Controls whose current and lagged values enter each regression (an intercept always does).
-
-    Returns
-    -------
-    order : ndarray of int, shape (m,)
-        The AIC-selected order of each column.
-    coef : ndarray of shape (m, max_order)
-        :math:`\phi_1 … \phi_p` of :math:`e_t = \sum_i \phi_i e_{t-i} + \gamma^\top [1, z_t, …, z_{t-p}] +
-        \varepsilon_t`, zero beyond ``order``.
-
-    Notes
-    -----
-    Every order is fitted on the same observations t = max_order … n − 1, so that
-    :math:`\mathrm{AIC}(p) = T \log(\mathrm{RSS}_p / T) + 2 p (1 + q)` compares like with like.
-
-    Examples
-    --------
-    >>> rng = np.random.default_rng(0)
-    >>> e = np.zeros(400)
-    >>> for t in range(1, 400):
-    ...     e[t] = 0.8 * e[t - 1] + rng.normal()
-    >>> order, coef = fit_autoregression(e - e.mean(), max_order=3)
-    >>> int(order[0]), round(float(coef[0, 0]), 2)
-    (1, 0.79)
-    """
-    e = np.asarray(residuals, dtype=np.float64)
-    if e.ndim == 1:
-        e = e[:, None]
-    series = e.T  # (m, n): time on the last axis
-    n = series.shape[1]
-    exogenous = None if control is None else np.asarray(control, dtype=np.float64).reshape(n, -1)
-    q = 0 if exogenous is None else exogenous.shape[1]
-    max_order = default_max_order(n) if max_order is None else int(max_order)
-    if max_order < 0 or max_order > n - 3:
-        raise InvalidArgumentError(f"max_order: must lie in [0, {n - 3}] for {n} observations, got {max_order}")
-    count = n - max_order
-    best_aic = np.full(series.shape[0], np.inf)
-    order = np.zeros(series.shape[0], dtype=np.int64)
-    coef = np.zeros((series.shape[0], max_order))
-    for p in range(max_order + 1):
-        phi, rss = _least_squares_ar(series, p, max_order, exogenous)
-        with np.errstate(divide="ignore"):
-            aic = count * np.log(np.maximum(rss, 1e-300) / count) + 2 * p * (1 + q)
-        better = aic < best_aic - 1e-12
-        best_aic = np.where(better, aic, best_aic)
-        order = np.where(better, p, order)
-        if p:
-            coef[better] = 0.0
-            coef[better, :p] = phi[better]
-    return order, coef
-
-
-def _max_root(coef: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Largest modulus of the roots of each AR model (eigenvalues of the companion matrix); shape coef.shape[:-1]."""
-    p = coef.shape[-1]
-    flat = coef.reshape(-1, p)
-    if p == 0:
-        return np.zeros(coef.shape[:-1])
-    companion = np.zeros((flat.shape[0], p, p))
-    companion[:, 0, :] = flat
-    companion[:, np.arange(1, p), np.arange(p - 1)] = 1.0
-    return np.abs(np.linalg.eigvals(companion)).max(axis=1).reshape(coef.shape[:-1])
-
-
-def _shrink_to_stationary(coef: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Scale each model's roots so that none exceeds :data:`MAX_ROOT` in modulus (φ_i → φ_i c^i moves every
-    root by c)."""
-    limit = MAX_ROOT
-    root = _max_root(coef)
-    factor = np.where(root > limit, limit / np.maximum(root, 1e-300), 1.0)
-    powers = np.arange(1, coef.shape[-1] + 1)
-    return coef * factor[..., None] ** powers
-
-
-def _innovations(
-    e: NDArray[np.float64], coef: NDArray[np.float64], start: int, control: NDArray[np.float64] | None
-) -> NDArray[np.float64]:
-    """Innovations of each series (m, n) for t = start … n − 1: e_t − Σ φ_i e_{t−i}, with the control's current
-    and lagged values (up to the largest order) projected out; shape (m, n − start)."""
-    basis = _exogenous_basis(control, e.shape[-1], coef.shape[1], start)
-    if coef.shape[1] == 0:
-        return _project_out(e[:, start:], basis, -1)
-    target, lags = _lagged_design(e, coef.shape[1], start)
-    return _project_out(target - np.einsum("mti,mi->mt", lags, coef), basis, -1)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -445,316 +275,6 @@ def _stationary_draws(
     return np.einsum("mij,bmj->bmi", factors, normal)[..., ::-1]
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Diagnostics
-# ----------------------------------------------------------------------------------------------------------
-
-
-def ljung_box(innovations: ArrayLike, lags: int, fitted_order: ArrayLike | int = 0) -> NDArray[np.float64]:
-    r"""Ljung–Box portmanteau p-value of each row of ``innovations`` (series on the last axis).
-
-    :math:`Q = T(T + 2) \sum_{h=1}^{H} \hat\rho_h^2 / (T - h)`, referred to :math:`\chi^2_{H - p}` with p the
-    AR order already fitted (at least one degree of freedom is kept).
-
-    Parameters
-    ----------
-    innovations : array_like of shape (T,) or (m, T)
-        The series, time on the last axis.
-    lags : int
-        Number of autocorrelations H in the statistic.
-    fitted_order : array_like of int or int
-        AR order p already fitted to each series.
-
-    Returns
-    -------
-    ndarray
-        The p-value of each series.
-
-    References
-    ----------
-    Ljung, G. M., Box, G. E. P. (1978). On a measure of lack of fit in time series models. *Biometrika* 65(2),
-    297–303.
-
-    Examples
-    --------
-    >>> rng = np.random.default_rng(3)
-    >>> white = rng.normal(size=(1, 200))
-    >>> bool(ljung_box(white, 10)[0] > 0.05)
-    True
-    """
-    count = int(np.shape(innovations)[-1]) if np.ndim(innovations) else 0
-    if isinstance(lags, bool) or not isinstance(lags, (int, np.integer)) or lags < 1:
-        raise InvalidArgumentError(f"lags: expected an integer >= 1, got {lags!r}")
-    if lags > count - 2:
-        raise InvalidArgumentError(
-            f"lags: {lags} autocorrelations need at least {lags + 2} points per series, got {count}"
-        )
-    return _ljung_box(innovations, int(lags), fitted_order)
-
-
-def _ljung_box(innovations: ArrayLike, lags: int, fitted_order: ArrayLike | int = 0) -> NDArray[np.float64]:
-    """:func:`ljung_box` without its checks: ``lags`` is cut to the series' length minus 2 (the sieve's own use)."""
-    x = np.atleast_2d(np.asarray(innovations, dtype=np.float64))
-    x = x - x.mean(axis=-1, keepdims=True)
-    count = x.shape[-1]
-    lags = int(min(lags, count - 2))
-    denominator = (x**2).sum(axis=-1)
-    statistic = np.zeros(x.shape[0])
-    for h in range(1, lags + 1):
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rho = (x[:, h:] * x[:, :-h]).sum(axis=-1) / denominator
-        statistic += rho**2 / (count - h)
-    statistic *= count * (count + 2)
-    df = np.maximum(lags - np.broadcast_to(np.asarray(fitted_order), statistic.shape), 1)
-    return np.array(
-        [
-            _core.chi_squared_sf(float(q), float(d)) if np.isfinite(q) else np.nan
-            for q, d in zip(statistic, df, strict=True)
-        ]
-    )
-
-
-def _innovation_spread(
-    innovations: NDArray[np.float64], n: int, start: int
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Standard deviation of each column's innovations along the run, (m, n), from a log-linear fit in time, and
-    the slope of log variance per run length that it uses (m,).
-
-    ``log ε_t²`` is regressed on ``[1, t/(n − 1)]`` over t = start … n − 1; the fit is extrapolated to the first
-    ``start`` checkpoints. Only ratios between time points matter to a correlation, so the fit's constant
-    (E log χ²₁) is left alone.
-    """
-    count = innovations.shape[1]
-    time = np.arange(start, n) / max(n - 1, 1)
-    design = np.column_stack([np.ones(count), time])
-    log_square = np.log(innovations**2 + 1e-12 * (innovations**2).mean(axis=1, keepdims=True) + 1e-300)
-    coef = np.linalg.lstsq(design, log_square.T, rcond=None)[0]  # (2, m)
-    # Var log χ²₁ = π²/2: the slope's standard error under a constant spread. The slope is shrunk towards 0 by
-    # the positive-part factor 1 − (c/t)², c = SPREAD_SHRINK, so that a slope within c standard errors of 0 is
-    # taken as none (and with a constant spread the test stays exactly Fisher's), while a trend is kept nearly
-    # whole: with 50 checkpoints a threefold fall of the noise sd is only about two standard errors.
-    slope_se = math.sqrt((math.pi**2 / 2) / max(float(((time - time.mean()) ** 2).sum()), 1e-300))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        shrink = np.where(coef[1] != 0, np.maximum(0.0, 1.0 - (SPREAD_SHRINK * slope_se / coef[1]) ** 2), 0.0)
-    slope = np.clip(coef[1] * shrink, -np.log(100.0), np.log(100.0))  # at most a hundredfold change in variance
-    full_time = np.arange(n) / max(n - 1, 1)
-    spread = np.exp(0.5 * slope[:, None] * (full_time[None, :] - full_time.mean()))
-    return spread, slope
-
-
-def _variance_ratio(innovations: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Standard deviation of the innovations in the first third of the run over that in the last third."""
-    third = max(innovations.shape[-1] // 3, 2)
-    first = innovations[:, :third].std(axis=-1, ddof=1)
-    last = innovations[:, -third:].std(axis=-1, ddof=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return first / last
-
-
-# ----------------------------------------------------------------------------------------------------------
-# The test
-# ----------------------------------------------------------------------------------------------------------
-
-
-#: Diagnostic thresholds; docs/calibration.md measures the flag rates they give on the calibration grid.
-LJUNG_BOX_FLAG = 0.01
-VARIANCE_RATIO_FLAG = 2.5
-NONLINEAR_SHIFT_FLAG = 0.2
-
-
-def sieve_column_notes(result: SievePartialCorrMatrix, labels: list[str]) -> list[list[str]]:
-    """The sieve's warnings about each test set: what its AR model did not capture.
-
-    A column is flagged when its AR innovations are still autocorrelated (Ljung–Box p below
-    :data:`LJUNG_BOX_FLAG`), or when their spread in the first third of the run differs from that in the last
-    third by more than :data:`VARIANCE_RATIO_FLAG` in standard deviation *and* significantly (the log variance
-    ratio beyond 2.58 standard errors, :math:`\\sqrt{2/(k_1 - 1) + 2/(k_2 - 1)}`), which the sieve's log-linear
-    spread may not follow.
-
-    Parameters
-    ----------
-    result : SievePartialCorrMatrix
-        A result of :func:`sieve_partial_corr_matrix`.
-    labels : list of str
-        The test sets' names, in column order.
-
-    Returns
-    -------
-    list of list of str
-        The notes of each test set, in column order (empty when none).
-    """
-    notes: list[list[str]] = []
-    third = max((result.n - result.max_order) // 3, 2)
-    log_ratio_se = math.sqrt(4.0 / (third - 1)) if third > 1 else math.inf
-    for j, label in enumerate(labels):
-        column = []
-        if result.ljung_box_p[j] < LJUNG_BOX_FLAG:
-            column.append(
-                f"{label}: residual autocorrelation beyond AR({result.ar_order[j]}) "
-                f"(Ljung–Box p = {result.ljung_box_p[j]:.2g})"
-            )
-        ratio = result.variance_ratio[j]
-        if (
-            np.isfinite(ratio)
-            and max(ratio, 1 / ratio) > VARIANCE_RATIO_FLAG
-            and abs(2 * math.log(ratio)) > 2.58 * log_ratio_se
-        ):
-            column.append(f"{label}: variance changes over training (noise sd first/last third {ratio:.2g})")
-        notes.append(column)
-    return notes
-
-
-def curvature_shift(scores: ArrayLike, covar: ArrayLike) -> NDArray[np.float64]:
-    r"""How much each pair's partial correlation moves when the control may curve.
-
-    The shift is :math:`|\operatorname{artanh} r(\cdot \mid 1, c) - \operatorname{artanh} r(\cdot \mid 1, c, c^2)|`.
-    A linear control leaves a curved ID effect in every residual that follows it, and two OOD test sets then
-    correlate through it; adding :math:`c^2` to the control removes most of that shared part, so a large shift
-    says the linear control is not enough (use ``fit="gam"``). With one control only; zeros otherwise.
-
-    Parameters
-    ----------
-    scores : array_like of shape (n, m)
-        One column per test set, one row per checkpoint.
-    covar : array_like of shape (n,) or (n, q)
-        The control.
-
-    Returns
-    -------
-    ndarray of shape (m, m)
-        The shift of every pair.
-    """
-    data = np.asarray(scores, dtype=np.float64)
-    control = np.asarray(covar, dtype=np.float64).reshape(data.shape[0], -1)
-    m = data.shape[1]
-    if control.shape[1] != 1 or data.shape[0] < 8:
-        return np.zeros((m, m))
-    c = control[:, 0] - control[:, 0].mean()
-    scale = np.abs(c).max()
-    if scale == 0:
-        return np.zeros((m, m))
-    c = c / scale
-    shifts = []
-    for design in (np.column_stack([np.ones_like(c), c]), np.column_stack([np.ones_like(c), c, c**2])):
-        q, _ = np.linalg.qr(design)
-        residuals = (data - q @ (q.T @ data)).T
-        with np.errstate(divide="ignore", invalid="ignore"):
-            shifts.append(_fisher_z(residuals))
-    shift = np.abs(shifts[0] - shifts[1])
-    np.fill_diagonal(shift, 0.0)
-    return np.nan_to_num(shift, nan=0.0)
-
-
-def gam_control_z(
-    scores: ArrayLike, covar: ArrayLike, k: int = DEFAULT_GAM_K, max_edf: GamMaxEdf = DEFAULT_GAM_MAX_EDF
-) -> NDArray[np.float64]:
-    r"""Every pair's :math:`\operatorname{artanh} r` when a GAM, not a line, takes the control out: (m, m).
-
-    The residuals are those of ``fit="gam"`` (one penalised spline of the single control per test set). NaN
-    everywhere with more than one control, fewer than 8 checkpoints, or when the GAM cannot be fitted: the
-    comparison it feeds (:func:`curvature_notes`) is then skipped.
-
-    Parameters
-    ----------
-    scores : array_like of shape (n, m)
-        One column per test set, one row per checkpoint.
-    covar : array_like of shape (n,) or (n, q)
-        The control.
-    k : int
-        GAM basis dimension.
-    max_edf : float, "auto" or None
-        Cap on the GAM's effective degrees of freedom (see :func:`~gengen.stats.gam.gam_fit`).
-
-    Returns
-    -------
-    ndarray of shape (m, m)
-        :math:`\operatorname{artanh} r` of every pair under the GAM control.
-    """
-    data = np.asarray(scores, dtype=np.float64)
-    control = np.asarray(covar, dtype=np.float64).reshape(data.shape[0], -1)
-    m = data.shape[1]
-    missing = np.full((m, m), np.nan)
-    if control.shape[1] != 1 or data.shape[0] < 8:
-        return missing
-    try:
-        # A diagnostic, not the analysis the user asked for: its notes (k lowered for few distinct ID values)
-        # would only repeat on every group.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            residuals = np.asarray(gam_fit(data, control, k=k, max_edf=max_edf).residuals, dtype=np.float64)
-    except (GengenError, np.linalg.LinAlgError):
-        return missing
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = _fisher_z(residuals.T)
-    np.fill_diagonal(z, np.nan)
-    return z
-
-
-def curvature_notes(
-    shift: ArrayLike,
-    se_z: ArrayLike,
-    *,
-    p_value: ArrayLike | None = None,
-    z_gam: ArrayLike | None = None,
-    df: ArrayLike | None = None,
-    alpha: float = 0.05,
-) -> list[str]:
-    r"""The non-linearity note of each pair (empty when none).
-
-    A pair is flagged when its curvature shift (:func:`curvature_shift`) exceeds both
-    :data:`NONLINEAR_SHIFT_FLAG` and ``se_z``, or, given ``p_value``, ``z_gam`` (:func:`gam_control_z`) and
-    ``df``, when its verdict at ``alpha`` depends on the control: the test of :math:`\operatorname{artanh}
-    r_{\mathrm{gam}} / \mathrm{se}_z` on ``df`` and the row's own ``p_value`` fall on different sides of
-    ``alpha``. The second rule matters where the first is too coarse: a saturating ID effect under a linear
-    control makes most null pairs significant, and the squared term alone does not see all of them.
-
-    Parameters
-    ----------
-    shift : array_like of shape (pairs,)
-        Each pair's :func:`curvature_shift`.
-    se_z : array_like of shape (pairs,)
-        Their standard errors on the Fisher-z scale.
-    p_value : array_like of shape (pairs,), optional
-        Their deciding p-values.
-    z_gam : array_like of shape (pairs,), optional
-        Their :func:`gam_control_z`.
-    df : array_like of shape (pairs,), optional
-        Degrees of freedom of the test of ``z_gam / se_z``.
-    alpha : float
-        The significance level of the verdicts.
-
-    Returns
-    -------
-    list of str
-        One note per pair, in the order of ``shift``; empty for a pair not flagged.
-    """
-    moved_all = np.asarray(shift, dtype=float)
-    se_all = np.asarray(se_z, dtype=float)
-    count = moved_all.size
-    p_all = np.full(count, np.nan) if p_value is None else np.asarray(p_value, dtype=float)
-    z_all = np.full(count, np.nan) if z_gam is None else np.asarray(z_gam, dtype=float)
-    df_all = np.full(count, np.nan) if df is None else np.asarray(df, dtype=float)
-    notes = []
-    for moved, se, p, z, dof in zip(moved_all, se_all, p_all, z_all, df_all, strict=True):
-        limit = max(NONLINEAR_SHIFT_FLAG, se if np.isfinite(se) else 0.0)
-        if moved > limit:
-            notes.append(
-                f"ID effect looks non-linear: artanh r_partial moves by {moved:.2f} when ID also enters squared; "
-                "use fit='gam'"
-            )
-            continue
-        if np.isfinite(p) and np.isfinite(z) and np.isfinite(se) and se > 0 and np.isfinite(dof) and dof > 0:
-            p_gam = _core.t_two_sided(float(z / se), float(dof))
-            if (p < alpha) != (p_gam < alpha):
-                notes.append(
-                    f"verdict depends on the control: under a GAM control r_partial = {math.tanh(z):.2f} "
-                    f"(p = {p_gam:.2g} on the same standard error); use fit='gam'"
-                )
-                continue
-        notes.append("")
-    return notes
-
-
 def _ranks(values: NDArray[np.float64]) -> NDArray[np.float64]:
     """Average ranks of each column (ties share their mean rank), as Spearman's correlation uses."""
     return pd.DataFrame(values).rank(method="average").to_numpy(dtype=np.float64)
@@ -782,19 +302,6 @@ def _operators(
         smoother = fit_gam(identity, control, fit, lam=lam[j]).fitted
         operators[j] = identity - smoother
     return np.asarray(fit_result.residuals), operators, np.atleast_1d(np.asarray(fit_result.edf, dtype=np.float64))
-
-
-def _correlations(series: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Pearson correlation matrices of (..., m, n) series over their last axis: (..., m, m)."""
-    centred = series - series.mean(axis=-1, keepdims=True)
-    norm = np.sqrt((centred**2).sum(axis=-1, keepdims=True))
-    unit = centred / np.where(norm > 0, norm, np.nan)
-    return unit @ np.swapaxes(unit, -1, -2)
-
-
-def _fisher_z(series: NDArray[np.float64]) -> NDArray[np.float64]:
-    """artanh of :func:`_correlations`, kept finite on the diagonal (r = 1 clipped just inside)."""
-    return np.arctanh(np.clip(_correlations(series), -1 + 1e-15, 1 - 1e-15))
 
 
 def sieve_partial_corr_matrix(
