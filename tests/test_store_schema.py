@@ -238,3 +238,31 @@ def test_many_rows_round_trip_exactly(tmp_path: Path) -> None:
     np.testing.assert_array_equal(back["value"].to_numpy(), expected["value"].to_numpy())
     assert back["seed"].tolist() == expected["seed"].tolist()
     assert back["model"].tolist() == expected["model"].tolist()
+
+
+def test_run_level_columns_that_vary_within_a_run_are_read_row_by_row(tmp_path: Path) -> None:
+    """load() reads a run's family, size and keys once per run when they are constant; when they are not
+    (a hand-written table may say so), every row keeps its own."""
+    store = Store(tmp_path / "s")
+    base = {"model": "m-1m", "run": "main", "testset": "t", "metric": "acc", "value": 0.5}
+    store.write_scores(
+        [
+            {**base, "step": 0, "family": "a", "seed": 1},
+            {**base, "step": 1, "family": "b"},
+            {**base, "step": 2, "family": "b", "seed": 1},
+            {**base, "model": "other-2m", "step": 0},
+        ]
+    )
+    frame = store.load()
+    assert frame[["model", "step", "family", "size"]].values.tolist() == [
+        ["m-1m", 0, "a", "1m"],
+        ["m-1m", 1, "b", "1m"],
+        ["m-1m", 2, "b", "1m"],
+        ["other-2m", 0, "other", "2m"],
+    ]
+    assert frame["seed"].tolist() == [1, pd.NA, 1, pd.NA]
+    constant = Store(tmp_path / "c")
+    constant.write_scores([{**base, "step": s, "seed": 4, "shots": 8} for s in range(3)])
+    loaded = constant.load()
+    assert loaded["seed"].tolist() == [4, 4, 4] and loaded["shots"].tolist() == [8, 8, 8]
+    assert loaded["data_seed"].isna().all() and loaded["step"].tolist() == [0, 1, 2]

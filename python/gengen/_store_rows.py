@@ -226,18 +226,68 @@ def _check_floats(frame: pd.DataFrame, column: str, sources: pd.Series | None) -
     return numbers
 
 
-def _check_name_characters(names: pd.Series, column: str, sources: pd.Series | None) -> None:
-    """Refuse names holding control characters (NUL, newline, ESC...): they print as nothing or break lines, so
-    two different names would look the same in every table and message."""
-    unique = names.unique()
-    bad = [name for name in unique if _CONTROL_CHARACTER.search(name)]
-    if bad:
-        position = int(np.flatnonzero((names == bad[0]).to_numpy())[0])
-        found = _CONTROL_CHARACTER.search(bad[0])
-        char = found.group(0) if found else ""
-        raise InputError(
-            f"{_label(sources, position)}: column {column!r}: {shown(bad[0])} holds a control character ({char!r})"
-        )
+def _name_codes(
+    column: pd.Series, name: str, sources: pd.Series | None, *, fill: str | None = None, required: bool = True
+) -> tuple[np.ndarray, list[str]]:
+    """A name column as integer codes into its distinct texts, checked once per distinct name (a table has few
+    names and many rows): missing names take ``fill``; when ``required``, a missing or blank name is an
+    InputError naming the first row; names holding control characters (NUL, newline, ESC...) are refused,
+    since they print as nothing or break lines, so two different names would look the same everywhere."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=True)
+    texts = [str(value) for value in uniques]
+    if len(set(texts)) < len(texts):  # 1 and "1" are one name
+        merged, distinct = pd.factorize(np.array(texts, dtype=object))
+        codes = np.where(codes >= 0, merged[np.maximum(codes, 0)], -1)
+        texts = [str(text) for text in distinct]
+    if fill is not None and (codes < 0).any():
+        if fill not in texts:
+            texts.append(fill)
+        codes = np.where(codes < 0, texts.index(fill), codes)
+    if required:
+        blank = [number for number, text in enumerate(texts) if not text.strip()]
+        empty = (codes < 0) | np.isin(codes, blank)
+        if empty.any():
+            raise InputError(f"{_label(sources, int(np.flatnonzero(empty)[0]))}: column {name!r} is empty")
+    for number, text in enumerate(texts):
+        found = _CONTROL_CHARACTER.search(text)
+        if found:
+            position = int(np.flatnonzero(codes == number)[0])
+            raise InputError(
+                f"{_label(sources, position)}: column {name!r}: {shown(text)} holds a control character "
+                f"({found.group(0)!r})"
+            )
+    return codes, texts
+
+
+def _from_codes(codes: np.ndarray, texts: Sequence[str]) -> pd.api.extensions.ExtensionArray:
+    """The string column (pandas' ``str`` dtype) whose rows are ``texts[codes]``."""
+    return pd.array(list(texts), dtype="str").take(codes)
+
+
+def _given_or_derived(
+    frame: pd.DataFrame, name: str, model_codes: np.ndarray, derived: Sequence[str]
+) -> pd.api.extensions.ExtensionArray:
+    """Column ``name`` as given where it is, else ``derived[model]`` (family and size from the model name)."""
+    if name not in frame.columns:
+        return _from_codes(model_codes, derived)
+    codes, uniques = pd.factorize(frame[name], use_na_sentinel=True)
+    texts = [str(value) for value in uniques]
+    combined = np.where(codes >= 0, codes, len(texts) + model_codes)
+    merged, distinct = pd.factorize(np.array([*texts, *derived], dtype=object))
+    return _from_codes(merged[combined], [str(text) for text in distinct])
+
+
+def _missing_integers(n: int) -> pd.api.extensions.ExtensionArray:
+    """``n`` missing values of the Int64 dtype."""
+    return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
+
+
+def _run_key_column(run_codes: np.ndarray, runs: Sequence[str], name: str) -> pd.Series:
+    """Run key ``name`` of every row, from its run label (missing where the label has none)."""
+    keys = [parse_run_label(run).get(name) for run in runs]
+    values = np.array([0 if key is None else key for key in keys], dtype=np.int64)
+    missing = np.array([key is None for key in keys], dtype=bool)
+    return pd.Series(pd.arrays.IntegerArray(values[run_codes], missing[run_codes]))
 
 
 def normalise_scores(
@@ -247,6 +297,9 @@ def normalise_scores(
     sources: pd.Series | None = None,
 ) -> pd.DataFrame:
     """Validate a score table and fill in its defaults, ready to be written.
+
+    Vectorised, with names handled once per distinct value, so that the cost is linear in rows with a small
+    constant (a table of millions of scores normalises in seconds).
 
     Parameters
     ----------
@@ -283,72 +336,68 @@ def normalise_scores(
             f"scores: missing column(s) {', '.join(map(repr, missing))}; "
             f"found {', '.join(map(repr, map(str, frame.columns))) or 'no columns'}"
         )
+    n = len(frame)
+    absent = pd.Series([None] * n, dtype=object) if n else pd.Series([], dtype=object)
+    codes: dict[str, tuple[np.ndarray, list[str]]] = {}
+    for name, fill in (("model", None), ("testset", None), ("metric", None), ("run", DEFAULT_RUN), ("study", study)):
+        column = frame[name] if name in frame.columns else absent
+        codes[name] = _name_codes(column, name, sources, fill=fill, required=name != "study")
     out = pd.DataFrame(index=frame.index)
-    out["study"] = frame["study"] if "study" in frame.columns else study
-    out["model"] = frame["model"]
-    out["run"] = frame["run"] if "run" in frame.columns else DEFAULT_RUN
-    for name in ("study", "run"):
-        out[name] = out[name].where(out[name].notna(), study if name == "study" else DEFAULT_RUN)
-    for name in ("model", "testset", "metric", "run", "study"):
-        column = (out[name] if name in ("run", "study") else frame[name]).astype("object")
-        # Per distinct name, not per row: a table has few names and many rows.
-        blank = [value for value in column.dropna().unique() if str(value).strip() == ""]
-        empty = column.isna() | column.isin(blank)
-        if empty.any() and name != "study":
-            position = int(np.flatnonzero(empty.to_numpy())[0])
-            raise InputError(f"{_label(sources, position)}: column {name!r} is empty")
-        out[name] = column.astype(str)
-        _check_name_characters(out[name], name, sources)
-    split = {model: split_model_name(model) for model in out["model"].unique()}
-    for index, name in enumerate(("family", "size")):
-        derived = out["model"].map({model: pair[index] for model, pair in split.items()}).astype("object")
-        if name in frame.columns:
-            given = frame[name].astype("object")
-            out[name] = given.where(given.notna(), derived).map(str)
-        else:
-            out[name] = derived
-    run_keys = {run: parse_run_label(run) for run in out["run"].unique()}
+    model_codes, models = codes["model"]
+    split = [split_model_name(model) for model in models]
+    for name in ("study", "model"):
+        out[name] = _from_codes(*codes[name])
+    out["family"] = _given_or_derived(frame, "family", model_codes, [pair[0] for pair in split])
+    out["size"] = _given_or_derived(frame, "size", model_codes, [pair[1] for pair in split])
+    out["run"] = _from_codes(*codes["run"])
     for name in RUN_KEYS:  # a given key wins; the label's fills the rows without one
-        parsed = pd.Series(pd.array(out["run"].map({r: keys.get(name) for r, keys in run_keys.items()}), "Int64"))
+        parsed = _run_key_column(*codes["run"], name)
         out[name] = _check_integers(frame, name, sources).fillna(parsed) if name in frame.columns else parsed
     out["step"] = _check_integers(frame, "step", sources)
     if out["step"].isna().any():
         position = int(np.flatnonzero(out["step"].isna().to_numpy())[0])
         raise InputError(f"{_label(sources, position)}: column 'step' is empty")
     for name in ("tokens", "n_examples"):
-        out[name] = (
-            _check_integers(frame, name, sources) if name in frame.columns else pd.array([pd.NA] * len(out), "Int64")
-        )
+        out[name] = _check_integers(frame, name, sources) if name in frame.columns else _missing_integers(n)
+    for name in ("testset", "metric"):
+        out[name] = _from_codes(*codes[name])
     for name in ("epoch", "value", "stderr"):
         out[name] = _check_floats(frame, name, sources) if name in frame.columns else np.nan
     out = out[list(STORED_COLUMNS)]
-    extras = [name for name in frame.columns if name not in STORED_COLUMNS]
-    for name in extras:
+    for name in [name for name in frame.columns if name not in STORED_COLUMNS]:
         out[str(name)] = frame[name]
-    return _drop_equal_duplicates(out, sources)
+    key = [codes[name][0] for name in ("study", "model", "run")]
+    key += [out["step"].to_numpy(dtype=np.int64), codes["testset"][0], codes["metric"][0]]
+    return _drop_equal_duplicates(out, key, sources)
 
 
-def _drop_equal_duplicates(frame: pd.DataFrame, sources: pd.Series | None) -> pd.DataFrame:
-    """Drop rows repeating a key with an equal value; raise on a repeated key with a different value."""
-    duplicated = frame.duplicated(list(KEY), keep=False)
-    if not duplicated.any():
+def _drop_equal_duplicates(frame: pd.DataFrame, key: list[np.ndarray], sources: pd.Series | None) -> pd.DataFrame:
+    """Drop rows repeating a key with an equal value; raise on a repeated key with a different value.
+
+    ``key`` holds the key columns as integers (name codes and the step), so the check is one sort, not one
+    comparison per repeated key.
+    """
+    keys = pd.DataFrame(dict(enumerate(key)))
+    repeated = keys.duplicated(keep=False).to_numpy()
+    if not repeated.any():
         return frame
-    repeated = frame[duplicated]
-    for _, group in repeated.groupby(list(KEY), sort=False):
-        values = group["value"].to_numpy()
-        first = values[0]
-        differs = [not (v == first or (math.isnan(v) and math.isnan(first))) for v in values]
-        if any(differs):
-            other = differs.index(True)
-            row = group.iloc[0]
-            first_at = _label(sources, int(group.index[0]))
-            other_at = _label(sources, int(group.index[other]))
-            raise StoreConflictError(
-                f"{other_at}: run {row['model']}/{row['run']} step {row['step']} testset {shown(row['testset'])} "
-                f"metric {shown(row['metric'])}: value {float(values[other])!r} conflicts with {float(first)!r} "
-                f"from {first_at}; nothing was written"
-            )
-    return frame[~frame.duplicated(list(KEY), keep="first")]
+    rows = np.flatnonzero(repeated)
+    order = rows[np.lexsort([rows, *(column[rows] for column in reversed(key))])]
+    starts = np.ones(len(order), dtype=bool)
+    starts[1:] = np.any([column[order][1:] != column[order][:-1] for column in key], axis=0)
+    first = order[np.maximum.accumulate(np.where(starts, np.arange(len(order)), 0))]
+    values = frame["value"].to_numpy(dtype=np.float64)
+    equal = (values[order] == values[first]) | (np.isnan(values[order]) & np.isnan(values[first]))
+    if not equal.all():
+        at = int(np.flatnonzero(~equal)[0])
+        other, original = int(order[at]), int(first[at])
+        row = frame.iloc[original]
+        raise StoreConflictError(
+            f"{_label(sources, other)}: run {row['model']}/{row['run']} step {row['step']} testset "
+            f"{shown(row['testset'])} metric {shown(row['metric'])}: value {float(values[other])!r} conflicts "
+            f"with {float(values[original])!r} from {_label(sources, original)}; nothing was written"
+        )
+    return frame[~keys.duplicated(keep="first").to_numpy()]
 
 
 def _with_none(values: list[Any], missing: np.ndarray) -> list[Any]:
@@ -396,21 +445,29 @@ def _db_rows(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
     return list(zip(*columns, strict=True))
 
 
-def _frame_from_rows(rows: list[tuple[Any, ...]], names: Sequence[str] = (*STORED_COLUMNS, "extra")) -> pd.DataFrame:
-    """The score table from database rows (columns ``names``), with the documented dtypes and the extras
-    expanded; vectorised per column (text converted once per distinct value)."""
+def _frame_from_rows(
+    rows: list[tuple[Any, ...]],
+    names: Sequence[str] = (*STORED_COLUMNS, "extra"),
+    repeated: Mapping[str, np.ndarray] | None = None,
+) -> pd.DataFrame:
+    """The score table from database rows (columns ``names``; ``repeated`` holds the other columns, one object
+    array each, already one value per row), with the documented dtypes and the extras expanded; vectorised
+    per column (text converted once per distinct value)."""
     if not rows:
         return empty_scores()
-    columns = dict(zip(names, zip(*rows, strict=True), strict=True))
+    table = np.empty((len(rows), len(names)), dtype=object)
+    table[:] = rows  # one C loop over the rows (zip(*rows) costs more than the whole conversion)
+    columns = {name: table[:, number] for number, name in enumerate(names)}
+    columns.update(repeated or {})
     frame = pd.DataFrame(index=pd.RangeIndex(len(rows)))
     for name in STORED_COLUMNS:
-        values = np.array(columns[name], dtype=object)
+        values = columns[name]
         if name in _FLOAT_COLUMNS:
             frame[name] = values.astype(np.float64)  # None -> NaN
         elif name == "step":
             frame[name] = values.astype(np.int64)
         elif name in _INTEGER_COLUMNS:
-            missing = pd.isna(values)
+            missing = values == None  # noqa: E711 (elementwise on an object array)
             frame[name] = pd.arrays.IntegerArray(np.where(missing, 0, values).astype(np.int64), missing)
         else:
             codes, uniques = pd.factorize(values, use_na_sentinel=False)

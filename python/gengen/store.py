@@ -96,6 +96,7 @@ DB_NAME = "gengen.sqlite"
 """File name of the database inside a study folder."""
 
 _BUSY_TIMEOUT_S = 60.0
+_RUN_LEVEL = ("study", "model", "run", "family", "size", "seed", "shots", "data_seed")
 _MANIFEST_PACKAGES = ("gengen", "numpy", "pandas", "pyarrow", "torch", "transformers", "datasets", "peft")
 
 
@@ -504,16 +505,52 @@ class Store:
             clauses.append(f"{name} IN ({', '.join('?' * len(values))})")
             params.extend(str(v) for v in values)
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        # A store of an older schema read as it is: the columns it lacks are read as NULL (see _check_version).
-        names = (*STORED_COLUMNS, "extra")
-        selected = ", ".join(name if name in self._columns else f"NULL AS {name}" for name in names)
-        query = f"SELECT {selected} FROM scores{where} ORDER BY study, model, run, step, testset, metric"
         with self._connect() as conn:
-            rows = conn.execute(query, params).fetchall()
-        frame = _frame_from_rows(rows, names)
+            conn.execute("BEGIN")  # one snapshot for both queries
+            try:
+                frame = self._read_scores(conn, where, params)
+            finally:
+                conn.execute("COMMIT")
         if "data_seed" not in self._columns and len(frame):  # schema 1: the run keys were only in the label
             frame = _keys_from_labels(frame)
         return frame
+
+    def _read_scores(self, conn: sqlite3.Connection, where: str, params: list[Any]) -> pd.DataFrame:
+        """The rows of ``where``, sorted by the key. The run-level columns, the same for all of a run's scores in
+        every store gengen writes, are read once per run and repeated (half the values to fetch); a store
+        where they vary within a run is read row by row."""
+
+        def column(name: str) -> str:  # a store of an older schema: the columns it lacks read as NULL
+            return name if name in self._columns else f"NULL AS {name}"
+
+        order = "ORDER BY study, model, run, step, testset, metric"
+        # Per run (in key order, so no sort): each run-level column's min, max and count of non-NULL values.
+        others = [c if c in self._columns else "NULL" for c in _RUN_LEVEL[3:]]
+        spans = ", ".join(f"min({c}), max({c}), count({c})" for c in others)
+        groups = conn.execute(
+            f"SELECT study, model, run, {spans}, count(*) FROM scores{where} GROUP BY study, model, run "
+            "ORDER BY study, model, run",
+            params,
+        ).fetchall()
+        if not groups:
+            return empty_scores()
+        constant = all(
+            (low == high and count == group[-1]) or count == 0
+            for group in groups
+            for low, high, count in zip(group[3:-1:3], group[4:-1:3], group[5:-1:3], strict=True)
+        )
+        if constant:
+            names = [name for name in (*STORED_COLUMNS, "extra") if name not in _RUN_LEVEL]
+            rows = conn.execute(f"SELECT {', '.join(map(column, names))} FROM scores{where} {order}", params).fetchall()
+            counts = np.array([group[-1] for group in groups], dtype=np.int64)
+            if counts.sum() == len(rows):
+                values = np.empty((len(groups), len(_RUN_LEVEL)), dtype=object)
+                values[:] = [(*group[:3], *group[3:-1:3]) for group in groups]
+                repeated = {name: np.repeat(values[:, i], counts) for i, name in enumerate(_RUN_LEVEL)}
+                return _frame_from_rows(rows, names, repeated)
+        names = [*STORED_COLUMNS, "extra"]
+        rows = conn.execute(f"SELECT {', '.join(map(column, names))} FROM scores{where} {order}", params).fetchall()
+        return _frame_from_rows(rows, names)
 
     def held_by_study(self, frame: pd.DataFrame) -> dict[str, np.ndarray]:
         """Which rows of a score table each study of the store already holds, with the same value.

@@ -244,7 +244,7 @@ def _csv_text(path: Path, sep: str) -> tuple[str, list[str], list[int]]:
         for row in reader:
             start, end = end + 1, reader.line_num
             lines.append(start)
-            if row and any(cell.strip() for cell in row) and len(row) != len(header):
+            if len(row) != len(header) and row and any(cell.strip() for cell in row):
                 raise InputError(
                     f"{path}: malformed CSV: line {start} has {len(row)} fields, the header has {len(header)}"
                 )
@@ -272,7 +272,8 @@ def read_table(path: Path, options: IngestOptions) -> tuple[pd.DataFrame, list[s
             frame = pd.read_parquet(path)
         except (OSError, ValueError, TypeError) as error:
             raise InputError(f"{path}: not a readable Parquet file: {str(error).splitlines()[0]}") from None
-        labels = [f"{path}: row {i + 1}" for i in range(len(frame))]
+        prefix = f"{path}: row "
+        labels = [prefix + str(i + 1) for i in range(len(frame))]
         duplicated = pd.Index(frame.columns).duplicated()
         if duplicated.any():
             raise InputError(f"{path}: column {shown(frame.columns[duplicated][0])} appears twice")
@@ -294,7 +295,8 @@ def read_table(path: Path, options: IngestOptions) -> tuple[pd.DataFrame, list[s
             raise InputError(f"{path}: malformed CSV: {str(error).strip().splitlines()[-1]}") from None
         if len(frame) != len(lines):  # a quoting pandas reads differently from the csv module
             lines = [i + 2 for i in range(len(frame))]
-        labels = [f"{path}: line {line}" for line in lines]
+        prefix = f"{path}: line "
+        labels = [prefix + str(line) for line in lines]
     frame.columns = [str(c) for c in frame.columns]
     frame = _map_columns(path, frame, options, notes)
     frame, labels = _drop_empty_and_summary_rows(path, frame, labels, notes)
@@ -343,11 +345,17 @@ def _drop_empty_and_summary_rows(
         label_columns.append(frame.columns[0])
     summary = np.zeros(len(frame), dtype=bool)
     names: set[str] = set()
-    for column in label_columns:
-        text = frame[column].map(lambda v: v.strip() if isinstance(v, str) else "")
-        hit = text.map(lambda v: v.rstrip(":.").lower() in SUMMARY_LABELS).to_numpy(dtype=bool) & ~blank
-        names.update(text[hit])
+    for column in label_columns:  # once per distinct label, not per row
+        codes, uniques = pd.factorize(frame[column], use_na_sentinel=True)
+        texts = [value.strip() if isinstance(value, str) else "" for value in uniques]
+        found = [number for number, text in enumerate(texts) if text.rstrip(":.").lower() in SUMMARY_LABELS]
+        if not found:
+            continue
+        hit = np.isin(codes, found) & ~blank
+        names.update(texts[code] for code in set(codes[hit].tolist()))
         summary |= hit
+    if not blank.any() and not summary.any():
+        return frame, labels
     where = [label.rsplit(": ", 1)[-1] for label in labels]
     if blank.any():
         notes.append(f"{path}: skipped {_count(int(blank.sum()), 'blank row')} ({_lines(where, blank)})")
