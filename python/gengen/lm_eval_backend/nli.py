@@ -12,6 +12,7 @@ Imported by lm-eval when it loads a ``gengen_*`` task; it imports ``datasets``, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gengen.data.loading import map_labels
@@ -69,41 +70,22 @@ def process_docs(dataset: Any, key: str) -> Any:
     )
 
 
-def process_mnli(dataset: Any) -> Any:
-    """``process_docs`` of ``gengen_mnli``."""
-    return process_docs(dataset, "mnli")
+def _processor(source: str) -> Callable[[Any], Any]:
+    """The ``process_docs`` function of task ``gengen_<source>`` (named so lm-eval's ``!function`` finds it)."""
+
+    def process(dataset: Any) -> Any:
+        return process_docs(dataset, source)
+
+    process.__name__ = process.__qualname__ = f"process_{source}"
+    process.__doc__ = f"``process_docs`` of ``gengen_{source}``."
+    return process
 
 
-def process_snli(dataset: Any) -> Any:
-    """``process_docs`` of ``gengen_snli``."""
-    return process_docs(dataset, "snli")
-
-
-def process_hans(dataset: Any) -> Any:
-    """``process_docs`` of ``gengen_hans``."""
-    return process_docs(dataset, "hans")
-
-
-def process_rte(dataset: Any) -> Any:
-    """``process_docs`` of ``gengen_rte``."""
-    return process_docs(dataset, "rte")
-
-
-def process_scitail(dataset: Any) -> Any:
-    """``process_docs`` of ``gengen_scitail``."""
-    return process_docs(dataset, "scitail")
-
-
-def process_anli_r1(dataset: Any) -> Any:
-    """``process_docs`` of ``gengen_anli_r1``."""
-    return process_docs(dataset, "anli_r1")
-
-
-def process_wnli(dataset: Any) -> Any:
-    """``process_docs`` of ``gengen_wnli``."""
-    return process_docs(dataset, "wnli")
-
-
-def process_paws(dataset: Any) -> Any:
-    """``process_docs`` of ``gengen_paws``."""
-    return process_docs(dataset, "paws")
+process_mnli = _processor("mnli")
+process_snli = _processor("snli")
+process_hans = _processor("hans")
+process_rte = _processor("rte")
+process_scitail = _processor("scitail")
+process_anli_r1 = _processor("anli_r1")
+process_wnli = _processor("wnli")
+process_paws = _processor("paws")
