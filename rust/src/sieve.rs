@@ -7,6 +7,7 @@
 use rayon::prelude::*;
 
 use crate::error::StatsError;
+use crate::fast_kernel::{lanes, outer_add, with_avx2, TILE_A, TILE_B};
 
 /// Runs `x_t = shock_t + Σ_i coef_i x_{t−i}` for every replicate × series and keeps the last `keep` values.
 ///
@@ -82,6 +83,378 @@ pub fn ar_generate(
     Ok(out)
 }
 
+/// What every replicate of a sieve chunk shares: the AR models, the pool of standardised innovations, the
+/// innovations' spread along the run and the control's residual operators in factored form.
+///
+/// Series `j`'s residual operator is `I − U M_j Uᵀ`, with `U` an `n × r` basis of the span every control
+/// fit lies in (`r = q + 1` for least squares on `[1, z]`, the spline basis' dimension for a GAM; `U = I`
+/// and `M_j = H_j` in general), so applying it costs `O(n r)` instead of `O(n²)`.
+#[derive(Debug, Clone, Copy)]
+pub struct SieveModel<'a> {
+    /// Series (test sets).
+    pub m: usize,
+    /// Kept steps (checkpoints).
+    pub n: usize,
+    /// AR order (coefficients past a series' own order are zero).
+    pub p: usize,
+    /// Generated steps per replicate, burn-in included (at least `n`).
+    pub steps: usize,
+    /// `m × p` row-major AR coefficients.
+    pub coef: &'a [f64],
+    /// `m × pool_len` row-major standardised innovations; replicate shocks are drawn from its columns.
+    pub pool: &'a [f64],
+    /// Columns of `pool`.
+    pub pool_len: usize,
+    /// `m × steps` row-major: the spread each generated step's shock is given.
+    pub spread: &'a [f64],
+    /// `n × r` row-major basis `U`.
+    pub basis: &'a [f64],
+    /// Columns of `basis`.
+    pub r: usize,
+    /// `m × r × r` row-major: `M_j`.
+    pub mix: &'a [f64],
+}
+
+/// Replicates per task of [`sieve_moments`]: tasks are fixed blocks of replicates, summed in block order,
+/// so the moments do not depend on the thread count.
+const REPLICATE_BLOCK: usize = 8;
+
+/// Sums of Fisher's z of the residual correlations over a chunk of AR-sieve replicates and their white twins.
+///
+/// Replicate `b` draws, at each generated step `s`, the pool's column `picks[b · steps + s]` for every
+/// series at once; series `j` is `x_s = pool[j, pick] · spread[j, s] + Σ_l coef[j, l] x_{s−1−l}`, started
+/// from `start[b, j, ·]` (the `p` values before the first shock, oldest first; all zero when `start` is
+/// empty), and its last `n` steps are kept; its white twin is the last `n` drawn pool values themselves.
+/// Each is residualised (`(I − U M_j Uᵀ) x`), centred and scaled to unit length, and every pair's
+/// `z = artanh(r)` (r clipped to ±(1 − 1e-15); NaN for a series of zero length) is summed.
+///
+/// Returns `4 × m × m` row-major: Σ z and Σ z² of the AR replicates, then of the white twins (symmetric).
+/// The same numbers whatever the thread count.
+pub fn sieve_moments(
+    model: &SieveModel<'_>,
+    picks: &[i64],
+    start: &[f64],
+    replicates: usize,
+) -> Result<Vec<f64>, StatsError> {
+    check_model(model)?;
+    let (m, p, steps) = (model.m, model.p, model.steps);
+    if picks.len() != replicates * steps {
+        return Err(StatsError::invalid(
+            "picks",
+            format!("needs {replicates} × {steps} values, got {}", picks.len()),
+        ));
+    }
+    if picks
+        .iter()
+        .any(|&pick| pick < 0 || pick as usize >= model.pool_len)
+    {
+        return Err(StatsError::invalid(
+            "picks",
+            format!("must index the pool's {} columns", model.pool_len),
+        ));
+    }
+    if !start.is_empty() && start.len() != replicates * m * p {
+        return Err(StatsError::invalid(
+            "start",
+            format!(
+                "needs {replicates} × {m} × {p} values or none, got {}",
+                start.len()
+            ),
+        ));
+    }
+    if start.iter().any(|value| !value.is_finite()) {
+        return Err(StatsError::invalid("start", "must be finite"));
+    }
+    let layout = Layout::new(model);
+    let blocks: Vec<Vec<f64>> = (0..replicates.div_ceil(REPLICATE_BLOCK))
+        .into_par_iter()
+        .map(|block| {
+            let mut scratch = Scratch::new(&layout);
+            let mut sums = vec![0.0; 4 * m * m];
+            let first = block * REPLICATE_BLOCK;
+            for b in first..(first + REPLICATE_BLOCK).min(replicates) {
+                let own_start = if start.is_empty() {
+                    &start[..0]
+                } else {
+                    &start[b * m * p..(b + 1) * m * p]
+                };
+                replicate(
+                    &layout,
+                    &picks[b * steps..(b + 1) * steps],
+                    own_start,
+                    &mut scratch,
+                    &mut sums,
+                );
+            }
+            sums
+        })
+        .collect();
+    let mut total = vec![0.0; 4 * m * m];
+    for sums in &blocks {
+        for (out, value) in total.iter_mut().zip(sums) {
+            *out += value;
+        }
+    }
+    for slot in 0..4 {
+        let matrix = &mut total[slot * m * m..(slot + 1) * m * m];
+        for a in 0..m {
+            for b in 0..a {
+                matrix[a * m + b] = matrix[b * m + a];
+            }
+        }
+    }
+    Ok(total)
+}
+
+fn check_model(model: &SieveModel<'_>) -> Result<(), StatsError> {
+    let (m, n, p, r) = (model.m, model.n, model.p, model.r);
+    let shapes = [
+        ("coef", model.coef.len(), m * p),
+        ("pool", model.pool.len(), m * model.pool_len),
+        ("spread", model.spread.len(), m * model.steps),
+        ("basis", model.basis.len(), n * r),
+        ("mix", model.mix.len(), m * r * r),
+    ];
+    for (name, got, want) in shapes {
+        if got != want {
+            return Err(StatsError::invalid(
+                name,
+                format!("needs {want} values, got {got}"),
+            ));
+        }
+    }
+    if n < 2 || model.steps < n || model.pool_len == 0 {
+        return Err(StatsError::invalid(
+            "steps",
+            format!(
+                "need n ≥ 2 kept of {} generated steps and a non-empty pool, got n = {n}",
+                model.steps
+            ),
+        ));
+    }
+    let values = [model.coef, model.pool, model.spread, model.basis, model.mix];
+    if values.iter().any(|part| part.iter().any(|v| !v.is_finite())) {
+        return Err(StatsError::invalid(
+            "coef, pool, spread, basis, mix",
+            "must be finite",
+        ));
+    }
+    Ok(())
+}
+
+/// The model rearranged time-major (one row of `width` values per step, series across), padded with zero
+/// series to a multiple of the register tile, so that every step's work runs along contiguous rows.
+struct Layout {
+    m: usize,
+    n: usize,
+    p: usize,
+    r: usize,
+    steps: usize,
+    width: usize,
+    /// `p × width`: coefficient of lag l for every series.
+    coef: Vec<f64>,
+    /// `pool_len × width`: pool column c for every series.
+    pool: Vec<f64>,
+    /// `steps × width`.
+    spread: Vec<f64>,
+    /// `n × r`.
+    basis: Vec<f64>,
+    /// `r × r × width`: `M_j[i, k]` at `(i r + k) width + j`.
+    mix: Vec<f64>,
+}
+
+impl Layout {
+    fn new(model: &SieveModel<'_>) -> Self {
+        let (m, p, r, steps) = (model.m, model.p, model.r, model.steps);
+        let width = m.div_ceil(TILE_B) * TILE_B;
+        let transpose = |values: &[f64], rows: usize| {
+            let mut out = vec![0.0; rows * width];
+            for j in 0..m {
+                for row in 0..rows {
+                    out[row * width + j] = values[j * rows + row];
+                }
+            }
+            out
+        };
+        Layout {
+            m,
+            n: model.n,
+            p,
+            r,
+            steps,
+            width,
+            coef: transpose(model.coef, p),
+            pool: transpose(model.pool, model.pool_len),
+            spread: transpose(model.spread, steps),
+            basis: model.basis.to_vec(),
+            mix: transpose(model.mix, r * r),
+        }
+    }
+}
+
+/// One task's working memory.
+struct Scratch {
+    /// `(p + steps) × width`: the AR recursion's values, the start first.
+    series: Vec<f64>,
+    /// `n × width`: the kept (then residual, then unit) series.
+    kept: Vec<f64>,
+    /// `2 r × width`: `Uᵀ x`, then `M_j Uᵀ x`.
+    projection: Vec<f64>,
+}
+
+impl Scratch {
+    fn new(layout: &Layout) -> Self {
+        Scratch {
+            series: vec![0.0; (layout.p + layout.steps) * layout.width],
+            kept: vec![0.0; layout.n * layout.width],
+            projection: vec![0.0; 2 * layout.r * layout.width],
+        }
+    }
+}
+
+with_avx2! {
+    fn replicate(
+        layout: &Layout,
+        picks: &[i64],
+        start: &[f64],
+        scratch: &mut Scratch,
+        sums: &mut [f64],
+    ) => replicate_generic;
+}
+
+#[inline(always)]
+fn replicate_generic(layout: &Layout, picks: &[i64], start: &[f64], scratch: &mut Scratch, sums: &mut [f64]) {
+    let (m, n, p, steps, width) = (layout.m, layout.n, layout.p, layout.steps, layout.width);
+    let series = &mut scratch.series;
+    series[..p * width].fill(0.0);
+    if !start.is_empty() {
+        for j in 0..m {
+            for lag in 0..p {
+                series[lag * width + j] = start[j * p + lag];
+            }
+        }
+    }
+    for step in 0..steps {
+        let (before, rest) = series.split_at_mut((p + step) * width);
+        let row = &mut rest[..width];
+        let shock = &layout.pool[picks[step] as usize * width..][..width];
+        let spread = &layout.spread[step * width..][..width];
+        for ((value, &s), &g) in row.iter_mut().zip(shock).zip(spread) {
+            *value = s * g;
+        }
+        for lag in 0..p {
+            let weights = &layout.coef[lag * width..][..width];
+            let lagged = &before[(p + step - 1 - lag) * width..][..width];
+            for ((value, &w), &x) in row.iter_mut().zip(weights).zip(lagged) {
+                *value += w * x;
+            }
+        }
+    }
+    let kept = &mut scratch.kept;
+    kept.copy_from_slice(&series[(p + steps - n) * width..(p + steps) * width]);
+    residual_z(layout, kept, &mut scratch.projection, &mut sums[..2 * m * m]);
+    for (t, row) in kept.chunks_exact_mut(width).enumerate() {
+        let pick = picks[steps - n + t] as usize;
+        row.copy_from_slice(&layout.pool[pick * width..][..width]);
+    }
+    residual_z(layout, kept, &mut scratch.projection, &mut sums[2 * m * m..]);
+}
+
+/// Residualises the kept series (`n × width`, in place), scales them to unit length and adds every pair's z
+/// and z² to `sums` (`2 × m × m`, upper triangle and diagonal).
+#[inline(always)]
+fn residual_z(layout: &Layout, kept: &mut [f64], projection: &mut [f64], sums: &mut [f64]) {
+    let (m, n, r, width) = (layout.m, layout.n, layout.r, layout.width);
+    let (coords, mixed) = projection.split_at_mut(r * width);
+    coords.fill(0.0);
+    for (row, basis) in kept.chunks_exact(width).zip(layout.basis.chunks_exact(r)) {
+        for (i, &u) in basis.iter().enumerate() {
+            for (c, &x) in coords[i * width..][..width].iter_mut().zip(row) {
+                *c += u * x;
+            }
+        }
+    }
+    mixed.fill(0.0);
+    for i in 0..r {
+        for k in 0..r {
+            let weights = &layout.mix[(i * r + k) * width..][..width];
+            let source = &coords[k * width..][..width];
+            for ((d, &w), &c) in mixed[i * width..][..width].iter_mut().zip(weights).zip(source) {
+                *d += w * c;
+            }
+        }
+    }
+    for (row, basis) in kept.chunks_exact_mut(width).zip(layout.basis.chunks_exact(r)) {
+        for (i, &u) in basis.iter().enumerate() {
+            for (x, &d) in row.iter_mut().zip(&mixed[i * width..][..width]) {
+                *x -= u * d;
+            }
+        }
+    }
+    // Centre and scale (the sums run in `coords`' first row, free now).
+    let mean = &mut coords[..width];
+    mean.fill(0.0);
+    for row in kept.chunks_exact(width) {
+        for (s, &x) in mean.iter_mut().zip(row) {
+            *s += x;
+        }
+    }
+    for s in mean.iter_mut() {
+        *s /= n as f64;
+    }
+    let norm = &mut mixed[..width];
+    norm.fill(0.0);
+    for row in kept.chunks_exact_mut(width) {
+        for ((x, &c), s) in row.iter_mut().zip(mean.iter()).zip(norm.iter_mut()) {
+            *x -= c;
+            *s += *x * *x;
+        }
+    }
+    for (j, s) in norm.iter_mut().enumerate() {
+        *s = if j >= m {
+            0.0 // padding series stay zero
+        } else if *s > 0.0 {
+            1.0 / s.sqrt()
+        } else {
+            f64::NAN
+        };
+    }
+    for row in kept.chunks_exact_mut(width) {
+        for (x, &s) in row.iter_mut().zip(norm.iter()) {
+            *x *= s;
+        }
+    }
+    let (z_sums, z2_sums) = sums.split_at_mut(m * m);
+    for a0 in (0..m).step_by(TILE_A) {
+        for b0 in ((a0 / TILE_B) * TILE_B..m).step_by(TILE_B) {
+            let mut acc = [[0.0; TILE_B]; TILE_A];
+            for row in kept.chunks_exact(width) {
+                let left: [f64; TILE_A] = lanes(&row[a0..]);
+                let right: [f64; TILE_B] = lanes(&row[b0..]);
+                outer_add(&mut acc, &left, &right);
+            }
+            for (a, values) in acc.iter().enumerate().take(m - a0.min(m)) {
+                let row_a = a0 + a;
+                if row_a >= m {
+                    break;
+                }
+                for (b, &r_ab) in values.iter().enumerate() {
+                    let col_b = b0 + b;
+                    if col_b < row_a || col_b >= m {
+                        continue;
+                    }
+                    // artanh as one logarithm (std's atanh is a log1p, about twice the cost; the z sums
+                    // differ by under 1e-15 per replicate).
+                    let clipped = r_ab.clamp(-1.0 + 1e-15, 1.0 - 1e-15);
+                    let z = 0.5 * ((1.0 + clipped) / (1.0 - clipped)).ln();
+                    z_sums[row_a * m + col_b] += z;
+                    z2_sums[row_a * m + col_b] += z * z;
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +480,151 @@ mod tests {
         assert!(ar_generate(&[0.5], 1, 1, &[1.0, 2.0], 1, 3, &[], 2).is_err());
         assert!(ar_generate(&[0.5], 1, 1, &[1.0, 2.0, 3.0], 1, 3, &[], 4).is_err());
         assert!(ar_generate(&[f64::NAN], 1, 1, &[1.0, 2.0, 3.0], 1, 3, &[], 2).is_err());
+    }
+
+    /// A small deterministic generator for test data (xorshift64*, uniform in (−1, 1)).
+    fn values(count: usize, seed: u64) -> Vec<f64> {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..count)
+            .map(|_| {
+                state ^= state >> 12;
+                state ^= state << 25;
+                state ^= state >> 27;
+                let bits = state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11;
+                bits as f64 / (1u64 << 52) as f64 - 1.0
+            })
+            .collect()
+    }
+
+    /// The moments as the Python reference computes them: dense operators `I − U M_j Uᵀ`, one replicate at
+    /// a time, through `ar_generate`.
+    fn reference(model: &SieveModel<'_>, picks: &[i64], start: &[f64], replicates: usize) -> Vec<f64> {
+        let (m, n, p, r, steps) = (model.m, model.n, model.p, model.r, model.steps);
+        let mut shocks = vec![0.0; replicates * m * steps];
+        let mut white = vec![0.0; replicates * m * n];
+        for b in 0..replicates {
+            for j in 0..m {
+                for s in 0..steps {
+                    let value = model.pool[j * model.pool_len + picks[b * steps + s] as usize];
+                    shocks[(b * m + j) * steps + s] = value * model.spread[j * steps + s];
+                    if s >= steps - n {
+                        white[(b * m + j) * n + s - (steps - n)] = value;
+                    }
+                }
+            }
+        }
+        let generated = ar_generate(model.coef, m, p, &shocks, replicates, steps, start, n).unwrap();
+        let mut out = vec![0.0; 4 * m * m];
+        for (slot, data) in [(0, &generated), (2, &white)] {
+            for b in 0..replicates {
+                let mut units = vec![vec![0.0; n]; m];
+                for j in 0..m {
+                    let x = &data[(b * m + j) * n..(b * m + j + 1) * n];
+                    let mix = &model.mix[j * r * r..(j + 1) * r * r];
+                    let mut e = x.to_vec();
+                    for s in 0..n {
+                        for t in 0..n {
+                            let mut h = 0.0;
+                            for i in 0..r {
+                                for k in 0..r {
+                                    h += model.basis[s * r + i] * mix[i * r + k] * model.basis[t * r + k];
+                                }
+                            }
+                            e[s] -= h * x[t];
+                        }
+                    }
+                    let mean = e.iter().sum::<f64>() / n as f64;
+                    let norm = e.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>().sqrt();
+                    units[j] = e.iter().map(|v| (v - mean) / norm).collect();
+                }
+                for a in 0..m {
+                    for c in 0..m {
+                        let r_ac: f64 = units[a].iter().zip(&units[c]).map(|(x, y)| x * y).sum();
+                        let z = r_ac.clamp(-1.0 + 1e-15, 1.0 - 1e-15).atanh();
+                        out[slot * m * m + a * m + c] += z;
+                        out[(slot + 1) * m * m + a * m + c] += z * z;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn sieve_moments_equal_the_dense_reference_and_ignore_the_thread_count() {
+        let (m, n, p, r, steps, pool_len, replicates) = (11, 13, 2, 3, 20, 9, 19);
+        let coef: Vec<f64> = values(m * p, 1).iter().map(|v| 0.4 * v).collect();
+        let pool = values(m * pool_len, 2);
+        let spread: Vec<f64> = values(m * steps, 3).iter().map(|v| 1.0 + 0.5 * v).collect();
+        let basis = values(n * r, 4);
+        let mix: Vec<f64> = values(m * r * r, 5).iter().map(|v| 0.1 * v).collect();
+        let start = values(replicates * m * p, 6);
+        let picks: Vec<i64> = values(replicates * steps, 7)
+            .iter()
+            .map(|v| {
+                ((v + 1.0) * 0.5 * pool_len as f64)
+                    .floor()
+                    .min(pool_len as f64 - 1.0) as i64
+            })
+            .collect();
+        let model = SieveModel {
+            m,
+            n,
+            p,
+            steps,
+            coef: &coef,
+            pool: &pool,
+            pool_len,
+            spread: &spread,
+            basis: &basis,
+            r,
+            mix: &mix,
+        };
+        let expected = reference(&model, &picks, &start, replicates);
+        let got = sieve_moments(&model, &picks, &start, replicates).unwrap();
+        for (index, (a, b)) in got.iter().zip(&expected).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-11 * (1.0 + b.abs()),
+                "entry {index}: {a} vs {b}"
+            );
+        }
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let again = pool.install(|| sieve_moments(&model, &picks, &start, replicates).unwrap());
+            assert_eq!(again, got, "{threads} threads");
+        }
+        // Without a start the recursion starts from zeros, as ar_generate's does.
+        let zero_start = reference(&model, &picks, &[], replicates);
+        let got = sieve_moments(&model, &picks, &[], replicates).unwrap();
+        for (a, b) in got.iter().zip(&zero_start) {
+            assert!((a - b).abs() <= 1e-11 * (1.0 + b.abs()));
+        }
+    }
+
+    #[test]
+    fn sieve_moments_check_their_inputs() {
+        let (coef, pool, spread, basis, mix) = ([0.5], [1.0, -1.0, 0.5], [1.0; 4], [0.5; 3], [0.0]);
+        let model = SieveModel {
+            m: 1,
+            n: 3,
+            p: 1,
+            steps: 4,
+            coef: &coef,
+            pool: &pool,
+            pool_len: 3,
+            spread: &spread,
+            basis: &basis,
+            r: 1,
+            mix: &mix,
+        };
+        assert!(sieve_moments(&model, &[0, 1, 2, 0], &[], 1).is_ok());
+        assert!(sieve_moments(&model, &[0, 1, 3, 0], &[], 1).is_err());
+        assert!(sieve_moments(&model, &[0, 1, 2], &[], 1).is_err());
+        assert!(sieve_moments(&model, &[0, 1, 2, 0], &[f64::NAN], 1).is_err());
+        let short = SieveModel { n: 5, ..model };
+        assert!(sieve_moments(&short, &[0, 1, 2, 0], &[], 1).is_err());
     }
 }

@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 if TYPE_CHECKING:
     # typer vendors click (typer._click); its types are only needed for the annotations.
@@ -98,6 +98,21 @@ class LazyCommandGroup(TyperGroup):
     def list_commands(self, ctx: Context) -> list[str]:
         """Commands in the table's order."""
         return list(self.commands)
+
+    def get_help_option(self, ctx: Context) -> TyperOption | None:
+        """The group's ``--help`` flag, coerced as the plain bool it is.
+
+        typer coerces an absent flag's ``None`` through a pydantic ``TypeAdapter``; for the group's ``--help``
+        that happens on every sub-command's start-up (``gengen analyse --help`` included), and importing pydantic
+        is ~0.1 s of it. Where typer's internals are not as expected, its own coercion stays.
+        """
+        option = super().get_help_option(ctx)
+        descriptor = getattr(option, "type_descriptor", None)
+        if option is not None and getattr(option, "_runtime_param", False) is None and descriptor is not None:
+            from typer._coercion import PassThroughRuntimeParam
+
+            option._runtime_param = PassThroughRuntimeParam(parameter_info=descriptor.parameter_info, annotation=bool)
+        return option
 
     def resolve_command(self, ctx: Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
         """Resolve as click does, then swap a stub for the real command (importing its module once)."""

@@ -58,7 +58,6 @@ from gengen.stats.options import (
 from gengen.stats.sieve_ar import (
     MAX_ROOT,
     _correlations,
-    _fisher_z,
     _innovation_spread,
     _innovations,
     _least_squares_ar,
@@ -67,6 +66,7 @@ from gengen.stats.sieve_ar import (
     default_max_order,
     fit_autoregression,
 )
+from gengen.stats.sieve_kernel import FactoredOperators, factor_operators, replicate_moments, residualise_factored
 from gengen.stats.sieve_notes import (
     _ljung_box,
     _variance_ratio,
@@ -191,8 +191,12 @@ def _generate(
     return _core.ar_generate(np.ascontiguousarray(coef), np.ascontiguousarray(shocks), initial, n)
 
 
-def _residualise(series: NDArray[np.float64], operators: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Apply each column's residual operator (m, n, n) (or one shared (n, n)) to series (..., m, n)."""
+def _residualise(
+    series: NDArray[np.float64], operators: NDArray[np.float64] | FactoredOperators
+) -> NDArray[np.float64]:
+    """Apply each column's residual operator (m, n, n) (or one shared (n, n), or factored) to series (..., m, n)."""
+    if isinstance(operators, FactoredOperators):
+        return residualise_factored(series, operators)
     if operators.ndim == 2:
         return series @ operators.T
     return np.einsum("mst,...mt->...ms", operators, series)
@@ -202,7 +206,7 @@ def _bias_corrected(
     e: NDArray[np.float64],
     order: NDArray[np.int64],
     coef: NDArray[np.float64],
-    operators: NDArray[np.float64],
+    operators: NDArray[np.float64] | FactoredOperators,
     control: NDArray[np.float64] | None,
     rng: np.random.Generator,
     replicates: int,
@@ -246,21 +250,19 @@ def _bias_corrected(
 def _stationary_start(coef: NDArray[np.float64], variance: NDArray[np.float64]) -> NDArray[np.float64]:
     """Cholesky factors (m, p, p) of the stationary covariance of p consecutive values of each AR model."""
     m, p = coef.shape
-    factors = np.zeros((m, p, p))
     if p == 0:
-        return factors
-    for j in range(m):
-        companion = np.zeros((p, p))
-        companion[0] = coef[j]
-        companion[np.arange(1, p), np.arange(p - 1)] = 1.0
-        noise = np.zeros((p, p))
-        noise[0, 0] = variance[j]
-        # Γ = A Γ Aᵀ + Σ, solved as (I − A⊗A) vec Γ = vec Σ (p ≤ 4, so the Kronecker system is tiny).
-        system = np.eye(p * p) - np.kron(companion, companion)
-        gamma = np.linalg.solve(system, noise.ravel()).reshape(p, p)
-        gamma = 0.5 * (gamma + gamma.T) + 1e-12 * variance[j] * np.eye(p)
-        factors[j] = np.linalg.cholesky(gamma)
-    return factors
+        return np.zeros((m, p, p))
+    companion = np.zeros((m, p, p))
+    companion[:, 0] = coef
+    companion[:, np.arange(1, p), np.arange(p - 1)] = 1.0
+    noise = np.zeros((m, p * p, 1))
+    noise[:, 0, 0] = variance
+    # Γ = A Γ Aᵀ + Σ, solved as (I − A⊗A) vec Γ = vec Σ (p ≤ 4, so the Kronecker systems are tiny), all
+    # series at once.
+    kronecker = np.einsum("mij,mkl->mikjl", companion, companion).reshape(m, p * p, p * p)
+    gamma = np.linalg.solve(np.eye(p * p) - kronecker, noise).reshape(m, p, p)
+    gamma = 0.5 * (gamma + gamma.transpose(0, 2, 1)) + 1e-12 * variance[:, None, None] * np.eye(p)
+    return np.asarray(np.linalg.cholesky(gamma), dtype=np.float64)
 
 
 def _stationary_draws(
@@ -386,6 +388,52 @@ def sieve_partial_corr_matrix(
     """
     gam = as_control(fit, gam_options)
     data, control, labels = _inputs(scores, covar, method, gam)
+    data, control, n_boot, max_order = _checked_sizes(data, control, method, n_boot, ci_level, max_order)
+    n = data.shape[0]
+    series, operators, df = _unit_residuals(data, control, gam)
+    r = _correlations(series)
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x51E7E]))
+    exogenous = control if control.shape[1] else None
+    order, coef = fit_autoregression(series.T, max_order, exogenous)
+    coef = _bias_corrected(series, order, coef, operators, exogenous, rng, BIAS_REPLICATES)
+    innovations = _innovations(series, coef, max_order, exogenous)  # (m, T), common time points t = max_order … n − 1
+    innovations = innovations - innovations.mean(axis=1, keepdims=True)
+    ljung_box_p = _ljung_box(innovations, lags=min(10, max(innovations.shape[1] // 5, 2)), fitted_order=order)
+    variances, spread_slope = _replicate_variances(coef, innovations, operators, n, n_boot, rng)
+    se_z, df_effective, statistic, p_value, ci_low, ci_high = _tests(r, variances, df, ci_level)
+    return SievePartialCorrMatrix(
+        r=labelled(r, labels),
+        se_z=labelled(se_z, labels),
+        statistic=labelled(statistic, labels),
+        df=labelled(df_effective, labels),
+        p_value=labelled(p_value, labels),
+        ci_low=labelled(ci_low, labels),
+        ci_high=labelled(ci_high, labels),
+        ar_order=order,
+        ar_coef=coef,
+        ljung_box_p=ljung_box_p,
+        variance_ratio=_variance_ratio(innovations),
+        spread_slope=spread_slope,
+        n=n,
+        k=control.shape[1],
+        n_boot=n_boot,
+        max_order=max_order,
+        ci_level=float(ci_level),
+        method=method,
+        fit=gam.name,
+    )
+
+
+def _checked_sizes(
+    data: NDArray[np.float64],
+    control: NDArray[np.float64],
+    method: str,
+    n_boot: int,
+    ci_level: float,
+    max_order: int | None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], int, int]:
+    """The sieve's sizes checked (replicates, level, AR order against the checkpoints), and the data ranked for
+    Spearman: (data, control, n_boot, max_order)."""
     n_boot = int(n_boot)
     if n_boot < 20:
         raise InvalidArgumentError(f"n_boot: need at least 20 sieve replicates for a standard error, got {n_boot}")
@@ -393,7 +441,7 @@ def sieve_partial_corr_matrix(
         raise InvalidArgumentError(f"n_boot: at most 1,000,000 sieve replicates, got {n_boot}")
     if not 0.0 < ci_level < 1.0:
         raise InvalidArgumentError(f"ci_level: must lie strictly between 0 and 1, got {ci_level!r}")
-    n, m = data.shape
+    n = data.shape[0]
     if method == "spearman":
         data = _ranks(data)
         control = _ranks(control) if control.shape[1] else control
@@ -403,7 +451,18 @@ def sieve_partial_corr_matrix(
             f"scores: {n} checkpoints are too few for the sieve with {control.shape[1]} control(s) and AR order "
             f"up to {max_order} (need at least {control.shape[1] + 5 + max_order})"
         )
-    residuals, operators, edf = _operators(data, control, gam)
+    return data, control, n_boot, max_order
+
+
+def _unit_residuals(
+    data: NDArray[np.float64], control: NDArray[np.float64], gam: Control
+) -> tuple[NDArray[np.float64], Any, NDArray[np.float64]]:
+    """Each test set's residual series at unit length (m, n), the residual operators the replicates are
+    residualised with, and the degrees of freedom of each pair's t-test (m, m)."""
+    n, m = data.shape
+    residuals, dense_operators, edf = _operators(data, control, gam)
+    # I − U M_j Uᵀ with U spanning every fit: the replicates never form an n × n product (sieve_kernel).
+    operators = factor_operators(dense_operators, m)
     # Degrees of freedom of each pair's t-test as ppcor counts them (n − 2 − k; under the GAM, k = the larger
     # smooth's EDF without its intercept), so that with independent checkpoints the test is ppcor's.
     spent = edf - 1.0
@@ -417,18 +476,21 @@ def sieve_partial_corr_matrix(
             "its partial correlations are undefined"
         )
     series = series / scale[:, None]
-    r = _correlations(series)
+    return series, operators, df
 
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x51E7E]))
-    exogenous = control if control.shape[1] else None
-    order, coef = fit_autoregression(series.T, max_order, exogenous)
-    coef = _bias_corrected(series, order, coef, operators, exogenous, rng, BIAS_REPLICATES)
-    innovations = _innovations(series, coef, max_order, exogenous)  # (m, T), common time points t = max_order … n − 1
-    innovations = innovations - innovations.mean(axis=1, keepdims=True)
+
+def _replicate_variances(
+    coef: NDArray[np.float64],
+    innovations: NDArray[np.float64],
+    operators: Any,
+    n: int,
+    n_boot: int,
+    rng: np.random.Generator,
+) -> tuple[list[NDArray[np.float64]], NDArray[np.float64]]:
+    """Variances of Fisher's z over the AR replicates and over their white twins (m, m each), and the slope of
+    the innovations' spread that the replicates follow."""
+    m, max_order = coef.shape[0], coef.shape[1]
     variance = innovations.var(axis=1)
-    ljung_box_p = _ljung_box(innovations, lags=min(10, max(innovations.shape[1] // 5, 2)), fitted_order=order)
-    variance_ratio = _variance_ratio(innovations)
-
     # The innovations' spread along the run (log-linear in training time): shocks are resampled standardised and
     # given the spread of the time point they drive, so a run whose noise shrinks as training goes on keeps that.
     spread, spread_slope = _innovation_spread(innovations, n, max_order)
@@ -442,18 +504,22 @@ def sieve_partial_corr_matrix(
         size = min(chunk, n_boot - done)
         # One set of time points for every test set: the replicates keep the innovations' cross-correlation.
         picks = rng.integers(0, pool.shape[1], size=(size, burn + n))
-        shocks = pool[:, picks].transpose(1, 0, 2)  # (size, m, burn + n), standardised
         start = _stationary_draws(coef, variance, rng, size)
-        autoregressive = _residualise(_generate(coef, shocks * spread_path, n, start), operators)
-        # The same shocks without autoregression or changing spread: what this resampling gives for independent,
-        # identically distributed checkpoints.
-        white = _residualise(shocks[..., -n:], operators)
-        for slot, replicate in ((0, autoregressive), (2, white)):
-            z = _fisher_z(replicate)
-            moments[slot] += z.sum(axis=0)
-            moments[slot + 1] += (z**2).sum(axis=0)
+        # AR replicates driven by the standardised shocks pool[:, picks] times the spread, and their white twins
+        # (the same shocks without autoregression or changing spread: what this resampling gives for
+        # independent, identically distributed checkpoints), residualised; only the sums of z and z² come back.
+        moments += replicate_moments(coef, pool, picks, spread_path, start, n, operators)
         done += size
     variances = [np.maximum(moments[slot + 1] - moments[slot] ** 2 / n_boot, 0.0) / (n_boot - 1) for slot in (0, 2)]
+    return variances, spread_slope
+
+
+def _tests(
+    r: NDArray[np.float64], variances: list[NDArray[np.float64]], df: NDArray[np.float64], ci_level: float
+) -> tuple[NDArray[np.float64], ...]:
+    """se_z, effective df, statistic, p-value and interval bounds of every pair (m, m each), from the variance
+    inflation of the replicates over their white twins."""
+    m = r.shape[0]
     # The variance inflation that the autocorrelation causes, measured as a ratio between twin replicates so
     # that the resampling's own small-sample error cancels, scales Fisher's 1/(n − 3 − k).
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -484,27 +550,7 @@ def sieve_partial_corr_matrix(
         np.fill_diagonal(matrix, np.nan)
     np.fill_diagonal(ci_low, 1.0)
     np.fill_diagonal(ci_high, 1.0)
-    return SievePartialCorrMatrix(
-        r=labelled(r, labels),
-        se_z=labelled(se_z, labels),
-        statistic=labelled(statistic, labels),
-        df=labelled(df_effective, labels),
-        p_value=labelled(p_value, labels),
-        ci_low=labelled(ci_low, labels),
-        ci_high=labelled(ci_high, labels),
-        ar_order=order,
-        ar_coef=coef,
-        ljung_box_p=ljung_box_p,
-        variance_ratio=variance_ratio,
-        spread_slope=spread_slope,
-        n=n,
-        k=control.shape[1],
-        n_boot=n_boot,
-        max_order=max_order,
-        ci_level=float(ci_level),
-        method=method,
-        fit=gam.name,
-    )
+    return se_z, df_effective, statistic, p_value, ci_low, ci_high
 
 
 def _inputs(

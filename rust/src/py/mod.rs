@@ -14,6 +14,7 @@ use numpy::{
 use pyo3::prelude::*;
 
 mod control;
+mod sieve;
 mod simulate;
 
 use control::{control_of, ControlArgument};
@@ -494,6 +495,7 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(gam_fit, module)?)?;
     module.add_function(wrap_pyfunction!(default_max_edf, module)?)?;
     simulate::register(module)?;
+    sieve::register(module)?;
     module.add_function(wrap_pyfunction!(normal_two_sided, module)?)?;
     module.add_function(wrap_pyfunction!(normal_quantile, module)?)?;
     module.add_function(wrap_pyfunction!(t_two_sided, module)?)?;
