@@ -237,7 +237,8 @@ def test_naive_t_test_is_anticonservative_at_phi_09(reduced_study: pd.DataFrame)
 
 
 def test_study_is_reproducible_and_has_standard_errors(reduced_study: pd.DataFrame) -> None:
-    from gengen.simulate import Cell, calibration_study  # the former import path of the method comparison
+    from gengen.calibration import calibration_study
+    from gengen.simulate import Cell
 
     cell = [Cell("ar1(0.9)", n=50, coef_a=(0.9,), rhos=(0.0,), replicates=REPLICATES, n_boot=0)]
     again = calibration_study(cell, seed=11)

@@ -25,7 +25,7 @@ speed); :func:`simulate_trajectories` draws textbook runs from the same core in 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -363,24 +363,3 @@ def simulate_trajectories(
     )
     return out
 
-
-#: Names of the method comparison that lived here before the calibration studies became one
-#: (:mod:`gengen.calibration`); ``from gengen.simulate import calibration_study`` keeps working.
-_MOVED = (
-    "FULL_DESIGN",
-    "QUICK_DESIGN",
-    "LAGGED_METHOD",
-    "StudyDesign",
-    "calibration_study",
-    "plot_type1_error",
-    "rate_table",
-    "summary_line",
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        import gengen.calibration
-
-        return getattr(gengen.calibration, name)
-    raise AttributeError(f"module 'gengen.simulate' has no attribute {name!r}")
