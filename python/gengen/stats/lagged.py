@@ -18,6 +18,7 @@ Both are computed by gengen's Rust core.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -55,6 +56,21 @@ class _TrajectoryTest:
     n: int
     k: int
     method: str
+
+
+def _common_fields(
+    result: _core.LaggedResult | _core.PrewhitenedResult, labels: list[str] | None, method: str
+) -> dict[str, Any]:
+    """The :class:`_TrajectoryTest` fields of a core result."""
+    return {
+        "r": labelled(result.estimate, labels),
+        "statistic": labelled(result.statistic, labels),
+        "p_value": labelled(result.p_value, labels),
+        "lag1": np.asarray(result.lag1),
+        "n": int(result.n),
+        "k": int(result.k),
+        "method": method,
+    }
 
 
 @dataclass(frozen=True)
@@ -195,16 +211,10 @@ def lagged_partial_corr_matrix(
         gam = as_control(fit)
     result = _core.lagged_partial_corr(data, control, method, gam)
     return LaggedPartialCorrMatrix(
-        r=labelled(result.estimate, labels),
+        **_common_fields(result, labels, method),
         r_innovation=labelled(result.innovation_estimate, labels),
-        statistic=labelled(result.statistic, labels),
-        p_value=labelled(result.p_value, labels),
         df=labelled(result.df, labels),
-        lag1=np.asarray(result.lag1),
         control_df=np.asarray(result.control_df),
-        n=int(result.n),
-        k=int(result.k),
-        method=method,
         fit=gam.name,
     )
 
@@ -255,15 +265,9 @@ def prewhitened_partial_corr_matrix(
     data, control, labels = trajectory_inputs(scores, covar, method)
     result = _core.prewhitened_partial_corr(data, control, method, bias_correction)
     return PrewhitenedPartialCorrMatrix(
-        r=labelled(result.estimate, labels),
+        **_common_fields(result, labels, method),
         r_whitened=labelled(result.whitened_estimate, labels),
-        statistic=labelled(result.statistic, labels),
-        p_value=labelled(result.p_value, labels),
         naive_p_value=labelled(result.naive_p_value, labels),
         phi=np.asarray(result.phi),
-        lag1=np.asarray(result.lag1),
-        n=int(result.n),
-        k=int(result.k),
         df=float(result.df),
-        method=method,
     )

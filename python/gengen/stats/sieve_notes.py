@@ -166,6 +166,14 @@ def sieve_column_notes(result: SievePartialCorrMatrix, labels: list[str]) -> lis
     return notes
 
 
+def _one_control(scores: ArrayLike, covar: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
+    """The scores (n, m) and their control (n, 1), or None when the curvature checks do not apply: more than one
+    control, or fewer than 8 checkpoints."""
+    data = np.asarray(scores, dtype=np.float64)
+    control = np.asarray(covar, dtype=np.float64).reshape(data.shape[0], -1)
+    return data, (control if control.shape[1] == 1 and data.shape[0] >= 8 else None)
+
+
 def curvature_shift(scores: ArrayLike, covar: ArrayLike) -> NDArray[np.float64]:
     r"""How much each pair's partial correlation moves when the control may curve.
 
@@ -186,10 +194,9 @@ def curvature_shift(scores: ArrayLike, covar: ArrayLike) -> NDArray[np.float64]:
     ndarray of shape (m, m)
         The shift of every pair.
     """
-    data = np.asarray(scores, dtype=np.float64)
-    control = np.asarray(covar, dtype=np.float64).reshape(data.shape[0], -1)
+    data, control = _one_control(scores, covar)
     m = data.shape[1]
-    if control.shape[1] != 1 or data.shape[0] < 8:
+    if control is None:
         return np.zeros((m, m))
     c = control[:, 0] - control[:, 0].mean()
     scale = np.abs(c).max()
@@ -232,11 +239,10 @@ def gam_control_z(
     ndarray of shape (m, m)
         :math:`\operatorname{artanh} r` of every pair under the GAM control.
     """
-    data = np.asarray(scores, dtype=np.float64)
-    control = np.asarray(covar, dtype=np.float64).reshape(data.shape[0], -1)
+    data, control = _one_control(scores, covar)
     m = data.shape[1]
     missing = np.full((m, m), np.nan)
-    if control.shape[1] != 1 or data.shape[0] < 8:
+    if control is None:
         return missing
     try:
         # A diagnostic, not the analysis the user asked for: its notes (k lowered for few distinct ID values)
