@@ -158,3 +158,32 @@ def test_literal_choices_match_the_exported_tuples() -> None:
     from gengen import training_config
 
     assert get_args(training_config.StrategyName) == training_config.STRATEGIES
+
+
+def test_plan_notes_a_family_it_does_not_know(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from gengen.cli import app
+
+    model = tmp_path / "m"
+    model.mkdir()
+    shape = {"model_type": "mamba-like", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
+    (model / "config.json").write_text(json.dumps({**shape, "intermediate_size": 128, "vocab_size": 100}))
+    (tmp_path / "study.toml").write_text(
+        '[study]\nname = "s"\nid_testset = "t"\n[[models]]\nname = "m"\npath = "./m"\nfamily = "mamba-like"\n'
+        'size = "1"\n[task]\ntrain = { source = "mnli" }\n[[testsets]]\nname = "t"\nsource = "mnli"\n'
+    )
+    result = CliRunner().invoke(app, ["plan", str(tmp_path / "study.toml")])
+    assert result.exit_code == 0, result.output
+    assert "note: model 'm': family 'mamba-like' is not one gengen knows" in result.output
+    # Planned with the Llama formulas: embeddings, two blocks (attention, gated MLP, two norms), final norm, head.
+    per_block = 4 * 64 * 64 + 3 * 64 * 128 + 2 * 64
+    expected = 100 * 64 + 2 * per_block + 64 + 100 * 64
+    from gengen.plan import model_shape
+
+    config = parse_config(
+        {**BASE, "models": [{"name": "m", "path": str(model), "family": "mamba-like", "size": "1"}]}, base=tmp_path
+    )
+    assert model_shape(config.models[0]).parameters() == expected

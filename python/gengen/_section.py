@@ -52,17 +52,21 @@ class Section:
         self.seen: set[str] = set()
 
     def key(self, name: str | None) -> str:
+        """The dotted key of ``name`` in this table (the table itself for None)."""
         if name is None:
             return self.where or "(top level)"
         return f"{self.where}.{name}" if self.where else name
 
     def error(self, name: str | None, problem: str) -> ConfigError:
+        """The one-line error ``<file>: <key>: <problem>``."""
         return ConfigError(f"{self.origin}: {self.key(name)}: {problem}")
 
     def has(self, name: str) -> bool:
+        """Whether the table sets ``name``."""
         return name in self.data
 
     def raw(self, name: str, default: Any = _MISSING) -> Any:
+        """The value of ``name`` as written (``default`` when absent; required without one), marked as read."""
         self.seen.add(name)
         if name not in self.data:
             if default is _MISSING:
@@ -71,6 +75,7 @@ class Section:
         return self.data[name]
 
     def string(self, name: str, default: Any = _MISSING, *, choices: Sequence[str] | None = None) -> Any:
+        """A non-empty string, one of ``choices`` when given (:func:`choice_problem` words a refusal)."""
         if name not in self.data:
             return self.raw(name, default)
         value = self.raw(name)
@@ -90,6 +95,8 @@ class Section:
         positive: bool = False,
         maximum: float | None = None,
     ) -> Any:
+        """A number (an integer with ``integer``), at least ``minimum``, above 0 with ``positive``, at most
+        ``maximum`` (gengen's limit, said in the refusal)."""
         if name not in self.data:
             return self.raw(name, default)
         value = self.raw(name)
@@ -107,6 +114,7 @@ class Section:
         return int(value) if integer else float(value)
 
     def boolean(self, name: str, default: Any = _MISSING) -> Any:
+        """``true`` or ``false``."""
         value = self.raw(name, default)
         if name in self.data and not isinstance(value, bool):
             raise self.error(name, f"expected true or false, got {show(value)}")
@@ -115,6 +123,8 @@ class Section:
     def list_of(
         self, name: str, check: Callable[[str, Any], Any], default: Any = _MISSING, *, max_items: int | None = None
     ) -> Any:
+        """A list, each entry checked by ``check(label, value)``; more than ``max_items`` entries are refused
+        before any is checked."""
         if name not in self.data:
             return self.raw(name, default)
         value = self.raw(name)
@@ -127,6 +137,7 @@ class Section:
         return tuple(check(f"{name}[{i}]", item) for i, item in enumerate(value))
 
     def int_item(self, label: str, value: Any, *, minimum: int = 0, maximum: int | None = None) -> int:
+        """One entry of a list of integers, from ``minimum`` to ``maximum`` (gengen's limit)."""
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise self.error(label, f"expected an integer >= {minimum}, got {show(value)}")
         if maximum is not None and value > maximum:
@@ -134,21 +145,25 @@ class Section:
         return value
 
     def str_item(self, label: str, value: Any) -> str:
+        """One entry of a list of non-empty strings."""
         if not isinstance(value, str) or not value:
             raise self.error(label, f"expected a non-empty string, got {show(value)}")
         return value
 
     def table(self, name: str, *, required: bool = True) -> Section:
+        """The sub-table ``name`` (an empty one when absent and not required)."""
         value = self.raw(name) if required else self.raw(name, {})
         return Section(value, self.key(name), self.origin)
 
     def tables(self, name: str) -> list[Section]:
+        """A non-empty array of tables (``[[name]]``)."""
         value = self.raw(name)
         if not isinstance(value, list) or not value:
             raise self.error(name, f"expected a non-empty array of tables ([[{name}]]), got {show(value)}")
         return [Section(item, f"{self.key(name)}[{i}]", self.origin) for i, item in enumerate(value)]
 
     def finish(self) -> None:
+        """Refuse the first key no getter read (with a close match or the known keys)."""
         unknown = sorted(set(self.data) - self.seen)
         if unknown:
             name = unknown[0]

@@ -540,11 +540,12 @@ class Trainer:
         task = bar.add_task(f"{run.model.name} {run.key}", total=self.total, completed=self.state.resume_step)
         self.model.train()
         window_tokens, window_start = 0, time.perf_counter()
+        due = set(self.steps)  # membership per step: a set, not the list of up to MAX_EVALUATIONS steps
         with bar:
             for step in range(self.state.resume_step + 1, self.total + 1):
                 window_tokens += self.step(step)
                 bar.update(task, advance=1)
-                if step in self.steps:
+                if step in due:
                     elapsed = time.perf_counter() - window_start
                     self.evaluate(step)
                     self.save(step)

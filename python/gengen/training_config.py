@@ -16,13 +16,21 @@ from __future__ import annotations
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
+from typing import Any, Literal, Protocol, get_args, get_origin
 
 from gengen._section import Section
 from gengen.families import LORA_SPECIAL_TARGETS, family_for
 
-if TYPE_CHECKING:
-    from gengen.config import ModelSpec
+
+class ModelSpec(Protocol):
+    """What the training table needs of a study's model (:class:`gengen.config.ModelSpec` has it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def family(self) -> str: ...
+
 
 __all__ = [
     "DEVICES",
