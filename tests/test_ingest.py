@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -250,7 +251,7 @@ def test_lm_eval_v04_step_from_model_revision_or_folder(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------ trainer_state
 
 
-def trainer_state(history: list[dict[str, object]]) -> dict[str, object]:
+def trainer_state(history: Sequence[Mapping[str, object]]) -> dict[str, object]:
     return {
         "best_metric": 0.81, "best_model_checkpoint": "out/checkpoint-200", "epoch": 2.0, "eval_steps": 100,
         "global_step": 200, "is_world_process_zero": True, "log_history": history, "max_steps": 200,
@@ -438,7 +439,10 @@ def test_conflict_with_the_store_leaves_it_unchanged(tmp_path: Path) -> None:
 
 def test_unknown_formats(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 768}))
-    with pytest.raises(UnknownFormatError, match=r"config\.json: JSON with neither a 'results' object"):
+    with pytest.raises(
+        UnknownFormatError,
+        match=r"config\.json: JSON with neither a 'log_history' list \(a trainer_state\.json\) nor a 'results' object",
+    ):
         ingest(tmp_path / "config.json", tmp_path / "s")
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(UnknownFormatError, match=r"notes\.txt: unknown file type '\.txt'"):

@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gengen import formats
 from gengen.errors import InputError, UnknownFormatError
-from gengen.formats import INGEST_FORMATS
-from gengen.ingest import lm_eval, tables, trainer_state
+from gengen.formats import FORMAT_GROUPS, INGEST_FORMATS, IngestFormatEntry, ingest_entry, load_function
+from gengen.ingest import tables
 from gengen.ingest._common import IngestOptions, Parsed, read_json, short_list
 from gengen.score_checks import check_scores
 from gengen.store import DB_NAME, OnConflict, Store, normalise_scores, shown
@@ -54,7 +55,6 @@ __all__ = [
 FORMATS = INGEST_FORMATS
 """The formats :func:`ingest` reads (:data:`gengen.formats.INGEST_FORMATS`)."""
 
-_JSON_FORMATS = ("lm-eval", "lm-eval-v0.3", "lm-eval-v0.4", "trainer-state")
 _SUFFIXES = (".json", *tables.TABLE_SUFFIXES)
 
 
@@ -153,8 +153,9 @@ def _names(names: Sequence[str], limit: int = 4) -> str:
 
 
 def _check_format(format: str | None) -> None:
-    if format is not None and format not in FORMATS:
-        raise UnknownFormatError(option="format", problem=f"must be one of {', '.join(FORMATS)}, got {shown(format)}")
+    names = formats.ingest_format_names()  # read now: the table is the one place a format is declared
+    if format is not None and format not in names:
+        raise UnknownFormatError(option="format", problem=f"must be one of {', '.join(names)}, got {shown(format)}")
 
 
 def find_files(paths: Sequence[str | os.PathLike[str]], format: str | None = None) -> list[tuple[Path, bool]]:
@@ -163,7 +164,7 @@ def find_files(paths: Sequence[str | os.PathLike[str]], format: str | None = Non
     suffixes: tuple[str, ...]
     if format is None:
         suffixes = _SUFFIXES
-    elif format in _JSON_FORMATS:
+    elif _reads(format) == "json":
         suffixes = (".json",)
     else:
         suffixes = tables.TABLE_SUFFIXES
@@ -205,36 +206,47 @@ def detect_format(path: str | os.PathLike[str], options: IngestOptions | None = 
     return None
 
 
+def _entries(reads: str) -> list[IngestFormatEntry]:
+    return [entry for entry in formats.INGEST_FORMAT_TABLE if entry.reads == reads]
+
+
+def _reads(format: str) -> str:
+    """``"json"`` or ``"table"``: what the format (or every format of a group) reads."""
+    return ingest_entry(FORMAT_GROUPS.get(format, (format,))[0]).reads
+
+
 def _detect_json(data: Any) -> str | None:
-    if trainer_state.looks_like(data):
-        return "trainer-state"
-    if lm_eval.looks_like_v04(data):
-        return "lm-eval-v0.4"
-    if lm_eval.looks_like_v03(data):
-        return "lm-eval-v0.3"
-    return None
+    return next((entry.name for entry in _entries("json") if load_function(entry.detect)(data)), None)
 
 
 def _choose_json(format: str | None, detected: str | None) -> str | None:
-    """The JSON format to read a file as, or None when the file is not of the format asked for."""
+    """The JSON format to read a file as, or None when the file is not of the format asked for: a group
+    (``lm-eval``) reads as the member detected, a member of a group as itself when any member is detected."""
     if format is None or detected is None:
         return detected
-    lm_eval_formats = ("lm-eval-v0.3", "lm-eval-v0.4")
-    if format == "lm-eval":
-        return detected if detected in lm_eval_formats else None
-    if format in lm_eval_formats:
-        return format if detected in lm_eval_formats else None
-    return format if detected == format else None
+    if format in FORMAT_GROUPS:
+        return detected if detected in FORMAT_GROUPS[format] else None
+    group = next((members for members in FORMAT_GROUPS.values() if format in members), (format,))
+    return format if detected in group else None
 
 
-_NOT_THIS_FORMAT = {
-    None: "JSON with neither a 'results' object of tasks (lm-evaluation-harness) nor a 'log_history' list "
-    "(trainer_state.json)",
-    "lm-eval": "not an lm-evaluation-harness results file: no 'results' object of tasks",
-    "lm-eval-v0.3": "not an lm-evaluation-harness results file: no 'results' object of tasks",
-    "lm-eval-v0.4": "not an lm-evaluation-harness results file: no 'results' object of tasks",
-    "trainer-state": "not a trainer_state.json: no 'log_history' list",
-}
+def _not_this_format(format: str | None) -> str:
+    """Why a JSON file is not of ``format`` (of any JSON format when None)."""
+    if format is None:
+        kinds = dict.fromkeys(f"a {entry.needs} ({entry.what})" for entry in _entries("json"))
+        return "JSON with neither " + " nor ".join(kinds)
+    entry = ingest_entry(FORMAT_GROUPS.get(format, (format,))[0])
+    return f"not {entry.what}: no {entry.needs}"
+
+
+def _no_table_format(path: Path, frame: pd.DataFrame) -> UnknownFormatError:
+    """The error for a table that matches no table format."""
+    kinds = [f"{entry.what} ({entry.needs})" for entry in _entries("table")]
+    listed = ", ".join(kinds[:-1]) + f" nor {kinds[-1]}" if len(kinds) > 1 else kinds[0]
+    return UnknownFormatError(
+        f"{path}: neither {listed}; columns are {short_list(list(frame.columns))}; map columns with --column or "
+        "--run-column, or pass --format"
+    )
 
 
 def read_file(
@@ -267,7 +279,7 @@ def read_file(
     _check_format(format)
     suffix = path.suffix.lower()
     if suffix == ".json":
-        if format in ("long", "wide"):
+        if format is not None and _reads(format) != "json":
             raise UnknownFormatError(
                 option="format", problem=f"{format} reads CSV/TSV/Parquet tables, not JSON: {path}"
             )
@@ -276,25 +288,16 @@ def read_file(
         if chosen is None:
             if not strict:
                 return None
-            raise UnknownFormatError(f"{path}: {_NOT_THIS_FORMAT[format]}")
-        if chosen == "trainer-state":
-            return trainer_state.parse(path, data, options)
-        if chosen == "lm-eval-v0.4":
-            return lm_eval.parse_v04(path, data, options)
-        return lm_eval.parse_v03(path, data, options)
+            raise UnknownFormatError(f"{path}: {_not_this_format(format)}")
+        return load_function(ingest_entry(chosen).parse)(path, data, options)
     if suffix in tables.TABLE_SUFFIXES:
-        if format in _JSON_FORMATS:
+        if format is not None and _reads(format) != "table":
             raise UnknownFormatError(option="format", problem=f"{format} reads JSON files, not tables: {path}")
         frame, labels, notes = tables.read_table(path, options)
         chosen = format or tables.detect(frame)
         if chosen is None:
-            raise UnknownFormatError(
-                f"{path}: neither a long table (columns testset, metric, value), a wide one (a step column: "
-                f"step, _step, global_step...) nor one row per run (a run or seed column); columns are "
-                f"{short_list(list(frame.columns))}; map columns with --column or --run-column, or pass --format"
-            )
-        parse = {"long": tables.parse_long, "wide": tables.parse_wide, "runs": tables.parse_runs}[chosen]
-        return parse(path, frame, labels, options, notes)
+            raise _no_table_format(path, frame)
+        return load_function(ingest_entry(chosen).parse)(path, frame, labels, options, notes)
     raise UnknownFormatError(
         f"{path}: unknown file type {suffix or '(no suffix)'!r}; expected .json, .csv, .tsv or .parquet"
     )

@@ -54,6 +54,8 @@ __all__ = [
     "SUMMARY_LABELS",
     "TABLE_SUFFIXES",
     "looks_long",
+    "looks_runs",
+    "looks_wide",
     "parse_long",
     "parse_runs",
     "parse_wide",
@@ -388,14 +390,24 @@ def looks_long(frame: pd.DataFrame) -> bool:
     return len({"testset", "metric", "value"} & set(frame.columns)) >= 2
 
 
+def looks_wide(frame: pd.DataFrame) -> bool:
+    """Whether a table (not a long one) has a step column: one row per checkpoint."""
+    return "step" in frame.columns
+
+
+def looks_runs(frame: pd.DataFrame) -> bool:
+    """Whether a table (neither long nor wide) has a run or seed column: one row per run."""
+    return "run" in frame.columns or "seed" in frame.columns
+
+
 def detect(frame: pd.DataFrame) -> str | None:
-    """The kind of a table read by :func:`read_table`: ``long``, ``wide``, ``runs`` or None."""
-    if looks_long(frame):
-        return "long"
-    if "step" in frame.columns:
-        return "wide"
-    if "run" in frame.columns or "seed" in frame.columns:
-        return "runs"
+    """The table format of a table read by :func:`read_table` (``long``, ``wide``, ``runs``...), or None: the
+    first of :data:`gengen.formats.INGEST_FORMAT_TABLE` whose detector accepts it."""
+    from gengen.formats import INGEST_FORMAT_TABLE, load_function
+
+    for entry in INGEST_FORMAT_TABLE:
+        if entry.reads == "table" and load_function(entry.detect)(frame):
+            return entry.name
     return None
 
 
