@@ -340,8 +340,9 @@ class StudyConfig:
         return self.training.for_family(model.family)
 
     def lora_targets(self, model: ModelSpec) -> tuple[str, ...]:
-        """The LoRA target modules of ``model``: its family's, else ``training.lora.target_modules``, else
-        the default (``q_proj``, ``v_proj``)."""
+        """The LoRA target modules of ``model``: its ``[training.families]`` table's, else
+        ``training.lora.target_modules``, else its family's registry default (:mod:`gengen.families`;
+        ``q_proj``, ``v_proj`` for OPT and the Llama-style families)."""
         return lora_targets(self.training, model.family)
 
 
