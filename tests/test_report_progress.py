@@ -278,3 +278,22 @@ def test_a_300_character_model_name_gets_valid_unique_figure_names(tmp_path: Pat
     residuals = [name for name in names if name.startswith("residuals_") and name.endswith(".png")]
     assert len(residuals) == 2  # the two models differ only in their 300th character: still two figures
     assert any(name.startswith("forest_") for name in names)
+
+
+def test_report_of_one_study_of_an_analysis_of_several(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gengen.cli import app
+
+    steps = np.arange(0, 200, 10)
+    runs = {("pythia-160m", "main"): steps, ("pythia-410m", "main"): steps, ("olmo-1b", "main"): steps}
+    table = _table(runs, ["a", "b", "c"], seed=9)
+    table["study"] = np.where(table["model"].str.startswith("pythia"), "pythia", "olmo")
+    analyse(table, id_testset="id", inference="t-test", progress=False).to_dir(tmp_path / "a")
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--study", "pythia", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    html = (tmp_path / "r" / "report.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'id="gengen-data">(.*?)</script>', html, re.S).group(1))  # type: ignore[union-attr]
+    assert [panel["title"] for panel in data["heatmaps"]["run"]["panels"]] == ["pythia-160m", "pythia-410m"]
+    assert [group["model"] for group in data["trajectories"]["scores"]["groups"]] == ["pythia-160m", "pythia-410m"]
+    assert "olmo-1b" not in html

@@ -38,6 +38,10 @@ def _text(column: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
     return change
 
 
+def _no_study(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.drop(columns=["study"], errors="ignore")
+
+
 def _twice(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([frame, frame.iloc[:1]], ignore_index=True)
 
@@ -69,7 +73,22 @@ def cases() -> list[Case]:
         ("scores-checkpoint-twice", "scores", _twice, f"{scores}: model"),
         ("scores-no-id", "scores", lambda f: f[f["testset"] != "id"], f"{scores}: no scores of the ID test set 'id'"),
     ]
-    return [
+    out = [
         Case(f"report-table-{label}", REPORT, culprit, setup=_both(_analysis, _edit(table, change)))
         for label, table, change, culprit in damaged
     ]
+    # --study names a study the analysis does not hold, or one of an analysis that records none.
+    out.append(
+        Case(
+            "report-study-unknown", [*REPORT, "--study", "nosuch"], "--study: 'nosuch' is not a study", setup=_analysis
+        )
+    )
+    out.append(
+        Case(
+            "report-study-none-recorded",
+            [*REPORT, "--study", "study"],
+            "--study: the analysis in {tmp}/analysis records no study",
+            setup=_both(_analysis, _edit("scores", _no_study), _edit("pairs", _no_study)),
+        )
+    )
+    return out

@@ -38,6 +38,13 @@ def report_command(
         list[str] | None, typer.Option(help="A pair A,B for the residual scatter plots (repeatable).")
     ] = None,
     title: Annotated[str, typer.Option(help="Title of the report.")] = "gengen report",
+    study: Annotated[
+        str | None,
+        typer.Option(
+            help="Report one study of an analysis of several (its rows in every table; the comparison is computed "
+            "again for its groups). An error when the analysis records no study or not this one."
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
 ) -> None:
     """Write report.html: heatmaps, agreement across models, residuals, trajectories, tables, settings."""
@@ -46,7 +53,7 @@ def report_command(
     from gengen.cli._common import check_output_folder
     from gengen.compare import Comparison, compare
     from gengen.report import output_paths, report
-    from gengen.report.inputs import check_analysis
+    from gengen.report.inputs import check_analysis, select_study
 
     # --out is checked before any work (and before the first progress line): a file in the way, a folder that
     # cannot be written, a figures/ folder linking out of it.
@@ -55,13 +62,16 @@ def report_command(
     inside(page.parent, figures)
     analysis = Analysis.from_dir(analysis_dir)
     check_analysis(analysis, analysis_dir)  # a tampered table: one line naming its file, before any drawing
+    whole = analysis
+    if study is not None:
+        analysis = select_study(analysis, study, str(analysis_dir))
     scatter = _pairs(pair)
     known = set(analysis.settings.get("ood_resolved", []))
     for a, b in scatter or []:
         for name in (a, b):
             if name not in known:
                 raise GengenError(f"--pair: {name!r} is not an OOD test set of this analysis")
-    if (analysis_dir / "compare_long.csv").is_file():
+    if analysis is whole and (analysis_dir / "compare_long.csv").is_file():
         comparison = Comparison.from_dir(analysis_dir)
     else:
         comparison = compare(analysis)

@@ -12,51 +12,60 @@ The page is one file with its script inline (no library, nothing loaded from the
 drawn once with matplotlib, written as PNG and SVG to a folder beside the page, and the same PNG bytes are
 embedded. Names from user data are escaped by jinja2's autoescaping, or reach the script as escaped JSON.
 
-The figures on their own, as matplotlib Figures: :func:`plot_heatmaps`, :func:`plot_raw_vs_partial`,
-:func:`plot_residuals`, :func:`plot_trajectories` (of an :class:`~gengen.analyse.Analysis`) and
-:func:`plot_agreement` (of a :class:`~gengen.compare.Comparison`). The report reads those data objects; they
-know nothing of it.
+The figures on their own, as matplotlib Figures (:mod:`gengen.report.plots`, re-exported here):
+:func:`plot_heatmaps`, :func:`plot_raw_vs_partial`, :func:`plot_residuals`, :func:`plot_trajectories` (of an
+:class:`~gengen.analyse.Analysis`) and :func:`plot_agreement`, :func:`plot_agreement_matrix` (of a
+:class:`~gengen.compare.Comparison`). The report reads those data objects; they know nothing of it.
+
+:func:`report` runs named steps: the tables are checked (:mod:`gengen.report.inputs`), then each level's
+section, the static heatmaps, the comparison, the pooled table, the trajectories
+(:mod:`gengen.report.trajectories`) and each group's figures are built (:mod:`gengen.report.page`), and the page
+is rendered from them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
 import os
-import re
 import sys
 import tempfile
-from collections.abc import Callable
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-import numpy as np
 import pandas as pd
 from jinja2 import Environment
 
 from gengen.report import figures as fig
 from gengen.report.assets import CSS, JS
 from gengen.report.cache import FigureCache, digest
-from gengen.report.order import cluster_order, group_key, pooled_correlation, short_labels
-from gengen.report.rows import (
-    PAIR_VIEW,
-    encode_table,
-    pairs_view,
-    pooled_settings,
-    pooled_view,
-    round_significant,
-    script_json,
-    section_settings,
-    source_column,
+from gengen.report.inputs import check_analysis
+from gengen.report.order import group_key
+from gengen.report.page import (
+    comparison_figure_records,
+    comparison_text,
+    figure_record,
+    figure_stem,
+    level_rows,
+    oriented,
+    section,
+    static_table,
+    verdict_record,
 )
+from gengen.report.plots import (
+    plot_agreement,
+    plot_agreement_matrix,
+    plot_forest,
+    plot_heatmaps,
+    plot_raw_vs_partial,
+    plot_residuals,
+    plot_trajectories,
+)
+from gengen.report.rows import encode_table, pooled_settings, pooled_view, script_json, section_settings, source_column
 from gengen.report.template import TEMPLATE
 from gengen.report.trajectories import trajectory_payload
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
     from gengen.analyse.result import Analysis
     from gengen.compare import Comparison
     from gengen.verdict import Verdict
@@ -87,49 +96,11 @@ LEVELS = (
 MAX_GROUP_FIGURES = 16
 #: Groups whose residual and trajectory figures are open on the page (the others fold, keeping the page short).
 GROUPS_OPEN = 2
+#: One level's section spec and its rows.
+Level = tuple[tuple[str, str, str, str], pd.DataFrame]
 LEVEL_RANK = {spec[0]: rank for rank, spec in enumerate(LEVELS)}
 #: Suffixes of ``out`` that name the HTML file itself rather than a folder.
 HTML_SUFFIXES = (".html", ".htm")
-
-
-def _slug(text: str) -> str:
-    """A file-name-safe version of ``text``."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
-
-
-def _figure_stem(*names: str) -> str:
-    """A figure-name stem unique per tuple of names (a group's model and run, a forest plot's pair): the slug
-    (at most 60 characters, so that a 300-character name stays a valid file name) and a digest of the exact
-    names, so that ``a b``, ``a_b`` and ``a/b`` (one slug) get three figures."""
-    exact = hashlib.sha256("\x00".join(names).encode()).hexdigest()[:10]
-    return f"{_slug('_'.join(names))[:60]}-{exact}"
-
-
-def _cell(value: Any) -> tuple[str, bool]:
-    """Text of a table cell and whether it is numeric."""
-    if isinstance(value, (bool,)):
-        return ("yes" if value else "no"), False
-    if isinstance(value, int):
-        return str(value), True
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "", True
-        if value.is_integer() and abs(value) >= 2:
-            return str(int(value)), True
-        return (f"{value:.3g}" if abs(value) < 1e-3 and value != 0 else f"{value:.3f}"), True
-    if value is None or value is pd.NA:
-        return "", False
-    return str(value), False
-
-
-def _table(frame: pd.DataFrame, columns: list[str], empty: str) -> dict[str, Any]:
-    """A DataFrame as the template's static table record (cells escaped by the template, not here)."""
-    present = [column for column in columns if column in frame.columns]
-    rows = [
-        [_cell(item.item() if hasattr(item, "item") else item) for item in record]
-        for record in frame[present].itertuples(index=False, name=None)
-    ]
-    return {"columns": present, "rows": rows, "empty": empty}
 
 
 def output_paths(out: str | Path, filename: str = "report.html") -> tuple[Path, Path]:
@@ -190,221 +161,6 @@ def figure_groups(keys: list[tuple[str, str]], limit: int) -> list[tuple[str, st
     return [keys[index] for index in sorted(chosen)]
 
 
-def _figure_record(cache: FigureCache, name: str, key: str, draw: Callable[[], Figure], caption: str) -> dict[str, Any]:
-    """Draw (or reuse) figure ``name`` as PNG and SVG; the record embeds the same PNG bytes."""
-    data, width = cache.figure(name, key, draw)
-    return {"data": data, "alt": caption, "caption": caption, "width": width}
-
-
-def _level_rows(analysis: Analysis, level: str) -> pd.DataFrame:
-    table = analysis.pooled_residuals if level == "pooled_residuals" else analysis.pairs
-    if table.empty or "level" not in table:
-        return table.iloc[0:0]
-    return table[table["level"] == level]
-
-
-def _group_labels(rows: pd.DataFrame) -> pd.Series:
-    """``model`` where each model has one group, else ``model / run``."""
-    keys = rows[["model", "run"]].drop_duplicates()
-    if keys["model"].is_unique:
-        return rows["model"].astype(str)
-    return rows["model"].astype(str) + " / " + rows["run"].astype(str)
-
-
-def _section(analysis: Analysis, level: str, rows: pd.DataFrame) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-    """The heatmap and pairs-table payloads of one level, and its test-set order."""
-    keys = sorted(dict.fromkeys(zip(rows["model"], rows["run"], strict=True)), key=lambda key: group_key(*key))
-    present = set(rows["testset_a"]) | set(rows["testset_b"])
-    names = [name for name in analysis.settings.get("ood_resolved", []) if name in present] or sorted(present)
-    per_group = [rows[(rows["model"] == model) & (rows["run"] == run)] for model, run in keys]
-    pooled = pooled_correlation([fig.square(group, names, "r_partial") for group in per_group])
-    names = [names[i] for i in cluster_order(pooled)]
-    labels, stripped = short_labels(names)
-    single = len({model for model, _ in keys}) == len(keys)
-    upper = np.triu_indices(len(names), 1)
-    panels = []
-    for (model, run), group in zip(keys, per_group, strict=True):
-        values = {
-            column: round_significant(fig.square(group, names, column)[upper], 3)
-            for column in ("r_partial", "r_raw")
-            if column in group
-        }
-        significant = fig.square(group, names, "significant")
-        panels.append(
-            {
-                "title": model if single else f"{model} / {run}",
-                "values": values,
-                "p_adjusted": round_significant(fig.square(group, names, "p_adjusted")[upper], 3),
-                "sig": "".join("1" if value == 1 else "0" for value in significant[upper]),
-            }
-        )
-    from matplotlib import colormaps
-
-    palette = [
-        "#{:02x}{:02x}{:02x}".format(*(round(255 * c) for c in colormaps[fig.CMAP](k / 255)[:3])) for k in range(256)
-    ]
-    heatmap = {
-        "names": names,
-        "labels": [labels[name] for name in names],
-        "values": [column for column in ("r_partial", "r_raw") if column in rows],
-        "panels": panels,
-        "palette": palette,
-        "stripped": stripped,
-    }
-    rank = {key: index for index, key in enumerate(keys)}
-    ordered = rows.assign(
-        _group=[rank[key] for key in zip(rows["model"], rows["run"], strict=True)],
-        _strength=-pd.to_numeric(rows["r_partial"], errors="coerce").abs(),
-    ).sort_values(["_group", "_strength"], kind="stable")
-    view = pairs_view(ordered, _group_labels(ordered))
-    table = encode_table(view, dict(PAIR_VIEW))
-    table["pageSize"] = 25
-    return heatmap, table, names
-
-
-def comparison_figure_records(
-    cache: FigureCache, analysis: Analysis, comparison: Comparison, verdict: Verdict
-) -> list[dict[str, Any]]:
-    """The model × model agreement matrix and a forest plot of the verdict's strongest pair of each class."""
-    from gengen.heterogeneity import group_estimates
-    from gengen.report import comparison_figures as cf  # the module, not a function of this one
-
-    records = [
-        _figure_record(
-            cache,
-            "agreement_matrix",
-            digest(comparison.agreement),
-            lambda: cf.agreement_matrix(comparison),
-            "Every two groups: Mantel r of their partial-correlation matrices and the share of pairs with the same "
-            "sign.",
-        )
-    ]
-    estimates = group_estimates(analysis.pairs)
-    for name in ("model-dependent", "consistent positive", "consistent negative"):
-        for example in verdict.examples.get(name, [])[:1]:
-            a, b = example["testset_a"], example["testset_b"]
-            rows = estimates[(estimates["testset_a"] == a) & (estimates["testset_b"] == b)]
-            records.append(
-                _figure_record(
-                    cache,
-                    f"forest_{_figure_stem(a, b)}",
-                    digest(rows),
-                    partial(cf.forest, estimates, a, b),
-                    f"{a} / {b} ({name}): each model's partial correlation with its 95% interval (seeds pooled); "
-                    "dashed: the common estimate.",
-                )
-            )
-    return records
-
-
-def plot_agreement_matrix(comparison: Comparison) -> Figure:
-    """Model × model matrices of Mantel r and sign agreement.
-
-    Parameters
-    ----------
-    comparison : Comparison
-        From :func:`gengen.compare.compare`.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The figure, not shown or saved.
-    """
-    from gengen.report.comparison_figures import agreement_matrix
-
-    return agreement_matrix(comparison)
-
-
-def plot_forest(analysis: Analysis, testset_a: str, testset_b: str) -> Figure:
-    """Forest plot of one pair across models: estimate and interval per model, the common estimate, Q and p.
-
-    Parameters
-    ----------
-    analysis : Analysis
-        From :func:`gengen.analyse`.
-    testset_a, testset_b : str
-        The pair.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The figure, not shown or saved.
-    """
-    from gengen.heterogeneity import group_estimates
-    from gengen.report.comparison_figures import forest
-
-    return forest(group_estimates(analysis.pairs), testset_a, testset_b)
-
-
-def verdict_record(verdict: Verdict) -> dict[str, Any]:
-    """The template's verdict block: the paragraph, one row per class (count, strongest examples), agreement."""
-    from gengen.verdict import CLASSES
-
-    rows = [
-        {
-            "name": name,
-            "count": verdict.counts.get(name, 0),
-            "examples": [example["label"] for example in verdict.examples.get(name, [])],
-        }
-        for name in CLASSES
-    ]
-    agreement = ""
-    mantel = verdict.agreement.get("mantel_r", {})
-    if mantel and mantel.get("n_at_floor"):
-        agreement = (
-            f"{mantel['n_at_floor']} of {verdict.agreement['n_comparisons']} Mantel p-values are at the floor of "
-            f"the permutations (p ≤ {mantel['p_floor']:.2g}): smaller p-values cannot be resolved."
-        )
-    return {"text": verdict.text, "rows": rows, "agreement": agreement}
-
-
-def _comparison_text(agreement: pd.DataFrame, n_groups: int, alpha: float) -> str:
-    """One paragraph over every comparison of two groups (not just the first)."""
-    if agreement.empty:
-        return "Only one group: nothing to compare."
-    if len(agreement) == 1:
-        best = agreement.iloc[0]
-        return (
-            f"{best['group_a']} vs {best['group_b']}: {best['sign_agreement']:.0%} of "
-            f"{int(best['n_pairs'])} pairs have the same sign; the partial-correlation matrices "
-            f"correlate at r = {best['mantel_r']:.2f} (Mantel p = {best['mantel_p']:.3g})."
-        )
-    sign = agreement["sign_agreement"]
-    mantel = agreement["mantel_r"]
-    below = int((agreement["mantel_p"] < alpha).sum())
-    weakest = agreement.loc[mantel.idxmin()]
-    return (
-        f"{len(agreement)} comparisons of {n_groups} groups. Sign agreement ranges from {sign.min():.0%} to "
-        f"{sign.max():.0%} of pairs (median {sign.median():.0%}); the partial-correlation matrices correlate at "
-        f"Mantel r = {mantel.min():.2f} to {mantel.max():.2f} (median {mantel.median():.2f}); {below} of "
-        f"{len(agreement)} comparisons have Mantel p < {alpha}. Least alike: {weakest['group_a']} vs "
-        f"{weakest['group_b']} (r = {weakest['mantel_r']:.2f})."
-    )
-
-
-def _comparison_key(label: str) -> tuple[object, ...]:
-    model, _, run = str(label).partition(" / ")
-    return group_key(model, run)
-
-
-def _oriented(agreement: pd.DataFrame) -> pd.DataFrame:
-    """The agreement table with the smaller model as ``group_a`` of each row, rows in model-size order.
-
-    Sign agreement and the Mantel correlation are symmetric in the two groups, so only the labels swap.
-    """
-    if agreement.empty:
-        return agreement
-    table = agreement.copy()
-    swap = [_comparison_key(b) < _comparison_key(a) for a, b in zip(table["group_a"], table["group_b"], strict=True)]
-    swap_mask = np.asarray(swap, dtype=bool)
-    table.loc[swap_mask, ["group_a", "group_b"]] = table.loc[swap_mask, ["group_b", "group_a"]].to_numpy()
-    order = sorted(
-        range(len(table)),
-        key=lambda i: (_comparison_key(table["group_a"].iloc[i]), _comparison_key(table["group_b"].iloc[i])),
-    )
-    return table.iloc[order].reset_index(drop=True)
-
-
 def _write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file, so a failure never leaves half a page."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -421,102 +177,211 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def plot_heatmaps(analysis: Analysis, value: str = "r_partial") -> Figure:
-    """Per-group heatmaps of one pairs-table column side by side, with a dot on significant pairs.
-
-    Parameters
-    ----------
-    analysis : Analysis
-        From :func:`gengen.analyse` (or :meth:`Analysis.from_dir`).
-    value : str
-        The column drawn (``"r_partial"``, ``"r_raw"``, ...).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The figure, not shown or saved (``figure.savefig(path)`` writes it).
-    """
-    return fig.heatmaps(analysis, value=value)
-
-
-def plot_raw_vs_partial(analysis: Analysis, model: str, run: str | None = None) -> Figure:
-    """Raw and partial correlation heatmaps of one run, side by side (test sets clustered).
-
-    Parameters
-    ----------
-    analysis : Analysis
-        From :func:`gengen.analyse` (or :meth:`Analysis.from_dir`).
-    model : str
-        The model whose run is drawn.
-    run : str, optional
-        Needed only when ``model`` has several runs.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The figure, not shown or saved (``figure.savefig(path)`` writes it).
-    """
-    return fig.raw_vs_partial(analysis, *analysis.resolve(model, run))
+def _level_sections(
+    analysis: Analysis,
+    levels: list[Level],
+    alpha: float,
+    payload: dict[str, Any],
+    main_level: str,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Step 1: each level's heatmaps and pairs table into ``payload``; the sections and the main level's order."""
+    sections = []
+    main_order: list[str] = []
+    for (level, anchor, heading, note), rows in levels:
+        heatmap, table, order = section(analysis, level, rows)
+        payload["heatmaps"][level] = heatmap
+        payload["tables"][level] = table
+        if level == main_level:
+            main_order = order
+        sections.append(
+            {
+                "key": level,
+                "anchor": anchor,
+                "heading": heading,
+                "note": note,
+                "settings": section_settings(rows, alpha),
+                "stripped": heatmap["stripped"],
+            }
+        )
+    return sections, main_order
 
 
-def plot_residuals(
-    analysis: Analysis, model: str, run: str | None = None, pairs: list[tuple[str, str]] | None = None
-) -> Figure:
-    """Scatter plots of the residuals (after regressing out ID) of chosen pairs of one run, coloured by step.
-
-    Parameters
-    ----------
-    analysis : Analysis
-        From :func:`gengen.analyse` (or :meth:`Analysis.from_dir`).
-    model : str
-        The model whose run is drawn.
-    run : str, optional
-        Needed only when ``model`` has several runs.
-    pairs : list of (str, str), optional
-        The pairs drawn (default the run's strongest partial correlations).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The figure, not shown or saved (``figure.savefig(path)`` writes it).
-    """
-    return fig.residual_scatter(analysis, *analysis.resolve(model, run), pairs=pairs)
+def _heatmap_figure(cache: FigureCache, analysis: Analysis, main_level: str, order: list[str], alpha: float) -> None:
+    """Step 2: the static heatmaps of the main level (PNG and SVG beside the page)."""
+    rows = level_rows(analysis, main_level)
+    columns = [c for c in ("model", "run", "testset_a", "testset_b", "r_partial", "significant") if c in rows]
+    cache.figure(
+        "heatmaps_partial",
+        digest(rows[columns], order, main_level, alpha),
+        lambda: fig.heatmaps(analysis, order=order or None, level=main_level),
+    )
 
 
-def plot_trajectories(analysis: Analysis, model: str, run: str | None = None) -> Figure:
-    """ID and the OOD test sets whose scores move most, over the steps of one run.
+def _comparison_record(
+    cache: FigureCache,
+    analysis: Analysis,
+    comparison: Comparison,
+    verdict: Verdict,
+    alpha: float,
+    payload: dict[str, Any],
+) -> dict[str, Any] | None:
+    """Step 3: the agreement across groups (text, figures, tables); None with a single group."""
+    agreement = oriented(comparison.agreement)
+    key = digest(comparison.per_pair, comparison.agreement)
+    n_groups = len(comparison.groups)
+    if n_groups <= 1:
+        cache.figure("agreement", key, lambda: fig.agreement(comparison))
+        return None
+    figures = [
+        figure_record(
+            cache,
+            "agreement",
+            key,
+            lambda: fig.agreement(comparison),
+            "Partial correlation of each pair in one group against another (first six comparisons).",
+        ),
+        *comparison_figure_records(cache, analysis, comparison, verdict),
+    ]
+    payload["tables"]["agreement"] = encode_table(agreement)
+    payload["tables"]["conflicts"] = encode_table(comparison.conflicts)
+    return {
+        "text": comparison_text(agreement, n_groups, alpha),
+        "figures": figures,
+        "conflicts": not comparison.conflicts.empty,
+    }
 
-    Parameters
-    ----------
-    analysis : Analysis
-        From :func:`gengen.analyse` (or :meth:`Analysis.from_dir`).
-    model : str
-        The model whose run is drawn.
-    run : str, optional
-        Needed only when ``model`` has several runs.
 
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The figure, not shown or saved (``figure.savefig(path)`` writes it).
-    """
-    return fig.trajectories(analysis, *analysis.resolve(model, run))
+def _pooled_record(analysis: Analysis, payload: dict[str, Any]) -> dict[str, Any] | None:
+    """Step 4: the pooled (meta-analysis) table, strongest first; None without one."""
+    if analysis.pooled.empty:
+        return None
+    pooled = analysis.pooled
+    if "r_random" in pooled:
+        strength = pd.to_numeric(pooled["r_random"], errors="coerce").abs()
+        pooled = pooled.reindex(strength.sort_values(ascending=False, kind="stable").index)
+    payload["tables"]["pooled"] = encode_table(pooled_view(pooled, list(analysis.settings.get("by", []))))
+    return {"settings": pooled_settings(analysis.pooled)}
 
 
-def plot_agreement(comparison: Comparison) -> Figure:
-    """The cross-group agreement figure: partial correlations pair by pair, with Mantel r, p and sign agreement.
+def _group_records(
+    cache: FigureCache,
+    analysis: Analysis,
+    keys: list[tuple[str, str]],
+    single: bool,
+    main_level: str,
+    scatter_pairs: list[tuple[str, str]] | None,
+    meter: Progress,
+) -> list[dict[str, Any]]:
+    """Step 5: the residual and trajectory figures of each chosen group."""
+    main_rows = level_rows(analysis, main_level)
+    directions = (fig.metric_sign(analysis, "id"), fig.metric_sign(analysis, "ood"))
+    records = []
+    for model, run in keys:
+        stem = figure_stem(model, run)
+        label = model if single else f"{model} / {run}"
+        rows = main_rows[(main_rows["model"] == model) & (main_rows["run"] == run)]
+        inputs = (
+            analysis.wide(model, run),
+            model,
+            run,
+            analysis.settings.get("fit"),
+            analysis.settings.get("id_testset"),
+        )
+        meter.step(f"residuals {label}")
+        residuals = figure_record(
+            cache,
+            f"residuals_{stem}",
+            digest(*inputs, rows[["testset_a", "testset_b", "r_partial"]], scatter_pairs),
+            partial(fig.residual_scatter, analysis, model, run, scatter_pairs),
+            f"Residuals after regressing out the ID score, {label}: the strongest partial correlations.",
+        )
+        meter.step(f"trajectories {label}")
+        lines = figure_record(
+            cache,
+            f"trajectories_{stem}",
+            digest(*inputs, directions, fig.TOP_TRAJECTORIES),
+            partial(fig.trajectories, analysis, model, run),
+            f"ID and the OOD test sets that move most over training, {label}.",
+        )
+        records.append({"label": label, "figures": [residuals, lines]})
+    return records
 
-    Parameters
-    ----------
-    comparison : Comparison
-        From :func:`gengen.compare.compare`.
 
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The figure, not shown or saved (``figure.savefig(path)`` writes it).
-    """
-    return fig.agreement(comparison)
+def _summary_table(analysis: Analysis) -> dict[str, Any]:
+    """The counts per group (the methods, lists per group in summary.json, are in each section's settings)."""
+    summary = pd.DataFrame(analysis.summary()["groups"])
+    if not summary.empty:
+        summary = summary[
+            [c for c in summary.columns if not summary[c].map(lambda v: isinstance(v, (list, dict))).any()]
+        ]
+        summary = summary.iloc[
+            sorted(
+                range(len(summary)),
+                key=lambda i: (
+                    LEVEL_RANK.get(summary["level"].iloc[i], len(LEVEL_RANK)),
+                    *group_key(summary["model"].iloc[i], summary["run"].iloc[i]),
+                ),
+            )
+        ]
+    return static_table(summary, list(summary.columns), "no groups")
+
+
+def _settings_rows(analysis: Analysis, comparison: Comparison) -> list[tuple[str, Any]]:
+    """The options as requested: the analysis' settings, then the comparison's."""
+    rows = [
+        (key, ", ".join(map(str, value)) if isinstance(value, list) else value)
+        for key, value in analysis.settings.items()
+        if key != "ood_resolved"
+    ]
+    rows.append(("ood_resolved", ", ".join(analysis.settings.get("ood_resolved", []))))
+    rows += [(f"compare.{key}", value) for key, value in comparison.settings.items() if key != "groups"]
+    return rows
+
+
+def _contents(levels: list[Level], parts: dict[str, Any]) -> list[tuple[str, str]]:
+    """The page's table of contents: the verdict, each level, then the parts the page has."""
+    contents = [("verdict", "Verdict"), *((spec[1], spec[2]) for spec, _ in levels)]
+    for key, anchor, heading in (
+        ("comparison", "across-groups", "Across groups"),
+        ("pooled", "pooled", "Pooled across runs"),
+        ("trajectories", "trajectories", "Scores over training"),
+        ("groups", "residuals", "Residuals and trajectories per group"),
+    ):
+        if parts.get(key):
+            contents.append((anchor, heading))
+    return [*contents, ("settings", "Options as requested"), ("versions", "Package versions")]
+
+
+def _render(
+    analysis: Analysis,
+    comparison: Comparison,
+    levels: list[Level],
+    parts: dict[str, Any],
+    payload: dict[str, Any],
+    title: str,
+    figure_dir: Path,
+) -> str:
+    """Step 6: the page, from the parts built by the steps before."""
+    deciding = sorted({source_column(value) for _, rows in levels for value in rows.get("p_adjusted_from", [])} - {""})
+    environment = Environment(autoescape=True, trim_blocks=False, lstrip_blocks=False)
+    return environment.from_string(TEMPLATE).render(
+        title=title,
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        settings=analysis.settings,
+        versions=analysis.versions,
+        warnings=analysis.warnings,
+        n_groups=sum(len(dict.fromkeys(zip(rows["model"], rows["run"], strict=True))) for _, rows in levels),
+        deciding=", ".join(deciding) or "p_adjusted",
+        figure_folder=figure_dir.name,
+        contents=_contents(levels, parts),
+        tables={"summary": _summary_table(analysis)},
+        settings_rows=_settings_rows(analysis, comparison),
+        groups_open=GROUPS_OPEN,
+        css=CSS,
+        script=JS,
+        payload=script_json(payload),
+        **parts,
+    )
 
 
 def report(
@@ -556,191 +421,59 @@ def report(
     -------
     Path
         The HTML file.
+
+    Raises
+    ------
+    GengenError
+        A pairs or scores table the report cannot draw (:func:`gengen.report.inputs.check_analysis`), or an
+        output folder whose figures folder leads out of it.
     """
+    from gengen._files import inside
     from gengen.compare import compare
     from gengen.verdict import build_verdict
 
     path, figure_dir = output_paths(out_dir, filename)
-    from gengen._files import inside
-
     inside(path.parent, figure_dir)  # a figures/ linking elsewhere is not written through
-    if comparison is None:
-        comparison = compare(analysis)
-    if verdict is None:
-        verdict = build_verdict(analysis, comparison)
+    check_analysis(analysis)
+    comparison = comparison if comparison is not None else compare(analysis)
+    verdict = verdict if verdict is not None else build_verdict(analysis, comparison)
     alpha = float(analysis.settings.get("alpha", 0.05))
-    levels = [(spec, _level_rows(analysis, spec[0])) for spec in LEVELS]
+    levels = [(spec, level_rows(analysis, spec[0])) for spec in LEVELS]
     levels = [(spec, rows) for spec, rows in levels if not rows.empty]
     run_keys = sorted(analysis.groups("run"), key=lambda key: group_key(*key))
     main_level = fig.level_of(analysis)
     figure_keys = figure_groups(run_keys, MAX_GROUP_FIGURES)
-    steps_total = 2 + 2 * len(figure_keys) + 1
-    meter = Progress(steps_total, progress)
+    meter = Progress(2 + 2 * len(figure_keys) + 1, progress)
     cache = FigureCache(figure_dir)
     try:
         payload: dict[str, Any] = {"tables": {}, "heatmaps": {}, "trajectories": {}}
-        sections = []
-        main_order: list[str] = []
-        for (level, anchor, heading, note), rows in levels:
-            heatmap, table, order = _section(analysis, level, rows)
-            payload["heatmaps"][level] = heatmap
-            payload["tables"][level] = table
-            if level == main_level:
-                main_order = order
-            sections.append(
-                {
-                    "key": level,
-                    "anchor": anchor,
-                    "heading": heading,
-                    "note": note,
-                    "settings": section_settings(rows, alpha),
-                    "stripped": heatmap["stripped"],
-                }
-            )
-
+        sections, main_order = _level_sections(analysis, levels, alpha, payload, main_level)
         meter.step("heatmaps")
-        main_rows = _level_rows(analysis, main_level)
-        heatmap_columns = ("model", "run", "testset_a", "testset_b", "r_partial", "significant")
-        cache.figure(
-            "heatmaps_partial",
-            digest(main_rows[[c for c in heatmap_columns if c in main_rows]], main_order, main_level, alpha),
-            lambda: fig.heatmaps(analysis, order=main_order or None, level=main_level),
-        )
-
+        _heatmap_figure(cache, analysis, main_level, main_order, alpha)
         meter.step("agreement across groups")
-        agreement = _oriented(comparison.agreement)
-        comparison_record = None
-        comparison_key = digest(comparison.per_pair, comparison.agreement)
-        n_groups = len(comparison.groups)
-        if n_groups > 1:
-            comparison_record = {
-                "text": _comparison_text(agreement, n_groups, alpha),
-                "figures": [
-                    _figure_record(
-                        cache,
-                        "agreement",
-                        comparison_key,
-                        lambda: fig.agreement(comparison),
-                        "Partial correlation of each pair in one group against another (first six comparisons).",
-                    ),
-                    *comparison_figure_records(cache, analysis, comparison, verdict),
-                ],
-                "conflicts": not comparison.conflicts.empty,
-            }
-            payload["tables"]["agreement"] = encode_table(agreement)
-            payload["tables"]["conflicts"] = encode_table(comparison.conflicts)
-        else:
-            cache.figure("agreement", comparison_key, lambda: fig.agreement(comparison))
-
-        pooled_record = None
-        if not analysis.pooled.empty:
-            pooled = analysis.pooled
-            if "r_random" in pooled:
-                strength = pd.to_numeric(pooled["r_random"], errors="coerce").abs()
-                pooled = pooled.reindex(strength.sort_values(ascending=False, kind="stable").index)
-            payload["tables"]["pooled"] = encode_table(pooled_view(pooled, list(analysis.settings.get("by", []))))
-            pooled_record = {"settings": pooled_settings(analysis.pooled)}
-
-        trajectories = None
-        if run_keys:
-            trajectories = trajectory_payload(analysis, run_keys, main_order)
-            payload["trajectories"]["scores"] = trajectories["payload"]
-
-        group_records = []
+        parts: dict[str, Any] = {
+            "sections": sections,
+            "verdict": verdict_record(verdict),
+            "comparison": _comparison_record(cache, analysis, comparison, verdict, alpha, payload),
+            "pooled": _pooled_record(analysis, payload),
+            "trajectories": trajectory_payload(analysis, run_keys, main_order) if run_keys else None,
+            "groups_left_out": len(run_keys) - len(figure_keys),
+        }
+        if parts["trajectories"]:
+            payload["trajectories"]["scores"] = parts["trajectories"]["payload"]
         single = len({model for model, _ in run_keys}) == len(run_keys)
-        for model, run in figure_keys:
-            stem = _figure_stem(model, run)
-            label = model if single else f"{model} / {run}"
-            wide = analysis.wide(model, run)
-            rows = main_rows[(main_rows["model"] == model) & (main_rows["run"] == run)]
-            inputs = (wide, model, run, analysis.settings.get("fit"), analysis.settings.get("id_testset"))
-            meter.step(f"residuals {label}")
-            residuals = _figure_record(
-                cache,
-                f"residuals_{stem}",
-                digest(*inputs, rows[["testset_a", "testset_b", "r_partial"]], scatter_pairs),
-                partial(fig.residual_scatter, analysis, model, run, scatter_pairs),
-                f"Residuals after regressing out the ID score, {label}: the strongest partial correlations.",
-            )
-            meter.step(f"trajectories {label}")
-            directions = (fig.metric_sign(analysis, "id"), fig.metric_sign(analysis, "ood"))
-            lines = _figure_record(
-                cache,
-                f"trajectories_{stem}",
-                digest(*inputs, directions, fig.TOP_TRAJECTORIES),
-                partial(fig.trajectories, analysis, model, run),
-                f"ID and the OOD test sets that move most over training, {label}.",
-            )
-            group_records.append({"label": label, "figures": [residuals, lines]})
-
+        parts["groups"] = _group_records(cache, analysis, figure_keys, single, main_level, scatter_pairs, meter)
         meter.step(f"page ({cache.drawn} figures drawn, {cache.reused} unchanged since the last report)")
-        summary = pd.DataFrame(analysis.summary()["groups"])
-        if not summary.empty:
-            # Counts only: the methods (lists per group in summary.json) are in each section's settings.
-            summary = summary[
-                [c for c in summary.columns if not summary[c].map(lambda v: isinstance(v, (list, dict))).any()]
-            ]
-            summary = summary.iloc[
-                sorted(
-                    range(len(summary)),
-                    key=lambda i: (
-                        LEVEL_RANK.get(summary["level"].iloc[i], len(LEVEL_RANK)),
-                        *group_key(summary["model"].iloc[i], summary["run"].iloc[i]),
-                    ),
-                )
-            ]
-        settings_rows = [
-            (key, ", ".join(map(str, value)) if isinstance(value, list) else value)
-            for key, value in analysis.settings.items()
-            if key != "ood_resolved"
-        ]
-        settings_rows.append(("ood_resolved", ", ".join(analysis.settings.get("ood_resolved", []))))
-        settings_rows += [(f"compare.{key}", value) for key, value in comparison.settings.items() if key != "groups"]
-        deciding_columns = sorted(
-            {source_column(value) for rows in (rows for _, rows in levels) for value in rows.get("p_adjusted_from", [])}
-            - {""}
-        )
-        contents = [("verdict", "Verdict"), *((spec[1], spec[2]) for spec, _ in levels)]
-        if comparison_record:
-            contents.append(("across-groups", "Across groups"))
-        if pooled_record:
-            contents.append(("pooled", "Pooled across runs"))
-        if trajectories:
-            contents.append(("trajectories", "Scores over training"))
-        if group_records:
-            contents.append(("residuals", "Residuals and trajectories per group"))
-        contents += [("settings", "Options as requested"), ("versions", "Package versions")]
-        environment = Environment(autoescape=True, trim_blocks=False, lstrip_blocks=False)
-        html = environment.from_string(TEMPLATE).render(
-            title=title,
-            generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            settings=analysis.settings,
-            versions=analysis.versions,
-            warnings=analysis.warnings,
-            n_groups=sum(len(dict.fromkeys(zip(rows["model"], rows["run"], strict=True))) for _, rows in levels),
-            deciding=", ".join(deciding_columns) or "p_adjusted",
-            figure_folder=figure_dir.name,
-            contents=contents,
-            tables={"summary": _table(summary, list(summary.columns), "no groups")},
-            sections=sections,
-            comparison=comparison_record,
-            verdict=verdict_record(verdict),
-            pooled=pooled_record,
-            trajectories=trajectories,
-            groups=group_records,
-            groups_left_out=len(run_keys) - len(figure_keys),
-            groups_open=GROUPS_OPEN,
-            settings_rows=settings_rows,
-            css=CSS,
-            script=JS,
-            payload=script_json(payload),
-        )
+        html = _render(analysis, comparison, levels, parts, payload, title, figure_dir)
         cache.save()
         _write_atomic(path, html)
     finally:
         meter.close()
     return path
 
+
+#: The old private name of :func:`gengen.report.page.figure_stem` (tests and callers import it from here).
+_figure_stem = figure_stem
 
 __all__ = [
     "output_paths",

@@ -156,3 +156,68 @@ def check_analysis(analysis: Analysis, folder: Path | None = None) -> None:
     check_pairs(analysis.pairs, _name(folder, "pairs"))
     id_testset = analysis.settings.get("id_testset")
     check_scores(analysis.scores, _name(folder, "scores"), id_testset if isinstance(id_testset, str) else None)
+
+
+def select_study(analysis: Analysis, study: str, where: str) -> Analysis:
+    """The part of ``analysis`` that belongs to one study, for ``gengen report --study``.
+
+    An analysis of a store holding several studies keeps each row's study in a ``study`` column (scores,
+    pairs, pooled tables); the report of one of them keeps that study's rows. An analysis of one study only
+    is returned whole when ``study`` is that one.
+
+    Parameters
+    ----------
+    analysis : Analysis
+        The analysis read from the folder.
+    study : str
+        The study to report.
+    where : str
+        The analysis folder, named in the error line.
+
+    Returns
+    -------
+    Analysis
+        The rows of ``study`` in every table (the settings, warnings and versions unchanged).
+
+    Raises
+    ------
+    InputError
+        The analysis records no study (it was analysed from a table without one) or not this one.
+    """
+    from dataclasses import replace
+
+    studies = sorted(
+        {
+            str(value)
+            for table in (analysis.scores, analysis.pairs)
+            if "study" in table
+            for value in table["study"].dropna()
+        }
+    )
+    if not studies:
+        raise InputError(
+            f"--study: the analysis in {where} records no study (it was analysed from a table without a study "
+            "column); report it without --study"
+        )
+    if study not in studies:
+        raise InputError(
+            f"--study: {study!r} is not a study of the analysis in {where} (studies: {', '.join(studies)})"
+        )
+    if len(studies) == 1:
+        return analysis
+
+    def keep(table: pd.DataFrame) -> pd.DataFrame:
+        # A pooled table without a study column pools across studies: none of its rows is this study's alone.
+        return table[table["study"] == study].reset_index(drop=True) if "study" in table else table.iloc[0:0]
+
+    warnings = list(analysis.warnings)
+    if not analysis.pooled.empty and "study" not in analysis.pooled:
+        warnings.append(f"--study {study}: the pooled table pools across studies and is left out of this report")
+    return replace(
+        analysis,
+        scores=keep(analysis.scores),
+        pairs=keep(analysis.pairs),
+        pooled=keep(analysis.pooled),
+        pooled_residuals=keep(analysis.pooled_residuals),
+        warnings=warnings,
+    )

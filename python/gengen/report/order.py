@@ -202,6 +202,11 @@ def short_labels(names: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     :data:`MAX_LABEL` characters lose whole tokens from their middle ("…"); labels that would collide keep
     their full names.
 
+    Parameters
+    ----------
+    names : sequence of str
+        The test-set names (duplicates count once).
+
     Returns
     -------
     labels : dict

@@ -31,6 +31,16 @@ def training_progress(steps: np.ndarray) -> np.ndarray:
     Runs whose steps do not start at or above 0 are scaled from their first to their last step instead; a
     run with a single step is all 0.
 
+    Parameters
+    ----------
+    steps : ndarray
+        The run's checkpoint steps.
+
+    Returns
+    -------
+    ndarray
+        The same shape, each in [0, 1].
+
     Examples
     --------
     >>> training_progress(np.array([0, 1000, 16000])).tolist()

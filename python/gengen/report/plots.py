@@ -1,0 +1,139 @@
+"""The report's figures on their own, as matplotlib Figures of an analysis or a comparison.
+
+Re-exported by :mod:`gengen.report` (``from gengen.report import plot_heatmaps``). The three figures of one
+run share their parameters and return value, written once in :data:`_RUN_DOC`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gengen.report import figures as fig
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from gengen.analyse.result import Analysis
+    from gengen.compare import Comparison
+
+#: Docstring of the figures of one run: ``{summary}`` and ``{extra}`` (more parameters) filled in per figure.
+_RUN_DOC = """{summary}
+
+Parameters
+----------
+analysis : Analysis
+    From :func:`gengen.analyse` (or :meth:`Analysis.from_dir`).
+model : str
+    The model whose run is drawn.
+run : str, optional
+    Needed only when ``model`` has several runs.{extra}
+
+Returns
+-------
+matplotlib.figure.Figure
+    The figure, not shown or saved (``figure.savefig(path)`` writes it).
+"""
+
+
+def plot_heatmaps(analysis: Analysis, value: str = "r_partial") -> Figure:
+    """Per-group heatmaps of one pairs-table column side by side, with a dot on significant pairs.
+
+    Parameters
+    ----------
+    analysis : Analysis
+        From :func:`gengen.analyse` (or :meth:`Analysis.from_dir`).
+    value : str
+        The column drawn (``"r_partial"``, ``"r_raw"``, ...).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure, not shown or saved (``figure.savefig(path)`` writes it).
+    """
+    return fig.heatmaps(analysis, value=value)
+
+
+def plot_raw_vs_partial(analysis: Analysis, model: str, run: str | None = None) -> Figure:
+    return fig.raw_vs_partial(analysis, *analysis.resolve(model, run))
+
+
+plot_raw_vs_partial.__doc__ = _RUN_DOC.format(
+    summary="Raw and partial correlation heatmaps of one run, side by side (test sets clustered).", extra=""
+)
+
+
+def plot_residuals(
+    analysis: Analysis, model: str, run: str | None = None, pairs: list[tuple[str, str]] | None = None
+) -> Figure:
+    return fig.residual_scatter(analysis, *analysis.resolve(model, run), pairs=pairs)
+
+
+plot_residuals.__doc__ = _RUN_DOC.format(
+    summary="Scatter plots of the residuals (after regressing out ID) of chosen pairs of one run, coloured by step.",
+    extra="\npairs : list of (str, str), optional\n    The pairs drawn (default the run's strongest partial "
+    "correlations).",
+)
+
+
+def plot_trajectories(analysis: Analysis, model: str, run: str | None = None) -> Figure:
+    return fig.trajectories(analysis, *analysis.resolve(model, run))
+
+
+plot_trajectories.__doc__ = _RUN_DOC.format(
+    summary="ID and the OOD test sets whose scores move most, over the steps of one run.", extra=""
+)
+
+
+def plot_agreement(comparison: Comparison) -> Figure:
+    """The cross-group agreement figure: partial correlations pair by pair, with Mantel r, p and sign agreement.
+
+    Parameters
+    ----------
+    comparison : Comparison
+        From :func:`gengen.compare.compare`.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure, not shown or saved (``figure.savefig(path)`` writes it).
+    """
+    return fig.agreement(comparison)
+
+
+def plot_agreement_matrix(comparison: Comparison) -> Figure:
+    """Model × model matrices of Mantel r and sign agreement.
+
+    Parameters
+    ----------
+    comparison : Comparison
+        From :func:`gengen.compare.compare`.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure, not shown or saved.
+    """
+    from gengen.report.comparison_figures import agreement_matrix
+
+    return agreement_matrix(comparison)
+
+
+def plot_forest(analysis: Analysis, testset_a: str, testset_b: str) -> Figure:
+    """Forest plot of one pair across models: estimate and interval per model, the common estimate, Q and p.
+
+    Parameters
+    ----------
+    analysis : Analysis
+        From :func:`gengen.analyse`.
+    testset_a, testset_b : str
+        The pair.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure, not shown or saved.
+    """
+    from gengen.heterogeneity import group_estimates
+    from gengen.report.comparison_figures import forest
+
+    return forest(group_estimates(analysis.pairs), testset_a, testset_b)
