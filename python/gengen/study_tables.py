@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gengen._section import Section, show
+from gengen._section import Section, choice_problem, show
 from gengen.scoring.registry import BACKENDS
 from gengen.training_config import MAX_EVALUATIONS, MAX_STEPS
 
@@ -286,7 +286,7 @@ def parse_evaluation(section: Section, base: Path) -> EvaluationConfig:
     metrics = section.list_of("metrics", section.str_item, METRICS)
     for i, metric in enumerate(metrics):
         if metric not in METRICS:
-            raise section.error(f"metrics[{i}]", f"expected one of {', '.join(map(repr, METRICS))}, got {metric!r}")
+            raise section.error(f"metrics[{i}]", choice_problem(metric, METRICS))
     if not metrics:
         raise section.error("metrics", "must not be empty")
     config = EvaluationConfig(
