@@ -175,7 +175,7 @@ def test_export_refuses_other_stores_read_only_and_special_files(tmp_path: Path)
 @pytest.mark.parametrize(("name", "format"), [("out.csv", "parquet"), ("out.parquet", "csv"), ("out.pq", "csv")])
 def test_export_format_must_agree_with_the_suffix(tmp_path: Path, name: str, format: str) -> None:
     store = _small_store(tmp_path / "study")
-    with pytest.raises(GengenError, match=rf"^--format: {format} into .*{re.escape(name)}, whose suffix"):
+    with pytest.raises(GengenError, match=rf"^format {format} into .*{re.escape(name)}, whose suffix"):
         export(store, tmp_path / name, format=format)  # type: ignore[arg-type]
     assert not (tmp_path / name).exists()
     assert export(store, tmp_path / "out.txt", format="csv") == 4  # an unknown suffix takes the format given
@@ -254,4 +254,4 @@ def test_cli_export_one_study_of_several(tmp_path: Path) -> None:
     assert set(exported["study"]) == {"copy"} and len(exported) == len(ROWS)
     result = CliRunner().invoke(app, ["export", str(store), str(out), "--study", "nope"])
     assert result.exit_code == 2
-    assert result.stderr.strip() == "error: --study: no study 'nope' in the store; studies: copy, study"
+    assert result.stderr.strip() == "error: --study 'nope' is not in the store; studies: copy, study"

@@ -20,6 +20,7 @@ import pandas as pd
 from gengen.errors import GengenError
 from gengen.formats import EXPORT_FORMATS, ExportFormat
 from gengen.store import COLUMNS, DB_NAME, Store, load
+from gengen.store import shown as cut
 
 __all__ = ["EXPORT_FORMATS", "WIDE_ID_COLUMNS", "export", "to_wide"]
 
@@ -116,8 +117,9 @@ def export(
         )
     if by_suffix is not None and chosen != by_suffix:
         raise GengenError(
-            f"--format: {chosen} into {out}, whose suffix {out.suffix!r} says {by_suffix}; "
-            f"name the file .{'csv' if chosen == 'csv' else 'parquet'} or drop --format"
+            option="format",
+            problem=f"{chosen} into {out}, whose suffix {out.suffix!r} says {by_suffix}",
+            hint=f"name the file .{'csv' if chosen == 'csv' else 'parquet'} or leave the format out",
         )
     _check_target(out, None if isinstance(source, pd.DataFrame) else source)
     if isinstance(source, pd.DataFrame):
@@ -207,5 +209,7 @@ def _check_filters_matched(
         if missing[0] not in known:
             shown = ", ".join(known[:20]) + (f" (and {len(known) - 20} more)" if len(known) > 20 else "")
             plural = "studies" if name == "study" else f"{name}s"
-            raise GengenError(f"--{name}: no {name} {missing[0]!r} in the store; {plural}: {shown or '(none)'}")
-        raise GengenError(f"--{name}: {missing[0]!r} has no scores that also match the other filters")
+            raise GengenError(
+                option=name, problem=f"{cut(missing[0])} is not in the store; {plural}: {shown or '(none)'}"
+            )
+        raise GengenError(option=name, problem=f"{cut(missing[0])} has no scores that also match the other filters")

@@ -136,7 +136,7 @@ def cases() -> list[Case]:
         Case(
             "store-export-unknown-study",
             ["export", STORE, "{tmp}/out.csv", "--study", "c"],
-            "--study: no study 'c' in the store; studies: a, b",
+            "--study 'c' is not in the store; studies: a, b",
             {},
             _two_studies,
         ),

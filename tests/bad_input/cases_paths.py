@@ -101,7 +101,7 @@ def _export_cases() -> list[Case]:
         Case(
             "export-format-contradicts-suffix",
             ["export", "{tmp}/study", "{tmp}/out.csv", "--format", "parquet"],
-            "--format: parquet into {tmp}/out.csv",
+            "--format parquet into {tmp}/out.csv",
             setup=_both(_store, _file("out.csv")),
             after=_unchanged("out.csv"),
         ),
