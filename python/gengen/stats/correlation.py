@@ -5,15 +5,16 @@ ppcor's normal approximation) and Fisher-z intervals.
 
 The control
 -----------
-Every function that regresses covariates out takes ``fit``: ``"linear"`` (least squares on [1, covar]) or
-``"gam"`` (an additive model: intercept plus one penalised cubic regression spline per covariate, as mgcv's
-``gam(y ~ s(z, k = 10, bs = "cr"))``, the smoothing parameter chosen per column by GCV or REML; see
-:func:`~gengen.stats.gam.gam_fit`). With ``fit="gam"`` these keyword options apply: ``k`` (basis dimension per
-covariate, default 10), ``gam_method`` (``"gcv"``, default, or ``"reml"``) and ``gam_basis`` (``"cr"``,
-default, or ``"tp"``). Under the GAM control the t-test of a pair uses df = n − 2 − max(ν_a, ν_b), ν the
-effective degrees of freedom of a column's smooth terms (intercept excluded), which reduces to ppcor's
-n − 2 − k for a linear term; the permutation test, which reuses each column's smoother at its chosen smoothing
-parameter, is the recommended inference there.
+Every function that regresses covariates out takes ``fit``: a control value, :class:`~gengen.stats.Linear` or
+:class:`~gengen.stats.Gam` (:mod:`gengen.stats.controls`), or its name: ``"linear"`` (least squares on
+[1, covar]) or ``"gam"`` (an additive model: intercept plus one penalised cubic regression spline per
+covariate, as mgcv's ``gam(y ~ s(z, k = 10, bs = "cr"))``, the smoothing parameter chosen per column by GCV or
+REML; see :func:`~gengen.stats.gam.gam_fit`). With ``fit="gam"`` these keyword options apply (the fields of
+``Gam``): ``k`` (basis dimension per covariate, default 10), ``gam_method`` (``"gcv"``, default, or ``"reml"``),
+``gam_basis`` (``"cr"``, default, or ``"tp"``) and ``max_edf`` (default ``"auto"``). Under the GAM control the
+t-test of a pair uses df = n − 2 − max(ν_a, ν_b), ν the effective degrees of freedom of a column's smooth terms
+(intercept excluded), which reduces to ppcor's n − 2 − k for a linear term; the permutation test, which reuses
+each column's smoother at its chosen smoothing parameter, is the recommended inference there.
 """
 
 from __future__ import annotations
@@ -192,7 +193,7 @@ def partial_corr(
         The control; with ``"gam"``, the options ``k``, ``gam_method``, ``gam_basis`` apply (see the module
         documentation). Kendall's τ has no residual form and needs ``"linear"``.
     **gam_options
-        ``k``, ``gam_method``, ``gam_basis`` for ``fit="gam"`` (see :func:`gam_fit`).
+        ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"`` (the fields of :class:`~gengen.stats.Gam`).
 
     Returns
     -------
@@ -457,7 +458,7 @@ def partial_corr_matrix(
     n_threads : int, optional
         Threads to use (default: all cores).
     **gam_options
-        ``k``, ``gam_method``, ``gam_basis`` for ``fit="gam"`` (see :func:`gam_fit`).
+        ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"`` (the fields of :class:`~gengen.stats.Gam`).
 
     Returns
     -------
@@ -508,7 +509,7 @@ def partial_corr_matrix_batch(
     n_threads : int, optional
         Threads to use (default: all cores).
     **gam_options
-        ``k``, ``gam_method``, ``gam_basis`` for ``fit="gam"`` (see :func:`gam_fit`).
+        ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"`` (the fields of :class:`~gengen.stats.Gam`).
 
     Returns
     -------

@@ -1,6 +1,7 @@
 """The GAM control: each column on an intercept plus one penalised regression spline per covariate (mgcv's model).
 
-Every function that regresses covariates out takes ``fit="gam"`` for this control, with the keyword options
+Every function that regresses covariates out takes ``fit=Gam(...)`` (:mod:`gengen.stats.controls`) or
+``fit="gam"`` for this control, with the keyword options
 ``k`` (basis dimension per covariate, default 10), ``gam_method`` (``"gcv"``, default, or ``"reml"``),
 ``gam_basis`` (``"cr"``, default, or ``"tp"``) and ``max_edf`` (cap on the effective degrees of freedom,
 default ``"auto"``: :func:`default_max_edf` of the number of rows); :func:`gam_fit` exposes the fit itself.

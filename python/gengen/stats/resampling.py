@@ -179,7 +179,7 @@ def permutation_test(
     n_threads : int, optional
         Threads to use (default: all cores); the result does not depend on it.
     **gam_options
-        ``k``, ``gam_method``, ``gam_basis`` for ``fit="gam"`` (see :func:`gam_fit`).
+        ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"`` (the fields of :class:`~gengen.stats.Gam`).
 
     Returns
     -------
@@ -260,7 +260,7 @@ def permutation_test_batch(
     n_threads : int, optional
         Threads to use (default: all cores); the result does not depend on it.
     **gam_options
-        ``k``, ``gam_method``, ``gam_basis`` for ``fit="gam"`` (see :func:`gam_fit`).
+        ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"`` (the fields of :class:`~gengen.stats.Gam`).
 
     Returns
     -------
@@ -356,7 +356,7 @@ def bootstrap_ci(
     n_threads : int, optional
         Threads to use (default: all cores); the result does not depend on it.
     **gam_options
-        ``k``, ``gam_method``, ``gam_basis`` for ``fit="gam"`` (see :func:`gam_fit`).
+        ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"`` (the fields of :class:`~gengen.stats.Gam`).
 
     Returns
     -------
@@ -438,7 +438,7 @@ def bootstrap_ci_batch(
     n_threads : int, optional
         Threads to use (default: all cores); the result does not depend on it.
     **gam_options
-        ``k``, ``gam_method``, ``gam_basis`` for ``fit="gam"`` (see :func:`gam_fit`).
+        ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"`` (the fields of :class:`~gengen.stats.Gam`).
 
     Returns
     -------
