@@ -12,7 +12,12 @@ the medians to ``gengen --help``. The baselines:
 - ``python -c pass``: the interpreter alone (the floor);
 - ``import typer``: the interpreter and the CLI framework (the floor of any typer CLI);
 - ``eager registration``: ``gengen --help`` after importing every command module and the package's public
-  names first, which is what the CLI did before its commands were loaded lazily (issue 18).
+  names first, which is what the CLI did before its commands were loaded lazily (issue 18);
+- ``pydantic imported``: ``gengen analyse --help`` with pydantic (and typer's adapters) imported first, which
+  is what it cost before the top-level group's ``--help`` flag stopped building a pydantic adapter (issue 27).
+
+CPU seconds (user + system of each child) are given beside the wall time: on a shared machine they are the
+steadier figure.
 """
 
 from __future__ import annotations
@@ -39,11 +44,20 @@ EAGER = (
     "gengen.cli.main()\n"
 )
 
+# `gengen analyse --help` as it was before the group's --help flag stopped importing pydantic (issue 27).
+WITH_PYDANTIC = (
+    "import sys, pydantic, typer._adapters\n"
+    "import gengen.cli\n"
+    "sys.argv = ['gengen', 'analyse', '--help']\n"
+    "gengen.cli.main()\n"
+)
+
 COMMANDS: dict[str, list[str]] = {
     "python -c pass (interpreter floor)": [PYTHON, "-c", "pass"],
     "python -c 'import typer' (CLI framework floor)": [PYTHON, "-c", "import typer"],
     "gengen --help": [GENGEN, "--help"],
     "gengen analyse --help": [GENGEN, "analyse", "--help"],
+    "gengen analyse --help, pydantic imported (before issue 27)": [PYTHON, "-c", WITH_PYDANTIC],
     "gengen status --help": [GENGEN, "status", "--help"],
     "gengen partial-corr --help (its module imports pandas)": [GENGEN, "partial-corr", "--help"],
     "eager registration, --help (before issue 18)": [PYTHON, "-c", EAGER],
@@ -56,21 +70,33 @@ def main() -> None:
     args = parser.parse_args()
     env = {**os.environ, "COLUMNS": "100"}
     times: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    cpu: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    start_load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     for _ in range(args.rounds):
         for name, command in COMMANDS.items():
             start = time.perf_counter()
-            done = subprocess.run(command, capture_output=True, env=env, cwd=ROOT, check=False)
+            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+            assert process.stderr is not None
+            err = process.stderr.read()
+            _, status, usage = os.wait4(process.pid, 0)
             times[name].append(time.perf_counter() - start)
-            if done.returncode != 0:
-                raise SystemExit(f"{name}: exit {done.returncode}\n{done.stderr.decode()[-2000:]}")
+            cpu[name].append(usage.ru_utime + usage.ru_stime)
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise SystemExit(f"{name}: exit {status}\n{err.decode()[-2000:]}")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    print(f"# gengen start-up, {when}; {args.rounds} rounds; load average {load:.1f} at the end\n")
+    print(f"# gengen start-up, {when}; {args.rounds} rounds; load average {start_load:.1f} -> {load:.1f}\n")
     reference = statistics.median(times["gengen --help"])
-    print("| command | best | median | median / `gengen --help` |\n| --- | --- | --- | --- |")
+    print(
+        "| command | best | median | median / `gengen --help` | CPU median (user + system) |\n"
+        "| --- | --- | --- | --- | --- |"
+    )
     for name, values in times.items():
         median = statistics.median(values)
-        print(f"| {name} | {min(values):.3f} s | {median:.3f} s | {median / reference:.2f} |")
+        print(
+            f"| {name} | {min(values):.3f} s | {median:.3f} s | {median / reference:.2f} | "
+            f"{statistics.median(cpu[name]):.3f} s |"
+        )
 
 
 if __name__ == "__main__":
