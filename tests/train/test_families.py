@@ -15,7 +15,7 @@ def _model(kind: str) -> Any:
     """A tiny randomly initialised model of each block layout the registry plans, built by transformers."""
     import transformers
 
-    common = {"vocab_size": 301, "bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0}
+    common: dict[str, Any] = {"vocab_size": 301, "bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0}
     configs = {
         "opt": transformers.OPTConfig(
             hidden_size=32, num_hidden_layers=3, num_attention_heads=4, ffn_dim=96, max_position_embeddings=64, **common
@@ -41,7 +41,7 @@ def _model(kind: str) -> Any:
         ),
         "gpt2": transformers.GPT2Config(n_embd=32, n_layer=3, n_head=4, n_positions=64, **common),
     }
-    return transformers.AutoModelForCausalLM.from_config(configs[kind])
+    return transformers.AutoModelForCausalLM.from_config(configs[kind])  # type: ignore[no-untyped-call]
 
 
 @pytest.mark.parametrize("kind", ["opt", "llama", "olmo2", "gpt-neox", "gpt2"])
@@ -94,6 +94,35 @@ def test_a_tokenizer_without_pad_token_pads_with_its_family_s_fallback(tmp_path:
 
     core = Tokenizer(models.WordLevel({"<unk>": 0, "<eos>": 1, "a": 2}, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<eos>", unk_token="<unk>").save_pretrained(tmp_path)
+    PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<eos>", unk_token="<unk>").save_pretrained(tmp_path)  # type: ignore[no-untyped-call]
     tokenizer = load_tokenizer(str(tmp_path), family="pythia")
     assert tokenizer.pad_token == "<eos>" and tokenizer.padding_side == "right"
+
+
+def test_the_strategy_is_chosen_once_from_the_world_and_the_setting() -> None:
+    import numpy as np
+
+    from gengen.config import TrainingConfig
+    from gengen.distributed import Sharded, Strategy, World, strategy_for
+
+    fsdp, ddp = TrainingConfig(strategy="fsdp"), TrainingConfig(strategy="ddp")
+    assert type(strategy_for(World(0, 1), fsdp)) is Strategy  # alone: nothing to shard over
+    assert type(strategy_for(World(0, 2), ddp)) is Strategy
+    sharded = strategy_for(World(1, 2), fsdp)
+    assert isinstance(sharded, Sharded) and sharded.loss_factor() == 2.0 and sharded.scores_here()
+    micro = np.array([7])
+    # Rank 1 of 2 has no example of a one-example micro-batch: a whole model skips it, a sharded one takes part
+    # with that example weighted 0 (its forward and backward passes are collective).
+    assert Strategy(World(1, 2)).share(micro) is None and not Strategy(World(1, 2)).scores_here()
+    share, weight = sharded.share(micro) or (None, None)
+    assert share is not None and share.tolist() == [7] and weight == 0.0
+    share, weight = Strategy(World(0, 2)).share(np.array([1, 2, 3])) or (None, None)
+    assert share is not None and share.tolist() == [1, 3] and weight == 1.0
+
+
+def test_trainer_state_speeds() -> None:
+    from gengen.train import TrainerState
+
+    state = TrainerState(resume_step=4, tokens=1500, tokens_at_start=500, scoring_seconds=2.0, scored_examples=300)
+    assert state.training_speed(12.0) == 100.0  # 1000 tokens over the 10 s not spent scoring
+    assert state.scoring_speed() == 150.0
