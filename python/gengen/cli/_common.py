@@ -186,6 +186,20 @@ def _given_value(error: Exception, argv: Sequence[str] | None) -> str:
     return "" if given is None or repr(given) in str(error) else f" (got {given!r})"
 
 
+def _not_utf8(arguments: Sequence[str]) -> str | None:
+    """The first argument that is not UTF-8 text (the OS passes such bytes as surrogates), its bytes escaped."""
+    for argument in arguments:
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                raw = argument.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:
+                raw = argument.encode("utf-8", "backslashreplace")
+            return raw.decode("utf-8", "backslashreplace")
+    return None
+
+
 def run_app(app: typer.Typer, argv: Sequence[str] | None = None) -> int:
     """Run the CLI application and return its exit status, with parse errors as one ``error:`` line.
 
@@ -204,6 +218,11 @@ def run_app(app: typer.Typer, argv: Sequence[str] | None = None) -> int:
     int
         0 on success, 2 for a user error, 130 when interrupted, or the status a command exited with.
     """
+    # A path or name that is not UTF-8 would fail deep inside (pyarrow, SQLite, pandas): refused first, by name.
+    undecodable = _not_utf8(sys.argv[1:] if argv is None else argv)
+    if undecodable is not None:
+        print(f"error: {undecodable}: not valid UTF-8 (paths and names are kept as UTF-8); rename it", file=sys.stderr)
+        return USER_ERROR_EXIT_CODE
     try:
         with warnings.catch_warnings():
             # Also for warnings raised while a command module loads, before its decorator runs.

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from gengen.errors import InputError
+
 __all__ = ["MODEL_SHAPES", "finish", "prepare_demo", "run_demo", "summarise"]
 
 MODEL_SHAPES: dict[str, dict[str, int]] = {
@@ -133,6 +135,22 @@ def finish(store_path: Path, out_dir: Path, id_testset: str, *, log: Log = print
     return report
 
 
+def _check_demo_folder(out: Path) -> None:
+    """Refuse ``--fresh`` on a folder the demo did not write (a store, a study, a home folder): it is deleted."""
+    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
+        return
+    study = out / "study.toml"
+    try:
+        ours = study.is_file() and study.stat().st_size < 2**20 and study.read_text("utf-8") == study_template()
+    except (OSError, UnicodeDecodeError):
+        ours = False
+    if not ours:
+        raise InputError(
+            f"{out}: not a folder gengen demo wrote (no study.toml, or an edited one); --fresh deletes only a "
+            "demo's folder: choose another --out, or delete this one yourself"
+        )
+
+
 def run_demo(
     out: Path | str = "gengen-demo",
     *,
@@ -149,7 +167,7 @@ def run_demo(
     out : path
         Folder for the data, models, store and report. An existing demo there is resumed.
     fresh : bool
-        Delete ``out`` first.
+        Delete ``out`` first: only a folder the demo wrote (its ``study.toml`` as written) or an empty one.
     jobs : int
         Runs trained at once, each in its own process (the models are tiny: one process per core is fastest).
     threads : int
@@ -158,6 +176,11 @@ def run_demo(
         Progress lines.
     progress : bool
         Progress bars on a terminal (with ``jobs = 1``).
+
+    Raises
+    ------
+    InputError
+        ``fresh`` on a folder the demo did not write (it would be deleted).
     """
     import torch
 
@@ -167,6 +190,7 @@ def run_demo(
     start = time.perf_counter()
     out = Path(out)
     if fresh and out.exists():
+        _check_demo_folder(out)
         shutil.rmtree(out)
     study = prepare_demo(out, log=log)
     config = load_config(study)
