@@ -1,10 +1,12 @@
-"""Bad checkpoints for ``gengen score``: damaged safetensors files (issue 26, item 4).
+"""Bad checkpoints and task files for ``gengen score``: damaged safetensors files, broken task YAML (issue 26).
 
 Each case builds a checkpoint folder (``series/checkpoint-5``: a ``config.json`` and a ``model.safetensors``)
 whose weights file is damaged as a careless copy or a hostile folder would leave it: cut short, a header
 length beyond the format's limit or beyond the file, a header that is not JSON, a tensor whose data lie outside
 the file. The file is refused in one line naming it, before any model is loaded and before the store is opened
-(no store appears in the case folder), through gengen's own scorer and through the lm-eval backend.
+(no store appears in the case folder), through gengen's own scorer and through the lm-eval backend. A task YAML
+file that defines no task (empty, a list, a mapping without ``task:``) or names it with a number is reported
+naming the file, not as an unknown task and not with lm-eval's traceback.
 """
 
 from __future__ import annotations
@@ -92,8 +94,29 @@ def _with_tasks(weights: bytes) -> Callable[[Path], None]:
     return setup
 
 
+# A task YAML that lm-eval would skip (reported as an unknown task) or fail on with a traceback.
+BROKEN_TASKS: dict[str, tuple[str, str]] = {
+    "a-list": ("- a\n- b\n", "defines no lm-eval task"),
+    "no-task-key": ("dataset_path: json\n", "defines no lm-eval task"),
+    "empty": ("", "defines no lm-eval task"),
+    "task-a-number": ("task: 12\n", "task: expected a name"),
+    "group-a-list-of-numbers": ("group: [1, 2]\n", "group: expected a name"),
+    "tag-a-number": ("task: evil\ntag: 3\n", "tag: expected a name"),
+}
+
+
+def _broken_task(text: str) -> Callable[[Path], None]:
+    def setup(folder: Path) -> None:
+        from .cases_untrusted import _tasks
+
+        _tasks("plain")(folder)
+        (folder / "tasks" / "evil.yaml").write_text(text)
+
+    return setup
+
+
 def cases() -> list[Case]:
-    """Every damaged-weights case."""
+    """Every damaged-weights and broken-task case."""
     score = ["score", "{tmp}/study.toml", "--checkpoints", "{tmp}/series/checkpoint-5", "--name", "m"]
     out = [
         Case(
@@ -129,6 +152,16 @@ def cases() -> list[Case]:
                 lm_eval,
                 f"{{tmp}}/{WEIGHTS}: a damaged safetensors file",
                 setup=_with_tasks(weights),
+                after=_no_store,
+            )
+        )
+    for label, (text, problem) in BROKEN_TASKS.items():
+        out.append(
+            Case(
+                f"lm-eval-task-yaml-{label}",
+                lm_eval,
+                f"{{tmp}}/tasks/evil.yaml: {problem}",
+                setup=_broken_task(text),
                 after=_no_store,
             )
         )

@@ -231,9 +231,27 @@ class TaskCatalogue:
         known = self.manager.all_tasks
         if name in known:
             return
+        broken = self._broken_file(name)
+        if broken is not None:
+            raise InputError(
+                f"{broken}: defines no lm-eval task (a YAML mapping with a 'task:' name is expected), so --tasks "
+                f"{name!r} is unknown"
+            )
         close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
         hint = f"did you mean {', '.join(map(repr, close))}?" if close else "see `lm_eval ls tasks`"
         raise InputError(f"--tasks: unknown lm-eval task {name!r} ({hint})")
+
+    def _broken_file(self, name: str) -> Path | None:
+        """A YAML file of the user's task folders that lm-eval did not index as a task, group or tag: one named
+        after the task asked for, or one that is no mapping at all (empty, a list, a scalar)."""
+        from gengen.lm_eval_backend.trust import read_task_yaml, task_yaml_files
+
+        indexed = {str(getattr(entry, "yaml_path", "")) for entry in self.manager.task_index.values()}
+        unindexed = [p for p in task_yaml_files(self.settings.include_paths) if str(p.resolve()) not in indexed]
+        named = [p for p in unindexed if p.stem == name]
+        if named:
+            return named[0]
+        return next((p for p in unindexed if not isinstance(read_task_yaml(p), dict)), None)
 
     def _load(self, name: str) -> tuple[str, ...]:
         """Load ``name`` (its data included) and return its leaf tasks' names."""

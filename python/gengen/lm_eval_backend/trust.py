@@ -141,6 +141,7 @@ def _scan_file(path: Path, *, trust: bool, roots: tuple[Path, ...], seen: set[Pa
         raise InputError(f"{path}: task YAML nested too deeply to read") from None
     if found and not trust:
         raise _refusal(path, found[0], resolved.parent)
+    _check_names(path, document)
     if isinstance(document, dict) and "include" in document:
         included = document["include"]
         for name in included if isinstance(included, list) else [included]:
@@ -148,6 +149,37 @@ def _scan_file(path: Path, *, trust: bool, roots: tuple[Path, ...], seen: set[Pa
                 raise InputError(f"{path}: include: expected a file name, got {name!r}")
             target = Path(name) if Path(name).is_absolute() else path.parent / name
             _scan_file(target, trust=trust, roots=roots, seen=seen, depth=depth + 1)
+
+
+def _is_names(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, (str, dict)) for v in value))
+
+
+def _check_names(path: Path, document: object) -> None:
+    """``task``, ``group`` and ``tag`` are names (lm-eval's indexer fails with a traceback on a number)."""
+    if not isinstance(document, dict):
+        return
+    for key, valid in (("task", _is_names), ("group", lambda v: isinstance(v, (str, dict))), ("tag", _is_names)):
+        if key in document and not valid(document[key]):
+            shown = repr(document[key])
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise InputError(f"{path}: {key}: expected a name (or a list of names), got {shown}")
+
+
+def read_task_yaml(path: Path) -> object:
+    """The document of a task YAML file (``!function`` read as its text), or None when it cannot be read."""
+    import yaml
+
+    try:
+        return yaml.load(path.read_bytes().decode("utf-8"), Loader=_scanning_loader([]))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return None
+
+
+def task_yaml_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
+    """The ``*.yaml`` files lm-eval indexes under the include ``paths``."""
+    for root in paths:
+        yield from _yaml_files(Path(root))
 
 
 def scan_task_folders(paths: Iterable[str | os.PathLike[str]], *, trust: bool) -> None:
