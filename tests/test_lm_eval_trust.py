@@ -7,6 +7,7 @@ corpus (``tests/bad_input/cases_untrusted.py``) runs the same payloads through t
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -95,8 +96,37 @@ def test_gengens_and_lm_evals_own_task_code_stays_allowed() -> None:
     assert callable(theirs["process_docs"])
 
 
+@pytest.mark.parametrize(
+    ("template", "reached"),
+    [
+        ("{{ cycler.__init__.__globals__.os.system('touch PAYLOAD_RAN') }}{{q}}", "__globals__"),
+        ("{{ (cycler|attr('__init__')).x }}{{q}}", "__init__"),
+        ("{{ cycler['__init__'] }}{{q}}", "__init__"),
+        ("{% for x in [1] %}{{ x.__class__ }}{% endfor %}{{q}}", "__class__"),
+    ],
+)
+def test_templates_reaching_internals_are_refused_before_anything_loads(
+    tmp_path: Path, template: str, reached: str
+) -> None:
+    """Read from the file (no task loaded, no data read): what the sandbox would refuse at render time, which
+    under ``gengen train`` comes only after the whole training run."""
+    tasks = _tasks(tmp_path, doc_to_text=json.dumps(template))
+    with pytest.raises(TemplateRefused) as refused:
+        scan_task_folders([tasks], trust=False)
+    assert str(refused.value) == (
+        f"{tasks / 'evil.yaml'}: a template reaches Python internals ({reached!r}), which the sandbox refuses; "
+        "pass --trust-task-code to render them unsandboxed for this run"
+    )
+    scan_task_folders([tasks], trust=True)
+    assert not (tmp_path / "PAYLOAD_RAN").exists()
+
+
 def test_templates_are_sandboxed_without_trust(tmp_path: Path) -> None:
-    payload = "\"{{ cycler.__init__.__globals__.os.system('touch PAYLOAD_RAN') }}{{q}}\""
+    # The attributes' names are built at render time, so only the sandbox (not the scan) can see them.
+    payload = json.dumps(
+        "{% set n = '__in' ~ 'it__' %}{% set g = '__glo' ~ 'bals__' %}"
+        "{{ cycler[n][g]['os'].system('touch PAYLOAD_RAN') }}{{q}}"
+    )
     tasks = _tasks(tmp_path, doc_to_text=payload)
     with pytest.raises(TemplateRefused) as refused:
         TaskCatalogue(LmEvalSettings(tasks=("evil",), include_paths=(str(tasks),)))

@@ -165,4 +165,28 @@ def cases() -> list[Case]:
                 after=_no_store,
             )
         )
+    # A template the sandbox would refuse only once scoring starts: under train/run that is after training.
+    for command in ("train", "run"):
+        out.append(
+            Case(
+                f"lm-eval-{command}-template-internals-before-training",
+                [command, "{tmp}/study.toml"],
+                "{tmp}/tasks/evil.yaml: a template reaches Python internals",
+                setup=_template_study,
+                after=_untrained,
+            )
+        )
     return out
+
+
+def _template_study(folder: Path) -> None:
+    from .cases_untrusted import _study
+
+    _study("template")(folder)
+
+
+def _untrained(folder: Path) -> None:
+    from .cases_untrusted import _not_run
+
+    _not_run(folder)
+    assert not (folder / "out" / "runs").exists(), "a run started before the template was refused"

@@ -12,7 +12,8 @@ Without ``trust_task_code`` (the ``trust_remote_code`` convention of transformer
 
 1. scans the user's task folders before anything loads (:func:`scan_task_folders`): a task YAML that names code
    with ``!function`` is refused in one line naming the file and the function, as is a YAML file that cannot be
-   parsed (lm-eval would skip it silently and report an unknown task) or a path that is not a regular file;
+   parsed (lm-eval would skip it silently and report an unknown task) or a path that is not a regular file, and
+   so is a template that reaches an attribute the sandbox refuses (``__init__``...), before any model is loaded;
 2. while lm-eval loads and runs tasks (:func:`guard`), refuses every ``!function`` of a YAML file outside the
    task folders that ship with lm-eval and gengen (an ``include:`` may reach any file), and renders templates in
    Jinja's :class:`~jinja2.sandbox.SandboxedEnvironment`, which refuses attributes such as ``__init__`` and
@@ -142,6 +143,8 @@ def _scan_file(path: Path, *, trust: bool, roots: tuple[Path, ...], seen: set[Pa
     if found and not trust:
         raise _refusal(path, found[0], resolved.parent)
     _check_names(path, document)
+    if not trust:
+        _check_templates(path, document)
     if isinstance(document, dict) and "include" in document:
         included = document["include"]
         for name in included if isinstance(included, list) else [included]:
@@ -164,6 +167,60 @@ def _check_names(path: Path, document: object) -> None:
             shown = repr(document[key])
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
             raise InputError(f"{path}: {key}: expected a name (or a list of names), got {shown}")
+
+
+def _strings(document: object, depth: int = 0) -> Iterator[str]:
+    """Every string value of a YAML document (templates are strings anywhere in a task's mapping)."""
+    if depth > 100:
+        return
+    if isinstance(document, str):
+        yield document
+    elif isinstance(document, dict):
+        for value in document.values():
+            yield from _strings(value, depth + 1)
+    elif isinstance(document, list):
+        for value in document:
+            yield from _strings(value, depth + 1)
+
+
+def _internal_attribute(template: str) -> str | None:
+    """The first attribute of ``template`` that Jinja's sandbox refuses at render time (one starting with an
+    underscore: ``__init__``, ``__globals__``...), found by parsing it; None when it reaches none."""
+    try:
+        from jinja2 import Environment, nodes
+        from jinja2.exceptions import TemplateSyntaxError
+    except ImportError:  # pragma: no cover - lm-eval installs jinja2
+        return None
+    try:
+        tree = Environment().parse(template)
+    except (TemplateSyntaxError, RecursionError):
+        return None  # lm-eval reports it when it renders the template
+    for node in tree.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter)):
+        if isinstance(node, nodes.Getattr):
+            name: object = node.attr
+        elif isinstance(node, nodes.Filter):  # x|attr('__init__')
+            first = node.args[0] if node.name == "attr" and node.args else None
+            name = first.value if isinstance(first, nodes.Const) else None
+        else:
+            key = getattr(node, "arg", None)
+            name = key.value if isinstance(key, nodes.Const) else None
+        if isinstance(name, str) and name.startswith("_"):
+            return name
+    return None
+
+
+def _check_templates(path: Path, document: object) -> None:
+    """Refuse, before anything loads, a template the sandbox would refuse once a model is loaded (or after a
+    whole training run, with ``gengen train``/``run``)."""
+    for text in _strings(document):
+        if "{{" not in text and "{%" not in text:
+            continue
+        name = _internal_attribute(text)
+        if name is not None:
+            raise TemplateRefused(
+                f"{path}: a template reaches Python internals ({name!r}), which the sandbox refuses; pass "
+                f"{TRUST_OPTION} to render them unsandboxed for this run"
+            )
 
 
 def read_task_yaml(path: Path) -> object:
