@@ -297,3 +297,22 @@ def test_report_of_one_study_of_an_analysis_of_several(tmp_path: Path) -> None:
     assert [panel["title"] for panel in data["heatmaps"]["run"]["panels"]] == ["pythia-160m", "pythia-410m"]
     assert [group["model"] for group in data["trajectories"]["scores"]["groups"]] == ["pythia-160m", "pythia-410m"]
     assert "olmo-1b" not in html
+
+
+def test_static_progress_figure_draws_each_run_on_zero_to_one_in_its_own_style() -> None:
+    from gengen.report import plot_progress
+
+    short = np.unique(np.r_[0, np.geomspace(1, 16_000, 12).round()])
+    long = np.unique(np.r_[0, np.geomspace(1, 925_000, 18).round()])
+    runs = {("olmo-1b", "seed=0"): short, ("olmo-1b", "seed=1"): short, ("olmo-7b", "seed=0"): long}
+    analysis = analyse(_table(runs, ["a_x", "b_y"]), id_testset="id", inference="t-test", progress=False)
+    figure = plot_progress(analysis)
+    ax = figure.axes[0]  # the ID panel
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == [f"{model} / {run}" for model, run in runs]
+    for line, steps in zip(lines, runs.values(), strict=True):
+        x = np.asarray(line.get_xdata(), dtype=float)
+        assert x.min() == 0.0 and x.max() == 1.0 and x == pytest.approx(steps / steps.max())  # step / last step
+    styles = [(line.get_color(), str(line.get_linestyle())) for line in lines]
+    assert len(set(styles)) == 3 and styles[0][1] != styles[1][1]  # the two seeds: other dash
+    assert [text.get_text() for text in figure.legends[0].get_texts()] == [line.get_label() for line in lines]

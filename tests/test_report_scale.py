@@ -257,18 +257,18 @@ def test_cli_html_out_and_progress_lines(analysis: Analysis, tmp_path: Path) -> 
     assert not (tmp_path / "x.html" / "report.html").exists()
     lines = [line for line in result.stderr.splitlines() if line.startswith("report: [")]
     assert lines[0].startswith("report: [1/") and "] page (" in lines[-1]
-    # 10 per-group and agreement figures, the model x model matrix and one forest plot of the verdict's examples
-    assert lines[-1].endswith("(12 figures drawn, 0 unchanged since the last report)")
+    # 10 per-group and agreement figures, the progress figure, the model x model matrix and a forest plot
+    assert lines[-1].endswith("(13 figures drawn, 0 unchanged since the last report)")
     # Drawn once, reused: unchanged inputs redraw nothing; other scatter pairs redraw the scatter plots only.
     again = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "x.html")])
     assert again.exit_code == 0 and again.stderr.splitlines()[-1].endswith(
-        "(0 figures drawn, 12 unchanged since the last report)"
+        "(0 figures drawn, 13 unchanged since the last report)"
     )
     pair = CliRunner().invoke(
         app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "x.html"), "--pair", "piqa,sciq"]
     )
     assert pair.exit_code == 0 and pair.stderr.splitlines()[-1].endswith(
-        "(4 figures drawn, 8 unchanged since the last report)"
+        "(4 figures drawn, 9 unchanged since the last report)"
     )
     quiet = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "d"), "-q"])
     assert quiet.exit_code == 0 and (tmp_path / "d" / "report.html").is_file()

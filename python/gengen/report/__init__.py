@@ -57,13 +57,14 @@ from gengen.report.plots import (
     plot_agreement_matrix,
     plot_forest,
     plot_heatmaps,
+    plot_progress,
     plot_raw_vs_partial,
     plot_residuals,
     plot_trajectories,
 )
 from gengen.report.rows import encode_table, pooled_settings, pooled_view, script_json, section_settings, source_column
 from gengen.report.template import TEMPLATE
-from gengen.report.trajectories import trajectory_payload
+from gengen.report.trajectories import progress_figure, trajectory_payload
 
 if TYPE_CHECKING:
     from gengen.analyse.result import Analysis
@@ -207,7 +208,7 @@ def _level_sections(
 
 
 def _heatmap_figure(cache: FigureCache, analysis: Analysis, main_level: str, order: list[str], alpha: float) -> None:
-    """Step 2: the static heatmaps of the main level (PNG and SVG beside the page)."""
+    """Step 2: the static heatmaps of the main level and the runs' trajectories (PNG and SVG beside the page)."""
     rows = level_rows(analysis, main_level)
     columns = [c for c in ("model", "run", "testset_a", "testset_b", "r_partial", "significant") if c in rows]
     cache.figure(
@@ -215,6 +216,10 @@ def _heatmap_figure(cache: FigureCache, analysis: Analysis, main_level: str, ord
         digest(rows[columns], order, main_level, alpha),
         lambda: fig.heatmaps(analysis, order=order or None, level=main_level),
     )
+    if analysis.groups("run"):  # every run on its training progress (its code is not figures.py: in the key)
+        code = Path(progress_figure.__code__.co_filename).read_bytes()
+        settings = (analysis.settings.get("id_testset"), analysis.settings.get("ood_resolved"))
+        cache.figure("scores_over_training", digest(analysis.scores, settings, code), lambda: progress_figure(analysis))
 
 
 def _comparison_record(
@@ -481,6 +486,7 @@ __all__ = [
     "plot_agreement_matrix",
     "plot_forest",
     "plot_heatmaps",
+    "plot_progress",
     "plot_raw_vs_partial",
     "plot_residuals",
     "plot_trajectories",

@@ -177,7 +177,8 @@ def select_study(analysis: Analysis, study: str, where: str) -> Analysis:
     Returns
     -------
     Analysis
-        The rows of ``study`` in every table (the settings, warnings and versions unchanged).
+        The rows of ``study`` in every table and the warnings about its models (settings and versions as
+        they are).
 
     Raises
     ------
@@ -210,12 +211,15 @@ def select_study(analysis: Analysis, study: str, where: str) -> Analysis:
         # A pooled table without a study column pools across studies: none of its rows is this study's alone.
         return table[table["study"] == study].reset_index(drop=True) if "study" in table else table.iloc[0:0]
 
-    warnings = list(analysis.warnings)
+    scores = keep(analysis.scores)
+    others = {str(model) for model in analysis.scores["model"]} - {str(model) for model in scores["model"]}
+    # The other studies' warnings ("model 'x' run 'y': …") are not this report's.
+    warnings = [text for text in analysis.warnings if not any(f"model {model!r}" in text for model in others)]
     if not analysis.pooled.empty and "study" not in analysis.pooled:
         warnings.append(f"--study {study}: the pooled table pools across studies and is left out of this report")
     return replace(
         analysis,
-        scores=keep(analysis.scores),
+        scores=scores,
         pairs=keep(analysis.pairs),
         pooled=keep(analysis.pooled),
         pooled_residuals=keep(analysis.pooled_residuals),

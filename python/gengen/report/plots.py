@@ -137,3 +137,24 @@ def plot_forest(analysis: Analysis, testset_a: str, testset_b: str) -> Figure:
     from gengen.report.comparison_figures import forest
 
     return forest(group_estimates(analysis.pairs), testset_a, testset_b)
+
+
+def plot_progress(analysis: Analysis, testsets: list[str] | None = None) -> Figure:
+    """Scores over training of every run on its training progress (step / last step), one panel per test set.
+
+    Parameters
+    ----------
+    analysis : Analysis
+        From :func:`gengen.analyse` (or :meth:`Analysis.from_dir`).
+    testsets : list of str, optional
+        The OOD test sets drawn beside ID (default those whose scores move most).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure, not shown or saved: runs of a model share its colour, each in its own shade and dash,
+        named in the legend.
+    """
+    from gengen.report.trajectories import progress_figure
+
+    return progress_figure(analysis, testsets)

@@ -111,7 +111,8 @@ look doubtful. Click a header to sort; type to search.</p>
 by its size, its runs (seeds) in lighter shades and dash patterns, named in the legend. The horizontal axis is
 training progress, each run's step divided by its own last step (0.1% to 100%, logarithmic), so that runs of
 different lengths share it; each run's last step is in the legend. {{ trajectories.direction }} Hover a panel
-or line for its full name and step.</p>
+or line for its full name and step. The same as a static figure: {{ figure_folder }}/scores_over_training.png
+and .svg.</p>
 <div data-trajectories="scores"></div>
 {% endif %}
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from gengen.report import figures as fig
-from gengen.report.order import short_labels
+from gengen.report.order import group_key, short_labels
 from gengen.report.rows import round_significant
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from gengen.analyse.result import Analysis
 
 #: Dash patterns (SVG ``stroke-dasharray``) of a model's first, second, … run; they repeat after the last.
@@ -145,3 +148,70 @@ def trajectory_payload(analysis: Analysis, keys: list[tuple[str, str]], order: l
     if (id_metric, id_sign) != (metric, sign):
         direction += f" ID ({id_name}): {fig.direction_label(id_metric, id_sign)}."
     return {"payload": {"groups": groups, "panels": panels}, "direction": direction}
+
+
+#: Panels of the static progress figure: ID and the OOD test sets whose scores move most.
+PROGRESS_PANELS = 8
+#: Matplotlib's dash tuples for :data:`DASHES` (on/off lengths in points).
+_MPL_DASHES = tuple((0, tuple(float(n) for n in dash.split())) if dash else "solid" for dash in DASHES)
+
+
+def _progress_axis(p: np.ndarray) -> np.ndarray:
+    return np.log10(1.0 + 999.0 * np.clip(p, 0.0, None)) / 3.0
+
+
+def _progress_value(x: np.ndarray) -> np.ndarray:
+    return (10.0 ** (3.0 * np.asarray(x)) - 1.0) / 999.0
+
+
+@fig.literal
+def progress_figure(analysis: Analysis, testsets: list[str] | None = None) -> Figure:
+    """Scores over training of every run on its training progress, one panel per test set (ID first).
+
+    Parameters
+    ----------
+    analysis : Analysis
+        The analysis drawn.
+    testsets : list of str, optional
+        The OOD test sets drawn (default the :data:`PROGRESS_PANELS` - 1 whose scores move most).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One line per run: x is ``step / the run's last step`` (as on the page: 0, then 0.1% to 100% evenly
+        spaced on a log scale), colour by model,
+        shade and dash by run, each run named in the legend.
+    """
+    from matplotlib.figure import Figure as MplFigure
+
+    keys = sorted(analysis.groups("run"), key=lambda key: group_key(*key))
+    order = list(analysis.settings.get("ood_resolved", []))
+    if testsets is None:
+        tables = [analysis.wide(*key) for key in keys]
+        spans = pd.concat([table[[name for name in order if name in table]] for table in tables])
+        testsets = fig.top_moving(spans, list(spans.columns), PROGRESS_PANELS - 1) if keys else []
+    data = trajectory_payload(analysis, keys, testsets)["payload"]
+    columns = min(len(data["panels"]), 4)
+    lines = -(-len(data["panels"]) // max(columns, 1))
+    figure = MplFigure(figsize=(3.2 * columns + 2.6, 2.6 * lines + 0.6), layout="constrained")
+    axes = figure.subplots(lines, columns, squeeze=False).ravel()
+    for ax, panel in zip(axes, data["panels"], strict=False):
+        for group, values in zip(data["groups"], panel["series"], strict=True):
+            if values is None:
+                continue
+            progress = np.asarray(group["progress"], dtype=float)
+            style = _MPL_DASHES[DASHES.index(group["dash"])]
+            ax.plot(progress, np.asarray(values, dtype=float), color=group["color"], linestyle=style,
+                    linewidth=1.3, label=group["label"])  # fmt: skip
+        # The page's axis: log10(1 + 999 p) / 3, so that 0 stays 0 and 0.1% … 100% are evenly spaced.
+        ax.set_xscale("function", functions=(_progress_axis, _progress_value))
+        ax.set_xlim(0.0, 1.0)
+        ax.set_xticks([0.0, 0.01, 0.1, 1.0], labels=["0", "1%", "10%", "100%"])
+        ax.set_title(panel["label"] + (" (ID)" if panel["role"] == "ID" else ""), fontsize=9)
+        ax.set_xlabel("training progress (step / last step)", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in axes[len(data["panels"]) :]:
+        ax.set_axis_off()
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside right upper", fontsize=8)
+    return figure
