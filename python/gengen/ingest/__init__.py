@@ -424,6 +424,8 @@ def _taken(frame: pd.DataFrame) -> tuple[tuple[str, ...], tuple[str, ...]]:
 def _leave_out_copies(target: Store, frame: pd.DataFrame, owners: np.ndarray, report: IngestReport) -> pd.DataFrame:
     """``frame`` less the files whose every score the store already holds, equal, under another study (and
     not under their own): the same files arriving under another study name. Recorded in ``report.copies``."""
+    if not set(target.studies()) - set(frame["study"].unique()):
+        return frame  # no other study in the store: nothing to compare with
     held = target.held_by_study(frame)
     if not held:
         return frame
