@@ -252,7 +252,7 @@ fn simes_tails<E: From<StatsError>>(
     let crossing = |a: usize, b: usize| (offset(a) * p[b] - offset(b) * p[a]) / (p[a] - p[b]);
     let mut hull: VecDeque<usize> = VecDeque::new();
     let mut zero = None;
-    for j in 2..n {
+    for (j, slot) in t.iter_mut().enumerate().take(n).skip(2) {
         if j % PROGRESS_EVERY == 0 {
             progress()?;
         }
@@ -261,7 +261,7 @@ fn simes_tails<E: From<StatsError>>(
         if zero.is_none() {
             if p[l] == 0.0 {
                 zero = Some(l);
-            } else if hull.back().is_none_or(|&last| p[last] > p[l]) {
+            } else if hull.back().map_or(true, |&last| p[last] > p[l]) {
                 // Equal p: the line already there has the larger intercept and dominates.
                 while hull.len() >= 2 {
                     let (a, b) = (hull[hull.len() - 2], hull[hull.len() - 1]);
@@ -275,7 +275,7 @@ fn simes_tails<E: From<StatsError>>(
             }
         }
         if zero.is_some() {
-            t[j] = 0.0;
+            *slot = 0.0;
             continue;
         }
         let x = j as f64;
@@ -284,7 +284,7 @@ fn simes_tails<E: From<StatsError>>(
         }
         let best = hull[0];
         let k = (best + 1 + j - n) as f64;
-        t[j] = x * p[best] / k;
+        *slot = x * p[best] / k;
     }
     Ok(t)
 }
