@@ -414,7 +414,14 @@ def _texts(values: Any) -> list[str]:
 
 
 def _db_rows(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
-    """The rows of a normalised score table as tuples for the database (extras as one JSON text).
+    """The rows of a normalised score table as tuples for the database (extras as one JSON text)."""
+    columns = _db_columns(frame)
+    return list(zip(*(columns[name] for name in (*STORED_COLUMNS, "extra")), strict=True))
+
+
+def _db_columns(frame: pd.DataFrame) -> dict[str, list[Any]]:
+    """The columns of a normalised score table as lists of database values (``None`` for NULL; extras as one
+    JSON text, column ``extra``).
 
     Column by column and vectorised (numpy to Python lists), so the cost is linear in rows with a small
     constant: a long table of millions of scores converts in seconds.
@@ -442,7 +449,7 @@ def _db_rows(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
         columns.append(texts)
     else:
         columns.append([None] * len(frame))
-    return list(zip(*columns, strict=True))
+    return dict(zip((*STORED_COLUMNS, "extra"), columns, strict=True))
 
 
 def _frame_from_rows(

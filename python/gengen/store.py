@@ -57,6 +57,7 @@ from gengen._store_rows import (
     STORED_COLUMNS,
     OnConflict,
     _as_frame,
+    _db_columns,
     _db_rows,
     _frame_from_rows,
     empty_scores,
@@ -351,13 +352,11 @@ class Store:
         """
         if on_conflict not in ("error", "replace", "keep"):
             raise GengenError(f"on_conflict: expected 'error', 'replace' or 'keep', got {on_conflict!r}")
-        rows = _db_rows(frame)
         names = ", ".join((*STORED_COLUMNS, "extra"))
-        marks = ", ".join("?" * (len(STORED_COLUMNS) + 1))
         keys = ", ".join(KEY)
         with self._connect() as conn, self._transaction(conn):
             conn.execute(f"CREATE TEMP TABLE incoming AS SELECT {names} FROM scores WHERE 0")
-            conn.executemany(f"INSERT INTO incoming ({names}) VALUES ({marks})", rows)
+            _fill_incoming(conn, _db_columns(frame))
             if on_conflict == "error":
                 self._raise_on_conflict(conn, frame, sources)
             before = conn.total_changes
@@ -596,6 +595,48 @@ class Store:
         """The studies the store holds scores of, sorted (a store can hold several)."""
         with self._connect() as conn:
             return [study for (study,) in conn.execute("SELECT DISTINCT study FROM scores ORDER BY study")]
+
+
+def _distinct(columns: Sequence[list[Any]]) -> tuple[list[int], list[tuple[Any, ...]]]:
+    """The code of each row's combination of ``columns`` and the distinct combinations, in order."""
+    codes = pd.DataFrame(
+        {
+            i: pd.factorize(np.asarray(column, dtype=object), use_na_sentinel=False)[0]
+            for i, column in enumerate(columns)
+        }
+    )
+    group = codes.groupby(list(codes.columns), sort=False).ngroup().to_numpy()
+    _, first = np.unique(group, return_index=True)
+    return group.tolist(), [tuple(column[i] for column in columns) for i in first.tolist()]
+
+
+def _fill_incoming(conn: sqlite3.Connection, columns: Mapping[str, list[Any]]) -> None:
+    """Fill the temporary table ``incoming`` with the rows of ``columns``. The run-level columns and the test
+    set and metric are bound once per distinct combination and joined back in SQL, so each row binds only its
+    own numbers (binding is most of a write's cost)."""
+    row_names = [name for name in (*STORED_COLUMNS, "extra") if name not in (*_RUN_LEVEL, "testset", "metric")]
+    runs, run_values = _distinct([columns[name] for name in _RUN_LEVEL])
+    tasks, task_values = _distinct([columns["testset"], columns["metric"]])
+    conn.execute(f"CREATE TEMP TABLE runs_in (id INTEGER PRIMARY KEY, {', '.join(_RUN_LEVEL)})")
+    conn.execute("CREATE TEMP TABLE tasks_in (id INTEGER PRIMARY KEY, testset, metric)")
+    conn.execute(f"CREATE TEMP TABLE rows_in (run_id, task_id, {', '.join(row_names)})")
+    conn.executemany(
+        f"INSERT INTO runs_in VALUES (?{', ?' * len(_RUN_LEVEL)})", [(i, *run) for i, run in enumerate(run_values)]
+    )
+    conn.executemany("INSERT INTO tasks_in VALUES (?, ?, ?)", [(i, *pair) for i, pair in enumerate(task_values)])
+    conn.executemany(
+        f"INSERT INTO rows_in VALUES (?, ?{', ?' * len(row_names)})",
+        zip(runs, tasks, *(columns[name] for name in row_names), strict=True),
+    )
+    names = (*STORED_COLUMNS, "extra")
+    source = {**{name: f"r.{name}" for name in _RUN_LEVEL}, "testset": "t.testset", "metric": "t.metric"}
+    selected = ", ".join(source.get(name, f"i.{name}") for name in names)
+    conn.execute(
+        f"INSERT INTO incoming ({', '.join(names)}) SELECT {selected} FROM rows_in AS i "
+        "JOIN runs_in AS r ON r.id = i.run_id JOIN tasks_in AS t ON t.id = i.task_id"
+    )
+    for table in ("rows_in", "runs_in", "tasks_in"):
+        conn.execute(f"DROP TABLE {table}")
 
 
 def _keys_from_labels(frame: pd.DataFrame) -> pd.DataFrame:

@@ -242,11 +242,11 @@ def _csv_text(path: Path, sep: str) -> tuple[str, list[str], list[int]]:
                 raise InputError(f"{path}: line 1: column {shown(name)} appears twice in the header")
             seen.add(name)
         lines: list[int] = []
-        end = reader.line_num
+        add, width, end = lines.append, len(header), reader.line_num
         for row in reader:
             start, end = end + 1, reader.line_num
-            lines.append(start)
-            if len(row) != len(header) and row and any(cell.strip() for cell in row):
+            add(start)
+            if len(row) != width and row and any(cell.strip() for cell in row):
                 raise InputError(
                     f"{path}: malformed CSV: line {start} has {len(row)} fields, the header has {len(header)}"
                 )
