@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from gengen.errors import GengenError
-from gengen.simulate import Cell, Replicate
+from gengen.simulation_cell import SCHEDULES, Cell, Replicate, check_curve_cell
 
 __all__ = [
     "CurveCell",
@@ -67,9 +67,6 @@ ID_GAIN = 0.35
 ID_NOISE_SD = 0.005
 #: Standard deviation of the stuck test set's count around N/2 (in examples).
 STUCK_SD = 1.5
-SCHEDULES = ("log", "dense-early", "even")
-LINKS = ("linear", "saturating")
-SPECIALS = ("", "stuck", "plateau", "duplicates")
 TESTSETS = ("id", "ood_a", "ood_b")
 
 
@@ -132,22 +129,6 @@ def CurveCell(  # the name of the realistic grid's cells before they became geng
         rhos=(0.0, *REALISTIC_RHOS) if alternatives else (0.0,),
         well_specified=well_specified,
     )
-
-
-def check_curve_cell(cell: Cell) -> None:
-    """Raise a :class:`~gengen.errors.GengenError` naming the field of a curves cell that is out of range."""
-    if cell.schedule not in SCHEDULES:
-        raise GengenError(f"schedule: {cell.schedule!r} is not one of {', '.join(SCHEDULES)}")
-    if cell.link not in LINKS:
-        raise GengenError(f"link: {cell.link!r} is not one of {', '.join(LINKS)}")
-    if cell.special not in SPECIALS:
-        raise GengenError(f"special: {cell.special!r} is not one of {', '.join(s for s in SPECIALS if s)}")
-    if cell.n < 6:
-        raise GengenError(f"n: a run needs at least 6 checkpoints, got {cell.n}")
-    if len(cell.coef_a) != 1 or not -1 < cell.phi < 1:
-        raise GengenError(f"phi: must be one AR(1) coefficient strictly between -1 and 1, got {cell.coef_a}")
-    if cell.n_examples < 10:
-        raise GengenError(f"n_examples: must be at least 10, got {cell.n_examples}")
 
 
 def checkpoint_steps(n: int, schedule: str = "log", total: int = TOTAL_STEPS) -> np.ndarray:
