@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -21,8 +21,17 @@ from gengen.stats.gam import gam_fit
 from gengen.stats.options import DEFAULT_GAM_K, DEFAULT_GAM_MAX_EDF, GamMaxEdf
 from gengen.stats.sieve_ar import _fisher_z
 
-if TYPE_CHECKING:
-    from gengen.stats.sieve import SievePartialCorrMatrix
+
+class _SieveColumns(Protocol):
+    """What the column notes read of a :class:`gengen.stats.sieve.SievePartialCorrMatrix` (a protocol, so that
+    this module and the sieve's do not import each other)."""
+
+    n: int
+    max_order: int
+    ar_order: NDArray[np.int64]
+    ljung_box_p: NDArray[np.float64]
+    variance_ratio: NDArray[np.float64]
+
 
 __all__ = [
     "LJUNG_BOX_FLAG",
@@ -124,7 +133,7 @@ VARIANCE_RATIO_FLAG = 2.5
 NONLINEAR_SHIFT_FLAG = 0.2
 
 
-def sieve_column_notes(result: SievePartialCorrMatrix, labels: list[str]) -> list[list[str]]:
+def sieve_column_notes(result: _SieveColumns, labels: list[str]) -> list[list[str]]:
     """The sieve's warnings about each test set: what its AR model did not capture.
 
     A column is flagged when its AR innovations are still autocorrelated (Ljung–Box p below
