@@ -231,53 +231,52 @@ def _heads(config: Mapping[str, Any], hidden: int, where: str, kv_key: str | Non
     return heads, kv
 
 
+def _decoder_shape(
+    kind: str,
+    config: Mapping[str, Any],
+    where: str,
+    *,
+    ffn_key: str = "intermediate_size",
+    kv_key: str | None = None,
+    tied: bool,
+    positions: bool = False,
+    qk_norm: bool = False,
+) -> ModelShape:
+    """The shape every family reads alike: sizes under the Hugging Face names, checked in one order.
+
+    ``tied`` is the default of ``tie_word_embeddings``; ``positions``: the family has learned positions
+    (``max_position_embeddings`` is needed).
+    """
+    hidden = _size(config, "hidden_size", where)
+    heads, kv = _heads(config, hidden, where, kv_key)
+    return ModelShape(
+        kind,
+        hidden,
+        _size(config, "num_hidden_layers", where),
+        _size(config, ffn_key, where),
+        heads,
+        kv,
+        _size(config, "vocab_size", where),
+        bool(config.get("tie_word_embeddings", tied)),
+        max_positions=_size(config, "max_position_embeddings", where) if positions else 0,
+        qk_norm=qk_norm,
+    )
+
+
 def _read_opt(config: Mapping[str, Any], where: str) -> ModelShape:
     hidden = _size(config, "hidden_size", where)
     if config.get("word_embed_proj_dim", hidden) != hidden:
         raise ConfigError(f"{where}: OPT with a projected embedding (opt-350m) is not modelled")
-    heads, _ = _heads(config, hidden, where, None)
-    return ModelShape(
-        "opt",
-        hidden,
-        _size(config, "num_hidden_layers", where),
-        _size(config, "ffn_dim", where),
-        heads,
-        heads,
-        _size(config, "vocab_size", where),
-        bool(config.get("tie_word_embeddings", True)),
-        max_positions=_size(config, "max_position_embeddings", where),
-    )
+    return _decoder_shape("opt", config, where, ffn_key="ffn_dim", tied=True, positions=True)
 
 
 def _read_llama(config: Mapping[str, Any], where: str) -> ModelShape:
-    hidden = _size(config, "hidden_size", where)
-    heads, kv = _heads(config, hidden, where, "num_key_value_heads")
-    return ModelShape(
-        "llama",
-        hidden,
-        _size(config, "num_hidden_layers", where),
-        _size(config, "intermediate_size", where),
-        heads,
-        kv,
-        _size(config, "vocab_size", where),
-        bool(config.get("tie_word_embeddings", False)),
-        qk_norm=config.get("model_type") in ("olmo2", "olmo3"),
-    )
+    qk_norm = config.get("model_type") in ("olmo2", "olmo3")
+    return _decoder_shape("llama", config, where, kv_key="num_key_value_heads", tied=False, qk_norm=qk_norm)
 
 
 def _read_neox(config: Mapping[str, Any], where: str) -> ModelShape:
-    hidden = _size(config, "hidden_size", where)
-    heads, _ = _heads(config, hidden, where, None)
-    return ModelShape(
-        "gpt-neox",
-        hidden,
-        _size(config, "num_hidden_layers", where),
-        _size(config, "intermediate_size", where),
-        heads,
-        heads,
-        _size(config, "vocab_size", where),
-        bool(config.get("tie_word_embeddings", False)),
-    )
+    return _decoder_shape("gpt-neox", config, where, tied=False)
 
 
 def _read_gpt2(config: Mapping[str, Any], where: str) -> ModelShape:
@@ -287,21 +286,11 @@ def _read_gpt2(config: Mapping[str, Any], where: str) -> ModelShape:
         "num_attention_heads": config.get("n_head"),
         "vocab_size": config.get("vocab_size"),
         "max_position_embeddings": config.get("n_positions"),
+        "tie_word_embeddings": config.get("tie_word_embeddings", True),
     }
     hidden = _size(renamed, "hidden_size", where)
     renamed["intermediate_size"] = config.get("n_inner") or 4 * hidden
-    heads, _ = _heads(renamed, hidden, where, None)
-    return ModelShape(
-        "gpt2",
-        hidden,
-        _size(renamed, "num_hidden_layers", where),
-        _size(renamed, "intermediate_size", where),
-        heads,
-        heads,
-        _size(renamed, "vocab_size", where),
-        bool(config.get("tie_word_embeddings", True)),
-        max_positions=_size(renamed, "max_position_embeddings", where),
-    )
+    return _decoder_shape("gpt2", renamed, where, tied=True, positions=True)
 
 
 # ---------------------------------------------------------------------------------------------- layouts
