@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core, limits
+from gengen.stats._docs import shared_doc
 from gengen.stats.controls import FitArgument, as_control
 from gengen.stats.options import (
     BOOTSTRAP_SCHEMES,
@@ -130,6 +131,7 @@ class BootstrapCI:
     labels: list[str] | None
 
 
+@shared_doc
 def permutation_test(
     scores: ArrayLike,
     covar: ArrayLike | None = None,
@@ -152,8 +154,7 @@ def permutation_test(
     scores : array_like of shape (n, m)
         One column per test set, one row per checkpoint (in training order: the block and circular schemes
         rely on it).
-    covar : array_like of shape (n,) or (n, k), optional
-        The control (e.g. the in-domain score), in the same order.
+    %(covar)s
     n_perm : int
         Number of permutations m.
     scheme : {"free", "block", "circular"}
@@ -176,10 +177,8 @@ def permutation_test(
     seed : int
         Permutation i is drawn from its own stream derived from (seed, i): the result depends on the seed
         only, not on ``n_threads``.
-    n_threads : int, optional
-        Threads to use (default: all cores); the result does not depend on it.
-    **gam_options
-        ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"`` (the fields of :class:`~gengen.stats.Gam`).
+    %(threads)s
+    %(gam_options)s
 
     Returns
     -------
@@ -216,6 +215,7 @@ def permutation_test(
     return cast(PermutationTest, one_run(permutation_test_batch, locals()))
 
 
+@shared_doc
 def permutation_test_batch(
     scores: Sequence[ArrayLike],
     covar: Sequence[ArrayLike | None] | None = None,
@@ -237,10 +237,7 @@ def permutation_test_batch(
 
     Parameters
     ----------
-    scores : sequence of array_like (n_i, m_i), or an array of shape (runs, n, m)
-        One score matrix per run, checkpoints in training order; runs may differ in length.
-    covar : sequence of array_like (n_i, k_i) or None, or an array of shape (runs, n, k), optional
-        One control per run, in the same order (None: no control).
+    %(runs)s
     n_perm : int
         Number of permutations.
     scheme : {"free", "block", "circular"}
@@ -257,10 +254,8 @@ def permutation_test_batch(
         Also return max-|r| family-wise p-values across the pairs of each run.
     seed : int
         As in :func:`permutation_test`.
-    n_threads : int, optional
-        Threads to use (default: all cores); the result does not depend on it.
-    **gam_options
-        ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"`` (the fields of :class:`~gengen.stats.Gam`).
+    %(threads)s
+    %(gam_options)s
 
     Returns
     -------
@@ -313,6 +308,7 @@ def permutation_test_batch(
     ]
 
 
+@shared_doc
 def bootstrap_ci(
     scores: ArrayLike,
     covar: ArrayLike | None = None,
@@ -332,10 +328,7 @@ def bootstrap_ci(
 
     Parameters
     ----------
-    scores : array_like of shape (n, m)
-        One column per test set, one row per checkpoint, in training order.
-    covar : array_like of shape (n,) or (n, k), optional
-        The control (e.g. the in-domain score), in the same order.
+    %(scores_covar)s
     n_boot : int
         Number of replicates B.
     scheme : {"iid", "block", "circular"}
@@ -353,10 +346,8 @@ def bootstrap_ci(
         ``k``, ``gam_method``, ``gam_basis``.
     seed : int
         Replicate i is drawn from its own stream derived from (seed, i).
-    n_threads : int, optional
-        Threads to use (default: all cores); the result does not depend on it.
-    **gam_options
-        ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"`` (the fields of :class:`~gengen.stats.Gam`).
+    %(threads)s
+    %(gam_options)s
 
     Returns
     -------
@@ -396,6 +387,7 @@ def bootstrap_ci(
     return cast(BootstrapCI, one_run(bootstrap_ci_batch, locals()))
 
 
+@shared_doc
 def bootstrap_ci_batch(
     scores: Sequence[ArrayLike],
     covar: Sequence[ArrayLike | None] | None = None,
@@ -415,10 +407,7 @@ def bootstrap_ci_batch(
 
     Parameters
     ----------
-    scores : sequence of array_like (n_i, m_i), or an array of shape (runs, n, m)
-        One score matrix per run, checkpoints in training order; runs may differ in length.
-    covar : sequence of array_like (n_i, k_i) or None, or an array of shape (runs, n, k), optional
-        One control per run, in the same order (None: no control).
+    %(runs)s
     n_boot : int
         Number of replicates per run.
     scheme : {"iid", "block", "circular"}
@@ -435,10 +424,8 @@ def bootstrap_ci_batch(
         As in :func:`bootstrap_ci`.
     seed : int
         As in :func:`bootstrap_ci`.
-    n_threads : int, optional
-        Threads to use (default: all cores); the result does not depend on it.
-    **gam_options
-        ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"`` (the fields of :class:`~gengen.stats.Gam`).
+    %(threads)s
+    %(gam_options)s
 
     Returns
     -------
