@@ -104,7 +104,7 @@ def test_the_same_files_under_another_study_name_are_recognised(tmp_path: Path) 
     (copy / "gengen.sqlite").write_bytes((tmp_path / "first" / "gengen.sqlite").read_bytes())
     report = ingest(files, copy)  # the default study is now "copy"
     assert report.written == 0 and report.copies == {path: ("first", 12)}
-    assert "left out 1 files already stored as study 'first'" in report.summary()
+    assert "left out 1 file already stored as study 'first'" in report.summary()
     assert Store(copy).studies() == ["first"] and len(load(copy)) == 12
     # Under its own study name it is a plain re-import: nothing new, nothing left out.
     again = ingest(files, copy, study="first")

@@ -112,7 +112,7 @@ class IngestReport:
             line += f"; skipped {len(self.skipped)} unrecognised files"
         if self.copies:
             studies = ", ".join(sorted({shown(study) for study, _ in self.copies.values()}))
-            line += f"; left out {len(self.copies)} files already stored as study {studies}"
+            line += f"; left out {_count(len(self.copies), 'file')} already stored as study {studies}"
         return line
 
     def took(self) -> list[str]:
