@@ -29,6 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
 from gengen.errors import InvalidArgumentError
+from gengen.stats._docs import shared_doc
 from gengen.stats.controls import FitArgument, Gam, Linear, as_control
 from gengen.stats.gam import fit_gam, warn_if_k_lowered
 from gengen.stats.options import DEFAULT_CI_LEVEL, DEFAULT_FIT, DEFAULT_METHOD, METHODS, SEMIS, Method, Semi
@@ -162,6 +163,7 @@ class PartialCorrMatrix:
         return frame.assign(df=df[rows_a, rows_b] if df.ndim == 2 else float(df), n=self.n, k=self.k)
 
 
+@shared_doc
 def partial_corr(
     x: ArrayLike,
     y: ArrayLike,
@@ -192,8 +194,7 @@ def partial_corr(
     fit : Linear, Gam, "linear" or "gam"
         The control; with ``"gam"``, the options ``k``, ``gam_method``, ``gam_basis`` apply (see the module
         documentation). Kendall's τ has no residual form and needs ``"linear"``.
-    **gam_options
-        ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"`` (the fields of :class:`~gengen.stats.Gam`).
+    %(gam_options)s
 
     Returns
     -------
@@ -435,6 +436,7 @@ def residualise(
     return residuals[:, 0] if array.ndim == 1 else residuals
 
 
+@shared_doc
 def partial_corr_matrix(
     scores: ArrayLike,
     covar: ArrayLike | None = None,
@@ -457,8 +459,7 @@ def partial_corr_matrix(
         The control; GAM options ``k``, ``gam_method``, ``gam_basis`` (see the module documentation).
     n_threads : int, optional
         Threads to use (default: all cores).
-    **gam_options
-        ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"`` (the fields of :class:`~gengen.stats.Gam`).
+    %(gam_options)s
 
     Returns
     -------
@@ -485,6 +486,7 @@ def partial_corr_matrix(
     return cast(PartialCorrMatrix, one_run(partial_corr_matrix_batch, locals()))
 
 
+@shared_doc
 def partial_corr_matrix_batch(
     scores: Sequence[ArrayLike],
     covar: Sequence[ArrayLike | None] | None = None,
@@ -508,8 +510,7 @@ def partial_corr_matrix_batch(
         As in :func:`partial_corr_matrix`.
     n_threads : int, optional
         Threads to use (default: all cores).
-    **gam_options
-        ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"`` (the fields of :class:`~gengen.stats.Gam`).
+    %(gam_options)s
 
     Returns
     -------

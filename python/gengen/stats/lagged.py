@@ -26,6 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
 from gengen.errors import InvalidArgumentError
+from gengen.stats._docs import shared_doc
 from gengen.stats.controls import FitArgument, as_control
 from gengen.stats.options import DEFAULT_FIT, DEFAULT_METHOD, ResidualMethod
 from gengen.stats.validation import labelled, trajectory_inputs
@@ -143,6 +144,7 @@ class PrewhitenedPartialCorrMatrix(_TrajectoryTest):
     inference: str = "prewhitened"
 
 
+@shared_doc
 def lagged_partial_corr_matrix(
     scores: ArrayLike,
     covar: ArrayLike | None = None,
@@ -155,10 +157,7 @@ def lagged_partial_corr_matrix(
 
     Parameters
     ----------
-    scores : array_like of shape (n, m)
-        One column per test set, one row per checkpoint, in training order.
-    covar : array_like of shape (n,) or (n, k), optional
-        The control (e.g. the in-domain score), in the same order.
+    %(scores_covar)s
     method : {"pearson", "spearman"}
         Spearman ranks every column first.
     fit : Linear, Gam, "linear" or "gam"
@@ -219,6 +218,7 @@ def lagged_partial_corr_matrix(
     )
 
 
+@shared_doc
 def prewhitened_partial_corr_matrix(
     scores: ArrayLike,
     covar: ArrayLike | None = None,
@@ -230,10 +230,7 @@ def prewhitened_partial_corr_matrix(
 
     Parameters
     ----------
-    scores : array_like of shape (n, m)
-        One column per test set, one row per checkpoint, in training order.
-    covar : array_like of shape (n,) or (n, k), optional
-        The control (e.g. the in-domain score), in the same order.
+    %(scores_covar)s
     method : {"pearson", "spearman"}
     bias_correction : bool
         Add :math:`(1 + 3 r_1 + 2k)/n` to the lag-1 autocorrelation :math:`r_1` before filtering.
