@@ -176,7 +176,26 @@ def cases() -> list[Case]:
                 after=_untrained,
             )
         )
+    # The study's few-shot setting cannot be met: refused before training, not after it.
+    for command in ("train", "run"):
+        out.append(
+            Case(
+                f"lm-eval-{command}-study-num-fewshot-above-the-pool",
+                [command, "{tmp}/study.toml"],
+                "num_fewshot: 100000",
+                setup=_fewshot_study,
+                after=_untrained,
+            )
+        )
     return out
+
+
+def _fewshot_study(folder: Path) -> None:
+    from .cases_untrusted import _study
+
+    _study("plain")(folder)
+    study = folder / "study.toml"
+    study.write_text(study.read_text() + "num_fewshot = 100000\n")
 
 
 def _template_study(folder: Path) -> None:

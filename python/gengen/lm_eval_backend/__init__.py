@@ -547,8 +547,16 @@ def check_trainable_with_lm_eval(config: StudyConfig, *, trust_task_code: bool =
     """Refuse, before any training starts, a study whose lm-eval tasks could not be scored once it is trained.
 
     With ``evaluation.backend = "lm-eval"`` the runs' checkpoints are scored after training, so every one must
-    be kept (``training.keep_checkpoints = "all"``), lm-eval must be installed, and the study's task folders
-    must not name code unless ``trust_task_code`` (``--trust-task-code``) is given for the run.
+    be kept (``training.keep_checkpoints = "all"``), lm-eval must be installed, the study's task folders must
+    not name code unless ``trust_task_code`` (``--trust-task-code``) is given for the run, and its tasks must load
+    (:class:`TaskCatalogue`: known names, readable data, a few-shot pool larger than ``num_fewshot``).
+
+    Parameters
+    ----------
+    config : StudyConfig
+        The study.
+    trust_task_code : bool
+        ``--trust-task-code`` of the run.
 
     Raises
     ------
@@ -556,7 +564,7 @@ def check_trainable_with_lm_eval(config: StudyConfig, *, trust_task_code: bool =
         ``keep_checkpoints`` is not ``"all"``.
     GengenError
         lm-eval is not installed; a task YAML names code (``!function``) without ``trust_task_code``, or
-        cannot be read.
+        cannot be read; a task is unknown, its data cannot be loaded, or ``num_fewshot`` exceeds its pool.
     """
     if config.evaluation.backend != EXTRA:
         return
@@ -566,11 +574,8 @@ def check_trainable_with_lm_eval(config: StudyConfig, *, trust_task_code: bool =
             f'trained, so they must be kept: set keep_checkpoints = "all" (not '
             f"{config.training.keep_checkpoints!r})"
         )
-    require_lm_eval()
-    from gengen.lm_eval_backend.trust import scan_task_folders
-
-    configured = config.evaluation.lm_eval
-    scan_task_folders(configured.include_paths if configured else (), trust=trust_task_code)
+    # The tasks as scoring will load them (folders scanned, names, data, few-shot pools), before hours of training.
+    TaskCatalogue(study_settings(config.evaluation, trust_task_code=trust_task_code))
 
 
 def score_trained_runs(
