@@ -25,7 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core, limits
 from gengen.stats._docs import shared_doc
-from gengen.stats.controls import FitArgument, as_control
+from gengen.stats.controls import Control, FitArgument, as_control
 from gengen.stats.options import (
     BOOTSTRAP_SCHEMES,
     DEFAULT_CI_LEVEL,
@@ -273,10 +273,9 @@ def permutation_test_batch(
     """
     check_choice("method", method, RESIDUAL_METHODS)
     check_choice("scheme", scheme, PERMUTATION_SCHEMES)
-    control = as_control(fit, gam_options)
-    tables, covars, labels = as_runs(scores, covar)
-    n_perm = limits.check_resamples("n_perm", check_count("n_perm", n_perm, 1))
-    seed = check_seed(seed)
+    control, (tables, covars, labels), n_perm, seed = _checked_runs(
+        fit, gam_options, scores, covar, "n_perm", n_perm, 1, seed
+    )
     block_length = check_block_length(block_length)
     n_threads = check_threads(n_threads)
     _warn_if_few_permutations(tables, scheme, block_length, bool(mirror))
@@ -435,10 +434,9 @@ def bootstrap_ci_batch(
     check_choice("method", method, RESIDUAL_METHODS)
     check_choice("scheme", scheme, BOOTSTRAP_SCHEMES)
     check_choice("ci_method", ci_method, INTERVAL_METHODS)
-    control = as_control(fit, gam_options)
-    tables, covars, labels = as_runs(scores, covar)
-    n_boot = limits.check_resamples("n_boot", check_count("n_boot", n_boot, 2))
-    seed = check_seed(seed)
+    control, (tables, covars, labels), n_boot, seed = _checked_runs(
+        fit, gam_options, scores, covar, "n_boot", n_boot, 2, seed
+    )
     n_threads = check_threads(n_threads)
     # Every replicate of every pair is kept until the intervals are taken.
     pairs = sum(table.shape[1] * (table.shape[1] - 1) // 2 + 3 for table in tables)
@@ -600,6 +598,27 @@ def default_block_length(n: int) -> int:
 
 
 # Fewer distinct permutations than this and no p-value can reach .05.
+def _checked_runs(
+    fit: FitArgument,
+    gam_options: dict[str, Any],
+    scores: Sequence[ArrayLike],
+    covar: Sequence[ArrayLike | None] | None,
+    count_name: str,
+    count: int,
+    minimum: int,
+    seed: int,
+) -> tuple[Control, tuple[list[NDArray[np.float64]], list[NDArray[np.float64]], list[list[str] | None]], int, int]:
+    """The inputs both resampling batches check alike: the control, the runs, the resamples and the seed.
+
+    In that order (the first bad one is reported); the number of resamples is at least ``minimum`` and at
+    most :data:`gengen.limits.MAX_RESAMPLES`.
+    """
+    control = as_control(fit, gam_options)
+    runs = as_runs(scores, covar)
+    count = limits.check_resamples(count_name, check_count(count_name, count, minimum))
+    return control, runs, count, check_seed(seed)
+
+
 _FEW_PERMUTATIONS = 20
 
 
