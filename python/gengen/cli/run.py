@@ -7,13 +7,18 @@ from typing import Annotated
 
 import typer
 
+from gengen.analyse.options import ANALYSIS_OPTIONS
 from gengen.cli._common import TrustTaskCode, user_errors_exit
 
 RUN_FAILED_EXIT_CODE = 1
+#: ``gengen run`` takes its analysis options from the study file, so an error about one names the study's key.
+STUDY_KEYS: dict[str, str] = {
+    **{option.name: f"analysis.{option.name}" for option in ANALYSIS_OPTIONS},
+    "id_testset": "study.id_testset",
+}
 
 
-@user_errors_exit
-def run_command(
+def _run_command(
     config: Annotated[Path, typer.Argument(help="The study's TOML file.")],
     executor: Annotated[
         str | None, typer.Option(help="local, ray or slurm (default: the study's [executor] kind, else local).")
@@ -70,6 +75,9 @@ def run_command(
     target = out if out is not None else study.output / "analysis"
     report = run_study_analysis(study.output, target, study.id_testset, log=typer.echo, **study.analysis.options())
     typer.echo(f"report: {report}")
+
+
+run_command = user_errors_exit(_run_command, flags=STUDY_KEYS)
 
 
 @user_errors_exit
