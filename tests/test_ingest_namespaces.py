@@ -191,3 +191,25 @@ def test_shown_cuts_long_values() -> None:
     assert shown("y" * 100, limit=10) == "'yyyyyyyyy… (100 characters)"
     assert shown(list(range(100)), limit=12) == "[0, 1, 2, 3…"
     assert shown(1.5) == "1.5"
+
+
+def test_the_cli_prints_what_each_file_held_and_the_copies(tmp_path: Path) -> None:
+    files = tmp_path / "files"
+    path = _olmo(files)
+    runner = CliRunner()
+    first = runner.invoke(app, ["ingest", str(files), "--store", str(tmp_path / "first"), "-q"])
+    assert first.exit_code == 0, first.output
+    assert f"read: {path}: 3 test sets × 5 metrics (arc_easy_val_rc_5shot, " in first.stderr
+    assert first.stdout.startswith("12 new scores (0 already stored) from 1 files (1 wide)")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "gengen.sqlite").write_bytes((tmp_path / "first" / "gengen.sqlite").read_bytes())
+    again = runner.invoke(app, ["ingest", str(files), "--store", str(copy), "-q"])
+    assert again.exit_code == 0, again.output
+    assert (
+        f"note: {path}: the store already holds its 12 scores as study 'first'; left out (the same file under "
+        "another study name). --study first adds to that study; --allow-copies stores them again"
+    ) in again.stderr.splitlines()
+    assert "left out 1 file already stored as study 'first'" in again.stdout
+    forced = runner.invoke(app, ["ingest", str(files), "--store", str(copy), "-q", "--allow-copies"])
+    assert forced.exit_code == 0 and forced.stdout.startswith("12 new scores")
