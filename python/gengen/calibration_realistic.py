@@ -562,74 +562,85 @@ def _pct(value: Any) -> str:
     return "–" if not np.isfinite(number) else f"{100 * number:.0f}%"
 
 
-def _contract_section(single: pd.DataFrame) -> list[str]:
-    lines = [
-        "**The default among rows reported testable (α = 0.05)**",
-        "",
-        "| cell | untestable | type-I ± MC s.e. | coverage H0 | coverage ρ=.3 | coverage ρ=.5 | power ρ=.3 "
-        "| power ρ=.5 | true r (ρ=.5) | mean r (ρ=.5) | GAM rows |",
-        "|---" * 11 + "|",
+def _table(title: str, columns: list[str], rows: list[list[str]]) -> list[str]:
+    """A bold title and a Markdown table (one list of cells per row), as every section writes them."""
+    lines = [f"**{title}**", "", "| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
+    return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
+
+
+_ESTIMATES = ("type1", "se_type1", "coverage_h0", "coverage_03", "coverage_05", "power_03", "power_05")
+_ESTIMATE_COLUMNS = ["type-I ± MC s.e.", "coverage H0", "coverage ρ=.3", "coverage ρ=.5", "power ρ=.3", "power ρ=.5"]
+
+
+def _estimates(row: dict[str, Any], prefix: str = "") -> list[str]:
+    """Type-I ± its MC s.e., the three coverages and the two powers of a row (columns named ``prefix…``)."""
+    value = {name: _fmt(row.get(f"{prefix}{name}")) for name in _ESTIMATES}
+    return [
+        f"{value['type1']} ± {value['se_type1']}",
+        *(value[name] for name in ("coverage_h0", "coverage_03", "coverage_05", "power_03", "power_05")),
     ]
-    for row in single.to_dict("records"):
-        lines.append(
-            f"| {row['cell']} | {_pct(row.get('untestable'))} | {_fmt(row.get('type1'))} ± "
-            f"{_fmt(row.get('se_type1'))} | {_fmt(row.get('coverage_h0'))} | {_fmt(row.get('coverage_03'))} "
-            f"| {_fmt(row.get('coverage_05'))} | {_fmt(row.get('power_03'))} | {_fmt(row.get('power_05'))} "
-            f"| {_fmt(row.get('true_r_05'))} | {_fmt(row.get('mean_r_05'))} | {_pct(row.get('gam_share'))} |"
-        )
-    return lines
+
+
+def _contract_section(single: pd.DataFrame) -> list[str]:
+    return _table(
+        "The default among rows reported testable (α = 0.05)",
+        ["cell", "untestable", *_ESTIMATE_COLUMNS, "true r (ρ=.5)", "mean r (ρ=.5)", "GAM rows"],
+        [
+            [
+                str(row["cell"]),
+                _pct(row.get("untestable")),
+                *_estimates(row),
+                _fmt(row.get("true_r_05")),
+                _fmt(row.get("mean_r_05")),
+                _pct(row.get("gam_share")),
+            ]
+            for row in single.to_dict("records")
+        ],
+    )
 
 
 def _flags_section(single: pd.DataFrame) -> list[str]:
-    lines = [
+    names = ("flags", "flag_if_reject", "flag_if_accept", "power_unflagged_03", "power_unflagged_05")
+    return [
         "",
-        "**The default's diagnostics: flag rate under the null, flags given the verdict, power among unflagged rows**",
-        "",
-        "| cell | flagged (H0) | P(flag \\| p < .05) | P(flag \\| p ≥ .05) | power unflagged ρ=.3 "
-        "| power unflagged ρ=.5 |",
-        "|---" * 6 + "|",
+        *_table(
+            "The default's diagnostics: flag rate under the null, flags given the verdict, power among unflagged rows",
+            [
+                "cell",
+                "flagged (H0)",
+                "P(flag \\| p < .05)",
+                "P(flag \\| p ≥ .05)",
+                "power unflagged ρ=.3",
+                "power unflagged ρ=.5",
+            ],
+            [[str(row["cell"]), *(_fmt(row.get(name)) for name in names)] for row in single.to_dict("records")],
+        ),
     ]
-    for row in single.to_dict("records"):
-        lines.append(
-            f"| {row['cell']} | {_fmt(row.get('flags'))} | {_fmt(row.get('flag_if_reject'))} "
-            f"| {_fmt(row.get('flag_if_accept'))} | {_fmt(row.get('power_unflagged_03'))} "
-            f"| {_fmt(row.get('power_unflagged_05'))} |"
-        )
-    return lines
 
 
 def _comparison_section(single: pd.DataFrame) -> list[str]:
-    lines = [
-        "",
-        "**Beside the default: type-I / power ρ=.3 / power ρ=.5 (default: testable rows; lagged test and ppcor's"
-        " t-test: every row, no check)**",
-        "",
-        "| cell | default | lagged | t-test |",
-        "|---" * 4 + "|",
-    ]
-    for row in single.to_dict("records"):
-        cells = [
-            " / ".join(_fmt(row.get(f"{prefix}{name}"), 2) for name in ("type1", "power_03", "power_05"))
-            for prefix in ("", "lagged_", "ttest_")
+    rows = [
+        [
+            str(row["cell"]),
+            *(
+                " / ".join(_fmt(row.get(f"{prefix}{name}"), 2) for name in ("type1", "power_03", "power_05"))
+                for prefix in ("", "lagged_", "ttest_")
+            ),
         ]
-        lines.append(f"| {row['cell']} | " + " | ".join(cells) + " |")
-    return lines
+        for row in single.to_dict("records")
+    ]
+    title = (
+        "Beside the default: type-I / power ρ=.3 / power ρ=.5 (default: testable rows; lagged test and ppcor's"
+        " t-test: every row, no check)"
+    )
+    return ["", *_table(title, ["cell", "default", "lagged", "t-test"], rows)]
 
 
 def _pooled_section(pooled: pd.DataFrame) -> list[str]:
-    lines = [
-        "",
-        "**Pooled seeds (the meta table of `Analysis.pooled`): type-I, coverage under H0 and ρ = 0.3, 0.5, power**",
-        "",
-        "| cell | effects | type-I ± MC s.e. | coverage H0 | coverage ρ=.3 | coverage ρ=.5 | power ρ=.3 | power ρ=.5 |",
-        "|---" * 8 + "|",
+    rows = [
+        [str(row["cell"]), prefix[:-1], *_estimates(row, prefix)]
+        for row in pooled.to_dict("records")
+        for prefix in ("fixed_", "random_")
     ]
-    for row in pooled.to_dict("records"):
-        for prefix in ("fixed_", "random_"):
-            lines.append(
-                f"| {row['cell']} | {prefix[:-1]} | {_fmt(row.get(f'{prefix}type1'))} ± "
-                f"{_fmt(row.get(f'{prefix}se_type1'))} | {_fmt(row.get(f'{prefix}coverage_h0'))} "
-                f"| {_fmt(row.get(f'{prefix}coverage_03'))} | {_fmt(row.get(f'{prefix}coverage_05'))} "
-                f"| {_fmt(row.get(f'{prefix}power_03'))} | {_fmt(row.get(f'{prefix}power_05'))} |"
-            )
-    return lines
+    title = "Pooled seeds (the meta table of `Analysis.pooled`): type-I, coverage under H0 and ρ = 0.3, 0.5, power"
+    return ["", *_table(title, ["cell", "effects", *_ESTIMATE_COLUMNS], rows)]
