@@ -37,7 +37,7 @@ from gengen import formats
 from gengen.errors import InputError, UnknownFormatError
 from gengen.formats import FORMAT_GROUPS, INGEST_FORMATS, IngestFormatEntry, ingest_entry, load_function
 from gengen.ingest import tables
-from gengen.ingest._common import IngestOptions, Parsed, read_json, short_list
+from gengen.ingest._common import IngestOptions, Parsed, count, read_json, short_list
 from gengen.score_checks import check_scores
 from gengen.store import DB_NAME, OnConflict, Store, normalise_scores, shown
 
@@ -112,7 +112,7 @@ class IngestReport:
             line += f"; skipped {len(self.skipped)} unrecognised files"
         if self.copies:
             studies = ", ".join(sorted({shown(study) for study, _ in self.copies.values()}))
-            line += f"; left out {_count(len(self.copies), 'file')} already stored as study {studies}"
+            line += f"; left out {count(len(self.copies), 'file')} already stored as study {studies}"
         return line
 
     def took(self) -> list[str]:
@@ -136,14 +136,10 @@ class IngestReport:
             first, testsets, metrics = group[0]
             where = str(first) if len(group) == 1 else f"{first} … {group[-1][0]} ({len(group)} files)"
             lines.append(
-                f"{where}: {_count(len(testsets), 'test set')} × {_count(len(metrics), 'metric')} "
+                f"{where}: {count(len(testsets), 'test set')} × {count(len(metrics), 'metric')} "
                 f"({_names(testsets)}; {_names(metrics)})"
             )
         return lines
-
-
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 def _names(names: Sequence[str], limit: int = 4) -> str:

@@ -22,6 +22,7 @@ __all__ = [
     "IngestOptions",
     "Parsed",
     "close_match",
+    "count",
     "number",
     "pattern_groups",
     "read_json",
@@ -242,6 +243,11 @@ def step_from_pattern(path: Path, pattern: str) -> int:
         raise InputError(
             option="step_pattern", problem=f"{shown(pattern)} matched {shown(text)} in {path}, not an integer step"
         ) from None
+
+
+def count(n: int, noun: str) -> str:
+    """``"1 blank row"``, ``"4 blank rows"``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def short_list(names: Sequence[Any], limit: int = 8) -> str:

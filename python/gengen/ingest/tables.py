@@ -40,7 +40,15 @@ import numpy as np
 import pandas as pd
 
 from gengen.errors import InputError
-from gengen.ingest._common import IngestOptions, Parsed, close_match, decode_text, pattern_groups, short_list
+from gengen.ingest._common import (
+    IngestOptions,
+    Parsed,
+    close_match,
+    count,
+    decode_text,
+    pattern_groups,
+    short_list,
+)
 from gengen.store import DEFAULT_RUN, REQUIRED_COLUMNS, shown
 
 __all__ = [
@@ -360,17 +368,12 @@ def _drop_empty_and_summary_rows(
         return frame, labels
     where = [label.rsplit(": ", 1)[-1] for label in labels]
     if blank.any():
-        notes.append(f"{path}: skipped {_count(int(blank.sum()), 'blank row')} ({_lines(where, blank)})")
+        notes.append(f"{path}: skipped {count(int(blank.sum()), 'blank row')} ({_lines(where, blank)})")
     if summary.any():
         shown = ", ".join(map(repr, sorted(names)))
-        notes.append(f"{path}: skipped {_count(int(summary.sum()), 'summary row')} ({shown}; {_lines(where, summary)})")
+        notes.append(f"{path}: skipped {count(int(summary.sum()), 'summary row')} ({shown}; {_lines(where, summary)})")
     keep = ~(blank | summary)
     return frame[keep], [label for label, kept in zip(labels, keep, strict=True) if kept]
-
-
-def _count(n: int, noun: str) -> str:
-    """``"1 blank row"``, ``"4 blank rows"``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _lines(where: list[str], mask: np.ndarray) -> str:
@@ -593,7 +596,7 @@ def _parse_scores(
         for m, r in frame[["model", "run"]].drop_duplicates().itertuples(index=False)
     }
     if skipped:
-        notes.append(f"{path}: skipped {_count(len(skipped), 'column')} that are not scores: {short_list(skipped)}")
+        notes.append(f"{path}: skipped {count(len(skipped), 'column')} that are not scores: {short_list(skipped)}")
     return Parsed(long, sources, manifests, notes)
 
 
