@@ -293,11 +293,12 @@ def _spool_cases() -> list[Case]:
     batch = "{tmp}/out/runs/m/seed-0/scores/step-000000000-0123456789ab.json"
     return [
         Case(
-            f"cli-status-spool-{label}",
-            ["status", "{tmp}/study.toml"],
+            f"cli-{command}-spool-{label}",
+            [command, "{tmp}/study.toml"],
             f"{batch}: {message}",
             setup=_spool(content),
         )
+        for command in ("status", "run")  # run: refused before the store is created
         for label, (content, message) in {
             "not-json": ('[{"model": "m"', "a damaged score batch (not JSON)"),
             "an-object": ('{"model": "m"}', "a damaged score batch (a JSON list"),

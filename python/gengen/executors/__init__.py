@@ -245,8 +245,9 @@ def execute_study(
     kind = given.name if given is not None else settings.kind
     task_threads = settings.threads or config.resources.cpus
     runs = config.select_runs(models)
-    for run in runs:  # a damaged or planted state file is refused before anything is written
+    for run in runs:  # a damaged or planted state or spool file is refused before anything is written
         read_state(config, run)
+        RunSpool(config.run_dir(run), study=config.name).records()
     store = Store(config.output, study=config.name)
     record = write_state if given is None or given.records_state else _no_state
     skipped: list[tuple[str, str]] = []
