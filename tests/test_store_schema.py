@@ -266,3 +266,25 @@ def test_run_level_columns_that_vary_within_a_run_are_read_row_by_row(tmp_path: 
     loaded = constant.load()
     assert loaded["seed"].tolist() == [4, 4, 4] and loaded["shots"].tolist() == [8, 8, 8]
     assert loaded["data_seed"].isna().all() and loaded["step"].tolist() == [0, 1, 2]
+
+
+def test_the_cli_exports_an_old_store_without_upgrading_it_and_ingest_upgrades_it(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gengen.cli import app
+
+    database = _old_store(tmp_path / "study")
+    before = database.read_bytes()
+    runner = CliRunner()
+    result = runner.invoke(app, ["export", str(tmp_path / "study"), str(tmp_path / "out.csv")])
+    assert result.exit_code == 0, result.output
+    assert database.read_bytes() == before
+    exported = pd.read_csv(tmp_path / "out.csv").sort_values(["run", "step"])
+    assert exported["data_seed"].tolist()[1:4] == [0, 0, 3]
+    table = tmp_path / "more.csv"
+    table.write_text("model,run,step,testset,metric,value\npythia-160m,seed=9,0,mnli,acc,0.7\n")
+    result = runner.invoke(app, ["ingest", str(table), "--store", str(tmp_path / "study"), "--study", "old", "-q"])
+    assert result.exit_code == 0, result.output
+    with sqlite3.connect(database) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+    assert len(load(tmp_path / "study")) == len(OLD_ROWS) + 1
