@@ -28,7 +28,8 @@ import pandas as pd
 from gengen import stats
 from gengen.analyse.data import Group
 from gengen.analyse.options import Settings
-from gengen.stats.meta import fisher_meta
+from gengen.errors import InvalidArgumentError
+from gengen.stats.meta import fisher_meta_rows
 
 POOLED_COLUMNS = (
     "testset_a",
@@ -142,6 +143,124 @@ def _cells(table: pd.DataFrame, by: tuple[str, ...]) -> Iterator[tuple[dict[str,
         )
 
 
+def _column(rows: pd.DataFrame, name: str, fill: Any) -> np.ndarray:
+    """Column ``name`` of ``rows`` as an array (``fill`` where the table has no such column)."""
+    if name in rows.columns:
+        return rows[name].to_numpy()
+    return np.full(len(rows), fill, dtype=object)
+
+
+def _cell_table(cell: dict[str, Any], cell_rows: pd.DataFrame, settings: Settings) -> pd.DataFrame:
+    """The pooled rows of one cell: every pair's testable runs in one (pairs, runs) array, one meta-analysis
+    pass over it (:func:`gengen.stats.meta.fisher_meta_rows`), the table built column-wise.
+
+    Equal to :func:`testable_runs`, :func:`run_variances` and :func:`gengen.stats.meta.fisher_meta` pair by
+    pair (``tests/test_pooled_vectorised.py`` checks it against that loop).
+    """
+    group_of = cell_rows.groupby(["testset_a", "testset_b"], sort=False).ngroup().to_numpy()
+    present = group_of >= 0
+    order = np.flatnonzero(present)[np.argsort(group_of[present], kind="stable")]
+    codes = group_of[order]
+    n_pairs = int(codes.max()) + 1 if len(codes) else 0
+    counts = np.bincount(codes, minlength=n_pairs)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
+    slot = np.arange(len(order)) - starts[codes]
+    width = int(counts.max()) if n_pairs else 0
+
+    def grid(values: np.ndarray, fill: float) -> np.ndarray:
+        out = np.full((n_pairs, width), fill)
+        out[codes, slot] = values[order]
+        return out
+
+    r = cell_rows["r_partial"].to_numpy(dtype=float)
+    n = cell_rows["n"].to_numpy(dtype=float)
+    k = cell_rows["k"].to_numpy(dtype=float)
+    se = cell_rows["se_z"].to_numpy(dtype=float) if "se_z" in cell_rows.columns else np.full(len(r), np.nan)
+    testable = (
+        cell_rows["testable"].fillna(False).astype(bool).to_numpy()
+        if "testable" in cell_rows.columns
+        else np.ones(len(r), dtype=bool)
+    )
+    has_se = np.zeros(n_pairs, dtype=bool)
+    np.logical_or.at(has_se, codes, np.isfinite(se[order]))
+    row_pair = np.full(len(r), -1)
+    row_pair[order] = codes
+    keep = testable & np.isfinite(r) & present
+    keep &= ~has_se[np.maximum(row_pair, 0)] | np.isfinite(se)
+    # The checks fisher_meta makes on the runs it is given (the kept ones), in pair order
+    kept_grid = grid(keep.astype(float), 0.0) > 0
+    for name, values in (("r", grid(r, np.nan)), ("n", grid(n, np.nan)), ("k", grid(k, np.nan))):
+        with np.errstate(invalid="ignore"):
+            wrong = kept_grid & ((np.abs(values) > 1 + 1e-9) if name == "r" else (values < 0))
+        if wrong.any():
+            value = float(values[wrong][0])
+            message = "correlations must lie in [-1, 1]" if name == "r" else "counts must be >= 0"
+            raise InvalidArgumentError(f"{name}: {message}, got {value:g}")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        independent = np.where(n - 3 - k > 0, 1.0 / (n - 3.0 - k), np.nan)
+    pair_has_se = has_se[np.maximum(row_pair, 0)]
+    variance = np.where(pair_has_se, se**2, independent)
+    has_df_column = "df_sieve" in cell_rows.columns
+    dof = cell_rows["df_sieve"].to_numpy(dtype=float) if has_df_column else np.full(len(r), np.inf)
+    dof = np.where(pair_has_se, dof, np.inf)
+    masked = np.where(keep, r, np.nan)
+    result = fisher_meta_rows(
+        grid(masked, np.nan),
+        grid(variance, np.nan),
+        grid(dof, np.inf),
+        has_se & has_df_column,
+        ci_level=settings.ci_level,
+    )
+    models, run_names = cell_rows["model"].to_numpy(), cell_rows["run"].to_numpy()
+    reasons = _column(cell_rows, "untestable_reason", "")
+    notes = _column(cell_rows, "diagnostics", "")
+    columns: dict[str, list[Any]] = {name: [] for name in ("testset_a", "testset_b", "runs", "n_total", "mean_r")}
+    columns.update({name: [] for name in ("runs_excluded", "diagnostics", "variance_method", "pooled")})
+    first = order[starts] if n_pairs else np.array([], dtype=int)
+    a_values, b_values = cell_rows["testset_a"].to_numpy(), cell_rows["testset_b"].to_numpy()
+    for pair in range(n_pairs):
+        members = order[starts[pair] : starts[pair] + counts[pair]]
+        kept = members[keep[members]]
+        excluded = [
+            f"{models[i]}/{run_names[i]} left out: {reasons[i] or 'no estimate or standard error'!s}"
+            for i in members[~keep[members]]
+        ]
+        columns["testset_a"].append(a_values[first[pair]])
+        columns["testset_b"].append(b_values[first[pair]])
+        columns["runs_excluded"].append(len(excluded))
+        pooled = len(kept) >= 2
+        columns["pooled"].append(pooled)
+        if not pooled:
+            columns["runs"].append("")
+            columns["n_total"].append(0)
+            columns["mean_r"].append(np.nan)
+            columns["variance_method"].append(np.nan)
+            columns["diagnostics"].append("; ".join([*excluded, "fewer than two testable runs: not pooled"]))
+            continue
+        columns["runs"].append(";".join(f"{models[i]}/{run_names[i]}" for i in kept))
+        columns["n_total"].append(int(n[kept].sum()))
+        columns["mean_r"].append(float(np.mean(r[kept])))
+        columns["variance_method"].append(SIEVE_VARIANCE if has_se[pair] else INDEPENDENT_VARIANCE)
+        flagged = [str(text) for text in notes[kept] if not pd.isna(text) and str(text)]
+        if flagged:
+            excluded.append(f"{len(flagged)} of {len(kept)} runs flagged (first: {flagged[0]})")
+        columns["diagnostics"].append("; ".join(excluded))
+    pooled_mask = np.asarray(columns.pop("pooled"), dtype=bool)
+    data: dict[str, Any] = {name: [value] * n_pairs for name, value in cell.items()}
+    data.update(columns)
+    data["metric"] = [settings.metric] * n_pairs
+    pooled_count = np.asarray([int(np.sum(keep[order[starts[p] : starts[p] + counts[p]]])) for p in range(n_pairs)])
+    for name, values in result.items():
+        if name == "n_runs":
+            data[name] = pooled_count if pooled_mask.all() else np.where(pooled_mask, values, pooled_count)
+        elif pooled_mask.all():
+            data[name] = values
+        else:
+            data[name] = np.where(pooled_mask, values.astype(float), np.nan)
+    data["significant_random"] = [False] * n_pairs
+    return pd.DataFrame(data).reindex(columns=[*cell, *POOLED_COLUMNS])
+
+
 def meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """Fisher-z meta-analysis of the per-run partial correlations, per ``by`` cell with at least two runs.
 
@@ -155,58 +274,12 @@ def meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     runs = runs[[column for column in dict.fromkeys([*settings.by, *POOLING_INPUTS]) if column in runs.columns]]
     # maxT is a per-run permutation adjustment; pooled p-values fall back to Holm
     adjust = settings.p_adjust_method
-    rows: list[dict[str, Any]] = []
     cell_tables = []
     for cell, cell_rows in _cells(runs, settings.by):
         run_keys = sorted(set(zip(cell_rows["model"], cell_rows["run"], strict=True)))
         if len(run_keys) < 2:
             continue
-        rows = []
-        for (a, b), all_rows in cell_rows.groupby(["testset_a", "testset_b"], sort=False):
-            pair_rows, excluded = testable_runs(all_rows)
-            if len(pair_rows) < 2:
-                rows.append(
-                    {
-                        **cell,
-                        "testset_a": a,
-                        "testset_b": b,
-                        "metric": settings.metric,
-                        "runs": "",
-                        "n_total": 0,
-                        "n_runs": len(pair_rows),
-                        "runs_excluded": len(excluded),
-                        "diagnostics": "; ".join([*excluded, "fewer than two testable runs: not pooled"]),
-                        "significant_random": False,
-                    }
-                )
-                continue
-            variance, variance_df, variance_method = run_variances(pair_rows)
-            result = fisher_meta(
-                pair_rows["r_partial"].to_numpy(),
-                pair_rows["n"].to_numpy(),
-                pair_rows["k"].to_numpy(),
-                ci_level=settings.ci_level,
-                variance=variance,
-                df=variance_df,
-            )
-            rows.append(
-                {
-                    **cell,
-                    "testset_a": a,
-                    "testset_b": b,
-                    "metric": settings.metric,
-                    "runs": ";".join(
-                        f"{model}/{run}" for model, run in zip(pair_rows["model"], pair_rows["run"], strict=True)
-                    ),
-                    "n_total": int(pair_rows["n"].sum()),
-                    "mean_r": float(pair_rows["r_partial"].mean()),
-                    **result.as_dict(),
-                    "runs_excluded": len(excluded),
-                    "diagnostics": "; ".join([*excluded, *_flagged_runs(pair_rows)]),
-                    "variance_method": variance_method,
-                }
-            )
-        table = pd.DataFrame(rows).reindex(columns=[*cell, *POOLED_COLUMNS])
+        table = _cell_table(cell, cell_rows, settings)
         # Under fit="auto" each run got its own control: the cell's, or all of them when its runs differ.
         table["fit"] = "+".join(sorted(set(cell_rows["fit"].astype(str)))) if "fit" in cell_rows else settings.fit
         table["p_fixed_adjusted"] = stats.p_adjust(table["p_fixed"].to_numpy(dtype=float), method=adjust)

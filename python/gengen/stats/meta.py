@@ -171,3 +171,100 @@ def fisher_meta(
         q, tau2, p_q, i2 = nan, 0.0, nan, nan
     random = pooled(1.0 / (v + tau2), float("nan"))
     return MetaResult(n_runs, *fixed, *random, tau2, q, q_df, p_q, i2, df_fixed)
+
+
+def fisher_meta_rows(
+    r: np.ndarray,
+    variance: np.ndarray,
+    df: np.ndarray,
+    has_df: np.ndarray,
+    *,
+    ci_level: float = 0.95,
+) -> dict[str, np.ndarray]:
+    """:func:`fisher_meta` for many pooled correlations at once: one per row of a (pairs, runs) array.
+
+    Parameters
+    ----------
+    r : ndarray, shape (P, R)
+        Each row's per-run correlations; NaN pads rows with fewer runs (and is left out, as in
+        :func:`fisher_meta`).
+    variance : ndarray, shape (P, R)
+        Each run's variance of :math:`\\operatorname{artanh} r` (``1/(n - 3 - k)`` where no estimate exists);
+        entries not finite and positive are left out.
+    df : ndarray, shape (P, R)
+        Degrees of freedom of each variance (``inf`` for a known variance).
+    has_df : ndarray of bool, shape (P,)
+        Rows whose variances come with degrees of freedom (``df`` given to :func:`fisher_meta`): only these
+        get Satterthwaite's ``df_fixed``.
+    ci_level : float
+        Confidence level of the intervals.
+
+    Returns
+    -------
+    dict of str to ndarray
+        The fields of :class:`MetaResult`, each an array of length P, equal to :func:`fisher_meta` row by row.
+
+    Examples
+    --------
+    >>> rows = fisher_meta_rows(np.array([[0.5, 0.3]]), np.array([[1 / 16, 1 / 26]]), np.full((1, 2), np.inf),
+    ...                         np.array([False]))
+    >>> round(float(rows["r_fixed"][0]), 4), int(rows["q_df"][0])
+    (0.3807, 1)
+    """
+    r = np.asarray(r, dtype=float)
+    variance = np.asarray(variance, dtype=float)
+    df = np.asarray(df, dtype=float)
+    keep = np.isfinite(r) & (np.abs(r) < 1) & np.isfinite(variance) & (variance > 0)
+    n_runs = keep.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # Left-out runs weigh 0 (adding 0.0 to a sum is exact)
+        z = np.where(keep, np.arctanh(np.where(keep, r, 0.0)), 0.0)
+        w = np.where(keep, 1.0 / np.where(keep, variance, 1.0), 0.0)
+        usable_df = keep & np.isfinite(df) & (df > 0)
+        spread = np.sum(np.where(usable_df, w**2 / np.where(usable_df, df, 1.0), 0.0), axis=1)
+        sum_w = np.sum(w, axis=1)
+        df_fixed = np.where(np.asarray(has_df, dtype=bool) & (spread > 0), sum_w**2 / spread, np.nan)
+        z_fixed = np.sum(w * z, axis=1) / sum_w
+        q_df = np.maximum(n_runs - 1, 0)
+        q = np.sum(w * (z - z_fixed[:, None]) ** 2, axis=1)
+        c = sum_w - np.sum(w**2, axis=1) / sum_w
+        tau2 = np.where(c > 0, np.maximum(0.0, (q - q_df) / c), 0.0)
+        i2 = np.where(q > 0, np.maximum(0.0, (q - q_df) / q), 0.0)
+        w_random = np.where(keep, 1.0 / (np.where(keep, variance, 1.0) + tau2[:, None]), 0.0)
+    upper = 1.0 - (1.0 - ci_level) / 2.0
+    normal_quantile = float(_core.normal_quantile(upper))
+    fields: dict[str, np.ndarray] = {}
+    for suffix, weights, dofs in (("fixed", w, df_fixed), ("random", w_random, np.full(len(r), np.nan))):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            total = np.sum(weights, axis=1)
+            estimate = np.sum(weights * z, axis=1) / total
+            se = 1.0 / np.sqrt(total)
+        p = np.full(len(r), np.nan)
+        quantile = np.full(len(r), np.nan)
+        for i in np.flatnonzero(n_runs > 0):
+            if np.isfinite(dofs[i]):
+                p[i] = _core.t_two_sided(float(estimate[i] / se[i]), float(dofs[i]))
+                quantile[i] = _core.t_quantile(upper, float(dofs[i]))
+            else:
+                p[i] = _core.normal_two_sided(float(estimate[i] / se[i]))
+                quantile[i] = normal_quantile
+        empty = n_runs == 0
+        fields[f"r_{suffix}"] = np.where(empty, np.nan, np.tanh(estimate))
+        fields[f"se_{suffix}"] = np.where(empty, np.nan, se)
+        fields[f"ci_low_{suffix}"] = np.where(empty, np.nan, np.tanh(estimate - quantile * se))
+        fields[f"ci_high_{suffix}"] = np.where(empty, np.nan, np.tanh(estimate + quantile * se))
+        fields[f"p_{suffix}"] = p
+    several = n_runs > 1
+    p_q = np.full(len(r), np.nan)
+    for i in np.flatnonzero(several):
+        p_q[i] = _core.chi_squared_sf(float(q[i]), float(q_df[i]))
+    return {
+        "n_runs": n_runs.astype(np.int64),
+        **{name: fields[name] for name in MetaResult.__dataclass_fields__ if name in fields},
+        "tau2": np.where(several, tau2, np.where(n_runs == 1, 0.0, np.nan)),
+        "q": np.where(several, q, np.nan),
+        "q_df": q_df.astype(np.int64),
+        "p_q": p_q,
+        "i2": np.where(several, i2, np.nan),
+        "df_fixed": np.where(n_runs > 0, df_fixed, np.nan),
+    }
