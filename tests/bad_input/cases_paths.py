@@ -207,6 +207,19 @@ def _report_cases() -> list[Case]:
             setup=_both(_analysis, _site_figures_link),
             after=_nothing_elsewhere,
         ),
+        Case(
+            "report-out-is-a-read-only-file",
+            ["report", "{tmp}/analysis", "--out", "{tmp}/ro.html"],
+            "{tmp}/ro.html: a read-only file",
+            setup=_both(_analysis, _file("ro.html"), lambda f: _read_only(f / "ro.html")),
+            after=_unchanged("ro.html"),
+        ),
+        Case(
+            "report-out-is-a-fifo",
+            ["report", "{tmp}/analysis", "--out", "{tmp}/pipe.html"],
+            "{tmp}/pipe.html: not a regular file",
+            setup=_both(_analysis, _fifo("pipe.html")),
+        ),
     ]
 
 
