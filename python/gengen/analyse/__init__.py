@@ -7,8 +7,9 @@ store to the report in one call.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gengen.stats._lazy import lazy_names
 
 if TYPE_CHECKING:
     from gengen.analyse.core import PAIR_COLUMNS, analyse, analyse_group
@@ -46,16 +47,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import the module defining a public name on first access, and cache the name here."""
-    try:
-        module = _MODULE_OF[name]
-    except KeyError:
-        raise AttributeError(f"module 'gengen.analyse' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _MODULE_OF, globals(), __all__)

@@ -39,8 +39,9 @@ first use (PEP 562), so that :mod:`gengen.stats.options` stays as light as the c
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gengen.stats._lazy import lazy_names
 
 if TYPE_CHECKING:
     from gengen.stats.adjust import (
@@ -276,16 +277,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import the module defining a public name on first access, and cache the name here."""
-    try:
-        module = _MODULE_OF[name]
-    except KeyError:
-        raise AttributeError(f"module 'gengen.stats' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(f"gengen.stats.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(
+    __name__, {name: f"{__name__}.{module}" for name, module in _MODULE_OF.items()}, globals(), __all__
+)
