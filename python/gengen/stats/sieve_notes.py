@@ -26,11 +26,17 @@ class _SieveColumns(Protocol):
     """What the column notes read of a :class:`gengen.stats.sieve.SievePartialCorrMatrix` (a protocol, so that
     this module and the sieve's do not import each other)."""
 
-    n: int
-    max_order: int
-    ar_order: NDArray[np.int64]
-    ljung_box_p: NDArray[np.float64]
-    variance_ratio: NDArray[np.float64]
+    # Read-only (properties): the sieve's result is a frozen dataclass.
+    @property
+    def n(self) -> int: ...
+    @property
+    def max_order(self) -> int: ...
+    @property
+    def ar_order(self) -> NDArray[np.int64]: ...
+    @property
+    def ljung_box_p(self) -> NDArray[np.float64]: ...
+    @property
+    def variance_ratio(self) -> NDArray[np.float64]: ...
 
 
 __all__ = [
