@@ -52,6 +52,13 @@ def _not_utf8_cases() -> list[Case]:
             files={f"in{BAD}.csv": table},
             after=_absent("study"),
         ),
+        Case(  # found by walking a folder, so the command line itself is UTF-8
+            "audit-not-utf8-ingest-file-in-a-folder",
+            ["ingest", "{tmp}/scores", "--store", "{tmp}/study", "-q"],
+            "{tmp}/scores/in\\xff.csv: the file name is not valid UTF-8",
+            files={f"scores/in{BAD}.csv": table},
+            after=_absent("study"),
+        ),
         Case(
             "audit-not-utf8-ingest-store",
             ["ingest", "{tmp}/in.csv", "--store", f"{{tmp}}/st{BAD}", "-q"],

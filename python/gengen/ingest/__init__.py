@@ -181,7 +181,18 @@ def find_files(paths: Sequence[str | os.PathLike[str]], format: str | None = Non
             found.append((path, True))
         else:
             raise InputError(f"{path}: no such file or directory")
+    for path, _ in found:
+        _check_utf8_name(path)
     return found
+
+
+def _check_utf8_name(path: Path) -> None:
+    """Refuse a file whose name is not UTF-8 text: the store records every source by its name, as text."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        escaped = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise InputError(f"{escaped}: the file name is not valid UTF-8; rename it to ingest it") from None
 
 
 def detect_format(path: str | os.PathLike[str], options: IngestOptions | None = None) -> str | None:
@@ -591,6 +602,8 @@ def ingest(
         metric=metric,
         size=size,
     )
+    if not isinstance(store, Store):  # a path or name that cannot be read is refused before a store is created
+        find_files([paths] if isinstance(paths, (str, os.PathLike)) else list(paths), format)
     target = store if isinstance(store, Store) else Store(store)
     report = IngestReport(store=target.path)
     frame, sources, manifests, owners = _read(paths, format, options, target.study, progress, report)
