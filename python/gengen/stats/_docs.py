@@ -24,6 +24,11 @@ scores : array_like of shape (n, m)
     One column per test set, one row per checkpoint, in training order.
 covar : array_like of shape (n,) or (n, k), optional
     The control (e.g. the in-domain score), in the same order.""",
+    "one_control": """\
+scores : array_like of shape (n, m)
+    One column per test set, one row per checkpoint.
+covar : array_like of shape (n,) or (n, q)
+    The control.""",
     "runs": """\
 scores : sequence of array_like (n_i, m_i), or an array of shape (runs, n, m)
     One score matrix per run, checkpoints in training order; runs may differ in length.

@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
 from gengen.errors import GengenError, InvalidArgumentError
+from gengen.stats._docs import shared_doc
 from gengen.stats.gam import gam_fit
 from gengen.stats.options import DEFAULT_GAM_K, DEFAULT_GAM_MAX_EDF, GamMaxEdf
 from gengen.stats.sieve_ar import _fisher_z
@@ -189,6 +190,7 @@ def _one_control(scores: ArrayLike, covar: ArrayLike) -> tuple[NDArray[np.float6
     return data, (control if control.shape[1] == 1 and data.shape[0] >= 8 else None)
 
 
+@shared_doc
 def curvature_shift(scores: ArrayLike, covar: ArrayLike) -> NDArray[np.float64]:
     r"""How much each pair's partial correlation moves when the control may curve.
 
@@ -199,10 +201,7 @@ def curvature_shift(scores: ArrayLike, covar: ArrayLike) -> NDArray[np.float64]:
 
     Parameters
     ----------
-    scores : array_like of shape (n, m)
-        One column per test set, one row per checkpoint.
-    covar : array_like of shape (n,) or (n, q)
-        The control.
+    %(one_control)s
 
     Returns
     -------
@@ -229,6 +228,7 @@ def curvature_shift(scores: ArrayLike, covar: ArrayLike) -> NDArray[np.float64]:
     return np.nan_to_num(shift, nan=0.0)
 
 
+@shared_doc
 def gam_control_z(
     scores: ArrayLike, covar: ArrayLike, k: int = DEFAULT_GAM_K, max_edf: GamMaxEdf = DEFAULT_GAM_MAX_EDF
 ) -> NDArray[np.float64]:
@@ -240,10 +240,7 @@ def gam_control_z(
 
     Parameters
     ----------
-    scores : array_like of shape (n, m)
-        One column per test set, one row per checkpoint.
-    covar : array_like of shape (n,) or (n, q)
-        The control.
+    %(one_control)s
     k : int
         GAM basis dimension.
     max_edf : float, "auto" or None
