@@ -173,11 +173,13 @@ class Comparison:
 
 def _square(rows: pd.DataFrame) -> pd.DataFrame:
     """Symmetric matrix of ``r`` from long rows (testset_a, testset_b, r), diagonal 1."""
-    names = sorted({*rows["testset_a"], *rows["testset_b"]})
-    position = {name: i for i, name in enumerate(names)}
+    # object arrays: iterating (or mapping) an Arrow-backed string column element by element is slow
+    first, second = rows["testset_a"].to_numpy(dtype=object), rows["testset_b"].to_numpy(dtype=object)
+    names = sorted({*first, *second})
+    position = pd.Index(names)
     values = np.full((len(names), len(names)), np.nan)
-    i = rows["testset_a"].map(position).to_numpy(dtype=int)
-    j = rows["testset_b"].map(position).to_numpy(dtype=int)
+    i = position.get_indexer(first)
+    j = position.get_indexer(second)
     values[i, j] = rows["r"].to_numpy(dtype=float)
     values[j, i] = values[i, j]
     np.fill_diagonal(values, 1.0)
@@ -289,7 +291,7 @@ def chance_levels(a: np.ndarray, b: np.ndarray, n_perm: int, seed: int) -> dict[
     rows, cols = np.triu_indices(a.shape[0], 1)
     x, y = a[rows, cols], b[rows, cols]
     orders = np.asarray(permutation_indices(a.shape[0], n_perm, scheme="free", seed=seed))
-    permuted = np.stack([b[np.ix_(order, order)][rows, cols] for order in orders])
+    permuted = b[orders[:, rows], orders[:, cols]]  # row o: b[np.ix_(order, order)][rows, cols]
     agree = np.mean(permuted * x > 0, axis=1)
     observed = float(np.mean(x * y > 0))
     xc = (x - x.mean()) / (np.linalg.norm(x - x.mean()) or 1.0)

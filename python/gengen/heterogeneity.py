@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from gengen.errors import InputError
-from gengen.tails import f_sf, two_sided_p
+from gengen.tails import f_sf, f_sf_array, two_sided_p
 
 __all__ = [
     "ACROSS",
@@ -476,7 +476,7 @@ def q_arrays(z: np.ndarray, variance: np.ndarray, df: np.ndarray | None = None) 
         q = np.where(n > 1, (w * (zz - np.where(np.isfinite(common), common, 0.0)[:, None]) ** 2).sum(axis=1), np.nan)
         q_df = np.maximum(n - 1, 0)
         nu = satterthwaite(w, np.full(w.shape, np.inf) if df is None else np.where(usable, df, np.inf))
-        p = np.array([f_sf(x / d, d, v) if d > 0 else np.nan for x, d, v in zip(q, q_df, nu, strict=True)], dtype=float)
+        p = np.where(q_df > 0, f_sf_array(q / np.where(q_df > 0, q_df, 1), q_df, nu), np.nan)
         i2 = np.where(q > 0, np.maximum(0.0, (q - q_df) / np.where(q > 0, q, 1.0)), np.where(n > 1, 0.0, np.nan))
     return {
         "n_groups": n,
@@ -587,8 +587,9 @@ def pairwise_differences(
             continue
         table = pd.concat(blocks, ignore_index=True).assign(across=comparison, cell=label)
         adjusted = np.empty(len(table))
+        p_difference = table["p_difference"].to_numpy(dtype=float)
         for index in table.groupby("_pair", sort=False).indices.values():
-            adjusted[index] = p_adjust(table["p_difference"].to_numpy()[index], "holm")
+            adjusted[index] = p_adjust(p_difference[index], "holm")
         table["p_difference_adjusted"] = adjusted
         table["significant_difference"] = adjusted < alpha
         records.append(table.drop(columns="_pair"))
