@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gengen.errors import InputError
+from gengen.errors import InputError, InvalidArgumentError
 from gengen.tails import f_sf, f_sf_array, two_sided_p
 
 __all__ = [
@@ -260,9 +260,6 @@ def group_estimates(pairs: pd.DataFrame) -> pd.DataFrame:
     0    a       1  0.3095    0.0225
     1    b       1 -0.2027    0.0400
     """
-    from gengen.analyse.pooled import run_variances
-    from gengen.stats.meta import fisher_meta
-
     rows = _run_rows(pairs)
     keys = ["family", "model", "size", "shots"]
     shots_per_model = rows.groupby("model", dropna=False)["shots"].nunique(dropna=False)
@@ -271,58 +268,104 @@ def group_estimates(pairs: pd.DataFrame) -> pd.DataFrame:
     can_count = "n" in rows.columns and "k" in rows.columns
     if not has_se and not can_count:
         raise InputError("pairs: neither se_z nor n and k; cannot give each estimate a variance")
-    out: list[dict[str, Any]] = []
+    columns = ["unit", *keys, "testset_a", "testset_b", "n_runs", "r", "z", "variance", "df", "variance_method"]
+    out: dict[str, list[Any]] = {name: [] for name in columns}
     for key, cell in rows.groupby(keys, sort=False, dropna=False):
         family, model, size, shots = key
         unit = str(model) if model not in several_shots else f"{model} shots={_text(shots)}"
-        n_runs = cell["run"].nunique()
         identity = {"unit": unit, "family": family, "model": model, "size": size, "shots": shots}
-        if n_runs == 1:
-            r = cell["r_partial"].to_numpy(dtype=float)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                if has_se:
-                    variance = cell["se_z"].to_numpy(dtype=float) ** 2
-                    method = SIEVE
-                    # the sieve's variance is estimated, on df_sieve degrees of freedom
-                    df = (
-                        cell["df_sieve"].to_numpy(dtype=float)
-                        if "df_sieve" in cell.columns
-                        else np.full(len(cell), np.inf)
-                    )
-                else:
-                    dof = cell["n"].to_numpy(dtype=float) - 3.0 - cell["k"].to_numpy(dtype=float)
-                    variance = np.where(dof > 0, 1.0 / dof, np.nan)
-                    method = INDEPENDENT
-                    df = np.full(len(cell), np.inf)
-                z = np.arctanh(np.where(np.abs(r) < 1, r, np.nan))
-            for a, b, r_i, z_i, v_i, df_i in zip(cell["testset_a"], cell["testset_b"], r, z, variance, df, strict=True):
-                out.append(
-                    {**identity, "testset_a": a, "testset_b": b, "n_runs": 1, "r": r_i, "z": z_i, "variance": v_i}
-                    | {"df": df_i, "variance_method": method}
-                )
-            continue
-        for (a, b), pair_rows in cell.groupby(["testset_a", "testset_b"], sort=False):
-            variance_runs, variance_df, _ = run_variances(pair_rows)
-            n = pair_rows["n"].to_numpy() if "n" in pair_rows.columns else np.full(len(pair_rows), np.nan)
-            k = pair_rows["k"].to_numpy() if "k" in pair_rows.columns else np.zeros(len(pair_rows))
-            meta = fisher_meta(pair_rows["r_partial"].to_numpy(), n, k, variance=variance_runs, df=variance_df)
-            r_random = meta.r_random
-            z_random = float(np.arctanh(r_random)) if np.isfinite(r_random) and abs(r_random) < 1 else float("nan")
-            out.append(
-                {
-                    **identity,
-                    "testset_a": a,
-                    "testset_b": b,
-                    "n_runs": meta.n_runs,
-                    "r": r_random,
-                    "z": z_random,
-                    "variance": meta.se_random**2,
-                    "df": meta.df_fixed if np.isfinite(meta.df_fixed) else np.inf,
-                    "variance_method": POOLED if variance_runs is not None else INDEPENDENT,
-                }
-            )
-    columns = ["unit", *keys, "testset_a", "testset_b", "n_runs", "r", "z", "variance", "df", "variance_method"]
+        if cell["run"].nunique() == 1:
+            estimates = _single_run_estimates(cell, has_se)
+        else:
+            estimates = _pooled_run_estimates(cell)
+        count = len(estimates["testset_a"])
+        for name, value in identity.items():
+            out[name].extend([value] * count)
+        for name, values in estimates.items():
+            out[name].extend(values)
     return pd.DataFrame(out, columns=columns)
+
+
+def _single_run_estimates(cell: pd.DataFrame, has_se: bool) -> dict[str, list[Any]]:
+    """:func:`group_estimates`' columns for a group of one run: its own z and variance per pair."""
+    r = cell["r_partial"].to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if has_se:
+            variance = cell["se_z"].to_numpy(dtype=float) ** 2
+            method = SIEVE
+            # the sieve's variance is estimated, on df_sieve degrees of freedom
+            df = cell["df_sieve"].to_numpy(dtype=float) if "df_sieve" in cell.columns else np.full(len(cell), np.inf)
+        else:
+            dof = cell["n"].to_numpy(dtype=float) - 3.0 - cell["k"].to_numpy(dtype=float)
+            variance = np.where(dof > 0, 1.0 / dof, np.nan)
+            method = INDEPENDENT
+            df = np.full(len(cell), np.inf)
+        z = np.arctanh(np.where(np.abs(r) < 1, r, np.nan))
+    return {
+        "testset_a": cell["testset_a"].tolist(),
+        "testset_b": cell["testset_b"].tolist(),
+        "n_runs": [1] * len(cell),
+        "r": list(r),
+        "z": list(z),
+        "variance": list(variance),
+        "df": list(df),
+        "variance_method": [method] * len(cell),
+    }
+
+
+def _pooled_run_estimates(cell: pd.DataFrame) -> dict[str, list[Any]]:
+    """:func:`group_estimates`' columns for a group of several runs: the random-effects pooling of each pair's
+    runs (:func:`gengen.stats.meta.fisher_meta_rows` over a pairs × runs array, the numbers of
+    :func:`gengen.stats.meta.fisher_meta` with :func:`gengen.analyse.pooled.run_variances` per pair)."""
+    from gengen.stats.meta import fisher_meta_rows
+
+    pair = cell.groupby(["testset_a", "testset_b"], sort=False).ngroup().to_numpy()
+    present = np.flatnonzero(pair >= 0)
+    order = present[np.argsort(pair[present], kind="stable")]
+    codes = pair[order]
+    n_pairs = int(codes.max()) + 1 if len(codes) else 0
+    counts = np.bincount(codes, minlength=n_pairs)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
+    slot = np.arange(len(order)) - starts[codes]
+
+    def grid(values: np.ndarray, fill: float) -> np.ndarray:
+        out = np.full((n_pairs, int(counts.max()) if n_pairs else 0), fill)
+        out[codes, slot] = values[order]
+        return out
+
+    r = cell["r_partial"].to_numpy(dtype=float)
+    n = cell["n"].to_numpy(dtype=float) if "n" in cell.columns else np.full(len(cell), np.nan)
+    k = cell["k"].to_numpy(dtype=float) if "k" in cell.columns else np.zeros(len(cell))
+    with np.errstate(invalid="ignore"):
+        if np.any(np.abs(r) > 1 + 1e-9) or np.any(n < 0) or np.any(k < 0):
+            raise InvalidArgumentError("r, n, k: correlations must lie in [-1, 1] and counts be >= 0")
+    se = cell["se_z"].to_numpy(dtype=float) if "se_z" in cell.columns else np.full(len(cell), np.nan)
+    pair_has_se = np.zeros(n_pairs, dtype=bool)
+    np.logical_or.at(pair_has_se, codes, np.isfinite(se[order]))
+    row_has_se = np.zeros(len(cell), dtype=bool)
+    row_has_se[order] = pair_has_se[codes]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        independent = np.where(n - 3 - k > 0, 1.0 / (n - 3.0 - k), np.nan)
+    variance = np.where(row_has_se, se**2, independent)
+    has_df = "df_sieve" in cell.columns
+    dof = cell["df_sieve"].to_numpy(dtype=float) if has_df else np.full(len(cell), np.inf)
+    meta = fisher_meta_rows(
+        grid(r, np.nan), grid(variance, np.nan), grid(np.where(row_has_se, dof, np.inf), np.inf), pair_has_se & has_df
+    )
+    r_random = meta["r_random"]
+    with np.errstate(invalid="ignore"):
+        z = np.where(np.isfinite(r_random) & (np.abs(r_random) < 1), np.arctanh(r_random), np.nan)
+    first = order[starts]
+    return {
+        "testset_a": cell["testset_a"].to_numpy(dtype=object)[first].tolist(),
+        "testset_b": cell["testset_b"].to_numpy(dtype=object)[first].tolist(),
+        "n_runs": meta["n_runs"].tolist(),
+        "r": r_random.tolist(),
+        "z": z.tolist(),
+        "variance": (meta["se_random"] ** 2).tolist(),
+        "df": np.where(np.isfinite(meta["df_fixed"]), meta["df_fixed"], np.inf).tolist(),
+        "variance_method": [POOLED if has else INDEPENDENT for has in pair_has_se],
+    }
 
 
 def comparison_cells(estimates: pd.DataFrame, across: str) -> list[tuple[str, pd.DataFrame]]:
