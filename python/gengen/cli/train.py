@@ -108,7 +108,7 @@ def _data_line(spec: DataSpec, cap: int | None = None) -> str:
 def _training_line(study: StudyConfig, model: ModelSpec) -> str:
     """One model's training settings, with its family's changes applied."""
     training = study.training_for(model)
-    line = training.method
+    line: str = training.method
     if training.method == "lora":
         lora = training.lora
         targets = ",".join(study.lora_targets(model))
