@@ -30,7 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
 from gengen.errors import GengenError, InvalidArgumentError
-from gengen.stats.controls import FitArgument, as_control
+from gengen.stats.controls import FitArgument, Linear, as_control
 from gengen.stats.correlation import partial_corr_matrix, partial_corr_matrix_batch
 from gengen.stats.options import DEFAULT_FIT, DEFAULT_METHOD, Method
 
@@ -95,7 +95,10 @@ def leave_one_out_partial_corr(
     With :math:`S_{-t}` the checkpoints without :math:`t`,
     :math:`r_{ab}^{(-t)} = \operatorname{corr}\bigl((I - H^{(-t)}) y_a^{(-t)}, (I - H^{(-t)}) y_b^{(-t)}\bigr)`,
     where :math:`H^{(-t)}` is the control's hat matrix fitted on :math:`S_{-t}` (Belsley, Kuh & Welsch, 1980).
-    The n refits run in parallel in the core (:func:`~gengen.stats.partial_corr_matrix_batch`).
+    The n refits run in parallel in the core (:func:`~gengen.stats.partial_corr_matrix_batch`); for Pearson
+    under the linear control they are one closed-form pass instead, the residual cross-products downdated by
+    each checkpoint's residual and leverage, :math:`S^{(-t)} = S - e_t e_t^\top / (1 - h_t)` (the same numbers to
+    rounding; a deletion that leaves less than 1e-4 of a test set's residual is refitted).
 
     Examples
     --------
@@ -120,12 +123,59 @@ def leave_one_out_partial_corr(
         raise InvalidArgumentError(f"scores: need at least 5 checkpoints to delete one, got {n}")
     options: dict[str, Any] = {"method": method, "fit": as_control(fit, gam_options)}
     keep = [np.flatnonzero(np.arange(n) != t) for t in range(n)]
+    if method == "pearson" and isinstance(options["fit"], Linear):
+        closed = _linear_deletions(data, control)
+        if closed is not None:
+            r, exact = closed
+            for t in np.flatnonzero(~exact):  # deletions too close to a degenerate fit: refitted
+                r[t] = _matrix_or_nan(data[keep[t]], control[keep[t]], options)
+            return r
     try:
         batch = partial_corr_matrix_batch([data[rows] for rows in keep], [control[rows] for rows in keep], **options)
         return np.stack([np.asarray(result.r, dtype=float) for result in batch])
     except GengenError:
         # One deletion that leaves a test set without residual sinks the batch: each deletion on its own.
         return np.stack([_matrix_or_nan(data[rows], control[rows], options) for rows in keep])
+
+
+#: A deletion whose residual sum of squares keeps less than this share of the full one (or whose leverage is
+#: within this of 1) is refitted rather than downdated: the downdate's cancellation would cost digits there.
+_DOWNDATE_FLOOR = 1e-4
+
+
+def _linear_deletions(
+    data: NDArray[np.float64], control: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.bool_]] | None:
+    r"""All n deleted Pearson partial correlations under the linear control in one pass, and which deletions
+    the downdate is accurate for (None when the full fit is itself degenerate: the refits decide then).
+
+    With :math:`E` the residuals of the least-squares fit on :math:`X = [1, 	ext{covar}]`, :math:`h_t` its
+    leverages and :math:`S = E^	op E`, deleting checkpoint t leaves the residual cross-products
+    :math:`S^{(-t)} = S - e_t e_t^	op / (1 - h_t)` (the rank-one downdate of the residual-maker matrix; Belsley,
+    Kuh & Welsch, 1980, ch. 2), so :math:`r^{(-t)}_{ab} = S^{(-t)}_{ab} / (S^{(-t)}_{aa} S^{(-t)}_{bb})^{1/2}`.
+    """
+    n = data.shape[0]
+    design = np.column_stack([np.ones(n), control])
+    q, upper = np.linalg.qr(design)
+    if not np.all(np.abs(np.diag(upper)) > 1e-10 * np.abs(upper).max()):
+        return None  # collinear control: the refit decides
+    centred = data - data.mean(axis=0)
+    residuals = centred - q @ (q.T @ centred)
+    leverage = np.sum(q * q, axis=1)
+    full = np.sum(residuals * residuals, axis=0)
+    if not np.all(full > (1e-6 * np.linalg.norm(centred, axis=0)) ** 2):
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = 1.0 / (1.0 - leverage)
+        cross = residuals.T @ residuals
+        deleted = cross[None, :, :] - np.einsum("ta,tb,t->tab", residuals, residuals, scale)
+        diagonal = np.einsum("taa->ta", deleted)
+        exact = (leverage < 1.0 - _DOWNDATE_FLOOR) & np.all(diagonal > _DOWNDATE_FLOOR * full, axis=1)
+        length = np.sqrt(np.where(diagonal > 0, diagonal, np.nan))
+        r = deleted / length[:, :, None] / length[:, None, :]
+    m = data.shape[1]
+    r[:, np.arange(m), np.arange(m)] = 1.0
+    return r, exact
 
 
 #: A deletion *carries* an estimate when it removes more than this share of it (on Fisher's z scale): the
