@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from gengen.errors import InputError
+from gengen.errors import GengenError, InputError
 
 __all__ = ["inside", "read_csv", "read_json", "read_parquet"]
 
@@ -67,6 +68,43 @@ def inside(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
         return given
     how = "through a symbolic link" if ".." not in given.parts else "through '..'"
     raise InputError(f"{given}: leads outside {root} (to {target}, {how}); gengen writes only inside the folder")
+
+
+def check_replaceable(path: str | os.PathLike[str], writer: str, example: str = "") -> os.stat_result | None:
+    """Refuse a path that a command would replace when replacing it destroys what the user did not mean to:
+    a folder, a device, FIFO or socket, a read-only file. Returns the file's status (None: nothing there).
+
+    Parameters
+    ----------
+    path : path
+        The file the command writes (as the user gave it: the message names it so).
+    writer : str
+        The command, for the message (``"export"``, ``"the report"``).
+    example : str
+        A file name to suggest when ``path`` is a folder.
+
+    Returns
+    -------
+    os.stat_result or None
+        The status of the file the path resolves to, or None when there is none.
+
+    Raises
+    ------
+    GengenError
+        The path is a folder, not a regular file, or read-only.
+    """
+    real = os.path.realpath(path)
+    try:
+        status = os.stat(real)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISDIR(status.st_mode):
+        raise GengenError(f"{path}: is a directory, expected a file name{f' (e.g. {example})' if example else ''}")
+    if not stat.S_ISREG(status.st_mode):
+        raise GengenError(f"{path}: not a regular file (a device, FIFO or socket); {writer} does not replace it")
+    if not status.st_mode & 0o222 or not os.access(real, os.W_OK):
+        raise GengenError(f"{path}: a read-only file; {writer} does not replace it (remove it or give another path)")
+    return status
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:

@@ -10,13 +10,13 @@ test set and metric named ``<testset>/<metric>``, which the wide importer's defa
 from __future__ import annotations
 
 import os
-import stat
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
+from gengen._files import check_replaceable
 from gengen.errors import GengenError
 from gengen.formats import EXPORT_FORMATS, ExportFormat
 from gengen.store import COLUMNS, DB_NAME, Store, load
@@ -175,16 +175,8 @@ def _check_target(out: Path, source: Store | str | os.PathLike[str] | None) -> N
     real = Path(os.path.realpath(out))
     if source is not None and real in _store_files(source):
         raise GengenError(f"{out}: is the store being exported ({real}); export to another file")
-    try:
-        status = real.stat()
-    except FileNotFoundError:
+    if check_replaceable(out, "export", str(out / "scores.csv")) is None:
         return
-    if stat.S_ISDIR(status.st_mode):
-        raise GengenError(f"{out}: is a directory, expected a file name (e.g. {out / 'scores.csv'})")
-    if not stat.S_ISREG(status.st_mode):
-        raise GengenError(f"{out}: not a regular file (a device, FIFO or socket); export does not replace it")
-    if not status.st_mode & 0o222 or not os.access(real, os.W_OK):
-        raise GengenError(f"{out}: a read-only file; export does not replace it (remove it or give another path)")
     try:
         with open(real, "rb") as handle:
             header = handle.read(len(_SQLITE_HEADER))

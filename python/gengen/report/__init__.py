@@ -26,7 +26,6 @@ is rendered from them.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 import tempfile
 from datetime import datetime, timezone
@@ -37,7 +36,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 import pandas as pd
 from jinja2 import Environment
 
-from gengen.errors import GengenError
 from gengen.report import figures as fig
 from gengen.report.assets import CSS, JS
 from gengen.report.cache import FigureCache, digest
@@ -162,21 +160,6 @@ def figure_groups(keys: list[tuple[str, str]], limit: int) -> list[tuple[str, st
         rank[key[0]] = turns[-1] + 1
     chosen = sorted(range(len(keys)), key=lambda index: (turns[index], index))[:limit]
     return [keys[index] for index in sorted(chosen)]
-
-
-def _check_replaceable(path: Path) -> None:
-    """Refuse a page path whose replacement would destroy what the user protected or did not mean: a read-only
-    file (as ``export`` refuses it), a folder, a device, FIFO or socket."""
-    try:
-        status = path.stat()
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(status.st_mode):
-        raise GengenError(f"{path}: is a folder, expected the report's file name")
-    if not stat.S_ISREG(status.st_mode):
-        raise GengenError(f"{path}: not a regular file (a device, FIFO or socket); the report does not replace it")
-    if not status.st_mode & 0o222 or not os.access(path, os.W_OK):
-        raise GengenError(f"{path}: a read-only file; the report does not replace it (remove it or give another --out)")
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -450,13 +433,13 @@ def report(
         A pairs or scores table the report cannot draw (:func:`gengen.report.inputs.check_analysis`), or an
         output folder whose figures folder leads out of it.
     """
-    from gengen._files import inside
+    from gengen._files import check_replaceable, inside
     from gengen.compare import compare
     from gengen.verdict import build_verdict
 
     path, figure_dir = output_paths(out_dir, filename)
     inside(path.parent, figure_dir)  # a figures/ linking elsewhere is not written through
-    _check_replaceable(path)
+    check_replaceable(path, "the report")
     check_analysis(analysis)
     comparison = comparison if comparison is not None else compare(analysis)
     verdict = verdict if verdict is not None else build_verdict(analysis, comparison)
