@@ -498,6 +498,8 @@ mod tests {
 
     /// The moments as the Python reference computes them: dense operators `I − U M_j Uᵀ`, one replicate at
     /// a time, through `ar_generate`.
+    // The dense reference, written index by index on purpose (it mirrors the formula, not the kernel).
+    #[allow(clippy::needless_range_loop)]
     fn reference(model: &SieveModel<'_>, picks: &[i64], start: &[f64], replicates: usize) -> Vec<f64> {
         let (m, n, p, r, steps) = (model.m, model.n, model.p, model.r, model.steps);
         let mut shocks = vec![0.0; replicates * m * steps];
