@@ -643,7 +643,8 @@ leave_one_out_test <- function(r, deleted, se, df, fisher_df, level, share = CAR
       # A deletion without an estimate removes all of it (and leaves the sign open).
       directional <- ifelse(is.finite(z_deleted), s * z_deleted, -Inf)
       removed <- 1 - directional / magnitude
-      worst <- which.max(removed)
+      # Shares within 1e-10 of the largest tie (repeated checkpoints): the earliest, as gengen's TIE_TOLERANCE.
+      worst <- which(removed >= max(removed) - 1e-10)[[1]]
       out$worst[[j]] <- worst
       out$influence[[j]] <- if (is.finite(directional[[worst]])) removed[[worst]] else 1
       carrying <- removed > share

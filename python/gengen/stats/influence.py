@@ -181,6 +181,9 @@ def _linear_deletions(
 #: A deletion *carries* an estimate when it removes more than this share of it (on Fisher's z scale): the
 #: DFBETA-style cut-off of the rule that no single checkpoint decides a verdict.
 CARRYING_SHARE = 0.5
+#: Shares of the estimate closer than this count as a tie for the most influential checkpoint, which then is
+#: the earliest of them (equal deletions of repeated checkpoints differ only by rounding).
+TIE_TOLERANCE = 1e-10
 
 
 @dataclass(frozen=True)
@@ -194,8 +197,8 @@ class LeaveOneOut:
         than ``share`` of it), each taken in the direction of the full estimate (a deletion that flips the sign,
         or leaves no estimate, gives p = 1). Equal to the full estimate's p when no single checkpoint carries it.
     worst : ndarray of int
-        The most influential checkpoint (row index): the deletion that removes the largest share of the estimate;
-        -1 when undefined.
+        The most influential checkpoint (row index): the deletion that removes the largest share of the estimate
+        (the earliest of those within :data:`TIE_TOLERANCE` of it); -1 when undefined.
     influence : ndarray
         The share of the estimate that deleting ``worst`` removes, :math:`1 - s z_{(t)} / |z|` (above 1 when the
         sign flips; 1 when no estimate is left).
@@ -349,7 +352,10 @@ def leave_one_out_test(
     if active.size:
         with np.errstate(divide="ignore", invalid="ignore"):
             removed = 1.0 - np.minimum(directional[:, active], 1e300) / magnitude[active]
-        top = np.argmax(removed, axis=0)
+        # Deletions whose shares tie up to rounding (repeated or mirrored checkpoints) go to the earliest, so
+        # the choice does not hang on how the deleted fits were computed (refits or the closed form).
+        best = removed.max(axis=0)
+        top = np.where(np.isnan(best), np.argmax(removed, axis=0), np.argmax(removed >= best - TIE_TOLERANCE, axis=0))
         cols = np.arange(active.size)
         worst[active] = top
         influence[active] = np.where(np.isfinite(directional[top, active]), removed[top, cols], 1.0)
