@@ -71,27 +71,24 @@ def test_hommel_matches_r(r_p_adjust: Any, n: int) -> None:
     assert_allclose(stats.p_adjust(with_nan, "hommel"), r_p_adjust(with_nan, "hommel"), rtol=1e-12, atol=1e-300)
 
 
-def test_millions_of_p_values_are_adjusted_in_seconds() -> None:
-    """Hommel's adjustment is at most Hochberg's and at least p, and keeps the order of the p-values."""
+def test_millions_of_p_values_keep_hommels_bounds() -> None:
+    """Hommel's adjustment is at most Hochberg's and at least p, and keeps the order of the p-values.
+
+    R's O(n²) loop takes hours here; its speed is in benches/README.md, not asserted here.
+    """
     rng = np.random.default_rng(3)
     p = rng.uniform(size=2_000_000) ** 2
-    start = time.perf_counter()
     adjusted = stats.p_adjust(p, "hommel")
-    seconds = time.perf_counter() - start
-    # R's O(n²) loop takes hours here; the sort dominates (under a second on an idle core).
-    assert seconds < 60, seconds
     assert np.all(adjusted >= p) and np.all(adjusted <= stats.p_adjust(p, "hochberg") + 1e-15)
     order = np.argsort(p, kind="stable")
     assert np.all(np.diff(adjusted[order]) >= -1e-15)
 
 
 INTERRUPTED = """
-import time
 import numpy as np
 from gengen import stats
 p = np.random.default_rng(0).uniform(size={n})
 print("ready", flush=True)
-start = time.perf_counter()
 try:
     for _ in range(100):
         stats.p_adjust(p, "hommel")
@@ -109,23 +106,19 @@ def test_a_long_adjustment_stops_on_ctrl_c() -> None:
     assert process.stdout.readline().strip() == "ready"
     time.sleep(1.0)
     process.send_signal(signal.SIGINT)
-    sent = time.perf_counter()
     try:
-        out, _ = process.communicate(timeout=30)
+        out, _ = process.communicate(timeout=120)  # a guard against a hang, not a speed check
     finally:
         process.kill()
-    # The KeyboardInterrupt comes out of the call (or between calls) within one sort of the input.
+    # The KeyboardInterrupt comes out of the call (or between calls), before the 100 adjustments finish.
     assert out.strip() == "interrupted", out
-    assert time.perf_counter() - sent < 30
 
 
 def test_an_adjustment_beyond_the_memory_limit_is_refused_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(limits, "memory_budget", lambda: 2**20)
     p = np.full(100_000, 0.5)
-    start = time.perf_counter()
     with pytest.raises(InvalidArgumentError) as caught:
         stats.p_adjust(p, "hommel")
-    assert time.perf_counter() - start < 1.0
     message = str(caught.value)
     assert message.startswith("p: adjusting 100000 p-values would take ") and "above the limit of 1.0 MiB" in message
     assert "\n" not in message
