@@ -34,6 +34,9 @@ scores : sequence of array_like (n_i, m_i), or an array of shape (runs, n, m)
     One score matrix per run, checkpoints in training order; runs may differ in length.
 covar : sequence of array_like (n_i, k_i) or None, or an array of shape (runs, n, k), optional
     One control per run, in the same order (None: no control).""",
+    "n_checkpoints": """\
+n : int
+    Number of checkpoints.""",
     "threads": """\
 n_threads : int, optional
     Threads to use (default: all cores); the result does not depend on it.""",

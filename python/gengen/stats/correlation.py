@@ -63,6 +63,9 @@ __all__ = [
 class PartialCorr:
     """One (semi-)partial correlation and its test.
 
+    What :func:`partial_corr` returns: the values of ppcor's ``pcor.test`` and ``spcor.test`` (``estimate`` is
+    ``r``, ``gp`` is ``k``), with the degrees of freedom, a confidence interval and the options used.
+
     Attributes
     ----------
     r : float
@@ -142,7 +145,7 @@ class PartialCorrMatrix:
     r: NDArray[np.float64]
     statistic: NDArray[np.float64]
     p_value: NDArray[np.float64]
-    df: Any
+    df: float | NDArray[np.float64]
     n: int
     k: int
     method: str

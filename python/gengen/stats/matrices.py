@@ -32,6 +32,9 @@ __all__ = ["MantelTest", "mantel", "upper_triangle"]
 class MantelTest:
     """The Mantel test of two matrices.
 
+    What :func:`mantel` returns. The p-value is never below 1/(n_perm + 1), the resolution the number of
+    permutations allows.
+
     Attributes
     ----------
     r : float
@@ -98,6 +101,9 @@ def mantel(
     seed: int = 0,
 ) -> MantelTest:
     """Correlation of two symmetric matrices' upper triangles with a label-permutation p-value.
+
+    Entry (i, j) of ``a`` is paired with entry (i, j) of ``b``, so both must list the labels in the same
+    order; the diagonals are left out.
 
     Parameters
     ----------

@@ -69,6 +69,9 @@ __all__ = [
 class PermutationTest:
     """Freedman–Lane permutation p-values for every pair of columns.
 
+    What :func:`permutation_test` returns (:func:`permutation_test_batch`: one per run). No p-value is below
+    1/(n_perm + 1), the resolution the number of permutations allows.
+
     Attributes
     ----------
     r : ndarray of shape (m, m)
@@ -100,6 +103,8 @@ class PermutationTest:
 @dataclass(frozen=True)
 class BootstrapCI:
     """Bootstrap confidence intervals of the partial correlation of every pair of columns.
+
+    What :func:`bootstrap_ci` returns (:func:`bootstrap_ci_batch`: one per run).
 
     Attributes
     ----------
@@ -477,6 +482,7 @@ def bootstrap_ci_batch(
     return out
 
 
+@shared_doc
 def permutation_indices(
     n: int,
     n_perm: int,
@@ -492,8 +498,7 @@ def permutation_indices(
 
     Parameters
     ----------
-    n : int
-        Number of checkpoints.
+    %(n_checkpoints)s
     n_perm : int
         Number of permutations.
     scheme : {"free", "block", "circular"}
@@ -529,6 +534,7 @@ def permutation_indices(
     )
 
 
+@shared_doc
 def bootstrap_indices(
     n: int,
     n_boot: int,
@@ -541,8 +547,7 @@ def bootstrap_indices(
 
     Parameters
     ----------
-    n : int
-        Number of checkpoints.
+    %(n_checkpoints)s
     n_boot : int
         Number of replicates.
     scheme : {"iid", "block", "circular"}
@@ -575,13 +580,13 @@ def bootstrap_indices(
     )
 
 
+@shared_doc
 def default_block_length(n: int) -> int:
     """Default block length for ``n`` checkpoints: ⌈n^{1/3}⌉ (Hall, Horowitz & Jing, 1995).
 
     Parameters
     ----------
-    n : int
-        Number of checkpoints.
+    %(n_checkpoints)s
 
     Returns
     -------
