@@ -29,6 +29,11 @@ scores : array_like of shape (n, m)
     One column per test set, one row per checkpoint.
 covar : array_like of shape (n,) or (n, q)
     The control.""",
+    "ppcor_references": """\
+References
+----------
+Kim, S. (2015). ppcor: An R package for a fast calculation to semi-partial correlation coefficients.
+*Communications for Statistical Applications and Methods*, 22(6), 665–674.""",
     "runs": """\
 scores : sequence of array_like (n_i, m_i), or an array of shape (runs, n, m)
     One score matrix per run, checkpoints in training order; runs may differ in length.

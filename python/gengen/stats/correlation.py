@@ -312,6 +312,7 @@ def _ppcor(data: ArrayLike, method: Method, semi: bool) -> CorrMatrices:
     return CorrMatrices(estimate, statistic, p_value, n, k, method)
 
 
+@shared_doc
 def pcor(data: ArrayLike, method: Method = DEFAULT_METHOD) -> CorrMatrices:
     r"""Partial correlation of every pair of columns given all the other columns (R's ``ppcor::pcor``).
 
@@ -334,9 +335,7 @@ def pcor(data: ArrayLike, method: Method = DEFAULT_METHOD) -> CorrMatrices:
     k = m − 2. The inverse is formed from the triangular factor of the centred, scaled data (Pearson,
     Spearman), not from the covariance matrix.
 
-    References
-    ----------
-    Kim, S. (2015). ppcor. *Communications for Statistical Applications and Methods*, 22(6), 665–674.
+    %(ppcor_references)s
 
     Examples
     --------
@@ -352,6 +351,7 @@ def pcor(data: ArrayLike, method: Method = DEFAULT_METHOD) -> CorrMatrices:
     return _ppcor(data, method, semi=False)
 
 
+@shared_doc
 def spcor(data: ArrayLike, method: Method = DEFAULT_METHOD) -> CorrMatrices:
     r"""Semi-partial correlations of every pair of columns (R's ``ppcor::spcor``).
 
@@ -374,9 +374,7 @@ def spcor(data: ArrayLike, method: Method = DEFAULT_METHOD) -> CorrMatrices:
     :math:`sr_{ij} = -P_{ij} / (\sqrt{P_{ii}P_{jj}}\,\sqrt{|P_{ii} - P_{ij}^2/P_{jj}|})` with :math:`P` as in
     :func:`pcor`, tested with t on n − m degrees of freedom (normal approximation for Kendall).
 
-    References
-    ----------
-    Kim, S. (2015). ppcor. *Communications for Statistical Applications and Methods*, 22(6), 665–674.
+    %(ppcor_references)s
 
     Examples
     --------
@@ -478,13 +476,19 @@ def partial_corr_matrix(
     Examples
     --------
     >>> import numpy as np
+    >>> import pandas as pd
     >>> from gengen import stats
     >>> rng = np.random.default_rng(0)
     >>> id_score = np.linspace(0.5, 0.9, 30)
-    >>> scores = id_score[:, None] + rng.normal(0, 0.02, (30, 3))
+    >>> scores = pd.DataFrame(id_score[:, None] + rng.normal(0, 0.02, (30, 3)), columns=["hans", "rte", "anli"])
     >>> result = stats.partial_corr_matrix(scores, id_score)
     >>> result.r.shape, result.df
     ((3, 3), 27.0)
+    >>> result.pairs()[["a", "b", "r", "p_value"]].round(3)
+          a     b      r  p_value
+    0  hans   rte  0.153    0.428
+    1  hans  anli  0.198    0.304
+    2   rte  anli -0.139    0.472
     """
     return cast(PartialCorrMatrix, one_run(partial_corr_matrix_batch, locals()))
 
