@@ -253,11 +253,11 @@ def prewhitened_partial_corr_matrix(
     --------
     >>> import numpy as np
     >>> from gengen.stats.lagged import prewhitened_partial_corr_matrix
-    >>> rng = np.random.default_rng(1)
     >>> id_score = np.linspace(0.5, 0.9, 40)
-    >>> scores = id_score[:, None] + rng.normal(0, 0.02, (40, 2))
-    >>> prewhitened_partial_corr_matrix(scores, id_score).df
-    36.0
+    >>> walks = np.random.default_rng(2).normal(0, 0.01, (40, 2)).cumsum(axis=0)  # two unrelated random walks
+    >>> result = prewhitened_partial_corr_matrix(id_score[:, None] + walks, id_score)
+    >>> result.df, bool(result.naive_p_value[0, 1] < 0.001), round(float(result.p_value[0, 1]), 2)
+    (36.0, True, 0.88)
     """
     data, control, labels = trajectory_inputs(scores, covar, method)
     result = _core.prewhitened_partial_corr(data, control, method, bias_correction)
