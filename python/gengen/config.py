@@ -70,21 +70,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gengen import study_tables, training_config
 from gengen._section import Section
 from gengen.analyse.options import OPTIONS, STUDY_OPTIONS, study_options
 from gengen.errors import ConfigError, GengenError
+from gengen.study_tables import *  # noqa: F403 (every public name, re-exported: see __all__)
 from gengen.study_tables import (
-    BACKENDS,
-    EXECUTORS,
-    LABEL_TARGETS,
     METRICS,
-    NEUTRAL,
-    SUBMITIT_CLUSTERS,
-    TIE_ANSWERS,
     DataSpec,
     EvaluationConfig,
     ExecutorConfig,
-    LmEvalConfig,
     ResourcesConfig,
     data_spec,
     parse_evaluation,
@@ -92,26 +87,11 @@ from gengen.study_tables import (
     parse_resources,
     resolve_path,
 )
+from gengen.training_config import *  # noqa: F403 (every public name, re-exported: see __all__)
 from gengen.training_config import (
-    DEVICES,
-    KEEP,
-    LORA_DEFAULT_TARGETS,
-    LORA_MODULES,
-    LORA_SPECIAL_TARGETS,
-    MAX_EPOCHS,
-    MAX_EVALUATIONS,
     MAX_RUNS,
     MAX_SEEDS,
     MAX_SHOTS,
-    MAX_STEPS,
-    METHODS,
-    PRECISIONS,
-    QUANTIZATIONS,
-    STRATEGIES,
-    TRUNCATION_SIDES,
-    WARMUP_RULES,
-    FamilySettings,
-    LoraConfig,
     TrainingConfig,
     check_lora_targets,
     lora_targets,
@@ -126,50 +106,16 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 __all__ = [
     "AnalysisConfig",
     "DataRegime",
-    "DataSpec",
-    "EvaluationConfig",
-    "ExecutorConfig",
-    "FamilySettings",
-    "LmEvalConfig",
-    "LoraConfig",
     "ModelSpec",
-    "ResourcesConfig",
     "RunSpec",
     "StudyConfig",
     "TaskConfig",
-    "TrainingConfig",
     "load_config",
     "parse_config",
 ]
-# Re-exported from gengen.training_config (where the [training] settings are declared) and gengen.study_tables
-# (the data, evaluation, resources and executor tables), for every caller that imports them from here.
-__all__ += [
-    "BACKENDS",
-    "DEVICES",
-    "EXECUTORS",
-    "KEEP",
-    "LABEL_TARGETS",
-    "LORA_DEFAULT_TARGETS",
-    "LORA_MODULES",
-    "LORA_SPECIAL_TARGETS",
-    "MAX_EPOCHS",
-    "MAX_EVALUATIONS",
-    "MAX_RUNS",
-    "MAX_SEEDS",
-    "MAX_SHOTS",
-    "MAX_STEPS",
-    "METHODS",
-    "METRICS",
-    "NEUTRAL",
-    "PRECISIONS",
-    "QUANTIZATIONS",
-    "STRATEGIES",
-    "SUBMITIT_CLUSTERS",
-    "TIE_ANSWERS",
-    "TRUNCATION_SIDES",
-    "WARMUP_RULES",
-    "resolve_path",
-]
+# Every public name of gengen.training_config (the [training] settings) and of gengen.study_tables (the data,
+# evaluation, resources and executor tables), re-exported for the callers that import them from here.
+__all__ += study_tables.__all__ + training_config.__all__
 
 DEFAULT_PROMPT = "{premise} Question: {hypothesis} Yes or No?"
 LOSSES = ("full_vocab", "answers")
