@@ -4,14 +4,19 @@ keeping what gengen writes inside the folder it writes to.
 A truncated ``summary.json``, a damaged ``pairs.parquet`` or an empty CSV raise
 :class:`gengen.errors.InputError` naming the file and the problem, instead of the parser's own exception
 (which names neither the file nor what to do). :func:`inside` resolves a path gengen is about to write under a
-study, store or analysis folder and refuses one that leaves the folder (a symbolic link to elsewhere, ``..``).
+study, store or analysis folder and refuses one that leaves the folder (a symbolic link to elsewhere, ``..``);
+:func:`atomic_target` writes a file through a temporary one renamed into place, so that a failure never leaves
+half a file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +24,7 @@ import pandas as pd
 
 from gengen.errors import GengenError, InputError
 
-__all__ = ["inside", "read_csv", "read_json", "read_parquet"]
+__all__ = ["atomic_target", "inside", "read_csv", "read_json", "read_parquet", "write_text_atomic"]
 
 
 def inside(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
@@ -105,6 +110,42 @@ def check_replaceable(path: str | os.PathLike[str], writer: str, example: str = 
     if not status.st_mode & 0o222 or not os.access(real, os.W_OK):
         raise GengenError(f"{path}: a read-only file; {writer} does not replace it (remove it or give another path)")
     return status
+
+
+@contextlib.contextmanager
+def atomic_target(path: Path) -> Iterator[Path]:
+    """A temporary file beside ``path`` for the block to write; renamed onto ``path`` when the block ends.
+
+    The file becomes an ordinary one (``0o666`` less the umask; ``mkstemp`` makes it private) and replaces
+    ``path`` in one rename; when the block raises, it is removed and ``path`` is left as it was.
+
+    Parameters
+    ----------
+    path : Path
+        The file to write; its folder must exist.
+
+    Yields
+    ------
+    Path
+        The temporary file, in the same folder.
+    """
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        yield Path(temporary)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(temporary, 0o666 & ~mask)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through :func:`atomic_target`."""
+    with atomic_target(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:

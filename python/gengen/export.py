@@ -10,13 +10,12 @@ test set and metric named ``<testset>/<metric>``, which the wide importer's defa
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
-from gengen._files import check_replaceable
+from gengen._files import atomic_target, check_replaceable
 from gengen.errors import GengenError
 from gengen.formats import EXPORT_FORMATS, ExportFormat
 from gengen.store import COLUMNS, DB_NAME, Store, load
@@ -132,22 +131,12 @@ def export(
         _check_filters_matched(source, scores, filters)
     table = to_wide(scores) if wide else scores
     out.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    os.close(handle)
-    try:
+    with atomic_target(out) as temporary:
         if chosen == "csv":
             table.to_csv(temporary, index=False)
         else:
             table.to_parquet(temporary, index=False)
-        # mkstemp makes the file private (0600); an export is an ordinary file (0666 less the umask).
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
         _check_target(out, None if isinstance(source, pd.DataFrame) else source)  # again: it may have changed
-        os.replace(temporary, out)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
     return len(table)
 
 

@@ -374,16 +374,8 @@ class GengenBackend:
 
     @classmethod
     def from_request(cls, request: ScoreRequest) -> GengenBackend:
-        """The backend for ``gengen score STUDY``: the study is required; ``--device`` replaces its device.
-
-        Parameters
-        ----------
-        request : gengen.scoring.ScoreRequest
-
-        Returns
-        -------
-        GengenBackend
-        """
+        """:meth:`gengen.scoring.ScoringBackend.from_request`: the study is required; ``device`` replaces its
+        ``training.device``, and the request's other options but the tokenizer and threads are refused."""
         from dataclasses import replace
 
         from gengen.scoring import refuse_options

@@ -361,64 +361,52 @@ def _read(
     with warnings.catch_warnings():
         # pandas' PerformanceWarning, DtypeWarning... are about pandas, not about the user's files
         warnings.simplefilter("ignore")
-        return _read_files(paths, format, options, default_study, progress, report)
-
-
-def _read_files(
-    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-    format: str | None,
-    options: IngestOptions,
-    default_study: str,
-    progress: bool,
-    report: IngestReport | None,
-) -> tuple[pd.DataFrame, pd.Series, dict[tuple[str, str], dict[str, Any]], np.ndarray]:
-    """:func:`_read` without the warning filter."""
-    report = report if report is not None else IngestReport()
-    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    frames: list[pd.DataFrame] = []
-    owners: list[np.ndarray] = []
-    sources: list[str] = []
-    manifests: dict[tuple[str, str], dict[str, Any]] = {}
-    files = find_files(items, format)
-    tables_read = [path for path, _ in files if path.suffix.lower() in tables.TABLE_SUFFIXES]
-    if len(tables_read) > 1 and options.columns:
-        options = replace(options, lenient_columns=True)
-    lacking: dict[str, list[Path]] = {}
-    for path, named in _progress(files, progress, "reading"):
-        result = read_file(path, format=format, options=options, strict=named)
-        if result is None:
-            report.skipped.append(path)
-            continue
-        report.files.append(path)
-        for name, column in options.columns.items():
-            if any(f"no column {column!r} (mapped to {name!r}" in note for note in result.notes):
-                lacking.setdefault(f"{name}={column}", []).append(path)
-        report.notes.extend(_one_note_per_file(path, result.notes))
-        kind = next((str(m["format"]) for m in result.manifests.values() if "format" in m), format or "table")
-        for key, manifest in result.manifests.items():
-            entry = manifests.setdefault(key, {**manifest, "files": []})
-            entry["files"].append(str(path))
-        report.formats[kind] = report.formats.get(kind, 0) + 1
-        if options.size is not None and len(result.frame):
-            result.frame["size"] = options.size
-        report.taken.append((path, *_taken(result.frame)))
-        if len(result.frame):
-            frames.append(result.frame)
-            owners.append(np.full(len(result.frame), len(report.files) - 1))
-            sources.extend(result.sources)
-    if not report.files:
-        raise InputError(f"{', '.join(map(str, items))}: no ingestible files found")
-    if options.lenient_columns:
-        _check_mapping_used(lacking, len(tables_read))
-    if not frames:
-        raise InputError(f"{', '.join(map(str, items))}: the files hold no scores")
-    labels = pd.Series(sources)
-    scores = pd.concat(frames, ignore_index=True)
-    check_scores(scores, labels)
-    frame = normalise_scores(scores, study=options.study or default_study, sources=labels)
-    report.rows = len(frame)
-    report.models = sorted(frame["model"].unique().tolist())
-    return frame, labels, manifests, np.concatenate(owners)[frame.index.to_numpy()]
+        report = report if report is not None else IngestReport()
+        items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+        frames: list[pd.DataFrame] = []
+        owners: list[np.ndarray] = []
+        sources: list[str] = []
+        manifests: dict[tuple[str, str], dict[str, Any]] = {}
+        files = find_files(items, format)
+        tables_read = [path for path, _ in files if path.suffix.lower() in tables.TABLE_SUFFIXES]
+        if len(tables_read) > 1 and options.columns:
+            options = replace(options, lenient_columns=True)
+        lacking: dict[str, list[Path]] = {}
+        for path, named in _progress(files, progress, "reading"):
+            result = read_file(path, format=format, options=options, strict=named)
+            if result is None:
+                report.skipped.append(path)
+                continue
+            report.files.append(path)
+            for name, column in options.columns.items():
+                if any(f"no column {column!r} (mapped to {name!r}" in note for note in result.notes):
+                    lacking.setdefault(f"{name}={column}", []).append(path)
+            report.notes.extend(_one_note_per_file(path, result.notes))
+            kind = next((str(m["format"]) for m in result.manifests.values() if "format" in m), format or "table")
+            for key, manifest in result.manifests.items():
+                entry = manifests.setdefault(key, {**manifest, "files": []})
+                entry["files"].append(str(path))
+            report.formats[kind] = report.formats.get(kind, 0) + 1
+            if options.size is not None and len(result.frame):
+                result.frame["size"] = options.size
+            report.taken.append((path, *_taken(result.frame)))
+            if len(result.frame):
+                frames.append(result.frame)
+                owners.append(np.full(len(result.frame), len(report.files) - 1))
+                sources.extend(result.sources)
+        if not report.files:
+            raise InputError(f"{', '.join(map(str, items))}: no ingestible files found")
+        if options.lenient_columns:
+            _check_mapping_used(lacking, len(tables_read))
+        if not frames:
+            raise InputError(f"{', '.join(map(str, items))}: the files hold no scores")
+        labels = pd.Series(sources)
+        scores = pd.concat(frames, ignore_index=True)
+        check_scores(scores, labels)
+        frame = normalise_scores(scores, study=options.study or default_study, sources=labels)
+        report.rows = len(frame)
+        report.models = sorted(frame["model"].unique().tolist())
+        return frame, labels, manifests, np.concatenate(owners)[frame.index.to_numpy()]
 
 
 def _taken(frame: pd.DataFrame) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -146,16 +146,7 @@ class LmEvalBackend:
 
     @classmethod
     def from_request(cls, request: ScoreRequest) -> LmEvalBackend:
-        """The backend for ``gengen score --backend lm-eval`` (see :func:`request_backend`).
-
-        Parameters
-        ----------
-        request : gengen.scoring.ScoreRequest
-
-        Returns
-        -------
-        LmEvalBackend
-        """
+        """:meth:`gengen.scoring.ScoringBackend.from_request` for lm-eval: :func:`request_backend`."""
         return request_backend(request)
 
     @classmethod

@@ -25,9 +25,7 @@ is rendered from them.
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
@@ -36,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import pandas as pd
 from jinja2 import Environment
 
+from gengen._files import write_text_atomic
 from gengen.report import figures as fig
 from gengen.report.assets import CSS, JS
 from gengen.report.cache import FigureCache, digest
@@ -165,17 +164,7 @@ def figure_groups(keys: list[tuple[str, str]], limit: int) -> list[tuple[str, st
 def _write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file, so a failure never leaves half a page."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(temporary, 0o666 & ~mask)  # mkstemp makes it private; the page is an ordinary file
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, text)
 
 
 def _level_sections(

@@ -1,7 +1,8 @@
 """The report's figures on their own, as matplotlib Figures of an analysis or a comparison.
 
 Re-exported by :mod:`gengen.report` (``from gengen.report import plot_heatmaps``). The three figures of one
-run share their parameters and return value, written once in :data:`_RUN_DOC`.
+run share their parameters and return value, written once in :data:`_RUN_DOC`; the two figures of a comparison
+share theirs in :data:`_COMPARISON_DOC`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ if TYPE_CHECKING:
     from gengen.analyse.result import Analysis
     from gengen.compare import Comparison
 
+#: The Returns section of every figure.
+_RETURNS = """Returns
+-------
+matplotlib.figure.Figure
+    The figure, not shown or saved (``figure.savefig(path)`` writes it).
+"""
+
 #: Docstring of the figures of one run: ``{summary}`` and ``{extra}`` (more parameters) filled in per figure.
-_RUN_DOC = """{summary}
+_RUN_DOC = (
+    """{summary}
 
 Parameters
 ----------
@@ -28,11 +37,22 @@ model : str
 run : str, optional
     Needed only when ``model`` has several runs.{extra}
 
-Returns
--------
-matplotlib.figure.Figure
-    The figure, not shown or saved (``figure.savefig(path)`` writes it).
 """
+    + _RETURNS
+)
+
+#: Docstring of the figures of a comparison: ``{summary}`` filled in per figure.
+_COMPARISON_DOC = (
+    """{summary}
+
+Parameters
+----------
+comparison : Comparison
+    From :func:`gengen.compare.compare`.
+
+"""
+    + _RETURNS
+)
 
 
 def plot_heatmaps(analysis: Analysis, value: str = "r_partial") -> Figure:
@@ -85,37 +105,21 @@ plot_trajectories.__doc__ = _RUN_DOC.format(
 
 
 def plot_agreement(comparison: Comparison) -> Figure:
-    """The cross-group agreement figure: partial correlations pair by pair, with Mantel r, p and sign agreement.
-
-    Parameters
-    ----------
-    comparison : Comparison
-        From :func:`gengen.compare.compare`.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The figure, not shown or saved (``figure.savefig(path)`` writes it).
-    """
     return fig.agreement(comparison)
 
 
+plot_agreement.__doc__ = _COMPARISON_DOC.format(
+    summary="The cross-group agreement figure: partial correlations pair by pair, with Mantel r, p and sign agreement."
+)
+
+
 def plot_agreement_matrix(comparison: Comparison) -> Figure:
-    """Model × model matrices of Mantel r and sign agreement.
-
-    Parameters
-    ----------
-    comparison : Comparison
-        From :func:`gengen.compare.compare`.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The figure, not shown or saved.
-    """
     from gengen.report.comparison_figures import agreement_matrix
 
     return agreement_matrix(comparison)
+
+
+plot_agreement_matrix.__doc__ = _COMPARISON_DOC.format(summary="Model × model matrices of Mantel r and sign agreement.")
 
 
 def plot_forest(analysis: Analysis, testset_a: str, testset_b: str) -> Figure:
