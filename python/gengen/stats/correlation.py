@@ -458,8 +458,7 @@ def partial_corr_matrix(
     method : {"pearson", "spearman", "kendall"}
     fit : Linear, Gam, "linear" or "gam"
         The control; GAM options ``k``, ``gam_method``, ``gam_basis`` (see the module documentation).
-    n_threads : int, optional
-        Threads to use (default: all cores).
+    %(threads)s
     %(gam_options)s
 
     Returns
@@ -515,8 +514,7 @@ def partial_corr_matrix_batch(
         As in :func:`partial_corr_matrix`.
     fit : Linear, Gam, "linear" or "gam"
         As in :func:`partial_corr_matrix`.
-    n_threads : int, optional
-        Threads to use (default: all cores).
+    %(threads)s
     %(gam_options)s
 
     Returns

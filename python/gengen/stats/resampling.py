@@ -290,7 +290,7 @@ def permutation_test_batch(
         method,
         n_perm,
         scheme,
-        check_block_length(block_length),
+        block_length,
         bool(mirror),
         seed,
         control,
