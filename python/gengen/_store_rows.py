@@ -1,6 +1,8 @@
 """The score table's columns and rows: validating a table to be written (:func:`normalise_scores`), family and
 size from model names, and the conversion between DataFrames and database rows, vectorised per column so that
-its cost is linear in rows (split from :mod:`gengen.store`, which re-exports the public names).
+its cost is linear in rows (split from :mod:`gengen.store`, which re-exports the public names): the rows a write
+puts in its temporary table (:func:`_fill_incoming`: the run-level columns bound once per run) and the rows a
+read turns back into a score table (:func:`_read_scores`: the run-level columns read once per run).
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -79,6 +82,8 @@ SHOWN_LIMIT = 80
 _INTEGER_COLUMNS = ("seed", "shots", "data_seed", "step", "tokens", "n_examples")
 _FLOAT_COLUMNS = ("epoch", "value", "stderr")
 _TEXT_COLUMNS = ("study", "model", "family", "size", "run", "testset", "metric")
+#: The columns that are the same for all of a run's scores: bound once per run when written, read once per run.
+_RUN_LEVEL = ("study", "model", "run", "family", "size", "seed", "shots", "data_seed")
 _SIZE_PATTERN = re.compile(r"^(?P<family>.+?)[-_](?P<size>\d+(?:\.\d+)?[kmbt])(?:[-_].*)?$", re.IGNORECASE)
 _LEADING_SIZE = re.compile(r"^(?P<size>\d+(?:\.\d+)?[kmbt])(?:[-_](?P<rest>.+))?$", re.IGNORECASE)
 _CODENAME = re.compile(r"^(?P<family>[a-z]+)(?P<number>\d+(?:\.\d+)?)$", re.IGNORECASE)
@@ -485,4 +490,93 @@ def _frame_from_rows(
         for name in parsed.columns:
             if name not in frame.columns:
                 frame[name] = parsed[name]
+    return frame
+
+
+def _distinct(columns: Sequence[list[Any]]) -> tuple[list[int], list[tuple[Any, ...]]]:
+    """The code of each row's combination of ``columns`` and the distinct combinations, in order."""
+    codes = pd.DataFrame(
+        {
+            i: pd.factorize(np.asarray(column, dtype=object), use_na_sentinel=False)[0]
+            for i, column in enumerate(columns)
+        }
+    )
+    group = codes.groupby(list(codes.columns), sort=False).ngroup().to_numpy()
+    _, first = np.unique(group, return_index=True)
+    return group.tolist(), [tuple(column[i] for column in columns) for i in first.tolist()]
+
+
+def _fill_incoming(conn: sqlite3.Connection, columns: Mapping[str, list[Any]]) -> None:
+    """Fill the temporary table ``incoming`` with the rows of ``columns``. The run-level columns and the test
+    set and metric are bound once per distinct combination and joined back in SQL, so each row binds only its
+    own numbers (binding is most of a write's cost)."""
+    row_names = [name for name in (*STORED_COLUMNS, "extra") if name not in (*_RUN_LEVEL, "testset", "metric")]
+    runs, run_values = _distinct([columns[name] for name in _RUN_LEVEL])
+    tasks, task_values = _distinct([columns["testset"], columns["metric"]])
+    conn.execute(f"CREATE TEMP TABLE runs_in (id INTEGER PRIMARY KEY, {', '.join(_RUN_LEVEL)})")
+    conn.execute("CREATE TEMP TABLE tasks_in (id INTEGER PRIMARY KEY, testset, metric)")
+    conn.execute(f"CREATE TEMP TABLE rows_in (run_id, task_id, {', '.join(row_names)})")
+    conn.executemany(
+        f"INSERT INTO runs_in VALUES (?{', ?' * len(_RUN_LEVEL)})", [(i, *run) for i, run in enumerate(run_values)]
+    )
+    conn.executemany("INSERT INTO tasks_in VALUES (?, ?, ?)", [(i, *pair) for i, pair in enumerate(task_values)])
+    conn.executemany(
+        f"INSERT INTO rows_in VALUES (?, ?{', ?' * len(row_names)})",
+        zip(runs, tasks, *(columns[name] for name in row_names), strict=True),
+    )
+    names = (*STORED_COLUMNS, "extra")
+    source = {**{name: f"r.{name}" for name in _RUN_LEVEL}, "testset": "t.testset", "metric": "t.metric"}
+    selected = ", ".join(source.get(name, f"i.{name}") for name in names)
+    conn.execute(
+        f"INSERT INTO incoming ({', '.join(names)}) SELECT {selected} FROM rows_in AS i "
+        "JOIN runs_in AS r ON r.id = i.run_id JOIN tasks_in AS t ON t.id = i.task_id"
+    )
+    for table in ("rows_in", "runs_in", "tasks_in"):
+        conn.execute(f"DROP TABLE {table}")
+
+
+def _read_scores(conn: sqlite3.Connection, stored: tuple[str, ...], where: str, params: list[Any]) -> pd.DataFrame:
+    """The rows of ``where``, sorted by the key (``stored``: the columns of the store's schema). The run-level
+    columns, the same for all of a run's scores in every store gengen writes, are read once per run and repeated
+    (half the values to fetch); a store where they vary within a run is read row by row."""
+
+    def column(name: str) -> str:  # a store of an older schema: the columns it lacks read as NULL
+        return name if name in stored else f"NULL AS {name}"
+
+    order = "ORDER BY study, model, run, step, testset, metric"
+    # Per run (in key order, so no sort): each run-level column's min, max and count of non-NULL values.
+    others = [c if c in stored else "NULL" for c in _RUN_LEVEL[3:]]
+    spans = ", ".join(f"min({c}), max({c}), count({c})" for c in others)
+    groups = conn.execute(
+        f"SELECT study, model, run, {spans}, count(*) FROM scores{where} GROUP BY study, model, run "
+        "ORDER BY study, model, run",
+        params,
+    ).fetchall()
+    if not groups:
+        return empty_scores()
+    constant = all(
+        (low == high and count == group[-1]) or count == 0
+        for group in groups
+        for low, high, count in zip(group[3:-1:3], group[4:-1:3], group[5:-1:3], strict=True)
+    )
+    if constant:
+        names = [name for name in (*STORED_COLUMNS, "extra") if name not in _RUN_LEVEL]
+        rows = conn.execute(f"SELECT {', '.join(map(column, names))} FROM scores{where} {order}", params).fetchall()
+        counts = np.array([group[-1] for group in groups], dtype=np.int64)
+        if counts.sum() == len(rows):
+            values = np.empty((len(groups), len(_RUN_LEVEL)), dtype=object)
+            values[:] = [(*group[:3], *group[3:-1:3]) for group in groups]
+            repeated = {name: np.repeat(values[:, i], counts) for i, name in enumerate(_RUN_LEVEL)}
+            return _frame_from_rows(rows, names, repeated)
+    names = [*STORED_COLUMNS, "extra"]
+    rows = conn.execute(f"SELECT {', '.join(map(column, names))} FROM scores{where} {order}", params).fetchall()
+    return _frame_from_rows(rows, names)
+
+
+def _keys_from_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its empty run-key columns filled from the run labels (as the migration to schema 2 does)."""
+    keys = {run: parse_run_label(run) for run in frame["run"].unique()}
+    for name in RUN_KEYS:
+        parsed = pd.array(frame["run"].map({run: found.get(name) for run, found in keys.items()}), dtype="Int64")
+        frame[name] = frame[name].fillna(pd.Series(parsed, index=frame.index))
     return frame

@@ -27,7 +27,8 @@ written by a newer gengen is refused rather than misread; one of an older versio
 
 Run keys (``seed``, ``shots``, ``data_seed``) are integer columns next to the ``run`` label users see
 (``"seed=1,shots=64,data_seed=0"``); see :mod:`gengen._run_keys`. The validation of written tables and the
-row conversions live in :mod:`gengen._store_rows`; this module re-exports their public names.
+row conversions (a write's temporary table filled once per run, a read's rows turned back into a score table)
+live in :mod:`gengen._store_rows`; this module re-exports their public names.
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ from gengen._store_rows import (
     _as_frame,
     _db_columns,
     _db_rows,
-    _frame_from_rows,
+    _fill_incoming,
+    _keys_from_labels,
+    _read_scores,
     empty_scores,
     normalise_scores,
     shown,
@@ -97,7 +100,6 @@ DB_NAME = "gengen.sqlite"
 """File name of the database inside a study folder."""
 
 _BUSY_TIMEOUT_S = 60.0
-_RUN_LEVEL = ("study", "model", "run", "family", "size", "seed", "shots", "data_seed")
 _MANIFEST_PACKAGES = ("gengen", "numpy", "pandas", "pyarrow", "torch", "transformers", "datasets", "peft")
 
 
@@ -507,49 +509,12 @@ class Store:
         with self._connect() as conn:
             conn.execute("BEGIN")  # one snapshot for both queries
             try:
-                frame = self._read_scores(conn, where, params)
+                frame = _read_scores(conn, self._columns, where, params)
             finally:
                 conn.execute("COMMIT")
         if "data_seed" not in self._columns and len(frame):  # schema 1: the run keys were only in the label
             frame = _keys_from_labels(frame)
         return frame
-
-    def _read_scores(self, conn: sqlite3.Connection, where: str, params: list[Any]) -> pd.DataFrame:
-        """The rows of ``where``, sorted by the key. The run-level columns, the same for all of a run's scores in
-        every store gengen writes, are read once per run and repeated (half the values to fetch); a store
-        where they vary within a run is read row by row."""
-
-        def column(name: str) -> str:  # a store of an older schema: the columns it lacks read as NULL
-            return name if name in self._columns else f"NULL AS {name}"
-
-        order = "ORDER BY study, model, run, step, testset, metric"
-        # Per run (in key order, so no sort): each run-level column's min, max and count of non-NULL values.
-        others = [c if c in self._columns else "NULL" for c in _RUN_LEVEL[3:]]
-        spans = ", ".join(f"min({c}), max({c}), count({c})" for c in others)
-        groups = conn.execute(
-            f"SELECT study, model, run, {spans}, count(*) FROM scores{where} GROUP BY study, model, run "
-            "ORDER BY study, model, run",
-            params,
-        ).fetchall()
-        if not groups:
-            return empty_scores()
-        constant = all(
-            (low == high and count == group[-1]) or count == 0
-            for group in groups
-            for low, high, count in zip(group[3:-1:3], group[4:-1:3], group[5:-1:3], strict=True)
-        )
-        if constant:
-            names = [name for name in (*STORED_COLUMNS, "extra") if name not in _RUN_LEVEL]
-            rows = conn.execute(f"SELECT {', '.join(map(column, names))} FROM scores{where} {order}", params).fetchall()
-            counts = np.array([group[-1] for group in groups], dtype=np.int64)
-            if counts.sum() == len(rows):
-                values = np.empty((len(groups), len(_RUN_LEVEL)), dtype=object)
-                values[:] = [(*group[:3], *group[3:-1:3]) for group in groups]
-                repeated = {name: np.repeat(values[:, i], counts) for i, name in enumerate(_RUN_LEVEL)}
-                return _frame_from_rows(rows, names, repeated)
-        names = [*STORED_COLUMNS, "extra"]
-        rows = conn.execute(f"SELECT {', '.join(map(column, names))} FROM scores{where} {order}", params).fetchall()
-        return _frame_from_rows(rows, names)
 
     def held_by_study(self, frame: pd.DataFrame) -> dict[str, np.ndarray]:
         """Which rows of a score table each study of the store already holds, with the same value.
@@ -595,57 +560,6 @@ class Store:
         """The studies the store holds scores of, sorted (a store can hold several)."""
         with self._connect() as conn:
             return [study for (study,) in conn.execute("SELECT DISTINCT study FROM scores ORDER BY study")]
-
-
-def _distinct(columns: Sequence[list[Any]]) -> tuple[list[int], list[tuple[Any, ...]]]:
-    """The code of each row's combination of ``columns`` and the distinct combinations, in order."""
-    codes = pd.DataFrame(
-        {
-            i: pd.factorize(np.asarray(column, dtype=object), use_na_sentinel=False)[0]
-            for i, column in enumerate(columns)
-        }
-    )
-    group = codes.groupby(list(codes.columns), sort=False).ngroup().to_numpy()
-    _, first = np.unique(group, return_index=True)
-    return group.tolist(), [tuple(column[i] for column in columns) for i in first.tolist()]
-
-
-def _fill_incoming(conn: sqlite3.Connection, columns: Mapping[str, list[Any]]) -> None:
-    """Fill the temporary table ``incoming`` with the rows of ``columns``. The run-level columns and the test
-    set and metric are bound once per distinct combination and joined back in SQL, so each row binds only its
-    own numbers (binding is most of a write's cost)."""
-    row_names = [name for name in (*STORED_COLUMNS, "extra") if name not in (*_RUN_LEVEL, "testset", "metric")]
-    runs, run_values = _distinct([columns[name] for name in _RUN_LEVEL])
-    tasks, task_values = _distinct([columns["testset"], columns["metric"]])
-    conn.execute(f"CREATE TEMP TABLE runs_in (id INTEGER PRIMARY KEY, {', '.join(_RUN_LEVEL)})")
-    conn.execute("CREATE TEMP TABLE tasks_in (id INTEGER PRIMARY KEY, testset, metric)")
-    conn.execute(f"CREATE TEMP TABLE rows_in (run_id, task_id, {', '.join(row_names)})")
-    conn.executemany(
-        f"INSERT INTO runs_in VALUES (?{', ?' * len(_RUN_LEVEL)})", [(i, *run) for i, run in enumerate(run_values)]
-    )
-    conn.executemany("INSERT INTO tasks_in VALUES (?, ?, ?)", [(i, *pair) for i, pair in enumerate(task_values)])
-    conn.executemany(
-        f"INSERT INTO rows_in VALUES (?, ?{', ?' * len(row_names)})",
-        zip(runs, tasks, *(columns[name] for name in row_names), strict=True),
-    )
-    names = (*STORED_COLUMNS, "extra")
-    source = {**{name: f"r.{name}" for name in _RUN_LEVEL}, "testset": "t.testset", "metric": "t.metric"}
-    selected = ", ".join(source.get(name, f"i.{name}") for name in names)
-    conn.execute(
-        f"INSERT INTO incoming ({', '.join(names)}) SELECT {selected} FROM rows_in AS i "
-        "JOIN runs_in AS r ON r.id = i.run_id JOIN tasks_in AS t ON t.id = i.task_id"
-    )
-    for table in ("rows_in", "runs_in", "tasks_in"):
-        conn.execute(f"DROP TABLE {table}")
-
-
-def _keys_from_labels(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with its empty run-key columns filled from the run labels (as the migration to schema 2 does)."""
-    keys = {run: parse_run_label(run) for run in frame["run"].unique()}
-    for name in RUN_KEYS:
-        parsed = pd.array(frame["run"].map({run: found.get(name) for run, found in keys.items()}), dtype="Int64")
-        frame[name] = frame[name].fillna(pd.Series(parsed, index=frame.index))
-    return frame
 
 
 def _store_problem(path: Path, error: sqlite3.Error) -> str:

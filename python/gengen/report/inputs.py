@@ -79,21 +79,8 @@ def _columns(frame: pd.DataFrame, required: tuple[str, ...], where: str, what: s
         raise InputError(f"{where}: no rows; an analysis always has some, so there is nothing to report")
 
 
-def check_pairs(pairs: pd.DataFrame, where: str) -> None:
-    """Refuse a pairs table the report cannot draw: a column missing or of the wrong kind, no rows at a level.
-
-    Parameters
-    ----------
-    pairs : DataFrame
-        The analysis' pairs table.
-    where : str
-        What the error line calls it (the file's path).
-
-    Raises
-    ------
-    InputError
-        One line naming ``where`` and the column.
-    """
+def _check_pairs(pairs: pd.DataFrame, where: str) -> None:
+    """Refuse a pairs table the report cannot draw: a column missing or of the wrong kind, no rows at a level."""
     _columns(pairs, PAIRS_REQUIRED, where, "pairs table")
     for column in PAIRS_NUMERIC:
         if column in pairs:
@@ -106,23 +93,9 @@ def check_pairs(pairs: pd.DataFrame, where: str) -> None:
         raise InputError(f"{where}: no rows at level {' or '.join(LEVELS)} (levels found: {found})")
 
 
-def check_scores(scores: pd.DataFrame, where: str, id_testset: str | None = None) -> None:
-    """Refuse a scores table the report cannot draw: a column missing or not numeric, a checkpoint twice.
-
-    Parameters
-    ----------
-    scores : DataFrame
-        The analysis' scores table.
-    where : str
-        What the error line calls it (the file's path).
-    id_testset : str, optional
-        The analysis' ID test set, which every run needs.
-
-    Raises
-    ------
-    InputError
-        One line naming ``where`` and the column or the checkpoint.
-    """
+def _check_scores(scores: pd.DataFrame, where: str, id_testset: str | None) -> None:
+    """Refuse a scores table the report cannot draw: a column missing or not numeric, a checkpoint twice, no
+    scores of the ID test set (``id_testset``, which every run needs)."""
     _columns(scores, SCORES_REQUIRED, where, "scores table")
     for column in SCORES_NUMERIC:
         _numeric(scores, column, where)
@@ -151,11 +124,12 @@ def check_analysis(analysis: Analysis, folder: Path | None = None) -> None:
     Raises
     ------
     InputError
-        A table the report cannot draw, naming its file and the column.
+        A table the report cannot draw: one line naming its file (or the table) and the column, row or
+        checkpoint at fault.
     """
-    check_pairs(analysis.pairs, _name(folder, "pairs"))
+    _check_pairs(analysis.pairs, _name(folder, "pairs"))
     id_testset = analysis.settings.get("id_testset")
-    check_scores(analysis.scores, _name(folder, "scores"), id_testset if isinstance(id_testset, str) else None)
+    _check_scores(analysis.scores, _name(folder, "scores"), id_testset if isinstance(id_testset, str) else None)
 
 
 def select_study(analysis: Analysis, study: str, where: str) -> Analysis:
