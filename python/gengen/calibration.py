@@ -103,51 +103,24 @@ MEASURES: dict[str, dict[str, int | None]] = {
 }
 
 
-def GridCell(  # the name of the grid's cells before they became gengen.simulate.Cell
-    label: str,
-    n: int = 50,
-    coef_a: tuple[float, ...] = (0.9,),
-    coef_b: tuple[float, ...] | None = None,
-    shape: str = "linear",
-    heteroskedastic: bool = False,
-    runs: int = 1,
-    has_alternative: bool = True,
-    gam: bool = False,
-) -> Cell:
+def GridCell(label: str, *, has_alternative: bool = True, **fields: Any) -> Cell:  # the grid's cells' old name
     """A cell of the default's grid: a textbook :class:`gengen.simulate.Cell` simulating ρ = 0 and 0.3.
 
     Parameters
     ----------
     label : str
-    n : int
-        Checkpoints per run.
-    coef_a, coef_b : tuple of float
-        AR coefficients of the two noises (``coef_b`` None: the same).
-    shape : {"linear", "saturating", "nonmonotone"}
-    heteroskedastic : bool
-        The noise's sd falls threefold over training.
-    runs : int
-        Runs pooled per replicate.
     has_alternative : bool
-        Whether the cell has an alternative with a known correlation (a shared component needs one AR model).
-    gam : bool
-        Whether the GAM control is run too.
+        Whether the cell has an alternative with a known correlation (a shared component needs one AR model);
+        without one it simulates the null only.
+    **fields
+        The other fields of the cell (``n``, ``coef_a``, ``coef_b``, ``shape``, ``heteroskedastic``, ``runs``,
+        ``gam``), with :class:`~gengen.simulate.Cell`'s defaults.
 
     Returns
     -------
     Cell
     """
-    return Cell(
-        label,
-        n=n,
-        coef_a=coef_a,
-        coef_b=coef_b,
-        shape=shape,
-        heteroskedastic=heteroskedastic,
-        runs=runs,
-        rhos=(0.0, RHO) if has_alternative else (0.0,),
-        gam=gam,
-    )
+    return Cell(label, rhos=(0.0, RHO) if has_alternative else (0.0,), **fields)
 
 
 def _cells() -> tuple[Cell, ...]:

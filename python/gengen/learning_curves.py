@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -75,17 +76,7 @@ REALISTIC_RHOS = (0.3, 0.5)
 
 
 def CurveCell(  # the name of the realistic grid's cells before they became gengen.simulate.Cell
-    label: str,
-    n: int = 20,
-    schedule: str = "log",
-    n_examples: int = 1000,
-    phi: float = 0.9,
-    link: str = "linear",
-    special: str = "",
-    jump: tuple[float, float] = (0.0, 0.0),
-    runs: int = 1,
-    alternatives: bool = True,
-    well_specified: bool = True,
+    label: str, *, n: int = 20, phi: float = 0.9, link: str = "linear", alternatives: bool = True, **fields: Any
 ) -> Cell:
     """A cell of the realistic grid: a :class:`gengen.simulate.Cell` of the ``"curves"`` process.
 
@@ -94,41 +85,22 @@ def CurveCell(  # the name of the realistic grid's cells before they became geng
     label : str
     n : int
         Checkpoint rows including step 0 (and the repeated rows of ``duplicates``).
-    schedule : {"log", "dense-early", "even"}
-    n_examples : int
-        Examples per test set.
     phi : float
-        AR(1) coefficient of the OOD noise.
+        AR(1) coefficient of the OOD noise (the cell's ``coef_a``).
     link : {"linear", "saturating"}
-    special : {"", "stuck", "plateau", "duplicates"}
-    jump : tuple of float
-        OOD's offset above its line through chance after step 0 (a, b): step 0 then sits ``jump`` below the
-        line the fine-tuned checkpoints follow (the pre-trained model is not on the fine-tuned models' line).
-    runs : int
-        More than one: each replicate is a group of seeds pooled by the meta-analysis.
+        The cell's ``shape``.
     alternatives : bool
-        Whether the study also simulates ρ = 0.3, 0.5 (``rhos``) where the cell has them.
-    well_specified : bool
-        Whether the default is expected to meet the contract here (the CI-sized test asserts only these).
+        Whether the study also simulates ρ = 0.3, 0.5 (the cell's ``rhos``); without: the null only.
+    **fields
+        The other fields of a curves cell (``schedule``, ``n_examples``, ``special``, ``jump``, ``runs``,
+        ``well_specified``), with :class:`~gengen.simulate.Cell`'s defaults.
 
     Returns
     -------
     Cell
     """
-    return Cell(
-        label,
-        n=n,
-        process="curves",
-        coef_a=(phi,),
-        shape=link,
-        schedule=schedule,
-        n_examples=n_examples,
-        special=special,
-        jump=jump,
-        runs=runs,
-        rhos=(0.0, *REALISTIC_RHOS) if alternatives else (0.0,),
-        well_specified=well_specified,
-    )
+    rhos = (0.0, *REALISTIC_RHOS) if alternatives else (0.0,)
+    return Cell(label, n=n, process="curves", coef_a=(phi,), shape=link, rhos=rhos, **fields)
 
 
 def checkpoint_steps(n: int, schedule: str = "log", total: int = TOTAL_STEPS) -> np.ndarray:

@@ -47,9 +47,15 @@ class Cell:
         The link of OOD to ID: textbook "linear", "saturating" or "nonmonotone"; curves "linear" or "saturating".
     heteroskedastic : bool
         Textbook: the noise's standard deviation falls threefold over training.
-    schedule, n_examples, special, jump
-        Curves: checkpoint schedule, test-set size, special test set and step-0 offsets
-        (:mod:`gengen.learning_curves`).
+    schedule : {"log", "dense-early", "even"}
+        Curves: the checkpoint schedule (:mod:`gengen.learning_curves`).
+    n_examples : int
+        Curves: examples per test set.
+    special : {"", "stuck", "plateau", "duplicates"}
+        Curves: a test set b that is stuck at chance, plateaus, or has duplicated checkpoints.
+    jump : tuple of float
+        Curves: OOD's offset above its line through chance after step 0 (a, b): step 0 then sits ``jump`` below
+        the line the fine-tuned checkpoints follow (the pre-trained model is not on the fine-tuned models' line).
     runs : int
         Runs per replicate (more than one: a group of seeds pooled by meta-analysis).
     rhos : tuple of float
