@@ -32,6 +32,7 @@ Mantel, N. (1967). The detection of disease clustering and a generalized regress
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -40,13 +41,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from gengen import _core
 from gengen.errors import GengenError, InputError
-from gengen.stats.matrices import mantel
+from gengen.stats.correlation import partial_corr
 from gengen.stats.options import ALTERNATIVES, DEFAULT_ALTERNATIVE, DEFAULT_N_PERM_MANTEL
 
 if TYPE_CHECKING:
     from gengen.analyse.result import Analysis
+    from gengen.heterogeneity import PairMatrices
 
 SOURCES = ("runs", "pooled", "models")
 #: Columns of the agreement table.
@@ -193,16 +194,15 @@ def _testable(pairs: pd.DataFrame) -> pd.DataFrame:
     return pairs[pairs["testable"].fillna(True).astype(bool)]
 
 
-def _model_rows(pairs: pd.DataFrame, adjust: str) -> pd.DataFrame:
+def _model_rows(estimates: pd.DataFrame, adjust: str) -> pd.DataFrame:
     """One row per model (its seeds pooled, :func:`gengen.heterogeneity.group_estimates`) and pair, with a
     normal p-value of z/se adjusted across the model's pairs."""
-    from gengen.heterogeneity import group_estimates
+    from gengen._per_pair import two_sided_p_array
     from gengen.stats import p_adjust
 
-    estimates = group_estimates(pairs)
     with np.errstate(divide="ignore", invalid="ignore"):
         statistic = (estimates["z"] / np.sqrt(estimates["variance"])).to_numpy(dtype=float)
-    p = np.array([float(_core.normal_two_sided(value)) if np.isfinite(value) else np.nan for value in statistic])
+    p = two_sided_p_array(statistic, np.inf)
     adjusted = np.full(len(p), np.nan)
     for _, index in estimates.groupby("unit", sort=False).indices.items():
         adjusted[index] = p_adjust(p[index], adjust)  # type: ignore[arg-type]
@@ -217,15 +217,20 @@ def _model_rows(pairs: pd.DataFrame, adjust: str) -> pd.DataFrame:
     )
 
 
-def _long_table(source: Analysis | pd.DataFrame, which: str, alpha: float, adjust: str = "holm") -> pd.DataFrame:
-    """Normalise the input to long rows: group, testset_a, testset_b, r, p, significant."""
+def _long_table(
+    source: Analysis | pd.DataFrame, which: str, alpha: float, adjust: str, estimates: pd.DataFrame | None
+) -> pd.DataFrame:
+    """Normalise the input to long rows: group, testset_a, testset_b, r, p, significant (``estimates``: the
+    group estimates of the source's pairs, used by ``which="models"``)."""
+    from gengen.heterogeneity import group_estimates
+
     if isinstance(source, pd.DataFrame):
         pairs, pooled = source, pd.DataFrame()
     else:
         pairs, pooled = source.pairs, source.pooled
     pairs = _testable(pairs)
     if which == "models":
-        table = _model_rows(pairs, adjust)
+        table = _model_rows(group_estimates(pairs) if estimates is None else estimates, adjust)
         label_columns = ["unit"]
     elif which == "pooled":
         if pooled.empty:
@@ -286,75 +291,127 @@ def chance_levels(a: np.ndarray, b: np.ndarray, n_perm: int, seed: int) -> dict[
     seed)``): the chance level of the sign agreement is the permutations' mean, its range their 2.5% and 97.5%
     quantiles, and ``p_sign_agreement`` = (1 + #{permuted ≥ observed}) / (1 + n_perm).
     """
+    return _permutation_levels(a, b, _triangle_positions(a.shape[0], n_perm, seed), None)
+
+
+#: The chance-level columns of the agreement table (:func:`chance_levels`).
+CHANCE_COLUMNS = (
+    "sign_agreement_chance",
+    "sign_agreement_chance_low",
+    "sign_agreement_chance_high",
+    "p_sign_agreement",
+    "mantel_r_chance_low",
+    "mantel_r_chance_high",
+)
+
+
+def _triangle_positions(size: int, n_perm: int, seed: int) -> np.ndarray:
+    """Per permutation of :func:`gengen.stats.permutation_indices` (free, seeded), the positions in a flattened
+    (size × size) matrix ``b`` of its relabelled upper triangle: row o is ``b[np.ix_(order, order)][rows, cols]``
+    as indices into ``b.ravel()``, the same for every matrix of that size."""
     from gengen.stats import permutation_indices
 
+    rows, cols = np.triu_indices(size, 1)
+    orders = np.asarray(permutation_indices(size, n_perm, scheme="free", seed=seed))
+    return orders[:, rows] * size + orders[:, cols]
+
+
+def _permutation_levels(
+    a: np.ndarray, b: np.ndarray, positions: np.ndarray, alternative: str | None
+) -> dict[str, float]:
+    """The chance levels of :func:`chance_levels` and, given an ``alternative``, the Mantel test of
+    :func:`gengen.stats.mantel` (``mantel_r``, ``mantel_p``: the same statistic, permutations and counting),
+    from one gather of ``b``'s permuted upper triangles, a chunk of permutations at a time."""
     rows, cols = np.triu_indices(a.shape[0], 1)
     x, y = a[rows, cols], b[rows, cols]
-    orders = np.asarray(permutation_indices(a.shape[0], n_perm, scheme="free", seed=seed))
-    permuted = b[orders[:, rows], orders[:, cols]]  # row o: b[np.ix_(order, order)][rows, cols]
-    agree = np.mean(permuted * x > 0, axis=1)
+    n_perm = len(positions)
+    agree, permuted_r = np.empty(n_perm), np.empty(n_perm)
+    centred_x = x - x.mean()
+    scale = float(np.sqrt(centred_x @ centred_x)) or 1.0  # a constant triangle: r 0 (or NaN), as before
+    flat = np.ascontiguousarray(b, dtype=float).ravel()
+    step = max(1, 2_000_000 // max(len(x), 1))
+    for first in range(0, n_perm, step):
+        permuted = flat[positions[first : first + step]]
+        agree[first : first + step] = np.mean(permuted * x > 0, axis=1)
+        permuted = permuted - permuted.mean(axis=1, keepdims=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            permuted_r[first : first + step] = (permuted @ centred_x) / (np.sqrt((permuted**2).sum(axis=1)) * scale)
     observed = float(np.mean(x * y > 0))
-    xc = (x - x.mean()) / (np.linalg.norm(x - x.mean()) or 1.0)
-    centred = permuted - permuted.mean(axis=1, keepdims=True)
-    norms = np.linalg.norm(centred, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mantel_r = centred @ xc / norms
-    return {
+    levels = {
         "sign_agreement_chance": float(np.mean(agree)),
         "sign_agreement_chance_low": float(np.quantile(agree, 0.025)),
         "sign_agreement_chance_high": float(np.quantile(agree, 0.975)),
         "p_sign_agreement": float((1 + np.sum(agree >= observed - 1e-12)) / (1 + n_perm)),
-        "mantel_r_chance_low": float(np.nanquantile(mantel_r, 0.025)),
-        "mantel_r_chance_high": float(np.nanquantile(mantel_r, 0.975)),
+        "mantel_r_chance_low": float(np.nanquantile(permuted_r, 0.025)),
+        "mantel_r_chance_high": float(np.nanquantile(permuted_r, 0.975)),
     }
+    if alternative is not None:
+        r = float(partial_corr(x, y).r)
+        if alternative == "greater":
+            exceed = np.sum(permuted_r >= r - 1e-12)
+        else:
+            exceed = np.sum(np.abs(permuted_r) >= abs(r) - 1e-12)
+        levels |= {"mantel_r": r, "mantel_p": float((exceed + 1) / (n_perm + 1))}
+    return levels
+
+
+def _agreement_table(
+    long: pd.DataFrame, groups: list[str], *, n_perm: int, alternative: str, seed: int
+) -> pd.DataFrame:
+    """The agreement table: one row per two groups (:func:`_agreement_row`), each group's matrix squared once
+    and the permutations' positions gathered once per number of test sets."""
+    rows = {group: part for group, part in long.groupby("group", sort=False)}
+    squares = {group: _square(part) for group, part in rows.items()}
+    positions: dict[int, np.ndarray] = {}
+
+    def permutations(size: int) -> np.ndarray:
+        if size not in positions:
+            positions[size] = _triangle_positions(size, n_perm, seed)
+        return positions[size]
+
+    return pd.DataFrame(
+        [
+            _agreement_row(
+                rows[a], rows[b], squares[a], squares[b], permutations, n_perm=n_perm, alternative=alternative
+            )
+            | {"group_a": a, "group_b": b, "n_perm": n_perm, "alternative": alternative}
+            for a, b in combinations(groups, 2)
+        ],
+        columns=list(AGREEMENT_COLUMNS),
+    )
 
 
 def _agreement_row(
-    long: pd.DataFrame, group_a: str, group_b: str, *, n_perm: int, alternative: str, seed: int
+    rows_a: pd.DataFrame,
+    rows_b: pd.DataFrame,
+    matrix_a: pd.DataFrame,
+    matrix_b: pd.DataFrame,
+    permutations: Callable[[int], np.ndarray],
+    *,
+    n_perm: int,
+    alternative: str,
 ) -> dict[str, Any]:
-    """Sign agreement, its chance level, and the Mantel test of two groups' partial-correlation matrices."""
-    rows_a = long[long["group"] == group_a]
-    rows_b = long[long["group"] == group_b]
+    """Sign agreement, its chance level, and the Mantel test of two groups' partial-correlation matrices (on the
+    test sets whose rows are complete in both)."""
     both = rows_a.merge(rows_b, on=["testset_a", "testset_b"], suffixes=("_a", "_b"))
     agree, n_pairs = sign_agreement(both["r_a"].to_numpy(dtype=float), both["r_b"].to_numpy(dtype=float))
-    matrix_a, matrix_b = _square(rows_a), _square(rows_b)
-    common = [name for name in matrix_a.index if name in matrix_b.index]
+    common = matrix_a.index[matrix_a.index.isin(matrix_b.index)]
     a = matrix_a.loc[common, common].to_numpy()
     b = matrix_b.loc[common, common].to_numpy()
-    complete = [i for i in range(len(common)) if np.isfinite(a[i]).all() and np.isfinite(b[i]).all()]
+    complete = np.flatnonzero(np.isfinite(a).all(axis=1) & np.isfinite(b).all(axis=1))
     nan = float("nan")
-    chance = dict.fromkeys(
-        (
-            "sign_agreement_chance",
-            "sign_agreement_chance_low",
-            "sign_agreement_chance_high",
-            "p_sign_agreement",
-            "mantel_r_chance_low",
-            "mantel_r_chance_high",
-        ),
-        nan,
-    )
+    levels = dict.fromkeys((*CHANCE_COLUMNS, "mantel_r", "mantel_p"), nan)
     if len(complete) >= 3:
-        a_complete, b_complete = a[np.ix_(complete, complete)], b[np.ix_(complete, complete)]
-        test = mantel(a_complete, b_complete, n_perm=n_perm, alternative=alternative, seed=seed)  # type: ignore[arg-type]
-        mantel_r, mantel_p = test.r, test.p_value
-        chance = chance_levels(a_complete, b_complete, n_perm, seed)
-    else:
-        mantel_r, mantel_p = nan, nan
+        a, b = a[np.ix_(complete, complete)], b[np.ix_(complete, complete)]
+        levels = _permutation_levels(a, b, permutations(len(complete)), alternative)
     return {
-        "group_a": group_a,
-        "group_b": group_b,
         "n_testsets": len(complete),
         "n_pairs": n_pairs,
         "n_sign_agree": agree,
         "sign_agreement": agree / n_pairs if n_pairs else nan,
-        **chance,
-        "mantel_r": mantel_r,
-        "mantel_p": mantel_p,
+        **levels,
         # the smallest p the permutations can give: "p = 0.001" then means "p ≤ 0.001"
-        "mantel_p_at_floor": bool(np.isfinite(mantel_p) and mantel_p <= 1.0 / (n_perm + 1) + 1e-12),
-        "n_perm": n_perm,
-        "alternative": alternative,
+        "mantel_p_at_floor": bool(np.isfinite(levels["mantel_p"]) and levels["mantel_p"] <= 1.0 / (n_perm + 1) + 1e-12),
     }
 
 
@@ -414,18 +471,40 @@ def compare(
         group_a   group_b  mantel_r
     0  olmo2-1b  opt-125m      0.28
     """
+    return _compare(
+        source, None, None, source_level=source_level, alpha=alpha, n_perm=n_perm, alternative=alternative, seed=seed
+    )
+
+
+def _compare(
+    source: Analysis | pd.DataFrame,
+    estimates: pd.DataFrame | None,
+    cells: list[tuple[str, str, PairMatrices]] | None,
+    *,
+    source_level: str,
+    alpha: float,
+    n_perm: int,
+    alternative: str,
+    seed: int,
+) -> Comparison:
+    """:func:`compare`, given the source's group estimates and their cells' pair matrices when the caller has
+    them (:func:`gengen.verdict.build_verdict`): computed here when None."""
+    from gengen.heterogeneity import cell_matrices, difference_rows, group_estimates, heterogeneity_rows
+
     _check_options(source_level, alpha, n_perm, alternative)
     adjust = _adjust_method(source)
-    long = _orient(_long_table(source, source_level, alpha, adjust))
+    pairs = source if isinstance(source, pd.DataFrame) else source.pairs
+    has_variance = _has_variance(pairs)
+    if estimates is None and (source_level == "models" or has_variance):
+        estimates = group_estimates(pairs)
+    long = _orient(_long_table(source, source_level, alpha, adjust, estimates))
     groups = list(dict.fromkeys(long["group"]))
-    agreement = pd.DataFrame(
-        [
-            _agreement_row(long, group_a, group_b, n_perm=n_perm, alternative=alternative, seed=seed)
-            for group_a, group_b in combinations(groups, 2)
-        ],
-        columns=list(AGREEMENT_COLUMNS),
-    )
-    heterogeneity, differences = _heterogeneity(source, alpha, adjust)
+    agreement = _agreement_table(long, groups, n_perm=n_perm, alternative=alternative, seed=seed)
+    heterogeneity, differences = pd.DataFrame(), pd.DataFrame()
+    if has_variance and estimates is not None:  # the tables need a variance per row
+        cells = cell_matrices(estimates) if cells is None else cells
+        heterogeneity = heterogeneity_rows(cells, alpha=alpha, adjust=adjust)
+        differences = difference_rows(cells, alpha=alpha)
     settings = {
         "source": source_level,
         "adjust_heterogeneity": adjust,
@@ -498,17 +577,7 @@ def _adjust_method(source: Analysis | pd.DataFrame) -> str:
     return "holm" if method == "maxT" else method
 
 
-def _heterogeneity(source: Analysis | pd.DataFrame, alpha: float, adjust: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The heterogeneity and pairwise-difference tables, empty when the rows carry no variance."""
-    from gengen.heterogeneity import group_estimates, heterogeneity_table, pairwise_differences
-
-    pairs = source if isinstance(source, pd.DataFrame) else source.pairs
+def _has_variance(pairs: pd.DataFrame) -> bool:
+    """Whether the rows carry a variance (``se_z``, or ``n`` and ``k``) for the heterogeneity tables."""
     has_se = "se_z" in pairs.columns and bool(np.isfinite(pairs["se_z"].to_numpy(dtype=float)).any())
-    has_variance = has_se or {"n", "k"} <= set(pairs.columns)
-    if not has_variance or pairs.empty:
-        return pd.DataFrame(), pd.DataFrame()
-    estimates = group_estimates(pairs)
-    return (
-        heterogeneity_table(estimates, alpha=alpha, adjust=adjust),
-        pairwise_differences(estimates, alpha=alpha),
-    )
+    return (has_se or {"n", "k"} <= set(pairs.columns)) and not pairs.empty

@@ -40,14 +40,13 @@ Higgins, J. P. T. & Thompson, S. G. (2002). Quantifying heterogeneity in a meta-
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import combinations
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from gengen._per_pair import holm_by_group, joined_per_row, two_sided_p_array
 from gengen.errors import InputError, InvalidArgumentError
 from gengen.tails import f_sf, f_sf_array, two_sided_p
 
@@ -146,37 +145,34 @@ class HeterogeneityResult:
 def heterogeneity_test(z: Any, variance: Any, df: Any = None) -> HeterogeneityResult:
     r"""Cochran's Q test that several Fisher-z estimates share one value.
 
-        Parameters
-        ----------
-        z : array_like, shape (M,)
-            Estimates of Fisher's z; NaN entries are left out.
-        variance : array_like, shape (M,)
-            Their variances; entries that are not finite and positive are left out.
-        df : array_like, shape (M,), optional
-            Degrees of freedom of each variance when it is estimated; Q is then referred to
-            :math:`(M-1)\,F_{M-1,
-    u}`, :math:`
-    u = (\sum w_g)^2 / \sum (w_g^2/
-    u_g)` (Satterthwaite).
+    Parameters
+    ----------
+    z : array_like, shape (M,)
+        Estimates of Fisher's z; NaN entries are left out.
+    variance : array_like, shape (M,)
+        Their variances; entries that are not finite and positive are left out.
+    df : array_like, shape (M,), optional
+        Degrees of freedom of each variance when it is estimated; Q is then referred to
+        :math:`(M-1)\,F_{M-1,\nu}`, :math:`\nu = (\sum w_g)^2 / \sum (w_g^2/\nu_g)` (Satterthwaite).
 
-        Returns
-        -------
-        HeterogeneityResult
-            Q, its df and p-value, I² and the common (fixed-effect) z.
+    Returns
+    -------
+    HeterogeneityResult
+        Q, its df and p-value, I² and the common (fixed-effect) z.
 
-        Notes
-        -----
-        :math:`Q = \sum_g w_g (z_g - \bar z)^2`, :math:`w_g = 1/v_g`, :math:`\bar z = \sum w_g z_g / \sum w_g`,
-        referred to :math:`\chi^2_{M-1}` (the same as R's ``metafor::rma(yi = z, vi = v, method = "FE")$QE`` and
-        ``$QEp``), or with ``df`` to :math:`(M-1) F_{M-1,\nu}`: with estimated weights Q has a heavier tail than
-        :math:`\chi^2` (exactly F when the variances share one estimated scale); :math:`I^2 = \max(0, (Q -
-        (M-1))/Q)`.
+    Notes
+    -----
+    :math:`Q = \sum_g w_g (z_g - \bar z)^2`, :math:`w_g = 1/v_g`, :math:`\bar z = \sum w_g z_g / \sum w_g`,
+    referred to :math:`\chi^2_{M-1}` (the same as R's ``metafor::rma(yi = z, vi = v, method = "FE")$QE`` and
+    ``$QEp``), or with ``df`` to :math:`(M-1) F_{M-1,\nu}`: with estimated weights Q has a heavier tail than
+    :math:`\chi^2` (exactly F when the variances share one estimated scale); :math:`I^2 = \max(0, (Q -
+    (M-1))/Q)`.
 
-        Examples
-        --------
-        >>> result = heterogeneity_test([0.5, -0.1, 0.2], [0.02, 0.03, 0.025])
-        >>> round(result.q, 3), result.df, round(result.p_value, 4)
-        (7.297, 2, 0.026)
+    Examples
+    --------
+    >>> result = heterogeneity_test([0.5, -0.1, 0.2], [0.02, 0.03, 0.025])
+    >>> round(result.q, 3), result.df, round(result.p_value, 4)
+    (7.297, 2, 0.026)
     """
     z_arr = np.asarray(z, dtype=float).ravel()
     v_arr = np.asarray(variance, dtype=float).ravel()
@@ -384,17 +380,22 @@ def comparison_cells(estimates: pd.DataFrame, across: str) -> list[tuple[str, pd
         The cell's label (``"all"``, ``"shots=5"``, ``"family=pythia, shots=0"``) and its rows.
     """
     within, varying = CELLS[across]
-    frame = estimates.copy()
-    keys = frame[list(within)].astype(object).where(frame[list(within)].notna(), None)
-    frame["_key"] = list(zip(*(keys[c] for c in within), strict=True))
-    labels = {
-        key: ", ".join(f"{c}={_text(v)}" for c, v in zip(within, key, strict=True) if _text(v))
-        for key in dict.fromkeys(frame["_key"])
-    }
-    frame["_cell"] = frame["_key"].map(labels)
-    frame = frame.drop(columns="_key")
+    columns = list(within)
+    codes = estimates.groupby(columns, dropna=False, sort=False).ngroup().to_numpy()
+    _, first = np.unique(codes, return_index=True)
+    keys = [estimates[column].to_numpy(dtype=object)[first] for column in columns]
+    # one label per key; keys that read alike ("shots=5" from 5 and "5", "" from None and NaN) share a cell
+    label_of_key = np.array(
+        [
+            ", ".join(f"{c}={_text(v)}" for c, v in zip(within, key, strict=True) if _text(v))
+            for key in zip(*keys, strict=True)
+        ],
+        dtype=object,
+    )
+    labels = label_of_key[codes] if len(codes) else np.array([], dtype=object)
     cells = []
-    for label, rows in frame.groupby("_cell", sort=True):
+    for label in sorted(set(label_of_key)):
+        rows = estimates.iloc[np.flatnonzero(labels == label)]
         if across == "size" and not rows["family"].notna().all():
             continue
         units = rows.drop_duplicates("unit")
@@ -403,7 +404,7 @@ def comparison_cells(estimates: pd.DataFrame, across: str) -> list[tuple[str, pd
         # One group per value of the varying column: two models of one size in a family are not "sizes".
         if across != "model" and units[varying].nunique(dropna=False) != len(units):
             continue
-        cells.append((str(label) or "all", rows.drop(columns="_cell")))
+        cells.append((str(label) or "all", rows))
     return cells
 
 
@@ -435,7 +436,7 @@ class PairMatrices:
 
     def groups_per_pair(self) -> list[str]:
         """The groups that estimate each pair, joined by ";"."""
-        return [";".join(unit for unit, keep in zip(self.units, row, strict=True) if keep) for row in self.usable]
+        return joined_per_row(np.broadcast_to(np.array(self.units, dtype=object), self.usable.shape), self.usable)
 
 
 def pair_matrices(rows: pd.DataFrame) -> PairMatrices:
@@ -451,22 +452,37 @@ def pair_matrices(rows: pd.DataFrame) -> PairMatrices:
     PairMatrices
         Pairs sorted by name, groups in order of appearance.
     """
-    units = list(dict.fromkeys(map(str, rows["unit"])))
-    frame = rows.assign(unit=rows["unit"].astype(str))
+    unit_codes, unit_names = pd.factorize(rows["unit"].astype(str).to_numpy(dtype=object), sort=False)
+    units = [str(unit) for unit in unit_names]
+    code_a, names_a = pd.factorize(rows["testset_a"].to_numpy(dtype=object), sort=True)
+    code_b, names_b = pd.factorize(rows["testset_b"].to_numpy(dtype=object), sort=True)
+    key = code_a.astype(np.int64) * len(names_b) + code_b
+    named = (code_a >= 0) & (code_b >= 0)
+    z_column = rows["z"].to_numpy(dtype=float)
+    # the pairs (sorted by name) where some group has a z, as a pivot of z would keep them
+    pair_keys = np.unique(key[named & ~np.isnan(z_column)])
+    slot = np.searchsorted(pair_keys, key)
+    named &= slot < len(pair_keys)
+    named[named] = pair_keys[slot[named]] == key[named]
 
-    def wide(column: str) -> pd.DataFrame:
-        table = frame.pivot_table(index=["testset_a", "testset_b"], columns="unit", values=column, aggfunc="first")
-        return table.reindex(columns=units).sort_index()
+    def wide(values: np.ndarray) -> np.ndarray:
+        """A (pair × group) array of one column: each cell's first value that is not NaN."""
+        out = np.full((len(pair_keys), len(units)), np.nan)
+        valid = named & ~np.isnan(values)
+        cells, first = np.unique(slot[valid] * len(units) + unit_codes[valid], return_index=True)
+        out.flat[cells] = values[valid][first]
+        return out
 
-    z = wide("z")
-    variance = wide("variance").reindex(z.index).to_numpy(dtype=float)
-    df = wide("df").reindex(z.index).to_numpy(dtype=float) if "df" in frame.columns else np.full(variance.shape, np.inf)
+    z_values = wide(z_column)
+    variance = wide(rows["variance"].to_numpy(dtype=float))
+    df = wide(rows["df"].to_numpy(dtype=float)) if "df" in rows.columns else np.full(variance.shape, np.inf)
     df = np.where(np.isfinite(df) & (df > 0), df, np.inf)
-    r = wide("r").reindex(z.index).to_numpy(dtype=float)
-    z_values = z.to_numpy(dtype=float)
+    r = wide(rows["r"].to_numpy(dtype=float))
     with np.errstate(invalid="ignore"):
         usable = np.isfinite(z_values) & np.isfinite(variance) & (variance > 0)
-    index = z.index.to_frame(index=False)
+    index = pd.DataFrame(
+        {"testset_a": names_a[pair_keys // len(names_b)], "testset_b": names_b[pair_keys % len(names_b)]}
+    )
     return PairMatrices(index, units, z_values, variance, r, usable, df)
 
 
@@ -565,10 +581,18 @@ def heterogeneity_table(
       across  q_heterogeneity  df_heterogeneity  p_heterogeneity
     0  model            8.312                 2            0.016
     """
+    return heterogeneity_rows(cell_matrices(estimates, across), alpha=alpha, adjust=adjust)
+
+
+def heterogeneity_rows(
+    cells: list[tuple[str, str, PairMatrices]], *, alpha: float = 0.05, adjust: str = "holm"
+) -> pd.DataFrame:
+    """:func:`heterogeneity_table` from the cells' pair matrices (:func:`cell_matrices`), so that the
+    matrices can serve several tables."""
     from gengen.stats import p_adjust
 
     tables = []
-    for comparison, label, matrices in _cell_matrices(estimates, across):
+    for comparison, label, matrices in cells:
         q = q_arrays(matrices.z, matrices.variance, matrices.df)
         table = matrices.index.assign(
             across=comparison,
@@ -591,7 +615,7 @@ def heterogeneity_table(
 
 
 def pairwise_differences(
-    estimates: pd.DataFrame, *, alpha: float = 0.05, across: tuple[str, ...] = ACROSS
+    estimates: pd.DataFrame, *, across: tuple[str, ...] = ACROSS, alpha: float = 0.05
 ) -> pd.DataFrame:
     """Every two groups' difference in Fisher's z per pair, Holm-adjusted across the comparisons of the pair.
 
@@ -599,10 +623,10 @@ def pairwise_differences(
     ----------
     estimates : DataFrame
         From :func:`group_estimates`.
+    across : tuple of str
+        The comparisons, as in :func:`heterogeneity_table`.
     alpha : float
         Level of ``significant_difference`` (on the adjusted p-value).
-    across : tuple of str
-        As in :func:`heterogeneity_table`.
 
     Returns
     -------
@@ -620,56 +644,58 @@ def pairwise_differences(
       group_a group_b  statistic  p_difference
     0       a       b      4.049           0.0
     """
-    from gengen.stats import p_adjust
+    return difference_rows(cell_matrices(estimates, across), alpha=alpha)
 
-    records: list[pd.DataFrame] = []
-    for comparison, label, matrices in _cell_matrices(estimates, across):
-        pairs_of_groups = combinations(range(len(matrices.units)), 2)
-        blocks = [block for g, h in pairs_of_groups if (block := _difference_block(matrices, g, h)) is not None]
-        if not blocks:
-            continue
-        table = pd.concat(blocks, ignore_index=True).assign(across=comparison, cell=label)
-        adjusted = np.empty(len(table))
-        p_difference = table["p_difference"].to_numpy(dtype=float)
-        for index in table.groupby("_pair", sort=False).indices.values():
-            adjusted[index] = p_adjust(p_difference[index], "holm")
-        table["p_difference_adjusted"] = adjusted
-        table["significant_difference"] = adjusted < alpha
-        records.append(table.drop(columns="_pair"))
-    if not records:
+
+def difference_rows(cells: list[tuple[str, str, PairMatrices]], *, alpha: float = 0.05) -> pd.DataFrame:
+    """:func:`pairwise_differences` from the cells' pair matrices (:func:`cell_matrices`)."""
+    tables = [_differences(matrices).assign(across=comparison, cell=label) for comparison, label, matrices in cells]
+    tables = [table for table in tables if len(table)]
+    if not tables:
         return pd.DataFrame(columns=list(DIFFERENCE_COLUMNS))
-    return pd.concat(records, ignore_index=True)[list(DIFFERENCE_COLUMNS)]
+    table = pd.concat(tables, ignore_index=True)
+    table["significant_difference"] = table["p_difference_adjusted"] < alpha
+    return table[list(DIFFERENCE_COLUMNS)]
 
 
-def _cell_matrices(estimates: pd.DataFrame, across: tuple[str, ...]) -> Iterator[tuple[str, str, PairMatrices]]:
-    """(comparison, cell label, the cell's pair matrices) for every comparison in ``across`` and each of its cells."""
+def cell_matrices(estimates: pd.DataFrame, across: tuple[str, ...] = ACROSS) -> list[tuple[str, str, PairMatrices]]:
+    """(comparison, cell label, the cell's :func:`pair_matrices`) for every comparison in ``across`` and each of
+    its cells (:func:`comparison_cells`); an unknown comparison is an ``option across`` error."""
+    out: list[tuple[str, str, PairMatrices]] = []
     for comparison in across:
         if comparison not in CELLS:
             raise InputError(f"option across: {comparison!r} is not one of {', '.join(CELLS)}")
-        for label, rows in comparison_cells(estimates, comparison):
-            yield comparison, label, pair_matrices(rows)
+        out.extend((comparison, label, pair_matrices(rows)) for label, rows in comparison_cells(estimates, comparison))
+    return out
 
 
-def _difference_block(matrices: PairMatrices, g: int, h: int) -> pd.DataFrame | None:
-    """Groups g and h compared on every pair both can test (None when there is none): z difference, its se,
-    the Welch–Satterthwaite df of v_g + v_h (inf when the variances are known) and the two-sided p."""
-    keep = matrices.usable[:, g] & matrices.usable[:, h]
-    if not keep.any():
-        return None
-    z, v, r, nu = matrices.z, matrices.variance, matrices.r, matrices.df
-    se = np.sqrt(v[keep, g] + v[keep, h])
-    welch = satterthwaite(v[keep][:, [g, h]], nu[keep][:, [g, h]])
-    difference = z[keep, g] - z[keep, h]
+def _differences(matrices: PairMatrices) -> pd.DataFrame:
+    """Every two groups g < h compared on each pair both can test, group pair by group pair: z difference, its
+    se, the Welch–Satterthwaite df of v_g + v_h (inf when the variances are known), the two-sided p, and Holm's
+    adjustment across the comparisons of each pair."""
+    g_of, h_of = np.triu_indices(len(matrices.units), 1)  # the order of itertools.combinations
+    comparison, pair = np.nonzero((matrices.usable[:, g_of] & matrices.usable[:, h_of]).T)
+    g, h = g_of[comparison], h_of[comparison]
+    z, v, nu = matrices.z, matrices.variance, matrices.df
+    se = np.sqrt(v[pair, g] + v[pair, h])
+    welch = satterthwaite(np.stack([v[pair, g], v[pair, h]], axis=1), np.stack([nu[pair, g], nu[pair, h]], axis=1))
+    difference = z[pair, g] - z[pair, h]
     statistic = difference / se
-    return matrices.index[keep].assign(
-        group_a=matrices.units[g],
-        group_b=matrices.units[h],
-        r_a=r[keep, g],
-        r_b=r[keep, h],
-        z_difference=difference,
-        se_difference=se,
-        statistic=statistic,
-        df_difference=welch,
-        p_difference=[two_sided_p(x, d) for x, d in zip(statistic, welch, strict=True)],
-        _pair=np.flatnonzero(keep),
+    p = two_sided_p_array(statistic, welch)
+    units = np.array(matrices.units, dtype=object)
+    return pd.DataFrame(
+        {
+            "testset_a": matrices.index["testset_a"].to_numpy()[pair],
+            "testset_b": matrices.index["testset_b"].to_numpy()[pair],
+            "group_a": units[g],
+            "group_b": units[h],
+            "r_a": matrices.r[pair, g],
+            "r_b": matrices.r[pair, h],
+            "z_difference": difference,
+            "se_difference": se,
+            "statistic": statistic,
+            "df_difference": welch,
+            "p_difference": p,
+            "p_difference_adjusted": holm_by_group(p, pair),
+        }
     )

@@ -36,6 +36,7 @@ from gengen.analyse.result import _json_safe
 if TYPE_CHECKING:
     from gengen.analyse.result import Analysis
     from gengen.compare import Comparison
+    from gengen.heterogeneity import PairMatrices
 
 __all__ = ["CLASSES", "Verdict", "build_verdict"]
 
@@ -185,86 +186,80 @@ def _write_json(path: Path, data: Any) -> None:
         raise
 
 
-def _classify(
-    positive: int,
-    negative: int,
-    n_groups: int,
-    p_common: float,
-    z_common: float,
-    p_het: float,
-    alpha: float,
-    compared: bool,
-) -> tuple[str, str]:
-    """A pair's class and the reason, from its counts and adjusted p-values."""
-    if n_groups == 0:
-        return "undetermined", "no model could test this pair"
-    if compared and n_groups < 2:
-        return "undetermined", "only one model could test this pair"
-    if np.isfinite(p_het) and p_het < alpha:
-        return "model-dependent", "the partial correlation differs between models (Cochran's Q)"
-    if not (np.isfinite(p_common) and p_common < alpha):
-        return "undetermined", "no common effect detected (too little power, or none)"
-    if z_common > 0 and negative == 0:
-        return "consistent positive", "significant common effect, positive in every model"
-    if z_common < 0 and positive == 0:
-        return "consistent negative", "significant common effect, negative in every model"
-    return "undetermined", "significant common effect, but some model points the other way"
+#: The classes of a pair, each with its reason, in the order they are tried (the first that holds; the last is
+#: what is left).
+_RULES = (
+    ("undetermined", "no model could test this pair"),
+    ("undetermined", "only one model could test this pair"),
+    ("model-dependent", "the partial correlation differs between models (Cochran's Q)"),
+    ("undetermined", "no common effect detected (too little power, or none)"),
+    ("consistent positive", "significant common effect, positive in every model"),
+    ("consistent negative", "significant common effect, negative in every model"),
+    ("undetermined", "significant common effect, but some model points the other way"),
+)
 
 
-def _pair_table(estimates: pd.DataFrame, alpha: float, adjust: str) -> pd.DataFrame:
+def _classify(table: pd.DataFrame, alpha: float, compared: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Each pair's class and reason (:data:`_RULES`), from its counts and adjusted p-values."""
+    n_groups = table["n_groups"].to_numpy()
+    p_het = table["p_heterogeneity_adjusted"].to_numpy(dtype=float)
+    p_common = table["p_common_adjusted"].to_numpy(dtype=float)
+    z_common = table["r_common"].to_numpy(dtype=float)
+    positive, negative = table["n_positive"].to_numpy(), table["n_negative"].to_numpy()
+    with np.errstate(invalid="ignore"):
+        holds = [
+            n_groups == 0,
+            (n_groups < 2) & compared,
+            np.isfinite(p_het) & (p_het < alpha),
+            ~(np.isfinite(p_common) & (p_common < alpha)),
+            (z_common > 0) & (negative == 0),
+            (z_common < 0) & (positive == 0),
+        ]
+    rule = np.select(holds, np.arange(len(holds)), default=len(holds))
+    names = np.array([name for name, _ in _RULES], dtype=object)
+    reasons = np.array([reason for _, reason in _RULES], dtype=object)
+    return names[rule], reasons[rule]
+
+
+def _pair_table(
+    estimates: pd.DataFrame, cells: list[tuple[str, str, PairMatrices]], alpha: float, adjust: str
+) -> pd.DataFrame:
     """One row per across-model cell × pair with the common estimate, Q and the class."""
-    from gengen.heterogeneity import comparison_cells, pair_matrices, q_arrays, two_sided_p
+    from gengen._per_pair import joined_per_row, two_sided_p_array
+    from gengen.heterogeneity import pair_matrices, q_arrays
     from gengen.stats import p_adjust
 
-    cells = comparison_cells(estimates, "model")
-    compared = bool(cells)
-    if not cells:  # a single model: its own estimates, nothing compared
-        cells = [("all", estimates)]
+    model_cells = [(label, matrices) for across, label, matrices in cells if across == "model"]
+    compared = bool(model_cells)
+    if not model_cells and not estimates.empty:  # a single model: its own estimates, nothing compared
+        model_cells = [("all", pair_matrices(estimates))]
     tables = []
-    for label, rows in cells:
-        if rows.empty:
-            continue
-        matrices = pair_matrices(rows)
+    for label, matrices in model_cells:
         q = q_arrays(matrices.z, matrices.variance, matrices.df)
         r = np.where(matrices.usable, matrices.r, np.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
             statistic = q["z_common"] * np.sqrt(q["sum_w"])
-        units = matrices.units
+        labelled = np.array([f"{unit}=" for unit in matrices.units], dtype=object) + np.char.mod("%.3f", r).astype(
+            object
+        )
         table = matrices.index.assign(
             cell=label,
             n_groups=q["n_groups"],
             groups=matrices.groups_per_pair(),
-            r_by_group=[
-                ";".join(f"{u}={x:.3f}" for u, x, keep in zip(units, values, row, strict=True) if keep)
-                for values, row in zip(r, matrices.usable, strict=True)
-            ],
+            r_by_group=joined_per_row(labelled, matrices.usable),
             n_positive=np.sum(r > 0, axis=1),
             n_negative=np.sum(r < 0, axis=1),
             r_min=np.nanmin(np.where(matrices.usable, r, np.inf), axis=1),
             r_max=np.nanmax(np.where(matrices.usable, r, -np.inf), axis=1),
             r_common=np.tanh(q["z_common"]),
-            p_common=[two_sided_p(x, d) for x, d in zip(statistic, q["df_denominator"], strict=True)],
+            p_common=two_sided_p_array(statistic, q["df_denominator"]),
             q_heterogeneity=q["q"],
             p_heterogeneity=q["p"],
         )
         table.loc[table["n_groups"] == 0, ["r_min", "r_max"]] = np.nan
         table["p_common_adjusted"] = p_adjust(table["p_common"].to_numpy(dtype=float), adjust)  # type: ignore[arg-type]
         table["p_heterogeneity_adjusted"] = p_adjust(table["p_heterogeneity"].to_numpy(dtype=float), adjust)  # type: ignore[arg-type]
-        classes = [
-            _classify(
-                row.n_positive,
-                row.n_negative,
-                row.n_groups,
-                row.p_common_adjusted,
-                row.r_common,
-                row.p_heterogeneity_adjusted,
-                alpha,
-                compared,
-            )
-            for row in table.itertuples(index=False)
-        ]
-        table["verdict"] = [name for name, _ in classes]
-        table["reason"] = [reason for _, reason in classes]
+        table["verdict"], table["reason"] = _classify(table, alpha, compared)
         tables.append(table)
     if not tables:
         return pd.DataFrame(columns=list(VERDICT_COLUMNS))
@@ -436,8 +431,8 @@ def build_verdict(
     >>> verdict.counts
     {'consistent positive': 1, 'consistent negative': 0, 'model-dependent': 1, 'undetermined': 0}
     """
-    from gengen.compare import compare
-    from gengen.heterogeneity import group_estimates
+    from gengen.compare import _compare
+    from gengen.heterogeneity import cell_matrices, group_estimates
 
     settings = {} if isinstance(source, pd.DataFrame) else source.settings
     alpha = float(settings.get("alpha", 0.05)) if alpha is None else float(alpha)
@@ -446,13 +441,23 @@ def build_verdict(
         adjust = "holm" if adjust == "maxT" else adjust
     pairs_table = source if isinstance(source, pd.DataFrame) else source.pairs
     estimates = group_estimates(pairs_table)
-    pairs = _pair_table(estimates, alpha, adjust)
+    cells = cell_matrices(estimates)  # shared with the comparison's heterogeneity tables
+    pairs = _pair_table(estimates, cells, alpha, adjust)
     groups = list(dict.fromkeys(map(str, estimates["unit"])))
     counts = {name: int((pairs["verdict"] == name).sum()) for name in CLASSES}
     agreement: dict[str, Any] = {}
     if len(groups) > 1:
         if comparison is None or comparison.settings.get("source") != "models":
-            comparison = compare(source, source_level="models", alpha=alpha, n_perm=n_perm, seed=seed)
+            comparison = _compare(
+                source,
+                estimates,
+                cells,
+                source_level="models",
+                alpha=alpha,
+                n_perm=n_perm,
+                alternative="greater",
+                seed=seed,
+            )
         agreement = _agreement_summary(comparison.agreement, alpha)
     if pairs.empty:
         text = (
