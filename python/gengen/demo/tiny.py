@@ -90,16 +90,9 @@ def build_tiny_model(
             attention_dropout=0.0,
             layerdrop=0.0,
         )
-    elif family == "olmo2":
-        config = Olmo2Config(
-            **common,
-            intermediate_size=4 * hidden,
-            num_key_value_heads=heads,
-            attention_dropout=0.0,
-            tie_word_embeddings=False,
-        )
-    elif family == "smollm3":
-        config = SmolLM3Config(
+    elif family in ("olmo2", "smollm3"):  # Llama-style blocks: gated MLP, no grouped-query attention
+        llama_style = Olmo2Config if family == "olmo2" else SmolLM3Config
+        config = llama_style(
             **common,
             intermediate_size=4 * hidden,
             num_key_value_heads=heads,
