@@ -7,8 +7,12 @@ wrong with it. The CLI prints that line and exits with status 2; anything else i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
+
+#: An option named in a hint: ``{name}``, a library keyword in braces.
+_HINT_OPTION = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 
 
 class GengenError(ValueError):
@@ -27,7 +31,8 @@ class GengenError(ValueError):
     problem : str, optional
         What is wrong, without the option's name, e.g. ``"must be an integer >= 3, got 2"``.
     hint : str, optional
-        What to do instead, e.g. ``"use --fit linear for fewer than 8 checkpoints"``.
+        What to do instead; an option it names is written ``{name}`` and rendered like ``option``, e.g.
+        ``"use {fit} linear for fewer than 8 checkpoints"`` (``--fit linear`` in the CLI, ``fit linear`` here).
 
     Examples
     --------
@@ -67,14 +72,17 @@ class GengenError(ValueError):
         Returns
         -------
         str
-            One line: the message, or ``"<option> <problem>"`` plus ``"; <hint>"``.
+            One line: the message, or ``"<option> <problem>"`` plus ``"; <hint>"`` (its ``{name}`` options
+            written by ``name`` too).
         """
         if self._message is not None and self.option is None:
             text = self._message
         else:
             shown = self.option if self.option is None or name is None else name(self.option)
             text = " ".join(part for part in (shown, self.problem or self._message) if part)
-        return f"{text}; {self.hint}" if self.hint else text
+        if not self.hint:
+            return text
+        return f"{text}; {_HINT_OPTION.sub(lambda found: (name or str)(found[1]), self.hint)}"
 
 
 class InputError(GengenError):

@@ -251,8 +251,8 @@ def _no_table_format(path: Path, frame: pd.DataFrame) -> UnknownFormatError:
     kinds = [f"{entry.what} ({entry.needs})" for entry in _entries("table")]
     listed = ", ".join(kinds[:-1]) + f" nor {kinds[-1]}" if len(kinds) > 1 else kinds[0]
     return UnknownFormatError(
-        f"{path}: neither {listed}; columns are {short_list(list(frame.columns))}; map columns with --column or "
-        "--run-column, or pass --format"
+        f"{path}: neither {listed}; columns are {short_list(list(frame.columns))}",
+        hint="map columns with {columns} or {run_column}, or pass {format}",
     )
 
 

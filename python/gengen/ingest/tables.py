@@ -455,8 +455,9 @@ def _missing(path: Path, frame: pd.DataFrame, needed: tuple[str, ...], kind: str
     for name in needed:
         if name not in frame.columns:
             raise InputError(
-                f"{path}: {kind} table has no column {shown(name)}{close_match(name, frame.columns)} "
-                f"(map one with --column {name}=COLUMN); columns are {short_list(list(frame.columns))}"
+                f"{path}: {kind} table has no column {shown(name)}{close_match(name, frame.columns)}; columns are "
+                f"{short_list(list(frame.columns))}",
+                hint=f"map one with {{columns}} {name}=COLUMN",
             )
 
 
@@ -565,8 +566,8 @@ def _parse_scores(
         notes.append(f"{path}: skipped columns holding text, not scores: {short_list(text_only)}")
     if not matched:
         how = f"the pattern {shown(options.pattern)}" if options.pattern else "the rule for score names"
-        hint = "pass --metric NAME if the columns are test sets" if kind == "runs" else "pass --pattern"
-        raise InputError(f"{path}: no column is a score by {how}; columns are {short_list(columns)}; {hint}")
+        hint = "pass {metric} NAME if the columns are test sets" if kind == "runs" else "pass {pattern}"
+        raise InputError(f"{path}: no column is a score by {how}; columns are {short_list(columns)}", hint=hint)
     score_columns = [column for column, _, _ in matched]
     ids = [c for c in frame.columns if c in ID_COLUMNS]
     raw = frame[score_columns]
