@@ -20,6 +20,7 @@ Which to use
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -150,6 +151,156 @@ def _column(rows: pd.DataFrame, name: str, fill: Any) -> np.ndarray:
     return np.full(len(rows), fill, dtype=object)
 
 
+@dataclass(frozen=True)
+class _PairLayout:
+    """Where the rows of one cell go in a (pairs × runs) array: row ``order[i]`` is run ``slot[i]`` of pair
+    ``codes[i]``; each pair's runs stay in table order (``order`` is a stable sort by pair)."""
+
+    order: np.ndarray
+    codes: np.ndarray
+    slot: np.ndarray
+    starts: np.ndarray
+    counts: np.ndarray
+    row_pair: np.ndarray  # the pair of each row of the cell (-1: a row without both test sets)
+
+    @classmethod
+    def of(cls, cell_rows: pd.DataFrame) -> _PairLayout:
+        """The layout of ``cell_rows``' pairs (``testset_a``, ``testset_b``), in order of first appearance."""
+        group_of = cell_rows.groupby(["testset_a", "testset_b"], sort=False).ngroup().to_numpy()
+        present = group_of >= 0
+        order = np.flatnonzero(present)[np.argsort(group_of[present], kind="stable")]
+        codes = group_of[order]
+        counts = np.bincount(codes, minlength=int(codes.max()) + 1 if len(codes) else 0)
+        starts = np.cumsum(counts) - counts
+        return cls(order, codes, np.arange(len(order)) - starts[codes], starts, counts, group_of)
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.counts)
+
+    def grid(self, values: np.ndarray, fill: Any) -> np.ndarray:
+        """``values`` (one per row of the cell) as a (pairs × runs) array, ``fill`` where a pair has fewer runs."""
+        width = int(self.counts.max()) if self.n_pairs else 0
+        out = np.full((self.n_pairs, width), fill)
+        out[self.codes, self.slot] = values[self.order]
+        return out
+
+    def per_pair_sum(self, flags: np.ndarray) -> np.ndarray:
+        """How many rows of each pair ``flags`` marks."""
+        return np.bincount(self.codes, weights=flags[self.order], minlength=self.n_pairs).astype(int)
+
+
+def _kept_runs(cell_rows: pd.DataFrame, layout: _PairLayout) -> tuple[np.ndarray, np.ndarray]:
+    """Which rows are pooled (:func:`testable_runs`: testable, an estimate, and a standard error where the pair's
+    runs have one), and whether each pair's runs have a sieve standard error (:func:`run_variances`)."""
+    r = cell_rows["r_partial"].to_numpy(dtype=float)
+    se = cell_rows["se_z"].to_numpy(dtype=float) if "se_z" in cell_rows.columns else np.full(len(r), np.nan)
+    testable = (
+        cell_rows["testable"].fillna(False).astype(bool).to_numpy()
+        if "testable" in cell_rows.columns
+        else np.ones(len(r), dtype=bool)
+    )
+    has_se = np.zeros(layout.n_pairs, dtype=bool)
+    np.logical_or.at(has_se, layout.codes, np.isfinite(se[layout.order]))
+    keep = testable & np.isfinite(r) & (layout.row_pair >= 0)
+    keep &= ~has_se[np.maximum(layout.row_pair, 0)] | np.isfinite(se)
+    return keep, has_se
+
+
+def _check_kept(layout: _PairLayout, kept_grid: np.ndarray, cell_rows: pd.DataFrame) -> None:
+    """The checks :func:`gengen.stats.meta.fisher_meta` makes on the runs it is given (the kept ones), in pair
+    order: correlations in [-1, 1], counts >= 0."""
+    for name, column in (("r", "r_partial"), ("n", "n"), ("k", "k")):
+        values = layout.grid(cell_rows[column].to_numpy(dtype=float), np.nan)
+        with np.errstate(invalid="ignore"):
+            wrong = kept_grid & ((np.abs(values) > 1 + 1e-9) if name == "r" else (values < 0))
+        if wrong.any():
+            message = "correlations must lie in [-1, 1]" if name == "r" else "counts must be >= 0"
+            raise InvalidArgumentError(f"{name}: {message}, got {float(values[wrong][0]):g}")
+
+
+def _pooled_estimates(
+    cell_rows: pd.DataFrame, layout: _PairLayout, keep: np.ndarray, has_se: np.ndarray, settings: Settings
+) -> dict[str, np.ndarray]:
+    """Every pair's meta-analysis in one pass: each run's variance of Fisher's z (``se_z²`` on ``df_sieve`` for
+    a pair whose runs have a sieve standard error, else ``1/(n - 3 - k)`` on infinite df)."""
+    r = cell_rows["r_partial"].to_numpy(dtype=float)
+    n = cell_rows["n"].to_numpy(dtype=float)
+    k = cell_rows["k"].to_numpy(dtype=float)
+    se = cell_rows["se_z"].to_numpy(dtype=float) if "se_z" in cell_rows.columns else np.full(len(r), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        independent = np.where(n - 3 - k > 0, 1.0 / (n - 3.0 - k), np.nan)
+    pair_has_se = has_se[np.maximum(layout.row_pair, 0)]
+    has_df_column = "df_sieve" in cell_rows.columns
+    dof = cell_rows["df_sieve"].to_numpy(dtype=float) if has_df_column else np.full(len(r), np.inf)
+    return fisher_meta_rows(
+        layout.grid(np.where(keep, r, np.nan), np.nan),
+        layout.grid(np.where(pair_has_se, se**2, independent), np.nan),
+        layout.grid(np.where(pair_has_se, dof, np.inf), np.inf),
+        has_se & has_df_column,
+        ci_level=settings.ci_level,
+    )
+
+
+def _kept_means(layout: _PairLayout, keep: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Each pair's mean of ``values`` over its kept runs, summed in run order as ``numpy.mean`` sums them (the
+    kept values moved to the front of each row; one reduction per count of kept runs)."""
+    kept_grid = layout.grid(keep, False)
+    grid = layout.grid(values, np.nan)
+    front = np.argsort(~kept_grid, axis=1, kind="stable")
+    packed = np.take_along_axis(grid, front, axis=1)
+    count = kept_grid.sum(axis=1)
+    means = np.full(layout.n_pairs, np.nan)
+    for size in np.unique(count[count > 0]).tolist():
+        rows = np.flatnonzero(count == size)
+        means[rows] = np.add.reduce(np.ascontiguousarray(packed[rows, :size]), axis=1) / size
+    return means
+
+
+def _run_labels(cell_rows: pd.DataFrame, layout: _PairLayout, keep: np.ndarray) -> list[str]:
+    """Each pair's kept runs as ``model/run;model/run…`` (one join per distinct set of kept runs)."""
+    runs, names = pd.factorize(pd.MultiIndex.from_arrays([cell_rows["model"], cell_rows["run"]]))
+    labels = [f"{model}/{run}" for model, run in names]
+    pattern = np.ascontiguousarray(layout.grid(np.where(keep, runs, -1), -1))
+    rows = pattern.view(np.dtype((np.void, pattern.dtype.itemsize * pattern.shape[1]))).ravel()
+    _, first, which = np.unique(rows, return_index=True, return_inverse=True)
+    joined = [";".join(labels[i] for i in pattern[row] if i >= 0) for row in first.tolist()]
+    return [joined[i] for i in which.ravel().tolist()]
+
+
+def _diagnostics(cell_rows: pd.DataFrame, layout: _PairLayout, keep: np.ndarray, pooled: np.ndarray) -> list[str]:
+    """Each pair's notes: its runs left out (with their reasons), then how many pooled runs are flagged, or
+    that it was not pooled; empty for the (usual) pair with neither."""
+    models, run_names = cell_rows["model"].to_numpy(), cell_rows["run"].to_numpy()
+    reasons = _column(cell_rows, "untestable_reason", "")
+    notes = _column(cell_rows, "diagnostics", "")
+    noted = _has_text(cell_rows, "diagnostics")
+    irregular = ~pooled | (layout.per_pair_sum(~keep) > 0) | (layout.per_pair_sum(keep & noted) > 0)
+    out = [""] * layout.n_pairs
+    for pair in np.flatnonzero(irregular).tolist():
+        members = layout.order[layout.starts[pair] : layout.starts[pair] + layout.counts[pair]]
+        kept = members[keep[members]]
+        lines = [
+            f"{models[i]}/{run_names[i]} left out: {reasons[i] or 'no estimate or standard error'!s}"
+            for i in members[~keep[members]]
+        ]
+        if not pooled[pair]:
+            lines.append("fewer than two testable runs: not pooled")
+        elif flagged := [str(notes[i]) for i in kept if noted[i]]:
+            lines.append(f"{len(flagged)} of {len(kept)} runs flagged (first: {flagged[0]})")
+        out[pair] = "; ".join(lines)
+    return out
+
+
+def _has_text(rows: pd.DataFrame, name: str) -> np.ndarray:
+    """Whether each row's ``name`` is present and not empty (False everywhere when there is no such column)."""
+    if name not in rows.columns:
+        return np.zeros(len(rows), dtype=bool)
+    column = rows[name]
+    present = column.notna().to_numpy(dtype=bool)
+    return present & (column.astype(str).to_numpy(dtype=object) != "")
+
+
 def _cell_table(cell: dict[str, Any], cell_rows: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     """The pooled rows of one cell: every pair's testable runs in one (pairs, runs) array, one meta-analysis
     pass over it (:func:`gengen.stats.meta.fisher_meta_rows`), the table built column-wise.
@@ -157,106 +308,33 @@ def _cell_table(cell: dict[str, Any], cell_rows: pd.DataFrame, settings: Setting
     Equal to :func:`testable_runs`, :func:`run_variances` and :func:`gengen.stats.meta.fisher_meta` pair by
     pair (``tests/test_pooled_vectorised.py`` checks it against that loop).
     """
-    group_of = cell_rows.groupby(["testset_a", "testset_b"], sort=False).ngroup().to_numpy()
-    present = group_of >= 0
-    order = np.flatnonzero(present)[np.argsort(group_of[present], kind="stable")]
-    codes = group_of[order]
-    n_pairs = int(codes.max()) + 1 if len(codes) else 0
-    counts = np.bincount(codes, minlength=n_pairs)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
-    slot = np.arange(len(order)) - starts[codes]
-    width = int(counts.max()) if n_pairs else 0
-
-    def grid(values: np.ndarray, fill: float) -> np.ndarray:
-        out = np.full((n_pairs, width), fill)
-        out[codes, slot] = values[order]
-        return out
-
-    r = cell_rows["r_partial"].to_numpy(dtype=float)
-    n = cell_rows["n"].to_numpy(dtype=float)
-    k = cell_rows["k"].to_numpy(dtype=float)
-    se = cell_rows["se_z"].to_numpy(dtype=float) if "se_z" in cell_rows.columns else np.full(len(r), np.nan)
-    testable = (
-        cell_rows["testable"].fillna(False).astype(bool).to_numpy()
-        if "testable" in cell_rows.columns
-        else np.ones(len(r), dtype=bool)
-    )
-    has_se = np.zeros(n_pairs, dtype=bool)
-    np.logical_or.at(has_se, codes, np.isfinite(se[order]))
-    row_pair = np.full(len(r), -1)
-    row_pair[order] = codes
-    keep = testable & np.isfinite(r) & present
-    keep &= ~has_se[np.maximum(row_pair, 0)] | np.isfinite(se)
-    # The checks fisher_meta makes on the runs it is given (the kept ones), in pair order
-    kept_grid = grid(keep.astype(float), 0.0) > 0
-    for name, values in (("r", grid(r, np.nan)), ("n", grid(n, np.nan)), ("k", grid(k, np.nan))):
-        with np.errstate(invalid="ignore"):
-            wrong = kept_grid & ((np.abs(values) > 1 + 1e-9) if name == "r" else (values < 0))
-        if wrong.any():
-            value = float(values[wrong][0])
-            message = "correlations must lie in [-1, 1]" if name == "r" else "counts must be >= 0"
-            raise InvalidArgumentError(f"{name}: {message}, got {value:g}")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        independent = np.where(n - 3 - k > 0, 1.0 / (n - 3.0 - k), np.nan)
-    pair_has_se = has_se[np.maximum(row_pair, 0)]
-    variance = np.where(pair_has_se, se**2, independent)
-    has_df_column = "df_sieve" in cell_rows.columns
-    dof = cell_rows["df_sieve"].to_numpy(dtype=float) if has_df_column else np.full(len(r), np.inf)
-    dof = np.where(pair_has_se, dof, np.inf)
-    masked = np.where(keep, r, np.nan)
-    result = fisher_meta_rows(
-        grid(masked, np.nan),
-        grid(variance, np.nan),
-        grid(dof, np.inf),
-        has_se & has_df_column,
-        ci_level=settings.ci_level,
-    )
-    models, run_names = cell_rows["model"].to_numpy(), cell_rows["run"].to_numpy()
-    reasons = _column(cell_rows, "untestable_reason", "")
-    notes = _column(cell_rows, "diagnostics", "")
-    columns: dict[str, list[Any]] = {name: [] for name in ("testset_a", "testset_b", "runs", "n_total", "mean_r")}
-    columns.update({name: [] for name in ("runs_excluded", "diagnostics", "variance_method", "pooled")})
-    first = order[starts] if n_pairs else np.array([], dtype=int)
-    a_values, b_values = cell_rows["testset_a"].to_numpy(), cell_rows["testset_b"].to_numpy()
-    for pair in range(n_pairs):
-        members = order[starts[pair] : starts[pair] + counts[pair]]
-        kept = members[keep[members]]
-        excluded = [
-            f"{models[i]}/{run_names[i]} left out: {reasons[i] or 'no estimate or standard error'!s}"
-            for i in members[~keep[members]]
-        ]
-        columns["testset_a"].append(a_values[first[pair]])
-        columns["testset_b"].append(b_values[first[pair]])
-        columns["runs_excluded"].append(len(excluded))
-        pooled = len(kept) >= 2
-        columns["pooled"].append(pooled)
-        if not pooled:
-            columns["runs"].append("")
-            columns["n_total"].append(0)
-            columns["mean_r"].append(np.nan)
-            columns["variance_method"].append(np.nan)
-            columns["diagnostics"].append("; ".join([*excluded, "fewer than two testable runs: not pooled"]))
-            continue
-        columns["runs"].append(";".join(f"{models[i]}/{run_names[i]}" for i in kept))
-        columns["n_total"].append(int(n[kept].sum()))
-        columns["mean_r"].append(float(np.mean(r[kept])))
-        columns["variance_method"].append(SIEVE_VARIANCE if has_se[pair] else INDEPENDENT_VARIANCE)
-        flagged = [str(text) for text in notes[kept] if not pd.isna(text) and str(text)]
-        if flagged:
-            excluded.append(f"{len(flagged)} of {len(kept)} runs flagged (first: {flagged[0]})")
-        columns["diagnostics"].append("; ".join(excluded))
-    pooled_mask = np.asarray(columns.pop("pooled"), dtype=bool)
+    layout = _PairLayout.of(cell_rows)
+    keep, has_se = _kept_runs(cell_rows, layout)
+    _check_kept(layout, layout.grid(keep, False), cell_rows)
+    result = _pooled_estimates(cell_rows, layout, keep, has_se, settings)
+    kept_count = layout.per_pair_sum(keep)
+    pooled = kept_count >= 2
+    first = layout.order[layout.starts]
+    n_pairs = layout.n_pairs
     data: dict[str, Any] = {name: [value] * n_pairs for name, value in cell.items()}
-    data.update(columns)
+    data["testset_a"] = cell_rows["testset_a"].to_numpy()[first].tolist()
+    data["testset_b"] = cell_rows["testset_b"].to_numpy()[first].tolist()
+    data["runs"] = np.where(pooled, np.array(_run_labels(cell_rows, layout, keep), dtype=object), "").tolist()
+    n_kept = layout.grid(np.where(keep, cell_rows["n"].to_numpy(dtype=float), 0.0), 0.0).sum(axis=1)
+    data["n_total"] = np.where(pooled, n_kept, 0).astype(int)
+    data["mean_r"] = np.where(pooled, _kept_means(layout, keep, cell_rows["r_partial"].to_numpy(dtype=float)), np.nan)
+    data["runs_excluded"] = layout.per_pair_sum(~keep)
+    data["diagnostics"] = _diagnostics(cell_rows, layout, keep, pooled)
+    method = np.where(has_se, SIEVE_VARIANCE, INDEPENDENT_VARIANCE).astype(object)
+    data["variance_method"] = np.where(pooled, method, np.nan).tolist()
     data["metric"] = [settings.metric] * n_pairs
-    pooled_count = np.asarray([int(np.sum(keep[order[starts[p] : starts[p] + counts[p]]])) for p in range(n_pairs)])
     for name, values in result.items():
         if name == "n_runs":
-            data[name] = pooled_count if pooled_mask.all() else np.where(pooled_mask, values, pooled_count)
-        elif pooled_mask.all():
+            data[name] = kept_count if pooled.all() else np.where(pooled, values, kept_count)
+        elif pooled.all():
             data[name] = values
         else:
-            data[name] = np.where(pooled_mask, values.astype(float), np.nan)
+            data[name] = np.where(pooled, values.astype(float), np.nan)
     data["significant_random"] = [False] * n_pairs
     return pd.DataFrame(data).reindex(columns=[*cell, *POOLED_COLUMNS])
 
@@ -276,12 +354,12 @@ def meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     adjust = settings.p_adjust_method
     cell_tables = []
     for cell, cell_rows in _cells(runs, settings.by):
-        run_keys = sorted(set(zip(cell_rows["model"], cell_rows["run"], strict=True)))
-        if len(run_keys) < 2:
+        if len(cell_rows[["model", "run"]].drop_duplicates()) < 2:
             continue
         table = _cell_table(cell, cell_rows, settings)
         # Under fit="auto" each run got its own control: the cell's, or all of them when its runs differ.
-        table["fit"] = "+".join(sorted(set(cell_rows["fit"].astype(str)))) if "fit" in cell_rows else settings.fit
+        fits = sorted(set(cell_rows["fit"].astype(str).unique())) if "fit" in cell_rows else [settings.fit]
+        table["fit"] = "+".join(fits)
         table["p_fixed_adjusted"] = stats.p_adjust(table["p_fixed"].to_numpy(dtype=float), method=adjust)
         table["p_random_adjusted"] = stats.p_adjust(table["p_random"].to_numpy(dtype=float), method=adjust)
         table["significant_random"] = table["p_random_adjusted"] < settings.alpha
