@@ -8,7 +8,10 @@ start-up stays at the cost of typer itself.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
@@ -80,7 +83,68 @@ def load_commands(module_name: str) -> dict[str, Command]:
     importlib.import_module(f"gengen.cli.{module_name}").register(module_app)
     # A no-op callback keeps typer building a group even for a module with a single command.
     module_app.callback()(lambda: None)
-    return dict(typer.main.get_group(module_app).commands)
+    commands = dict(typer.main.get_group(module_app).commands)
+    for command in commands.values():
+        for param in command.params:
+            _coerce_plain_values_directly(param)
+    return commands
+
+
+def _coerce_plain_values_directly(param: Any) -> None:
+    """Let a parameter take the values that need no conversion without building a pydantic ``TypeAdapter``.
+
+    typer coerces every parameter's value, defaults included, through an adapter built on first use; importing
+    pydantic and building the ~35 adapters of ``gengen analyse`` is ~0.2 s of a run that gives no value needing
+    pydantic. A string for a ``str``, an ``int`` or ``float`` of its own type within the option's bounds, and a
+    path for a ``Path`` (checked by typer's own path coercion) are taken as they are, which is what the adapter
+    returns for them; anything else (``--n-boot 500`` arrives as a string) goes to typer's adapter as before.
+    Where typer's internals are not as expected, its own coercion stays.
+    """
+    descriptor: Any = getattr(param, "type_descriptor", None)
+    plain_values = _plain_values_class()
+    if descriptor is None or getattr(param, "_runtime_param", False) is not None or plain_values is None:
+        return
+    info = descriptor.parameter_info
+    plain = info.parser is None and descriptor.file_annotation is None and not descriptor.is_choice
+    param._runtime_param = plain_values(info, descriptor.annotation, descriptor, plain)
+
+
+@functools.cache
+def _plain_values_class() -> Any:
+    """typer's ``RuntimeParam`` for :func:`_coerce_plain_values_directly` (None for a typer without one)."""
+    try:
+        from typer._coercion import RuntimeParam, build_runtime_param
+        from typer._param_types import coerce_cli_path
+    except ImportError:  # pragma: no cover - another typer
+        return None
+
+    @dataclasses.dataclass(frozen=True)
+    class PlainValues(RuntimeParam):
+        descriptor: Any = None
+        plain: bool = False
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            annotation, info = self.annotation, self.parameter_info
+            if self.plain and not (param.multiple or param.nargs != 1):
+                if annotation is str and type(value) is str:
+                    return value
+                if annotation in (int, float) and type(value) is annotation and _within(value, info.min, info.max):
+                    return value
+                if annotation is Path and info.path_type is None and type(value) in (str, Path):
+                    return coerce_cli_path(Path(value), info, path_type=Path, param=param, ctx=ctx)
+            return build_runtime_param(self.descriptor)._coerce_value(value, param=param, ctx=ctx)
+
+    return PlainValues
+
+
+def _within(value: float, low: float | None, high: float | None) -> bool:
+    """Whether ``value`` is a finite number within the bounds (None: unbounded)."""
+    return (
+        value == value
+        and abs(value) != float("inf")
+        and (low is None or value >= low)
+        and (high is None or value <= high)
+    )
 
 
 class _CommandStub(TyperCommand):
@@ -104,14 +168,10 @@ class LazyCommandGroup(TyperGroup):
 
         typer coerces an absent flag's ``None`` through a pydantic ``TypeAdapter``; for the group's ``--help``
         that happens on every sub-command's start-up (``gengen analyse --help`` included), and importing pydantic
-        is ~0.1 s of it. Where typer's internals are not as expected, its own coercion stays.
+        is ~0.1 s of it (:func:`_coerce_plain_values_directly`).
         """
         option = super().get_help_option(ctx)
-        descriptor = getattr(option, "type_descriptor", None)
-        if option is not None and getattr(option, "_runtime_param", False) is None and descriptor is not None:
-            from typer._coercion import PassThroughRuntimeParam
-
-            option._runtime_param = PassThroughRuntimeParam(parameter_info=descriptor.parameter_info, annotation=bool)
+        _coerce_plain_values_directly(option)
         return option
 
     def resolve_command(self, ctx: Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
@@ -121,6 +181,7 @@ class LazyCommandGroup(TyperGroup):
             for loaded_name, loaded in load_commands(COMMANDS[name].module).items():
                 self.commands[loaded_name] = loaded
             command = self.commands[name]
+            _coerce_plain_values_directly(command.get_help_option(ctx))  # created once, cached by the command
         return name, command, rest
 
 
