@@ -300,11 +300,12 @@ def read_file(
     if suffix in tables.TABLE_SUFFIXES:
         if format is not None and _reads(format) != "table":
             raise UnknownFormatError(option="format", problem=f"{format} reads JSON files, not tables: {path}")
-        frame, labels, notes = tables.read_table(path, options)
+        frame, labels, notes, unmapped = tables.read_table(path, options)
         chosen = format or tables.detect(frame)
         if chosen is None:
             raise _no_table_format(path, frame)
-        return load_function(ingest_entry(chosen).parse)(path, frame, labels, options, notes)
+        parsed = load_function(ingest_entry(chosen).parse)(path, frame, labels, options, notes)
+        return replace(parsed, unmapped=unmapped)
     raise UnknownFormatError(
         f"{path}: unknown file type {suffix or '(no suffix)'!r}; expected .json, .csv, .tsv or .parquet"
     )
@@ -378,9 +379,8 @@ def _read(
                 report.skipped.append(path)
                 continue
             report.files.append(path)
-            for name, column in options.columns.items():
-                if any(f"no column {column!r} (mapped to {name!r}" in note for note in result.notes):
-                    lacking.setdefault(f"{name}={column}", []).append(path)
+            for name in result.unmapped:
+                lacking.setdefault(f"{name}={options.columns[name]}", []).append(path)
             report.notes.extend(_one_note_per_file(path, result.notes))
             kind = next((str(m["format"]) for m in result.manifests.values() if "format" in m), format or "table")
             for key, manifest in result.manifests.items():

@@ -141,12 +141,16 @@ class Parsed:
         ``{(model, run): manifest}`` for the runs the file belongs to.
     notes : list of str
         Things the user should know (e.g. columns that were skipped).
+    unmapped : tuple of str
+        The names of the column mapping whose column the file lacks (several tables read with one mapping:
+        a mapping that no table has is refused once all are read).
     """
 
     frame: pd.DataFrame
     sources: list[str]
     manifests: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    unmapped: tuple[str, ...] = ()
 
 
 class _DuplicateKeyError(Exception):

@@ -263,7 +263,7 @@ def _csv_text(path: Path, sep: str) -> tuple[str, list[str], list[int]]:
     return text, header, lines
 
 
-def read_table(path: Path, options: IngestOptions) -> tuple[pd.DataFrame, list[str], list[str]]:
+def read_table(path: Path, options: IngestOptions) -> tuple[pd.DataFrame, list[str], list[str], tuple[str, ...]]:
     """Read a CSV/TSV/Parquet table, apply ``options.columns`` and recognise the step, run and model columns.
 
     Returns
@@ -274,6 +274,8 @@ def read_table(path: Path, options: IngestOptions) -> tuple[pd.DataFrame, list[s
         One location per row (``"file: line 4"``, ``"file: row 3"`` for Parquet).
     notes : list of str
         What was skipped or chosen, for the user.
+    unmapped : tuple of str
+        The names of ``options.columns`` whose column the table lacks (with ``lenient_columns``; else an error).
     """
     suffix = path.suffix.lower()
     notes: list[str] = []
@@ -308,14 +310,18 @@ def read_table(path: Path, options: IngestOptions) -> tuple[pd.DataFrame, list[s
         prefix = f"{path}: line "
         labels = [prefix + str(line) for line in lines]
     frame.columns = [str(c) for c in frame.columns]
-    frame = _map_columns(path, frame, options, notes)
+    frame, unmapped = _map_columns(path, frame, options, notes)
     frame, labels = _drop_empty_and_summary_rows(path, frame, labels, notes)
-    return frame.reset_index(drop=True), labels, notes
+    return frame.reset_index(drop=True), labels, notes, unmapped
 
 
-def _map_columns(path: Path, frame: pd.DataFrame, options: IngestOptions, notes: list[str]) -> pd.DataFrame:
-    """Apply ``--column`` and recognise the step, run and model columns under their usual names."""
+def _map_columns(
+    path: Path, frame: pd.DataFrame, options: IngestOptions, notes: list[str]
+) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """Apply ``--column`` and recognise the step, run and model columns under their usual names; also the names
+    of the mapping whose column the table lacks."""
     renamed: dict[str, str] = {}
+    unmapped: list[str] = []
     for name, column in options.columns.items():
         if column in frame.columns:
             renamed[column] = name
@@ -327,6 +333,7 @@ def _map_columns(path: Path, frame: pd.DataFrame, options: IngestOptions, notes:
                 f"columns are {short_list(list(frame.columns))}",
             )
         notes.append(f"{path}: no column {column!r} (mapped to {name!r} by --column), left unmapped")
+        unmapped.append(name)
     frame = frame.rename(columns=renamed)
     lower = {column.lower(): column for column in reversed(frame.columns)}
     if "step" not in frame.columns:
@@ -342,7 +349,7 @@ def _map_columns(path: Path, frame: pd.DataFrame, options: IngestOptions, notes:
     for name in ("model", "seed"):
         if name not in frame.columns and name in lower:
             frame = frame.rename(columns={lower[name]: name})
-    return frame
+    return frame, tuple(unmapped)
 
 
 def _drop_empty_and_summary_rows(
