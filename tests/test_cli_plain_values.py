@@ -1,4 +1,5 @@
-"""The CLI's coercion of plain values without pydantic gives what typer's own (pydantic) coercion gives.
+"""The CLI's light paths: plain values coerced without pydantic as typer's own (pydantic) coercion does, and the
+help rendered without rich.markdown as with it.
 
 ``gengen.cli`` lets a parameter take a ``str`` for a ``str``, an in-range number of its own type and a path for
 a ``Path`` as they are, and hands every other value to typer's adapter (issue 27: the default ``gengen
@@ -8,6 +9,8 @@ with ``build_runtime_param`` as typer builds it.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -71,3 +74,34 @@ def test_the_default_analyse_run_does_not_import_pydantic(tmp_path: Path) -> Non
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip().splitlines()[-1] == "False", result.stderr[-2000:]
     assert (tmp_path / "out" / "verdict.json").is_file()
+
+
+HELP = (
+    "import contextlib, io, json, sys\n"
+    "{first}"
+    "from gengen.cli import main\n"
+    "out = io.StringIO()\n"
+    "with contextlib.redirect_stdout(out):\n"
+    "    try:\n"
+    "        main({argv!r})\n"
+    "    except SystemExit:\n"
+    "        pass\n"
+    "print(json.dumps([out.getvalue(), 'rich.markdown' in sys.modules, 'rich.traceback' in sys.modules]))\n"
+)
+
+
+@pytest.mark.parametrize("argv", [["analyse", "--help"], ["--help"], ["score", "--help"]])
+def test_help_is_the_same_without_rich_markdown(argv: list[str]) -> None:
+    """The help renderer loads with stand-ins for rich.markdown and rich.traceback: the text equals the one
+    rendered with both imported for real first."""
+    env = {**os.environ, "COLUMNS": "120"}
+
+    def run(first: str) -> list[Any]:
+        code = HELP.format(first=first, argv=argv)
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+        return list(json.loads(result.stdout.strip().splitlines()[-1]))
+
+    light, markdown_light, traceback_light = run("")
+    full, markdown_full, _ = run("import rich.markdown, rich.traceback\n")
+    assert light == full and "Usage" in light
+    assert not markdown_light and not traceback_light and markdown_full
