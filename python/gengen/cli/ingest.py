@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gengen.cli._common import user_errors_exit
 from gengen.errors import GengenError
 from gengen.formats import INGEST_FORMATS
+
+if TYPE_CHECKING:
+    from gengen.ingest import IngestReport
 
 
 def _mapping(items: list[str]) -> dict[str, str]:
@@ -110,6 +113,11 @@ def ingest_command(
         allow_copies=allow_copies,
         progress=not quiet,
     )
+    _echo(report)
+
+
+def _echo(report: IngestReport) -> None:
+    """What an import did: what each file held, notes, files left out or skipped (stderr), the summary (stdout)."""
     for line in report.took():
         typer.echo(f"read: {line}", err=True)
     for note in report.notes:
