@@ -589,16 +589,7 @@ class Trainer:
         del self.model, self.optimizer
 
 
-def train_run(
-    config: StudyConfig,
-    run: RunSpec,
-    *,
-    store: Any,
-    context: TrainContext | None = None,
-    log: Log = print,
-    progress: bool = True,
-    world: World | None = None,
-) -> RunOutcome:
+def train_run(config: StudyConfig, run: RunSpec, **options: Any) -> RunOutcome:
     """Fine-tune and score one run, resuming from its last checkpoint and skipping stored evaluations.
 
     The per-run function every executor calls: :meth:`Trainer.fit` of a new :class:`Trainer`.
@@ -608,23 +599,15 @@ def train_run(
     config : StudyConfig
     run : RunSpec
         One of ``config.runs()``.
-    store : gengen.store.Store
-        Where scores and the run's manifest go.
-    context : optional
-        Shared tokenizer/test-set cache (built when absent).
-    log : callable
-        Receives progress lines.
-    progress : bool
-        Show a progress bar when the output is a terminal.
-    world : World, optional
-        The processes training this run together (default: :func:`current_world`).
+    **options
+        The trainer's keywords: ``store`` (required: where scores and the run's manifest go), ``context``,
+        ``log``, ``progress`` and ``world``, as :class:`Trainer` documents them.
 
     Returns
     -------
     RunOutcome
     """
-    trainer = Trainer(config, run, store=store, context=context, log=log, progress=progress, world=world)
-    return trainer.fit()
+    return Trainer(config, run, **options).fit()
 
 
 def _progress_bar(enabled: bool) -> Any:
