@@ -453,23 +453,19 @@ def compare(
 
     Examples
     --------
-    >>> import numpy as np
+    Two simulated models (:func:`gengen.simulate.simulate_trajectories`), four OOD test sets each:
+
     >>> import pandas as pd
-    >>> rng = np.random.default_rng(0)
-    >>> steps = np.arange(0, 4000, 100)
-    >>> id_acc = 0.5 + 0.4 * (1 - np.exp(-steps / 1500))  # the in-domain (ID) learning curve
-    >>> rows = [
-    ...     (model, "main", step, testset, "acc", acc + (testset != "mnli") * rng.normal(0, 0.02))
-    ...     for model in ("opt-125m", "olmo2-1b")
-    ...     for step, acc in zip(steps, id_acc)
-    ...     for testset in ("mnli", "hans", "rte", "anli")
-    ... ]
-    >>> scores = pd.DataFrame(rows, columns=["model", "run", "step", "testset", "metric", "value"])
     >>> from gengen import analyse, compare
-    >>> comparison = compare(analyse(scores, id_testset="mnli", n_boot=199), n_perm=99)
-    >>> comparison.agreement[["group_a", "group_b", "mantel_r"]].round(2)
-        group_a   group_b  mantel_r
-    0  olmo2-1b  opt-125m      0.28
+    >>> from gengen.simulate import simulate_trajectories
+    >>> scores = pd.concat(
+    ...     simulate_trajectories(n=40, n_testsets=4, shared=0.5, seed=seed, model=model)
+    ...     for seed, model in ((0, "opt-125m"), (1, "olmo2-1b"))
+    ... )
+    >>> comparison = compare(analyse(scores, id_testset="id", metric="accuracy", n_boot=199), n_perm=99)
+    >>> comparison.agreement[["group_a", "group_b", "n_pairs", "sign_agreement", "mantel_r"]].round(2)
+        group_a   group_b  n_pairs  sign_agreement  mantel_r
+    0  olmo2-1b  opt-125m        6            0.83     -0.25
     """
     return _compare(
         source, None, None, source_level=source_level, alpha=alpha, n_perm=n_perm, alternative=alternative, seed=seed

@@ -55,8 +55,11 @@ __all__ = [
     "HETEROGENEITY_COLUMNS",
     "HeterogeneityResult",
     "PairMatrices",
+    "cell_matrices",
     "comparison_cells",
+    "difference_rows",
     "group_estimates",
+    "heterogeneity_rows",
     "heterogeneity_table",
     "heterogeneity_test",
     "pair_matrices",
@@ -75,6 +78,10 @@ CELLS: dict[str, tuple[tuple[str, ...], str]] = {
     "size": (("family", "shots"), "size"),
     "shots": (("model", "size"), "shots"),
 }
+#: How a group's variance of z was obtained, as in the ``variance_method`` column.
+SIEVE = "se_z² (AR-sieve, autocorrelation-aware)"
+POOLED = "se_random² of the runs' random-effects pooling (se_z² per run, DerSimonian–Laird τ²)"
+INDEPENDENT = "1/(n - 3 - k) (assumes independent checkpoints)"
 HETEROGENEITY_COLUMNS = (
     "across",
     "cell",
@@ -108,10 +115,10 @@ DIFFERENCE_COLUMNS = (
     "p_difference_adjusted",
     "significant_difference",
 )
-#: How a group's variance of z was obtained, as in the ``variance_method`` column.
-SIEVE = "se_z² (AR-sieve, autocorrelation-aware)"
-POOLED = "se_random² of the runs' random-effects pooling (se_z² per run, DerSimonian–Laird τ²)"
-INDEPENDENT = "1/(n - 3 - k) (assumes independent checkpoints)"
+
+
+def _text(value: Any) -> str:
+    return "" if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)) else str(value)
 
 
 @dataclass(frozen=True)
@@ -217,10 +224,6 @@ def _run_rows(pairs: pd.DataFrame) -> pd.DataFrame:
         if column not in rows.columns:
             rows[column] = pd.NA
     return rows
-
-
-def _text(value: Any) -> str:
-    return "" if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)) else str(value)
 
 
 def group_estimates(pairs: pd.DataFrame) -> pd.DataFrame:
@@ -408,6 +411,27 @@ def comparison_cells(estimates: pd.DataFrame, across: str) -> list[tuple[str, pd
     return cells
 
 
+def satterthwaite(w: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """Degrees of freedom of :math:`\\sum_g w_g` when each weight is estimated on :math:`\\nu_g` df, per row.
+
+    Parameters
+    ----------
+    w : ndarray, shape (pairs, groups)
+        Weights (0 where a group is left out).
+    df : ndarray, shape (pairs, groups)
+        Their degrees of freedom (``inf`` for a known variance).
+
+    Returns
+    -------
+    ndarray, shape (pairs,)
+        :math:`\\nu = (\\sum w_g)^2 / \\sum (w_g^2 / \\nu_g)` (``inf`` when every variance is known).
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        finite = np.isfinite(df) & (df > 0) & (w > 0)
+        spread = np.where(finite, w**2 / np.where(finite, df, 1.0), 0.0).sum(axis=1)
+        return np.where(spread > 0, w.sum(axis=1) ** 2 / np.where(spread > 0, spread, 1.0), np.inf)
+
+
 @dataclass(frozen=True)
 class PairMatrices:
     """One cell's estimates as (pair × group) arrays.
@@ -484,27 +508,6 @@ def pair_matrices(rows: pd.DataFrame) -> PairMatrices:
         {"testset_a": names_a[pair_keys // len(names_b)], "testset_b": names_b[pair_keys % len(names_b)]}
     )
     return PairMatrices(index, units, z_values, variance, r, usable, df)
-
-
-def satterthwaite(w: np.ndarray, df: np.ndarray) -> np.ndarray:
-    """Degrees of freedom of :math:`\\sum_g w_g` when each weight is estimated on :math:`\\nu_g` df, per row.
-
-    Parameters
-    ----------
-    w : ndarray, shape (pairs, groups)
-        Weights (0 where a group is left out).
-    df : ndarray, shape (pairs, groups)
-        Their degrees of freedom (``inf`` for a known variance).
-
-    Returns
-    -------
-    ndarray, shape (pairs,)
-        :math:`\\nu = (\\sum w_g)^2 / \\sum (w_g^2 / \\nu_g)` (``inf`` when every variance is known).
-    """
-    with np.errstate(invalid="ignore", divide="ignore"):
-        finite = np.isfinite(df) & (df > 0) & (w > 0)
-        spread = np.where(finite, w**2 / np.where(finite, df, 1.0), 0.0).sum(axis=1)
-        return np.where(spread > 0, w.sum(axis=1) ** 2 / np.where(spread > 0, spread, 1.0), np.inf)
 
 
 def q_arrays(z: np.ndarray, variance: np.ndarray, df: np.ndarray | None = None) -> dict[str, np.ndarray]:

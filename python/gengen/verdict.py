@@ -22,8 +22,6 @@ and one paragraph a reader can quote (:attr:`Verdict.text`).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -144,46 +142,35 @@ class Verdict:
         Parameters
         ----------
         out : str or Path
-            The analysis folder.
+            The analysis folder (created if needed).
 
         Returns
         -------
         dict
-            File role → path written.
+            The name of each file written (``summary.json`` when it was there) → its path.
         """
-        folder = Path(out)
-        folder.mkdir(parents=True, exist_ok=True)
-        written = {"verdict_pairs.csv": folder / "verdict_pairs.csv", "verdict.json": folder / "verdict.json"}
+        from gengen._files import read_json, write_text_atomic
+
+        Path(out).mkdir(parents=True, exist_ok=True)
+        written = {name: Path(out) / name for name in ("verdict_pairs.csv", "verdict.json")}
         self.pairs.to_csv(written["verdict_pairs.csv"], index=False)
         data = self.as_dict()
-        _write_json(written["verdict.json"], data)
-        summary_path = folder / "summary.json"
+        write_text_atomic(written["verdict.json"], _json_text(data))
+        summary_path = Path(out) / "summary.json"
         if summary_path.is_file():
-            from gengen._files import read_json
-
             summary = read_json(summary_path)
             if isinstance(summary, dict):
                 summary["verdict"] = data
                 files = set(summary.get("files", [])) | {"verdict.json", "verdict_pairs.csv"}
                 summary["files"] = sorted(files)
-                _write_json(summary_path, summary)
+                write_text_atomic(summary_path, _json_text(summary))
                 written["summary.json"] = summary_path
         return written
 
 
-def _write_json(path: Path, data: Any) -> None:
-    """Write JSON through a temporary file, so a failure never leaves half a file."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(temporary, 0o666 & ~mask)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+def _json_text(data: Any) -> str:
+    """JSON as the analysis folder's files are written: indented, UTF-8 as it is, a final newline."""
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 #: The classes of a pair, each with its reason, in the order they are tried (the first that holds; the last is
