@@ -59,3 +59,23 @@ def test_a_hint_renders_its_options_and_survives_pickling() -> None:
     assert flags == "a.csv: no column is a score; pass --metric NAME, or --step-pattern (a{2,3}b)"
     again = pickle.loads(pickle.dumps(error))
     assert type(again) is InputError and again.render(lambda name: f"<{name}>").endswith("or <step_pattern> (a{2,3}b)")
+
+
+def test_export_names_its_format_option_in_each_front_end(tmp_path: Path) -> None:
+    from gengen.export import export
+    from gengen.ingest import ingest
+
+    table = tmp_path / "scores.csv"
+    table.write_text("model,step,testset,metric,value\nm,1,a,acc,0.5\n", encoding="utf-8")
+    ingest(table, tmp_path / "store")
+    out = tmp_path / "scores.txt"
+    with pytest.raises(GengenError) as raised:
+        export(tmp_path / "store", out)
+    assert (
+        str(raised.value) == f"{out}: cannot tell the export format from the suffix '.txt'; pass format csv or parquet"
+    )
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "store"), str(out)])
+    assert result.exit_code == 2
+    assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
+        f"error: {out}: cannot tell the export format from the suffix '.txt'; pass --format csv or parquet"
+    ]

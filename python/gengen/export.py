@@ -56,8 +56,9 @@ def to_wide(scores: pd.DataFrame, separator: str = "/") -> pd.DataFrame:
     clashing = sorted({m for m in scores["metric"].unique() if separator in str(m)})
     if clashing:
         raise GengenError(
-            f"export --wide: metric {clashing[0]!r} contains {separator!r}, so the column names "
-            f"'<testset>{separator}<metric>' could not be split again; export the long table instead"
+            f"metric {clashing[0]!r} contains {separator!r}, so the wide table's column names "
+            f"'<testset>{separator}<metric>' could not be split again",
+            hint="export the long table instead (without {wide})",
         )
     labels = scores["testset"].astype(str) + separator + scores["metric"].astype(str)
     values = scores.assign(_column=labels).pivot(index=_WIDE_KEY, columns="_column", values="value").sort_index(axis=1)
@@ -111,8 +112,8 @@ def export(
     chosen = format or by_suffix
     if chosen not in EXPORT_FORMATS:
         raise GengenError(
-            f"{out}: cannot tell the export format from the suffix {out.suffix or '(none)'!r}; "
-            f"pass --format {' or '.join(EXPORT_FORMATS)}"
+            f"{out}: cannot tell the export format from the suffix {out.suffix or '(none)'!r}",
+            hint=f"pass {{format}} {' or '.join(EXPORT_FORMATS)}",
         )
     if by_suffix is not None and chosen != by_suffix:
         raise GengenError(

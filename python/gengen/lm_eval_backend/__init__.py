@@ -260,7 +260,9 @@ class LmEvalBackend:
         except SecurityError as error:
             raise template_refused(self._tasks().yaml_file(task), task, error) from None
         except torch.cuda.OutOfMemoryError:
-            raise GengenError(f"step {step} task {task!r}: out of GPU memory; use a smaller --batch-size") from None
+            raise GengenError(
+                f"step {step} task {task!r}: out of GPU memory", hint="use a smaller {batch_size}"
+            ) from None
         return results
 
 
