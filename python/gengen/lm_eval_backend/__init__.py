@@ -486,8 +486,8 @@ def _check_resume(store: Store, model: str, run: str, settings: LmEvalSettings) 
     for name, value in settings.binding().items():
         if name in stored and stored[name] != value:
             raise GengenError(
-                f"run {model}/{run} in {store.path} was scored with {name} = {stored[name]!r}, not {value!r}; "
-                "use the same setting to resume, or another --run for new settings"
+                f"run {model}/{run} in {store.path} was scored with {name} = {stored[name]!r}, not {value!r}",
+                hint="use the same setting to resume, or another {run} for new settings",
             )
 
 
