@@ -314,3 +314,32 @@ def test_verdict_classes_and_labels_match_the_row_loop(two_model_analysis: Any, 
                 stat = np.sum(w * usable["z"]) / np.sqrt(np.sum(w))
                 assert_allclose(row.p_common, 2 * scipy_stats.norm.sf(abs(stat)), rtol=1e-9)
     assert len(seen) >= 3  # several classes and reasons were exercised
+
+
+def test_agreement_with_holes_and_a_repeated_pair_matches_merging_by_name() -> None:
+    """Groups whose complete test sets differ (an r of NaN, a test set missing) are tested on their own test
+    sets, and a group with a pair twice is matched as a merge by name matches it (each row with each row)."""
+    table = planted_pairs().assign(p_adjusted=0.5)
+    table["r_partial"] = table["r_partial"].fillna(0.3)
+    hole = (table["model"] == "m1") & (table["testset_a"] == "t2") & (table["testset_b"] == "t3")
+    table.loc[hole, "r_partial"] = np.nan
+    repeated = table[(table["model"] == "m3") & (table["testset_a"] == "t2")].head(1).assign(r_partial=-0.9)
+    comparison = compare(pd.concat([table, repeated], ignore_index=True), n_perm=99, seed=2)
+    long = comparison.per_pair
+    sizes = []
+    for row in comparison.agreement.itertuples(index=False):
+        merged = long[long["group"] == row.group_a].merge(
+            long[long["group"] == row.group_b], on=["testset_a", "testset_b"]
+        )
+        assert row.n_pairs == int(np.sum(np.isfinite(merged["r_x"]) & np.isfinite(merged["r_y"])))
+        assert row.n_sign_agree == int(np.sum(merged["r_x"] * merged["r_y"] > 0))
+        a, b = comparison.matrix(row.group_a), comparison.matrix(row.group_b)
+        common = [name for name in a.index if name in b.index]
+        a, b = a.loc[common, common].to_numpy(), b.loc[common, common].to_numpy()
+        complete = [i for i in range(len(common)) if np.isfinite(a[i]).all() and np.isfinite(b[i]).all()]
+        test = mantel(a[np.ix_(complete, complete)], b[np.ix_(complete, complete)], n_perm=99, seed=2)
+        assert row.n_testsets == len(complete)
+        assert_allclose(row.mantel_r, test.r, rtol=1e-12)
+        assert row.mantel_p == test.p_value
+        sizes.append(len(complete))
+    assert sizes == [4, 3, 5]  # m1/m2, m1/m3, m2/m3: three sets of test sets, two of them against m3

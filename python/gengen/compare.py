@@ -32,7 +32,6 @@ Mantel, N. (1967). The detection of disease clustering and a generalized regress
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -291,7 +290,7 @@ def chance_levels(a: np.ndarray, b: np.ndarray, n_perm: int, seed: int) -> dict[
     seed)``): the chance level of the sign agreement is the permutations' mean, its range their 2.5% and 97.5%
     quantiles, and ``p_sign_agreement`` = (1 + #{permuted ≥ observed}) / (1 + n_perm).
     """
-    return _permutation_levels(a, b, _triangle_positions(a.shape[0], n_perm, seed), None)
+    return _permutation_levels([a], b, _triangle_positions(a.shape[0], n_perm, seed), None)[0]
 
 
 #: The chance-level columns of the agreement table (:func:`chance_levels`).
@@ -317,102 +316,116 @@ def _triangle_positions(size: int, n_perm: int, seed: int) -> np.ndarray:
 
 
 def _permutation_levels(
-    a: np.ndarray, b: np.ndarray, positions: np.ndarray, alternative: str | None
-) -> dict[str, float]:
-    """The chance levels of :func:`chance_levels` and, given an ``alternative``, the Mantel test of
-    :func:`gengen.stats.mantel` (``mantel_r``, ``mantel_p``: the same statistic, permutations and counting),
-    from one gather of ``b``'s permuted upper triangles, a chunk of permutations at a time."""
-    rows, cols = np.triu_indices(a.shape[0], 1)
-    x, y = a[rows, cols], b[rows, cols]
-    n_perm = len(positions)
-    agree, permuted_r = np.empty(n_perm), np.empty(n_perm)
-    centred_x = x - x.mean()
-    scale = float(np.sqrt(centred_x @ centred_x)) or 1.0  # a constant triangle: r 0 (or NaN), as before
+    matrices: list[np.ndarray], b: np.ndarray, positions: np.ndarray, alternative: str | None
+) -> list[dict[str, float]]:
+    """The chance levels of :func:`chance_levels` of each matrix ``a`` against ``b`` and, given an
+    ``alternative``, their Mantel tests (``mantel_r``, ``mantel_p``: :func:`gengen.stats.mantel`'s statistic,
+    permutations and counting), from one gather of ``b``'s permuted upper triangles, a chunk of permutations at
+    a time, for every ``a`` at once: the permuted signs and centred triangles meet all of them in one matrix
+    product (a pair agrees when the signs' product is 1, i.e. :math:`a b > 0`)."""
+    rows, cols = np.triu_indices(b.shape[0], 1)
+    x = np.stack([a[rows, cols] for a in matrices])  # (matrices, pairs)
+    y = b[rows, cols]
+    signs = np.sign(x).T
+    centred_x = (x - x.mean(axis=1, keepdims=True)).T
+    scale = np.sqrt((centred_x**2).sum(axis=0))
+    scale = np.where(scale > 0, scale, 1.0)  # a constant triangle: r 0 (or NaN), as before
+    n_perm, n_pairs = len(positions), len(y)
+    agree, permuted_r = np.empty((n_perm, len(matrices))), np.empty((n_perm, len(matrices)))
     flat = np.ascontiguousarray(b, dtype=float).ravel()
-    step = max(1, 2_000_000 // max(len(x), 1))
+    step = max(1, 2_000_000 // max(n_pairs, 1))
     for first in range(0, n_perm, step):
         permuted = flat[positions[first : first + step]]
-        agree[first : first + step] = np.mean(permuted * x > 0, axis=1)
+        permuted_signs = np.sign(permuted)
+        agree[first : first + step] = (np.abs(permuted_signs) @ np.abs(signs) + permuted_signs @ signs) / 2 / n_pairs
         permuted = permuted - permuted.mean(axis=1, keepdims=True)
         with np.errstate(divide="ignore", invalid="ignore"):
-            permuted_r[first : first + step] = (permuted @ centred_x) / (np.sqrt((permuted**2).sum(axis=1)) * scale)
-    observed = float(np.mean(x * y > 0))
-    levels = {
-        "sign_agreement_chance": float(np.mean(agree)),
-        "sign_agreement_chance_low": float(np.quantile(agree, 0.025)),
-        "sign_agreement_chance_high": float(np.quantile(agree, 0.975)),
-        "p_sign_agreement": float((1 + np.sum(agree >= observed - 1e-12)) / (1 + n_perm)),
-        "mantel_r_chance_low": float(np.nanquantile(permuted_r, 0.025)),
-        "mantel_r_chance_high": float(np.nanquantile(permuted_r, 0.975)),
-    }
-    if alternative is not None:
-        r = float(partial_corr(x, y).r)
-        if alternative == "greater":
-            exceed = np.sum(permuted_r >= r - 1e-12)
-        else:
-            exceed = np.sum(np.abs(permuted_r) >= abs(r) - 1e-12)
-        levels |= {"mantel_r": r, "mantel_p": float((exceed + 1) / (n_perm + 1))}
-    return levels
+            norms = np.sqrt((permuted**2).sum(axis=1))
+            permuted_r[first : first + step] = (permuted @ centred_x) / (norms[:, None] * scale[None, :])
+    out = []
+    for column, x_one in enumerate(x):
+        observed = float(np.mean(x_one * y > 0))
+        agree_one, r_one = agree[:, column], permuted_r[:, column]
+        levels = {
+            "sign_agreement_chance": float(np.mean(agree_one)),
+            "sign_agreement_chance_low": float(np.quantile(agree_one, 0.025)),
+            "sign_agreement_chance_high": float(np.quantile(agree_one, 0.975)),
+            "p_sign_agreement": float((1 + np.sum(agree_one >= observed - 1e-12)) / (1 + n_perm)),
+            "mantel_r_chance_low": float(np.nanquantile(r_one, 0.025)),
+            "mantel_r_chance_high": float(np.nanquantile(r_one, 0.975)),
+        }
+        if alternative is not None:
+            r = float(partial_corr(x_one, y).r)
+            if alternative == "greater":
+                exceed = np.sum(r_one >= r - 1e-12)
+            else:
+                exceed = np.sum(np.abs(r_one) >= abs(r) - 1e-12)
+            levels |= {"mantel_r": r, "mantel_p": float((exceed + 1) / (n_perm + 1))}
+        out.append(levels)
+    return out
 
 
 def _agreement_table(
     long: pd.DataFrame, groups: list[str], *, n_perm: int, alternative: str, seed: int
 ) -> pd.DataFrame:
-    """The agreement table: one row per two groups (:func:`_agreement_row`), each group's matrix squared once
-    and the permutations' positions gathered once per number of test sets."""
-    rows = {group: part for group, part in long.groupby("group", sort=False)}
-    squares = {group: _square(part) for group, part in rows.items()}
-    positions: dict[int, np.ndarray] = {}
-
-    def permutations(size: int) -> np.ndarray:
-        if size not in positions:
-            positions[size] = _triangle_positions(size, n_perm, seed)
-        return positions[size]
-
-    return pd.DataFrame(
-        [
-            _agreement_row(
-                rows[a], rows[b], squares[a], squares[b], permutations, n_perm=n_perm, alternative=alternative
-            )
-            | {"group_a": a, "group_b": b, "n_perm": n_perm, "alternative": alternative}
-            for a, b in combinations(groups, 2)
-        ],
-        columns=list(AGREEMENT_COLUMNS),
-    )
-
-
-def _agreement_row(
-    rows_a: pd.DataFrame,
-    rows_b: pd.DataFrame,
-    matrix_a: pd.DataFrame,
-    matrix_b: pd.DataFrame,
-    permutations: Callable[[int], np.ndarray],
-    *,
-    n_perm: int,
-    alternative: str,
-) -> dict[str, Any]:
-    """Sign agreement, its chance level, and the Mantel test of two groups' partial-correlation matrices (on the
-    test sets whose rows are complete in both)."""
-    both = rows_a.merge(rows_b, on=["testset_a", "testset_b"], suffixes=("_a", "_b"))
-    agree, n_pairs = sign_agreement(both["r_a"].to_numpy(dtype=float), both["r_b"].to_numpy(dtype=float))
-    common = matrix_a.index[matrix_a.index.isin(matrix_b.index)]
-    a = matrix_a.loc[common, common].to_numpy()
-    b = matrix_b.loc[common, common].to_numpy()
-    complete = np.flatnonzero(np.isfinite(a).all(axis=1) & np.isfinite(b).all(axis=1))
+    """One row per two groups: sign agreement on the pairs both have, and the Mantel test and chance levels on
+    the test sets whose rows are complete in both. Each group's matrix is squared once; the permutation tests
+    of every group against the same matrix (group b, the same test sets) run together
+    (:func:`_permutation_levels`), on permutations gathered once per number of test sets."""
+    members = long.groupby("group", sort=False).indices
+    pair = long.groupby(["testset_a", "testset_b"], sort=False).ngroup().to_numpy()
+    r = long["r"].to_numpy(dtype=float)
+    squares = {group: _square(long.iloc[index]) for group, index in members.items()}
     nan = float("nan")
-    levels = dict.fromkeys((*CHANCE_COLUMNS, "mantel_r", "mantel_p"), nan)
-    if len(complete) >= 3:
-        a, b = a[np.ix_(complete, complete)], b[np.ix_(complete, complete)]
-        levels = _permutation_levels(a, b, permutations(len(complete)), alternative)
-    return {
-        "n_testsets": len(complete),
-        "n_pairs": n_pairs,
-        "n_sign_agree": agree,
-        "sign_agreement": agree / n_pairs if n_pairs else nan,
-        **levels,
+    rows: list[dict[str, Any]] = []
+    tests: dict[tuple[str, tuple[str, ...]], list[tuple[int, np.ndarray, np.ndarray]]] = {}
+    for a, b in combinations(groups, 2):
+        agree, n_pairs = _matched_signs(long, pair, r, members[a], members[b])
+        matrix_a, matrix_b = squares[a], squares[b]
+        common = matrix_a.index[matrix_a.index.isin(matrix_b.index)]
+        values_a, values_b = matrix_a.loc[common, common].to_numpy(), matrix_b.loc[common, common].to_numpy()
+        complete = np.flatnonzero(np.isfinite(values_a).all(axis=1) & np.isfinite(values_b).all(axis=1))
+        if len(complete) >= 3:
+            key = (b, tuple(common[complete]))
+            subset = np.ix_(complete, complete)
+            tests.setdefault(key, []).append((len(rows), values_a[subset], values_b[subset]))
+        rows.append(
+            {
+                "group_a": a,
+                "group_b": b,
+                "n_testsets": len(complete),
+                "n_pairs": n_pairs,
+                "n_sign_agree": agree,
+                "sign_agreement": agree / n_pairs if n_pairs else nan,
+                **dict.fromkeys((*CHANCE_COLUMNS, "mantel_r", "mantel_p"), nan),
+                "n_perm": n_perm,
+                "alternative": alternative,
+            }
+        )
+    positions: dict[int, np.ndarray] = {}
+    for (_, names), entries in tests.items():
+        if len(names) not in positions:
+            positions[len(names)] = _triangle_positions(len(names), n_perm, seed)
+        levels = _permutation_levels([a for _, a, _ in entries], entries[0][2], positions[len(names)], alternative)
+        for (position, _, _), found in zip(entries, levels, strict=True):
+            rows[position].update(found)
+    for row in rows:
         # the smallest p the permutations can give: "p = 0.001" then means "p ≤ 0.001"
-        "mantel_p_at_floor": bool(np.isfinite(levels["mantel_p"]) and levels["mantel_p"] <= 1.0 / (n_perm + 1) + 1e-12),
-    }
+        row["mantel_p_at_floor"] = bool(np.isfinite(row["mantel_p"]) and row["mantel_p"] <= 1.0 / (n_perm + 1) + 1e-12)
+    return pd.DataFrame(rows, columns=list(AGREEMENT_COLUMNS))
+
+
+def _matched_signs(
+    long: pd.DataFrame, pair: np.ndarray, r: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray
+) -> tuple[int, int]:
+    """:func:`sign_agreement` of two groups' r on the pairs both have (their rows matched by pair code; merged
+    by name when a group has a pair twice)."""
+    code_a, code_b = pair[rows_a], pair[rows_b]
+    if len(np.unique(code_a)) == len(code_a) and len(np.unique(code_b)) == len(code_b):
+        _, in_a, in_b = np.intersect1d(code_a, code_b, assume_unique=True, return_indices=True)
+        return sign_agreement(r[rows_a][in_a], r[rows_b][in_b])
+    both = long.iloc[rows_a].merge(long.iloc[rows_b], on=["testset_a", "testset_b"], suffixes=("_a", "_b"))
+    return sign_agreement(both["r_a"].to_numpy(dtype=float), both["r_b"].to_numpy(dtype=float))
 
 
 def compare(
