@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -34,6 +35,7 @@ from gengen.analyse.group_plan import (
     minimum_rows,
     plan_group,
 )
+from gengen.analyse.group_pool import map_groups, worker_count
 from gengen.analyse.options import (
     DEFAULT_ALPHA,
     DEFAULT_ANALYSIS_FIT,
@@ -97,6 +99,16 @@ def group_control(group: Group, settings: Settings) -> tuple[Settings, str]:
     return replace(settings, fit=choice_fit, fit_chosen=True), f"fit='auto': {reason}"
 
 
+def group_pairs(group: Group, settings: Settings) -> tuple[pd.DataFrame, list[str], str]:
+    """One group's pairs table (:func:`analyse_group` under :func:`group_control`'s control, with
+    ``fit_reason``), its warnings and the control it got: the work of one turn of the group loop."""
+    group_settings, reason = group_control(group, settings)
+    table, warnings = analyse_group(group, group_settings)
+    if reason and len(table):
+        table["fit_reason"] = reason
+    return table, warnings, group_settings.fit
+
+
 def control_summary(groups: list[Group], chosen: list[str]) -> str:
     """One line: which control ``fit="auto"`` gave how many groups (the reasons are in ``fit_reason``)."""
     gam = [group.label for group, fit in zip(groups, chosen, strict=True) if fit == "gam"]
@@ -109,13 +121,13 @@ def control_summary(groups: list[Group], chosen: list[str]) -> str:
     )
 
 
-def _progress(items: list[Any], enabled: bool, description: str) -> Iterable[Any]:
-    """Iterate ``items``, with a rich progress bar on stderr when ``enabled``."""
+def _progress(items: Iterable[Any], total: int, *, enabled: bool, description: str) -> Iterable[Any]:
+    """Iterate ``items`` (``total`` of them), with a rich progress bar on stderr when ``enabled``."""
     if not enabled:
         return items
     from rich.progress import track
 
-    return track(items, description=description, transient=True)
+    return track(items, total=total, description=description, transient=True)
 
 
 def analyse(
@@ -152,6 +164,7 @@ def analyse(
     gam_method: str = DEFAULT_GAM_METHOD,
     gam_basis: str = DEFAULT_GAM_BASIS,
     max_edf: float | str | None = DEFAULT_GAM_MAX_EDF,
+    jobs: int | None = None,
     progress: bool = False,
 ) -> Analysis:
     r"""Partial correlations of every pair of OOD test sets, controlling for ID performance.
@@ -242,6 +255,10 @@ def analyse(
     max_edf : float, "auto" or None
         Cap on each smooth's effective degrees of freedom: ``"auto"`` (:func:`gengen.stats.default_max_edf` of
         n), None (uncapped), or a number of at least 2.
+    jobs : int, optional
+        Groups analysed at once, each in a worker process (:mod:`gengen.analyse.group_pool`; the tables are the
+        same for any number). Default: one per available CPU when there are at least 4 groups with enough work
+        between them to pay for starting the workers, else 1 (in this process).
     progress : bool
         Show a progress bar over groups.
 
@@ -291,14 +308,12 @@ def analyse(
     scores, ood_names = prepare(df, settings)
     resolved_mode, groups, warnings = _groups(scores, settings, ood_names)
     tables, chosen = [], []
-    for group in _progress(groups, progress, "analysing groups"):
-        group_settings, reason = group_control(group, settings)
-        table, group_warnings = analyse_group(group, group_settings)
-        if reason and len(table):
-            table["fit_reason"] = reason
+    workers = worker_count(settings.jobs, groups)
+    show = partial(_progress, enabled=progress, description="analysing groups")
+    for table, group_warnings, fit in map_groups(group_pairs, groups, settings, workers, show):
         tables.append(table)
         warnings.extend(group_warnings)
-        chosen.append(group_settings.fit)
+        chosen.append(fit)
     if settings.fit == "auto" and chosen:
         warnings.insert(0, control_summary(groups, chosen))
     pairs = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=list(PAIR_COLUMNS))

@@ -24,14 +24,14 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from gengen.analyse.information import ColumnInformation, collapse_repeats, column_information
+from gengen.analyse.information import ColumnInformation, column_information, repeated_rows
 from gengen.analyse.options import Settings
 from gengen.errors import GengenError, InputError
 
@@ -199,10 +199,20 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
         hint = " (several studies? choose one: load_scores(path, study=...), gengen analyse --study)"
         hint = hint if "study" in used.columns else ""
         raise InputError(f"scores: more than one value for {first}{hint}")
-    used["sign"] = used["metric"].map({metric: settings.sign(metric) for metric in used["metric"].unique()})
+    metric_codes, metric_names = pd.factorize(used["metric"])
+    used["sign"] = np.array([settings.sign(metric) for metric in metric_names], dtype=np.int64)[metric_codes]
     used["value"] = used["value"] * used["sign"]
-    used = used.dropna(subset=["value"]).sort_values(["model", "run", "step", "testset"], ignore_index=True)
-    return used, ood
+    return sorted_scores(used.dropna(subset=["value"])), ood
+
+
+def sorted_scores(used: pd.DataFrame) -> pd.DataFrame:
+    """``used`` sorted by model, run, step and test set, with a fresh index (``sort_values`` on those columns:
+    the key is unique, so the order is; sorted here on the factorised strings, which orders them alike)."""
+    keys = [pd.factorize(used[column], sort=True)[0] for column in ("testset", "run", "model")]
+    order = np.lexsort((keys[0], used["step"].to_numpy(dtype=np.int64), keys[1], keys[2]))
+    if order.size and np.all(order[1:] > order[:-1]):
+        return used.reset_index(drop=True)
+    return used.take(order).reset_index(drop=True)
 
 
 def _id_rows(table: pd.DataFrame, settings: Settings) -> pd.DataFrame:
@@ -388,32 +398,40 @@ def make_group(
     absent = [name for name in ood if name not in table.columns]
     if absent:
         notes.append(f"{label}: no scores for {len(absent)} OOD test set(s) ({_short_list(absent, 5)}); left out")
-    table = table[[id_testset, *present]]
-    complete = table.dropna()
-    if len(complete) < len(table):
-        notes.append(
-            f"{label}: {len(table) - len(complete)} of {len(table)} rows lack the ID or an OOD score; left out"
-        )
-    n_steps = len(complete)
-    if level == "run":
-        complete, repeated = collapse_repeats(complete)
-        if repeated:
+    # The checks below run on the (rows × [ID, OOD…]) array; the group's frame is built once at the end.
+    columns = table.columns.get_indexer([id_testset, *present])
+    values = table.to_numpy(dtype=float)[:, columns]
+    rows = np.flatnonzero(~np.isnan(values).any(axis=1))
+    if rows.size < len(table):
+        notes.append(f"{label}: {len(table) - rows.size} of {len(table)} rows lack the ID or an OOD score; left out")
+    n_steps = rows.size
+    if level == "run" and rows.size >= 2:
+        repeat = repeated_rows(values[rows])
+        if repeat.any():
+            repeated = list(table.index[rows[repeat]])
+            rows = rows[~repeat]
             shown = ", ".join(str(step) for step in repeated[:6]) + (", …" if len(repeated) > 6 else "")
             notes.append(
                 f"{label}: {len(repeated)} of {n_steps} checkpoints repeat the scores of the checkpoint before on "
-                f"every test set (steps {shown}); analysed as {len(complete)} distinct checkpoints"
+                f"every test set (steps {shown}); analysed as {rows.size} distinct checkpoints"
             )
-    scores = complete[present]
-    constant = [name for name in present if scores[name].nunique() <= 1]
+    values = values[rows]
+    id_values = values[:, 0].copy()
+    scores_values = values[:, 1:]
+    index = table.index[rows]
+    kept = np.ones(len(present), dtype=bool)
+    constant_flags = (scores_values == scores_values[:1]).all(axis=0) if len(rows) else np.ones(len(present), bool)
+    constant = [name for name, flag in zip(present, constant_flags, strict=True) if flag]
     if constant:
         notes.append(
             f"{label}: {len(constant)} OOD test set(s) are constant ({_short_list(constant, 5)}); "
             "their correlations are undefined and left out"
         )
-        scores = scores.drop(columns=constant)
-    id_values = complete[id_testset].to_numpy(dtype=float)
+        kept &= ~constant_flags
     if len(id_values) and np.unique(id_values).size <= 1:
         raise GengenError(option="id_testset", problem=f"{id_testset!r} is constant in {label}; nothing to regress out")
+    names = [name for name, keep in zip(present, kept, strict=True) if keep]
+    scores = pd.DataFrame(scores_values[:, kept], index=index, columns=table.columns[columns[1:][kept]])
     linear = explained_by_id(scores, id_values, ranked)
     if linear:
         what = "their ranks are a linear function of the ID ranks" if ranked else "they are a linear function of ID"
@@ -421,13 +439,13 @@ def make_group(
             f"{label}: {len(linear)} OOD test set(s) are explained by {id_testset!r} ({_short_list(linear, 5)}): "
             f"{what}, so nothing is left to correlate; left out"
         )
-        scores = scores.drop(columns=linear)
+        scores = scores.iloc[:, [position for position, name in enumerate(names) if name not in set(linear)]]
     information = {}
     if level == "run":
         information = column_information(
             scores,
             id_values,
-            complete.index.to_numpy(),
+            index.to_numpy(),
             minimum=MINIMUM_INFORMATIVE,
             n_examples=n_examples,
             signs=signs,
@@ -435,7 +453,7 @@ def make_group(
     group = Group(
         level,
         meta,
-        complete.index.to_numpy(),
+        index.to_numpy(),
         id_values,
         scores,
         dropped=absent + constant + linear,
@@ -449,17 +467,11 @@ def run_groups(scores: pd.DataFrame, settings: Settings, ood: tuple[str, ...]) -
     """One :class:`Group` per (model, run): rows are checkpoints in step order."""
     groups: list[Group] = []
     notes: list[str] = []
-    for _, rows in scores.groupby(["model", "run"], sort=True):
-        ood_rows = rows[rows["role"] == "ood"]
-        n_examples = None
-        if "n_examples" in rows.columns:
-            counts = pd.to_numeric(ood_rows["n_examples"], errors="coerce").groupby(ood_rows["testset"]).median()
-            n_examples = {name: float(value) for name, value in counts.items() if pd.notna(value)}
-        signs = {name: float(value) for name, value in ood_rows.groupby("testset")["sign"].first().items()}
+    for meta, table, n_examples, signs in run_tables(scores):
         group, group_notes = make_group(
             "run",
-            run_meta(rows),
-            wide(rows, "step"),
+            meta,
+            table,
             settings.id_testset,
             ood,
             ranked=settings.method != "pearson",
@@ -469,3 +481,65 @@ def run_groups(scores: pd.DataFrame, settings: Settings, ood: tuple[str, ...]) -
         groups.append(group)
         notes.extend(group_notes)
     return groups, notes
+
+
+def run_tables(
+    scores: pd.DataFrame,
+) -> Iterator[tuple[dict[str, Any], pd.DataFrame, dict[str, float] | None, dict[str, float]]]:
+    """Per (model, run), in sorted order: its identity (:func:`run_meta`), its (step × testset) values
+    (:func:`wide`), the median ``n_examples`` of each OOD test set (None without that column) and each OOD test
+    set's sign.
+
+    The long table is factorised once and each run's rows are scattered into its wide array, instead of a
+    ``groupby``, a pivot and two per-test-set aggregations per run (the same tables).
+    """
+    model_codes, _ = pd.factorize(scores["model"], sort=True)
+    run_codes, run_names = pd.factorize(scores["run"], sort=True)
+    testset_codes, testsets = pd.factorize(scores["testset"], sort=True)
+    key = model_codes.astype(np.int64) * max(len(run_names), 1) + run_codes
+    order = np.argsort(key, kind="stable")
+    starts = np.flatnonzero(np.concatenate([[True], np.diff(key[order]) != 0])) if len(order) else np.array([], int)
+    stops = np.append(starts[1:], len(order))
+    step = scores["step"].to_numpy(dtype=np.int64)
+    value = scores["value"].to_numpy(dtype=float)
+    ood_rows = (scores["role"] == "ood").to_numpy(dtype=bool)
+    sign = scores["sign"].to_numpy(dtype=float)
+    has_examples = "n_examples" in scores.columns
+    examples = pd.to_numeric(scores["n_examples"], errors="coerce").to_numpy(dtype=float) if has_examples else None
+    for start, stop in zip(starts, stops, strict=True):
+        rows = order[start:stop]
+        steps, step_position = np.unique(step[rows], return_inverse=True)
+        codes, column_position = np.unique(testset_codes[rows], return_inverse=True)
+        columns = pd.Index(testsets[codes], name="testset")
+        names = [str(name) for name in columns.tolist()]
+        matrix = np.full((steps.size, codes.size), np.nan)
+        matrix[step_position, column_position] = value[rows]
+        ood = ood_rows[rows]
+        ood_columns = np.unique(column_position[ood])
+        signs_of = np.empty(codes.size)
+        signs_of[column_position] = sign[rows]  # one sign per test set (its metric's)
+        signs = {names[j]: float(signs_of[j]) for j in ood_columns}
+        n_examples = None
+        if examples is not None:
+            counts = np.full((steps.size, codes.size), np.nan)
+            counts[step_position[ood], column_position[ood]] = examples[rows[ood]]
+            medians = _column_medians(counts[:, ood_columns])
+            n_examples = {names[j]: float(m) for j, m in zip(ood_columns, medians, strict=True) if np.isfinite(m)}
+        meta = run_meta(scores.iloc[rows[:1]])
+        yield meta, pd.DataFrame(matrix, index=pd.Index(steps, name="step"), columns=columns), n_examples, signs
+
+
+def _column_medians(values: np.ndarray) -> np.ndarray:
+    """Each column's median over its non-missing entries (NaN where it has none), as ``groupby().median()``;
+    a column whose entries are all equal (a test set scored on one number of examples) is that number."""
+    out = np.full(values.shape[1], np.nan)
+    present = ~np.isnan(values)
+    some = present.any(axis=0)
+    low = np.where(present, values, np.inf).min(axis=0, initial=np.inf)
+    high = np.where(present, values, -np.inf).max(axis=0, initial=-np.inf)
+    same = some & (low == high)
+    out[same] = low[same]
+    rest = np.flatnonzero(some & ~same)
+    if rest.size:
+        out[rest] = np.nanmedian(values[:, rest], axis=0)
+    return out

@@ -19,7 +19,6 @@ fewer than 3 complete pairs are the models).
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,10 +72,15 @@ def collapse_repeats(table: pd.DataFrame) -> tuple[pd.DataFrame, list[object]]:
     """
     if len(table) < 2:
         return table, []
-    values = table.to_numpy(dtype=float)
-    same = np.all(np.abs(np.diff(values, axis=0)) <= _equal_tolerance(values), axis=1)
-    repeat = np.concatenate([[False], same])
+    repeat = repeated_rows(table.to_numpy(dtype=float))
     return table[~repeat], list(table.index[repeat])
+
+
+def repeated_rows(values: np.ndarray) -> np.ndarray:
+    """Which rows of ``values`` (n, m; n ≥ 1) equal the row before them in every column (the first never does):
+    the rows :func:`collapse_repeats` drops."""
+    same = np.all(np.abs(np.diff(values, axis=0)) <= _equal_tolerance(values), axis=1)
+    return np.concatenate([[False], same])
 
 
 def measurement_noise(values: np.ndarray, n_examples: float | None) -> float:
@@ -94,30 +98,38 @@ def measurement_noise(values: np.ndarray, n_examples: float | None) -> float:
 
 
 def longest_plateau(values: np.ndarray, tolerance: float) -> tuple[int, int]:
-    """``(start, stop)`` of the longest run of consecutive values whose range is at most ``tolerance``.
+    """``(start, stop)`` of the longest run of consecutive values whose range is at most ``tolerance`` (the
+    earliest of the longest); :func:`longest_plateaus` of one column."""
+    if values.size == 0:
+        return 0, 0
+    starts, stops = longest_plateaus(np.asarray(values, dtype=float)[:, None], np.array([tolerance], dtype=float))
+    return int(starts[0]), int(stops[0])
 
-    A sliding window with monotone queues of its maxima and minima: O(n).
+
+def longest_plateaus(values: np.ndarray, tolerances: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of ``values`` (n, m), ``(start, stop)`` of the earliest longest run of consecutive rows whose
+    range is at most that column's tolerance.
+
+    The windows grow one row at a time for all columns and starts at once (the running maximum and minimum of
+    every window of the current length), and stop growing as soon as no column has a window of that length
+    within its tolerance: a plateau of length L holds plateaus of every shorter length, so the cost is
+    O(n·m·L) for the longest plateau L found (noisy trajectories: a few rows).
     """
-    best = (0, 1 if values.size else 0)
-    highs: deque[int] = deque()
-    lows: deque[int] = deque()
-    start = 0
-    for stop, value in enumerate(values):
-        while highs and values[highs[-1]] <= value:
-            highs.pop()
-        highs.append(stop)
-        while lows and values[lows[-1]] >= value:
-            lows.pop()
-        lows.append(stop)
-        while values[highs[0]] - values[lows[0]] > tolerance:
-            start += 1
-            if highs[0] < start:
-                highs.popleft()
-            if lows[0] < start:
-                lows.popleft()
-        if stop + 1 - start > best[1] - best[0]:
-            best = (start, stop + 1)
-    return best
+    n, m = values.shape
+    starts = np.zeros(m, dtype=np.int64)
+    lengths = np.full(m, 1 if n else 0, dtype=np.int64)
+    highs, lows = values.copy(), values.copy()
+    for length in range(2, n + 1):
+        # Windows [s, s + length) for s = 0 … n − length: extend the windows of one row fewer by row s + length − 1.
+        highs = np.maximum(highs[:-1], values[length - 1 :])
+        lows = np.minimum(lows[:-1], values[length - 1 :])
+        within = highs - lows <= tolerances
+        found = within.any(axis=0)
+        if not found.any():
+            break
+        lengths[found] = length
+        starts[found] = np.argmax(within[:, found], axis=0)
+    return starts, starts + lengths
 
 
 def _span(steps: np.ndarray, start: int, stop: int) -> str:
@@ -160,29 +172,33 @@ def column_information(
     """
     n = len(scores)
     distinct_id = np.unique(np.round(id_values / _equal_tolerance(id_values))).size
+    names = list(scores.columns)
+    values = scores.to_numpy(dtype=float).reshape(n, len(names))
+    signs_of = np.array([(signs or {}).get(name, 1.0) for name in names], dtype=float)
+    shown = values * signs_of
+    noise = np.array([measurement_noise(shown[:, j], (n_examples or {}).get(name)) for j, name in enumerate(names)])
+    equal = EQUAL_RELATIVE * np.maximum(1.0, np.abs(values).max(axis=0, initial=0.0))  # _equal_tolerance per column
+    tolerance = np.maximum(noise, equal)
+    starts, stops = longest_plateaus(values, tolerance)
+    keys = np.sort(np.round(values / equal), axis=0)
+    distinct = (1 + np.count_nonzero(np.diff(keys, axis=0), axis=0)) if n else np.zeros(len(names), dtype=np.int64)
     out: dict[str, ColumnInformation] = {}
-    for name in scores.columns:
-        values = scores[name].to_numpy(dtype=float)
-        sign = (signs or {}).get(name, 1.0)
-        shown = values * sign
-        noise = measurement_noise(shown, (n_examples or {}).get(name))
-        tolerance = max(noise, _equal_tolerance(values))
-        start, stop = longest_plateau(values, tolerance)
+    for j, name in enumerate(names):
+        start, stop = int(starts[j]), int(stops[j])
         informative = n - (stop - start) + 1
         reason = ""
         if informative < minimum:
-            within = f" within measurement noise (±{noise:.2g})" if noise > 0 else ""
-            level = float(np.median(shown[start:stop]))
+            within = f" within measurement noise (±{noise[j]:.2g})" if noise[j] > 0 else ""
+            level = float(np.median(shown[start:stop, j]))
             reason = (
                 f"{name}: {level:.3f} on {_span(steps, start, stop)}, {stop - start} of {n}{within}; "
                 "nothing left to correlate"
             )
-        distinct = np.unique(np.round(values / _equal_tolerance(values))).size
-        if not reason and distinct < 3:
-            informative = min(informative, distinct)
-            shown_values = ", ".join(f"{value:.3f}" for value in sorted(set(np.round(shown, 6)))[:2])
-            reason = f"{name}: takes only {distinct} distinct values ({shown_values}) over {n} checkpoints"
-        if not reason and distinct_id < n and _function_of(values, id_values, tolerance):
+        if not reason and distinct[j] < 3:
+            informative = min(informative, int(distinct[j]))
+            shown_values = ", ".join(f"{value:.3f}" for value in sorted(set(np.round(shown[:, j], 6)))[:2])
+            reason = f"{name}: takes only {distinct[j]} distinct values ({shown_values}) over {n} checkpoints"
+        if not reason and distinct_id < n and _function_of(values[:, j], id_values, float(tolerance[j])):
             informative = min(informative, distinct_id)
             if informative < minimum:
                 reason = (

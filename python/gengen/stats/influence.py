@@ -168,11 +168,15 @@ def _linear_deletions(
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = 1.0 / (1.0 - leverage)
         cross = residuals.T @ residuals
-        deleted = cross[None, :, :] - np.einsum("ta,tb,t->tab", residuals, residuals, scale)
+        scaled = residuals * scale[:, None]
+        deleted = scaled[:, :, None] * residuals[:, None, :]  # e_t e_tᵀ / (1 − h_t), then S minus it, in place
+        np.subtract(cross[None, :, :], deleted, out=deleted)
         diagonal = np.einsum("taa->ta", deleted)
         exact = (leverage < 1.0 - _DOWNDATE_FLOOR) & np.all(diagonal > _DOWNDATE_FLOOR * full, axis=1)
-        length = np.sqrt(np.where(diagonal > 0, diagonal, np.nan))
-        r = deleted / length[:, :, None] / length[:, None, :]
+        inverse = 1.0 / np.sqrt(np.where(diagonal > 0, diagonal, np.nan))
+        r = deleted
+        r *= inverse[:, :, None]
+        r *= inverse[:, None, :]
     m = data.shape[1]
     r[:, np.arange(m), np.arange(m)] = 1.0
     return r, exact
@@ -340,10 +344,12 @@ def leave_one_out_test(
     r_worst = np.full(pairs, np.nan)
     low = np.full(pairs, np.nan)
     high = np.full(pairs, np.nan)
-    # All pairs at once; the t quantiles and tails one scalar call each, as before (the same numbers).
+    # All pairs at once; the t quantiles and tails one scalar call each, as before (the same numbers). A
+    # deletion's df is at least 1, so its quantile is finite wherever its standard error is: its half-width is
+    # needed only for the pairs whose interval a deletion widens (below).
     half_full = _half_width_array(se, dof, ci_level)
-    half_deleted = _half_width_array(se_deleted, df_deleted, ci_level)
-    valid = np.isfinite(half_full) & np.isfinite(half_deleted)
+    with np.errstate(invalid="ignore"):
+        valid = np.isfinite(half_full) & np.isfinite(se_deleted) & np.isfinite(df_deleted) & (df_deleted > 0)
     magnitude = np.abs(z_full)
     with np.errstate(divide="ignore", invalid="ignore"):
         p_max[valid] = _directional_p_array(magnitude[valid] / se[valid], dof[valid])
@@ -374,8 +380,9 @@ def leave_one_out_test(
         smallest = np.where(finite, kept, np.inf).min(axis=0)
         largest = np.where(finite, kept, -np.inf).max(axis=0)
         cols_f = active[has_finite]
-        low[cols_f] = np.minimum(low[cols_f], smallest[has_finite] - half_deleted[cols_f])
-        high[cols_f] = np.maximum(high[cols_f], largest[has_finite] + half_deleted[cols_f])
+        half_deleted = _half_width_array(se_deleted[cols_f], df_deleted[cols_f], ci_level)
+        low[cols_f] = np.minimum(low[cols_f], smallest[has_finite] - half_deleted)
+        high[cols_f] = np.maximum(high[cols_f], largest[has_finite] + half_deleted)
         open_sign = (carrying & ~np.isfinite(kept)).any(axis=0)
         cols_o = active[open_sign]
         low[cols_o], high[cols_o] = np.minimum(low[cols_o], 0.0), np.maximum(high[cols_o], 0.0)
