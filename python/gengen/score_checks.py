@@ -139,10 +139,12 @@ def _check_floats(frame: pd.DataFrame, column: str, sources: pd.Series) -> np.nd
 
 def _check_fractions(frame: pd.DataFrame, values: np.ndarray, sources: pd.Series) -> None:
     """Accuracy-like metrics lie in [0, 1]; a percentage is refused with a hint."""
-    metrics = frame["metric"].astype("object")
-    base = {m: str(m).split(",", 1)[0].strip().lower() for m in metrics.dropna().unique()}
-    is_fraction = {m: name in FRACTION_METRICS for m, name in base.items()}
-    fraction = metrics.map(is_fraction).fillna(False).to_numpy(dtype=bool)
+    metrics = frame["metric"]
+    # once per distinct metric, not per row (a 2-million-row table has a handful of metrics)
+    codes, distinct = pd.factorize(metrics, use_na_sentinel=True)
+    base = {m: str(m).split(",", 1)[0].strip().lower() for m in distinct}
+    is_fraction = np.array([base[m] in FRACTION_METRICS for m in distinct] + [False], dtype=bool)
+    fraction = is_fraction[codes]
     outside = fraction & ~np.isnan(values) & ((values < 0) | (values > 1))
     if not outside.any():
         return

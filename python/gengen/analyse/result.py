@@ -15,6 +15,7 @@ from gengen import stats
 from gengen._files import inside
 from gengen._versions import installed_versions
 from gengen.analyse.options import control_of
+from gengen.csv_writer import write_csv
 from gengen.errors import GengenError, InputError
 
 #: Distributions whose versions are recorded in ``summary.json`` and in the report.
@@ -39,6 +40,105 @@ def _json_safe(value: Any) -> Any:
     if value is pd.NA:
         return None
     return value
+
+
+#: Columns whose distinct values each group of ``summary.json`` lists (the decision behind its rows).
+DECISION_COLUMNS = ("estimand", "p_adjusted_from", "p_deciding_method", "ci_method")
+
+
+def group_summaries(rows: pd.DataFrame, level: str) -> list[dict[str, Any]]:
+    """The ``groups`` entries of ``summary.json`` for the rows of one level.
+
+    Per (model, run), in table order: its counts of rows, test sets and significant pairs (by the sign of the
+    estimand that decided them: ``r_innovation`` under the lagged test), its strongest pair, and what decided
+    its rows; every count is taken for all groups at once.
+
+    Parameters
+    ----------
+    rows : DataFrame
+        Pairs-table rows of one ``level`` (rows without a model or run are left out).
+    level : str
+        The level recorded in each entry.
+
+    Returns
+    -------
+    list of dict
+        One entry per group.
+    """
+    group = rows.groupby(["model", "run"], sort=False).ngroup().to_numpy()
+    if not len(rows) or group.max() < 0:
+        return []
+    size = np.bincount(group[group >= 0])
+    first = np.full(len(size), len(rows))
+    np.minimum.at(first, group[group >= 0], np.flatnonzero(group >= 0))
+
+    def count(flags: np.ndarray) -> list[int]:
+        return np.bincount(group[group >= 0], weights=flags[group >= 0], minlength=len(size)).astype(int).tolist()
+
+    def firsts(column: str) -> list[Any]:
+        return rows[column].to_numpy()[first].tolist()
+
+    effect = rows["r_partial"].to_numpy(dtype=float)
+    if "estimand" in rows.columns and "r_innovation" in rows.columns:
+        lagged = (rows["estimand"] == "r_innovation").to_numpy(dtype=bool, na_value=False)
+        effect = np.where(lagged, rows["r_innovation"].to_numpy(dtype=float), effect)
+    significant = rows["significant"].fillna(False).astype(bool).to_numpy()
+    columns: dict[str, list[Any]] = {
+        "n": [int(value) for value in firsts("n")],
+        "k": [int(value) for value in firsts("k")],
+        "n_testsets": _testset_counts(rows, group, len(size)),
+        "n_pairs": size.tolist(),
+        "n_significant": count(significant),
+        "n_significant_positive": count(significant & (effect > 0)),
+        "n_significant_negative": count(significant & (effect < 0)),
+        "strongest_pair": _strongest_pairs(rows, group, len(size)),
+    }
+    for column in (name for name in DECISION_COLUMNS if name in rows.columns):
+        columns[column] = _distinct_per_group(rows[column], group, len(size))
+    if "diagnostics" in rows.columns:
+        columns["n_flagged"] = count((rows["diagnostics"].fillna("") != "").to_numpy(dtype=bool))
+    if "testable" in rows.columns:
+        columns["n_untestable"] = count(~rows["testable"].fillna(False).astype(bool).to_numpy())
+    if "n_steps" in rows.columns:
+        columns["n_steps"] = [int(value) for value in firsts("n_steps")]
+    keys = {"level": [level] * len(size), "model": firsts("model"), "run": firsts("run")}
+    return [{name: values[i] for name, values in {**keys, **columns}.items()} for i in range(len(size))]
+
+
+def _testset_counts(rows: pd.DataFrame, group: np.ndarray, n_groups: int) -> list[int]:
+    """How many distinct test sets each group's pairs name (in ``testset_a`` or ``testset_b``)."""
+    names, _ = pd.factorize(pd.concat([rows["testset_a"], rows["testset_b"]], ignore_index=True))
+    both = np.concatenate([group, group])
+    keep = (both >= 0) & (names >= 0)
+    distinct = np.unique(both[keep].astype(np.int64) * (int(names.max()) + 1) + names[keep])
+    return np.bincount(distinct // (int(names.max()) + 1), minlength=n_groups).tolist()
+
+
+def _strongest_pairs(rows: pd.DataFrame, group: np.ndarray, n_groups: int) -> list[list[Any] | None]:
+    """Each group's pair of largest |r_partial| (the first of ties, in table order), or None when it has no
+    estimate."""
+    strength = np.abs(rows["r_partial"].to_numpy(dtype=float))
+    candidates = np.flatnonzero((group >= 0) & ~np.isnan(strength))
+    # by group, then strongest first, then table order
+    ranked = candidates[np.lexsort((candidates, -strength[candidates], group[candidates]))]
+    leaders = ranked[np.r_[True, group[ranked][1:] != group[ranked][:-1]]] if len(ranked) else ranked
+    out: list[list[Any] | None] = [None] * n_groups
+    a, b = rows["testset_a"].to_numpy()[leaders].tolist(), rows["testset_b"].to_numpy()[leaders].tolist()
+    r = rows["r_partial"].to_numpy(dtype=float)[leaders].tolist()
+    for position, owner in enumerate(group[leaders].tolist()):
+        out[owner] = [a[position], b[position], r[position]]
+    return out
+
+
+def _distinct_per_group(column: pd.Series, group: np.ndarray, n_groups: int) -> list[list[str]]:
+    """Each group's distinct present values of ``column``, as sorted strings."""
+    codes, values = pd.factorize(column)
+    keep = (group >= 0) & (codes >= 0)
+    text = [str(value) for value in values]
+    out: list[set[str]] = [set() for _ in range(n_groups)]
+    for owner, code in set(zip(group[keep].tolist(), codes[keep].tolist(), strict=True)):
+        out[owner].add(text[code])
+    return [sorted(names) for names in out]
 
 
 #: Files that an analysis folder may hold from an earlier analysis and that describe *that* analysis (its
@@ -171,45 +271,9 @@ class Analysis:
         groups = []
         for level in ("run", "across_runs", "pooled_residuals"):
             table = self.pairs if level != "pooled_residuals" else self.pooled_residuals
-            if table.empty:
-                continue
-            for (model, run), rows in table[table["level"] == level].groupby(["model", "run"], sort=False):
-                strength = rows["r_partial"].abs()
-                top = rows.loc[strength.idxmax()] if strength.notna().any() else None
-                # Sign and significance of the estimand that decided the rows (r_innovation under the lagged test).
-                effect = rows["r_partial"]
-                if "estimand" in rows.columns and "r_innovation" in rows.columns:
-                    effect = effect.where(rows["estimand"] != "r_innovation", rows["r_innovation"])
-                decision: dict[str, Any] = {
-                    column: sorted(str(value) for value in rows[column].dropna().unique())
-                    for column in ("estimand", "p_adjusted_from", "p_deciding_method", "ci_method")
-                    if column in rows.columns
-                }
-                if "diagnostics" in rows.columns:
-                    decision["n_flagged"] = int((rows["diagnostics"].fillna("") != "").sum())
-                if "testable" in rows.columns:
-                    decision["n_untestable"] = int((~rows["testable"].fillna(False).astype(bool)).sum())
-                if "n_steps" in rows.columns:
-                    decision["n_steps"] = int(rows["n_steps"].iloc[0])
-                groups.append(
-                    {
-                        "level": level,
-                        "model": model,
-                        "run": run,
-                        "n": int(rows["n"].iloc[0]),
-                        "k": int(rows["k"].iloc[0]),
-                        "n_testsets": len(set(rows["testset_a"]) | set(rows["testset_b"])),
-                        "n_pairs": len(rows),
-                        "n_significant": int(rows["significant"].sum()),
-                        "n_significant_positive": int((rows["significant"] & (effect > 0)).sum()),
-                        "n_significant_negative": int((rows["significant"] & (effect < 0)).sum()),
-                        "strongest_pair": (
-                            None if top is None else [top["testset_a"], top["testset_b"], float(top["r_partial"])]
-                        ),
-                        **decision,
-                    }
-                )
-        negated = sorted({m for m, s in zip(self.scores["metric"], self.scores["sign"], strict=True) if s < 0})
+            if not table.empty:
+                groups.extend(group_summaries(table[table["level"] == level], level))
+        negated = sorted(set(self.scores.loc[self.scores["sign"] < 0, "metric"].unique()))
         return _json_safe(
             {
                 "settings": self.settings,
@@ -258,7 +322,7 @@ class Analysis:
                 csv.unlink(missing_ok=True)
                 parquet.unlink(missing_ok=True)
                 continue
-            table.to_csv(csv, index=False)
+            write_csv(table, csv)  # the bytes of table.to_csv(csv, index=False), formatted column-wise
             table.to_parquet(parquet, index=False)
             written[f"{name}.csv"] = csv
             written[f"{name}.parquet"] = parquet
