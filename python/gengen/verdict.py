@@ -226,9 +226,9 @@ def _pair_table(
         r = np.where(matrices.usable, matrices.r, np.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
             statistic = q["z_common"] * np.sqrt(q["sum_w"])
-        labelled = np.array([f"{unit}=" for unit in matrices.units], dtype=object) + np.char.mod("%.3f", r).astype(
-            object
-        )
+        # "unit=r" per cell, formatted by one str.format mapped over the array (no Python loop over pairs)
+        formatted = np.array(list(map("{:.3f}".format, r.ravel().tolist())), dtype=object).reshape(r.shape)
+        labelled = np.array([f"{unit}=" for unit in matrices.units], dtype=object) + formatted
         table = matrices.index.assign(
             cell=label,
             n_groups=q["n_groups"],
