@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import sqlite3
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -123,11 +122,23 @@ def user_error_message(error: BaseException, flags: Mapping[str, str] | None = N
         return error.render(lambda name: cli_flag(name, flags))
     if isinstance(error, OSError):
         return describe_os_error(error)
-    if isinstance(error, sqlite3.Error):
+    if isinstance(error, _sqlite_errors()):
         return f"store: {error} (the database file or its folder may be read-only, locked or damaged)"
     if isinstance(error, MemoryError):
         return f"out of memory{': ' + str(error) if str(error) else ''}; try smaller sizes (--n-perm, --n-boot)"
     return None
+
+
+def _sqlite_errors() -> tuple[type[BaseException], ...]:
+    """``(sqlite3.Error,)`` once sqlite3 is imported, else nothing: an SQLite error cannot have been raised before,
+    and the commands' help and start-up need not import it."""
+    sqlite3 = sys.modules.get("sqlite3")
+    return (sqlite3.Error,) if sqlite3 is not None else ()
+
+
+def _user_error_types() -> tuple[type[BaseException], ...]:
+    """The exceptions :func:`user_error_message` renders as user errors."""
+    return (GengenError, OSError, MemoryError, *_sqlite_errors())
 
 
 def _show_warning(
@@ -163,7 +174,7 @@ def user_errors_exit(command: Callable[P, R], *, flags: Mapping[str, str] | None
                 raise
             except KeyboardInterrupt:
                 raise fail("interrupted", INTERRUPTED_EXIT_CODE) from None
-            except (GengenError, OSError, sqlite3.Error, MemoryError) as error:
+            except _user_error_types() as error:
                 raise fail(user_error_message(error, flags) or str(error)) from None
 
     return wrapper
@@ -246,7 +257,7 @@ def run_app(app: typer.Typer, argv: Sequence[str] | None = None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         print("error: interrupted", file=sys.stderr)
         return INTERRUPTED_EXIT_CODE
-    except (GengenError, OSError, sqlite3.Error, MemoryError) as error:
+    except _user_error_types() as error:
         # A user error raised outside a decorated command (while a command module loads, say).
         print(f"error: {one_line(user_error_message(error) or str(error))}", file=sys.stderr)
         return USER_ERROR_EXIT_CODE
