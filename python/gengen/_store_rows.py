@@ -382,8 +382,7 @@ def _drop_equal_duplicates(frame: pd.DataFrame, key: list[np.ndarray], sources: 
     ``key`` holds the key columns as integers (name codes and the step), so the check is one sort, not one
     comparison per repeated key.
     """
-    keys = pd.DataFrame(dict(enumerate(key)))
-    repeated = keys.duplicated(keep=False).to_numpy()
+    keys, repeated = _repeated_keys(key)
     if not repeated.any():
         return frame
     rows = np.flatnonzero(repeated)
@@ -403,6 +402,30 @@ def _drop_equal_duplicates(frame: pd.DataFrame, key: list[np.ndarray], sources: 
             f"with {float(values[original])!r} from {_label(sources, original)}; nothing was written"
         )
     return frame[~keys.duplicated(keep="first").to_numpy()]
+
+
+def _repeated_keys(key: list[np.ndarray]) -> tuple[pd.Series | pd.DataFrame, np.ndarray]:
+    """The key columns as one integer per row (each column's codes in a mixed radix; a table of the columns
+    where the radix would overflow), and which rows share their key with another.
+
+    One count per possible key when there are not many more of those than rows (a long table's keys fill
+    most of model × run × step × test set × metric), else one hash of the combined key, not of six columns.
+    """
+    combined = np.zeros(len(key[0]), dtype=np.int64)
+    width = 1
+    for column in key:
+        dense = bool(column.min() >= 0 and column.max() < 64) if len(column) else True
+        codes = column if dense else pd.factorize(column)[0]
+        radix = int(codes.max()) + 1 if len(codes) else 1
+        width *= radix
+        if width >= 2**62:
+            table = pd.DataFrame(dict(enumerate(key)))
+            return table, table.duplicated(keep=False).to_numpy()
+        combined = combined * radix + codes
+    if width <= 4 * len(combined) + 1024:
+        return pd.Series(combined), np.bincount(combined, minlength=width)[combined] > 1
+    series = pd.Series(combined)
+    return series, series.duplicated(keep=False).to_numpy()
 
 
 def _with_none(values: list[Any], missing: np.ndarray) -> list[Any]:
