@@ -219,6 +219,25 @@ def sieve_moments(
 ) -> NDArray[np.float64]:
     """Σ z and Σ z² (4, m, m) of a chunk of AR-sieve replicates and their white twins (gengen.stats.sieve_kernel)."""
 
+def sieve_bias_refit(
+    coef: _Float2D,
+    order: NDArray[np.int64],
+    shocks: NDArray[np.float64],
+    start: NDArray[np.float64],
+    keep: int,
+    basis: _Float2D,
+    mix: NDArray[np.float64],
+    exogenous: NDArray[np.float64],
+    exogenous_rank: NDArray[np.int64],
+) -> NDArray[np.float64]:
+    """Σ over replicates of the refitted AR coefficients (m, p) of the sieve's bias simulation (sieve_kernel)."""
+
+def t_two_sided_array(t: NDArray[np.float64], df: NDArray[np.float64]) -> NDArray[np.float64]:
+    """2·P(T > |t|) entry by entry (t_two_sided over arrays)."""
+
+def t_quantile_array(p: float, df: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The p quantile of Student's t on each df (t_quantile over an array)."""
+
 def chi_squared_sf(x: float, df: float) -> float:
     """Upper tail of a chi-squared distribution with df degrees of freedom."""
 

@@ -30,6 +30,7 @@ pub mod rank;
 pub mod residualise;
 pub mod rng;
 pub mod sieve;
+pub mod sieve_bias;
 pub mod simulate;
 
 #[cfg(test)]

@@ -125,8 +125,11 @@ const REPLICATE_BLOCK: usize = 8;
 /// series at once; series `j` is `x_s = pool[j, pick] · spread[j, s] + Σ_l coef[j, l] x_{s−1−l}`, started
 /// from `start[b, j, ·]` (the `p` values before the first shock, oldest first; all zero when `start` is
 /// empty), and its last `n` steps are kept; its white twin is the last `n` drawn pool values themselves.
-/// Each is residualised (`(I − U M_j Uᵀ) x`), centred and scaled to unit length, and every pair's
-/// `z = artanh(r)` (r clipped to ±(1 − 1e-15); NaN for a series of zero length) is summed.
+/// Each is residualised (`(I − U M_j Uᵀ) x`) and centred, and every pair's `z = artanh(r)` of the
+/// residuals' correlation (r clipped to ±(1 − 1e-15), r = 1 on the diagonal; NaN for a series of zero
+/// length) is summed. The correlations come from the series' cross-products, corrected for the
+/// residualisation and the centring in r × r terms, so no residual series is formed: see
+/// `correlation_sums`; the white twins' cross-products sum each distinct pool column once, times its count.
 ///
 /// Returns `4 × m × m` row-major: Σ z and Σ z² of the AR replicates, then of the white twins (symmetric).
 /// The same numbers whatever the thread count.
@@ -242,6 +245,12 @@ fn check_model(model: &SieveModel<'_>) -> Result<(), StatsError> {
     Ok(())
 }
 
+/// Correlations are clipped to ±(1 − [`CLIP`]) before Fisher's z.
+const CLIP: f64 = 1e-15;
+
+/// Rows of the pool or kept series summed per L1-resident chunk of the Gram tiles.
+const ROW_CHUNK: usize = 32;
+
 /// The model rearranged time-major (one row of `width` values per step, series across), padded with zero
 /// series to a multiple of the register tile, so that every step's work runs along contiguous rows.
 struct Layout {
@@ -255,17 +264,22 @@ struct Layout {
     coef: Vec<f64>,
     /// `pool_len × width`: pool column c for every series.
     pool: Vec<f64>,
+    pool_len: usize,
     /// `steps × width`.
     spread: Vec<f64>,
     /// `n × r`.
     basis: Vec<f64>,
+    /// `r`: the column sums of `U`, `Uᵀ 1`.
+    basis_sums: Vec<f64>,
+    /// `r × r`: `Uᵀ U` (the identity for an orthonormal basis).
+    basis_gram: Vec<f64>,
     /// `r × r × width`: `M_j[i, k]` at `(i r + k) width + j`.
     mix: Vec<f64>,
 }
 
 impl Layout {
     fn new(model: &SieveModel<'_>) -> Self {
-        let (m, p, r, steps) = (model.m, model.p, model.r, model.steps);
+        let (m, n, p, r, steps) = (model.m, model.n, model.p, model.r, model.steps);
         let width = m.div_ceil(TILE_B) * TILE_B;
         let transpose = |values: &[f64], rows: usize| {
             let mut out = vec![0.0; rows * width];
@@ -276,17 +290,31 @@ impl Layout {
             }
             out
         };
+        let basis = model.basis.to_vec();
+        let mut basis_sums = vec![0.0; r];
+        let mut basis_gram = vec![0.0; r * r];
+        for row in basis.chunks_exact(r.max(1)).take(n) {
+            for i in 0..r {
+                basis_sums[i] += row[i];
+                for k in 0..r {
+                    basis_gram[i * r + k] += row[i] * row[k];
+                }
+            }
+        }
         Layout {
             m,
-            n: model.n,
+            n,
             p,
             r,
             steps,
             width,
             coef: transpose(model.coef, p),
             pool: transpose(model.pool, model.pool_len),
+            pool_len: model.pool_len,
             spread: transpose(model.spread, steps),
-            basis: model.basis.to_vec(),
+            basis,
+            basis_sums,
+            basis_gram,
             mix: transpose(model.mix, r * r),
         }
     }
@@ -296,18 +324,36 @@ impl Layout {
 struct Scratch {
     /// `(p + steps) × width`: the AR recursion's values, the start first.
     series: Vec<f64>,
-    /// `n × width`: the kept (then residual, then unit) series.
-    kept: Vec<f64>,
-    /// `2 r × width`: `Uᵀ x`, then `M_j Uᵀ x`.
+    /// `3 r × width`: `Uᵀ x`, `M_j Uᵀ x` and `Uᵀ U M_j Uᵀ x`.
     projection: Vec<f64>,
+    /// `width`: column sums of the series.
+    sums: Vec<f64>,
+    /// `width × width`: the series' cross-products, then their residuals' centred ones.
+    gram: Vec<f64>,
+    /// `width`: reciprocal norms of the residuals.
+    scale: Vec<f64>,
+    /// `width`: one row of correlations, then of Fisher's z.
+    z: Vec<f64>,
+    /// `pool_len`: how often each pool column drives a kept step (the white twins).
+    counts: Vec<u32>,
+    /// The pool columns that do, in order (`width` values each), and the same times their counts.
+    rows: Vec<f64>,
+    weighted: Vec<f64>,
 }
 
 impl Scratch {
     fn new(layout: &Layout) -> Self {
+        let width = layout.width;
         Scratch {
-            series: vec![0.0; (layout.p + layout.steps) * layout.width],
-            kept: vec![0.0; layout.n * layout.width],
-            projection: vec![0.0; 2 * layout.r * layout.width],
+            series: vec![0.0; (layout.p + layout.steps) * width],
+            projection: vec![0.0; 3 * layout.r * width],
+            sums: vec![0.0; width],
+            gram: vec![0.0; width * width],
+            scale: vec![0.0; width],
+            z: vec![0.0; width],
+            counts: vec![0; layout.pool_len],
+            rows: Vec::with_capacity(layout.n * width),
+            weighted: Vec::with_capacity(layout.n * width),
         }
     }
 }
@@ -336,44 +382,143 @@ fn replicate_generic(layout: &Layout, picks: &[i64], start: &[f64], scratch: &mu
     }
     for step in 0..steps {
         let (before, rest) = series.split_at_mut((p + step) * width);
-        let row = &mut rest[..width];
         let shock = &layout.pool[picks[step] as usize * width..][..width];
         let spread = &layout.spread[step * width..][..width];
-        for ((value, &s), &g) in row.iter_mut().zip(shock).zip(spread) {
-            *value = s * g;
-        }
-        for lag in 0..p {
-            let weights = &layout.coef[lag * width..][..width];
-            let lagged = &before[(p + step - 1 - lag) * width..][..width];
-            for ((value, &w), &x) in row.iter_mut().zip(weights).zip(lagged) {
-                *value += w * x;
+        // TILE_B series at a time, in registers (the lags are earlier rows of the same buffer).
+        for c0 in (0..width).step_by(TILE_B) {
+            let (s, g): ([f64; TILE_B], [f64; TILE_B]) = (lanes(&shock[c0..]), lanes(&spread[c0..]));
+            let mut value = [0.0; TILE_B];
+            for i in 0..TILE_B {
+                value[i] = s[i] * g[i];
             }
+            for lag in 0..p {
+                let w: [f64; TILE_B] = lanes(&layout.coef[lag * width + c0..]);
+                let x: [f64; TILE_B] = lanes(&before[(p + step - 1 - lag) * width + c0..]);
+                for i in 0..TILE_B {
+                    value[i] += w[i] * x[i];
+                }
+            }
+            rest[c0..c0 + TILE_B].copy_from_slice(&value);
         }
     }
-    let kept = &mut scratch.kept;
-    kept.copy_from_slice(&series[(p + steps - n) * width..(p + steps) * width]);
-    residual_z(layout, kept, &mut scratch.projection, &mut sums[..2 * m * m]);
-    for (t, row) in kept.chunks_exact_mut(width).enumerate() {
-        let pick = picks[steps - n + t] as usize;
-        row.copy_from_slice(&layout.pool[pick * width..][..width]);
+    // The AR replicates: the kept steps' rows of the recursion.
+    let kept = &scratch.series[(p + steps - n) * width..(p + steps) * width];
+    let rows = |t: usize| &kept[t * width..(t + 1) * width];
+    project(layout, rows, &mut scratch.projection, &mut scratch.sums);
+    scratch.gram.fill(0.0);
+    for rows in kept.chunks(ROW_CHUNK * width) {
+        gram_rows(layout, &mut scratch.gram, rows, rows);
     }
-    residual_z(layout, kept, &mut scratch.projection, &mut sums[2 * m * m..]);
+    correlation_sums(layout, scratch_view(scratch), &mut sums[..2 * m * m]);
+    // Their white twins: the kept steps' pool columns, each distinct column once with its count.
+    let tail = &picks[steps - n..];
+    let pool_row = |c: usize| &layout.pool[c * width..(c + 1) * width];
+    project(
+        layout,
+        |t| pool_row(tail[t] as usize),
+        &mut scratch.projection,
+        &mut scratch.sums,
+    );
+    scratch.counts.fill(0);
+    for &pick in tail {
+        scratch.counts[pick as usize] += 1;
+    }
+    // Each distinct column once, and once more times its count: Σ_t x_t x_tᵀ = Σ_c count_c p_c p_cᵀ.
+    scratch.rows.clear();
+    scratch.weighted.clear();
+    for (c, &count) in scratch.counts.iter().enumerate() {
+        if count > 0 {
+            let row = pool_row(c);
+            scratch.rows.extend_from_slice(row);
+            scratch.weighted.extend(row.iter().map(|&x| f64::from(count) * x));
+        }
+    }
+    scratch.gram.fill(0.0);
+    for (left, right) in scratch
+        .weighted
+        .chunks(ROW_CHUNK * width)
+        .zip(scratch.rows.chunks(ROW_CHUNK * width))
+    {
+        gram_rows(layout, &mut scratch.gram, left, right);
+    }
+    correlation_sums(layout, scratch_view(scratch), &mut sums[2 * m * m..]);
 }
 
-/// Residualises the kept series (`n × width`, in place), scales them to unit length and adds every pair's z
-/// and z² to `sums` (`2 × m × m`, upper triangle and diagonal).
+/// The parts of [`Scratch`] that [`correlation_sums`] works in.
+struct GramView<'s> {
+    projection: &'s mut [f64],
+    sums: &'s [f64],
+    gram: &'s mut [f64],
+    scale: &'s mut [f64],
+    z: &'s mut [f64],
+}
+
+fn scratch_view(scratch: &mut Scratch) -> GramView<'_> {
+    GramView {
+        projection: &mut scratch.projection,
+        sums: &scratch.sums,
+        gram: &mut scratch.gram,
+        scale: &mut scratch.scale,
+        z: &mut scratch.z,
+    }
+}
+
+/// `Uᵀ x` (the first `r` rows of `projection`) and the column sums of the `n` rows `rows(t)`.
 #[inline(always)]
-fn residual_z(layout: &Layout, kept: &mut [f64], projection: &mut [f64], sums: &mut [f64]) {
-    let (m, n, r, width) = (layout.m, layout.n, layout.r, layout.width);
-    let (coords, mixed) = projection.split_at_mut(r * width);
+fn project<'a>(layout: &Layout, rows: impl Fn(usize) -> &'a [f64], projection: &mut [f64], sums: &mut [f64]) {
+    let (r, width) = (layout.r, layout.width);
+    let coords = &mut projection[..r * width];
     coords.fill(0.0);
-    for (row, basis) in kept.chunks_exact(width).zip(layout.basis.chunks_exact(r)) {
-        for (i, &u) in basis.iter().enumerate() {
-            for (c, &x) in coords[i * width..][..width].iter_mut().zip(row) {
-                *c += u * x;
+    sums.fill(0.0);
+    for t in 0..layout.n {
+        let (row, basis) = (rows(t), &layout.basis[t * r..(t + 1) * r]);
+        for c0 in (0..width).step_by(TILE_B) {
+            let x: [f64; TILE_B] = lanes(&row[c0..]);
+            for (i, &u) in basis.iter().enumerate().take(r) {
+                let coord = &mut coords[i * width + c0..][..TILE_B];
+                for (c, &x) in coord.iter_mut().zip(&x) {
+                    *c += u * x;
+                }
+            }
+            for (s, &x) in sums[c0..c0 + TILE_B].iter_mut().zip(&x) {
+                *s += x;
             }
         }
     }
+}
+
+/// `gram += Σ_k left_k ⊗ right_k` over the upper triangle's register tiles, for chunks of rows (`width`
+/// values each) small enough to stay in the L1 cache while every tile passes over them.
+#[inline(always)]
+fn gram_rows(layout: &Layout, gram: &mut [f64], left: &[f64], right: &[f64]) {
+    let (m, width) = (layout.m, layout.width);
+    for a0 in (0..m).step_by(TILE_A) {
+        for b0 in ((a0 / TILE_B) * TILE_B..m).step_by(TILE_B) {
+            let mut acc = [[0.0; TILE_B]; TILE_A];
+            for (a, values) in acc.iter_mut().enumerate() {
+                *values = lanes(&gram[(a0 + a) * width + b0..]);
+            }
+            for (l, g) in left.chunks_exact(width).zip(right.chunks_exact(width)) {
+                let l: [f64; TILE_A] = lanes(&l[a0..]);
+                let g: [f64; TILE_B] = lanes(&g[b0..]);
+                outer_add(&mut acc, &l, &g);
+            }
+            for (a, values) in acc.iter().enumerate() {
+                gram[(a0 + a) * width + b0..][..TILE_B].copy_from_slice(values);
+            }
+        }
+    }
+}
+
+/// From the cross-products of the series (`gram`), their exogenous coordinates `A = Uᵀ X` and column sums,
+/// the correlations of the residuals `(I − U M_j Uᵀ) x_j`, centred: with `D_j = M_j A_j` and `F = Uᵀ U D`,
+/// `C_ab = G_ab − A_a·D_b − D_a·A_b + D_a·F_b − s_a s_b / n`, `s = sums − (Uᵀ 1)ᵀ D`; `r_ab = C_ab /
+/// √(C_aa C_bb)`, and every pair's z and z² are added to `sums` (`2 × m × m`, upper triangle and diagonal).
+#[inline(always)]
+fn correlation_sums(layout: &Layout, view: GramView<'_>, sums: &mut [f64]) {
+    let (m, n, r, width) = (layout.m, layout.n, layout.r, layout.width);
+    let (coords, rest) = view.projection.split_at_mut(r * width);
+    let (mixed, weighted) = rest.split_at_mut(r * width);
     mixed.fill(0.0);
     for i in 0..r {
         for k in 0..r {
@@ -384,74 +529,112 @@ fn residual_z(layout: &Layout, kept: &mut [f64], projection: &mut [f64], sums: &
             }
         }
     }
-    for (row, basis) in kept.chunks_exact_mut(width).zip(layout.basis.chunks_exact(r)) {
-        for (i, &u) in basis.iter().enumerate() {
-            for (x, &d) in row.iter_mut().zip(&mixed[i * width..][..width]) {
-                *x -= u * d;
+    weighted.fill(0.0);
+    for i in 0..r {
+        for k in 0..r {
+            let w = layout.basis_gram[i * r + k];
+            for (f, &d) in weighted[i * width..][..width]
+                .iter_mut()
+                .zip(&mixed[k * width..][..width])
+            {
+                *f += w * d;
             }
         }
     }
-    // Centre and scale (the sums run in `coords`' first row, free now).
-    let mean = &mut coords[..width];
-    mean.fill(0.0);
-    for row in kept.chunks_exact(width) {
-        for (s, &x) in mean.iter_mut().zip(row) {
-            *s += x;
+    // Column sums of the residuals, kept in `scale` for now.
+    let centre = &mut *view.scale;
+    centre.copy_from_slice(view.sums);
+    for i in 0..r {
+        let u = layout.basis_sums[i];
+        for (s, &d) in centre.iter_mut().zip(&mixed[i * width..][..width]) {
+            *s -= u * d;
         }
     }
-    for s in mean.iter_mut() {
-        *s /= n as f64;
-    }
-    let norm = &mut mixed[..width];
-    norm.fill(0.0);
-    for row in kept.chunks_exact_mut(width) {
-        for ((x, &c), s) in row.iter_mut().zip(mean.iter()).zip(norm.iter_mut()) {
-            *x -= c;
-            *s += *x * *x;
+    let gram = &mut *view.gram;
+    let row_z = &mut *view.z;
+    for a in 0..m {
+        // Row a of C, for b ≥ a (the diagonal included).
+        let row = &mut gram[a * width..(a + 1) * width];
+        for i in 0..r {
+            let (ai, di) = (coords[i * width + a], mixed[i * width + a]);
+            let (ab, db, fb) = (
+                &coords[i * width..][..width],
+                &mixed[i * width..][..width],
+                &weighted[i * width..][..width],
+            );
+            for b in a..m {
+                row[b] -= ai * db[b] + di * ab[b] - di * fb[b];
+            }
+        }
+        let sa = centre[a] / n as f64;
+        for b in a..m {
+            row[b] -= sa * centre[b];
         }
     }
-    for (j, s) in norm.iter_mut().enumerate() {
-        *s = if j >= m {
-            0.0 // padding series stay zero
-        } else if *s > 0.0 {
-            1.0 / s.sqrt()
-        } else {
-            f64::NAN
-        };
-    }
-    for row in kept.chunks_exact_mut(width) {
-        for (x, &s) in row.iter_mut().zip(norm.iter()) {
-            *x *= s;
-        }
+    let scale = &mut *view.scale;
+    for (j, s) in scale.iter_mut().enumerate().take(m) {
+        let c = gram[j * width + j];
+        *s = if c > 0.0 { 1.0 / c.sqrt() } else { f64::NAN };
     }
     let (z_sums, z2_sums) = sums.split_at_mut(m * m);
-    for a0 in (0..m).step_by(TILE_A) {
-        for b0 in ((a0 / TILE_B) * TILE_B..m).step_by(TILE_B) {
-            let mut acc = [[0.0; TILE_B]; TILE_A];
-            for row in kept.chunks_exact(width) {
-                let left: [f64; TILE_A] = lanes(&row[a0..]);
-                let right: [f64; TILE_B] = lanes(&row[b0..]);
-                outer_add(&mut acc, &left, &right);
-            }
-            for (a, values) in acc.iter().enumerate().take(m - a0.min(m)) {
-                let row_a = a0 + a;
-                if row_a >= m {
-                    break;
-                }
-                for (b, &r_ab) in values.iter().enumerate() {
-                    let col_b = b0 + b;
-                    if col_b < row_a || col_b >= m {
-                        continue;
-                    }
-                    // artanh as one logarithm (std's atanh is a log1p, about twice the cost; the z sums
-                    // differ by under 1e-15 per replicate).
-                    let clipped = r_ab.clamp(-1.0 + 1e-15, 1.0 - 1e-15);
-                    let z = 0.5 * ((1.0 + clipped) / (1.0 - clipped)).ln();
-                    z_sums[row_a * m + col_b] += z;
-                    z2_sums[row_a * m + col_b] += z * z;
-                }
-            }
+    for a in 0..m {
+        let row = &gram[a * width..(a + 1) * width];
+        let sa = scale[a];
+        // r_aa = 1 by definition (clipped as every r is).
+        row_z[a] = if sa.is_nan() {
+            f64::NAN
+        } else {
+            0.5 * ((2.0 - CLIP) / (1.0 - (1.0 - CLIP))).ln()
+        };
+        for b in a + 1..m {
+            let r_ab = (row[b] * sa * scale[b]).clamp(-1.0 + CLIP, 1.0 - CLIP);
+            row_z[b] = 0.5 * ln((1.0 + r_ab) / (1.0 - r_ab));
         }
+        for ((s, s2), &z) in z_sums[a * m + a..(a + 1) * m]
+            .iter_mut()
+            .zip(&mut z2_sums[a * m + a..(a + 1) * m])
+            .zip(&row_z[a..m])
+        {
+            *s += z;
+            *s2 += z * z;
+        }
+    }
+}
+
+/// Natural logarithm of a positive, normal `x` (NaN stays NaN), without branches so that it vectorises: the
+/// reduction and polynomial of FreeBSD's `e_log.c` (as musl and the `libm` crate), under one ulp.
+// The constants as fdlibm prints them (to more digits than an f64 holds; they round to its bits).
+#[allow(clippy::excessive_precision)]
+#[inline(always)]
+fn ln(x: f64) -> f64 {
+    const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-01;
+    const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+    const LG1: f64 = 6.666_666_666_666_735_130e-01;
+    const LG2: f64 = 3.999_999_999_940_941_908e-01;
+    const LG3: f64 = 2.857_142_874_366_239_149e-01;
+    const LG4: f64 = 2.222_219_843_214_978_396e-01;
+    const LG5: f64 = 1.818_357_216_161_805_012e-01;
+    const LG6: f64 = 1.531_383_769_920_937_332e-01;
+    const LG7: f64 = 1.479_819_860_511_658_591e-01;
+    let bits = x.to_bits();
+    // x = 2^k (1 + f) with 1 + f in [√2/2, √2).
+    let high = (bits >> 32) + (0x3ff0_0000 - 0x3fe6_a09e);
+    let biased = high >> 20;
+    let reduced = f64::from_bits((((high & 0x000f_ffff) + 0x3fe6_a09e) << 32) | (bits & 0xffff_ffff));
+    // k exactly, from the biased exponent (2^52 + biased − 2^52 − 1023).
+    let k = f64::from_bits(0x4330_0000_0000_0000 | biased) - (4_503_599_627_370_496.0 + 1023.0);
+    let f = reduced - 1.0;
+    let hfsq = 0.5 * f * f;
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let w = z * z;
+    let t1 = w * (LG2 + w * (LG4 + w * LG6));
+    let t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)));
+    let value = s * (hfsq + t1 + t2) + k * LN2_LO - hfsq + f + k * LN2_HI;
+    if x.is_nan() {
+        x
+    } else {
+        value
     }
 }
 
@@ -541,7 +724,12 @@ mod tests {
                 }
                 for a in 0..m {
                     for c in 0..m {
-                        let r_ac: f64 = units[a].iter().zip(&units[c]).map(|(x, y)| x * y).sum();
+                        // r = 1 on the diagonal by definition (the kernel does not sum it).
+                        let r_ac: f64 = if a == c {
+                            1.0
+                        } else {
+                            units[a].iter().zip(&units[c]).map(|(x, y)| x * y).sum()
+                        };
                         let z = r_ac.clamp(-1.0 + 1e-15, 1.0 - 1e-15).atanh();
                         out[slot * m * m + a * m + c] += z;
                         out[(slot + 1) * m * m + a * m + c] += z * z;

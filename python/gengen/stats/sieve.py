@@ -58,15 +58,15 @@ from gengen.stats.options import (
 from gengen.stats.sieve_ar import (
     MAX_ROOT,
     _correlations,
+    _exogenous_bases,
     _innovation_spread,
     _innovations,
-    _least_squares_ar,
     _max_root,
     _shrink_to_stationary,
     default_max_order,
     fit_autoregression,
 )
-from gengen.stats.sieve_kernel import FactoredOperators, factor_operators, replicate_moments, residualise_factored
+from gengen.stats.sieve_kernel import FactoredOperators, bias_refit_sums, factor_operators, replicate_moments
 from gengen.stats.sieve_notes import (
     _ljung_box,
     _variance_ratio,
@@ -100,6 +100,9 @@ SIEVE_METHOD = (
 #: Replicates used to estimate the small-sample bias of the AR coefficients, and how often it is re-evaluated.
 BIAS_REPLICATES = 200
 BIAS_ITERATIONS = 2
+
+#: Most steps generated before the kept ones (see :func:`_burn_in`).
+MAX_BURN_IN = 150
 
 
 @dataclass(frozen=True)
@@ -176,37 +179,14 @@ def _burn_in(coef: NDArray[np.float64]) -> int:
     root = float(_max_root(coef).max(initial=0.0))
     if root < 1e-3:
         return coef.shape[1]
-    return int(min(150, math.ceil(math.log(0.01) / math.log(root)) + coef.shape[1]))
-
-
-def _generate(
-    coef: NDArray[np.float64], shocks: NDArray[np.float64], n: int, start: NDArray[np.float64] | None = None
-) -> NDArray[np.float64]:
-    """AR series driven by ``shocks`` (replicates, m, T), returning the last ``n`` steps, shape (replicates, m, n).
-
-    ``coef`` is (m, p); ``start`` (replicates, m, p) gives the p values before the first shock, oldest first
-    (zeros when omitted). The recursion runs in the Rust core, one series per task.
-    """
-    initial = np.zeros((0, 0, 0)) if start is None or coef.shape[1] == 0 else np.ascontiguousarray(start)
-    return _core.ar_generate(np.ascontiguousarray(coef), np.ascontiguousarray(shocks), initial, n)
-
-
-def _residualise(
-    series: NDArray[np.float64], operators: NDArray[np.float64] | FactoredOperators
-) -> NDArray[np.float64]:
-    """Apply each column's residual operator (m, n, n) (or one shared (n, n), or factored) to series (..., m, n)."""
-    if isinstance(operators, FactoredOperators):
-        return residualise_factored(series, operators)
-    if operators.ndim == 2:
-        return series @ operators.T
-    return np.einsum("mst,...mt->...ms", operators, series)
+    return int(min(MAX_BURN_IN, math.ceil(math.log(0.01) / math.log(root)) + coef.shape[1]))
 
 
 def _bias_corrected(
     e: NDArray[np.float64],
     order: NDArray[np.int64],
     coef: NDArray[np.float64],
-    operators: NDArray[np.float64] | FactoredOperators,
+    operators: FactoredOperators,
     control: NDArray[np.float64] | None,
     rng: np.random.Generator,
     replicates: int,
@@ -221,22 +201,21 @@ def _bias_corrected(
     m, n = e.shape
     max_order = coef.shape[1]
     point = _shrink_to_stationary(coef)
+    exogenous = _exogenous_bases(control, n, max_order)
+    refitted = np.arange(max_order)[None, :] < order[:, None]  # each column's own coefficients
+    buffer = np.empty(replicates * m * (n + MAX_BURN_IN + max_order))
     for _ in range(BIAS_ITERATIONS):
         # The bias grows as the coefficients approach a unit root, so it is evaluated again at the corrected
         # point (one step of the fixed-point iteration φ = φ̂ − bias(φ)).
         burn = _burn_in(point)
-        shocks = rng.standard_normal((replicates, m, burn + n))
-        simulated = _residualise(
-            _generate(point, shocks, n, _stationary_draws(point, np.ones(m), rng, replicates)), operators
-        )
-        corrected = coef.copy()
-        for p in np.unique(order):
-            if p == 0:
-                continue
-            columns = np.flatnonzero(order == p)
-            refit, _ = _least_squares_ar(simulated[:, columns, :], int(p), max_order, control)
-            bias = refit.mean(axis=0) - point[columns, :p]
-            corrected[columns, :p] = coef[columns, :p] - bias
+        # Drawn into one buffer for both iterations (the same numbers as a fresh array, without its page faults).
+        shocks = buffer[: replicates * m * (burn + n)].reshape(replicates, m, burn + n)
+        rng.standard_normal(out=shocks)
+        start = _stationary_draws(_stationary_start(point, np.ones(m)), rng, replicates)
+        # Generate AR(max_order) series from the point, residualise them, refit AR(p) of each column's order
+        # with the control's current and lagged values (gengen._core.sieve_bias_refit).
+        refit = bias_refit_sums(point, order, shocks, start, n, operators, exogenous) / replicates
+        corrected = np.where(refitted, coef - (refit - point), coef)
         # Kilian's step-down: keep as much of the correction as stationarity allows.
         for _ in range(20):
             unstable = _max_root(corrected) > MAX_ROOT
@@ -265,14 +244,12 @@ def _stationary_start(coef: NDArray[np.float64], variance: NDArray[np.float64]) 
     return np.asarray(np.linalg.cholesky(gamma), dtype=np.float64)
 
 
-def _stationary_draws(
-    coef: NDArray[np.float64], variance: NDArray[np.float64], rng: np.random.Generator, size: int
-) -> NDArray[np.float64] | None:
-    """``size`` Gaussian draws (size, m, p) of p consecutive values of each stationary AR model, oldest first."""
-    if coef.shape[1] == 0:
+def _stationary_draws(factors: NDArray[np.float64], rng: np.random.Generator, size: int) -> NDArray[np.float64] | None:
+    """``size`` Gaussian draws (size, m, p) of p consecutive values of each stationary AR model, oldest first,
+    from the Cholesky factors (m, p, p) of :func:`_stationary_start`."""
+    if factors.shape[1] == 0:
         return None
-    factors = _stationary_start(coef, variance)
-    normal = rng.standard_normal((size, coef.shape[0], coef.shape[1]))
+    normal = rng.standard_normal((size, factors.shape[0], factors.shape[1]))
     # The state vector is (x_t, x_{t-1}, …): reversed, it is in time order.
     return np.einsum("mij,bmj->bmi", factors, normal)[..., ::-1]
 
@@ -286,15 +263,16 @@ def _operators(
     data: NDArray[np.float64],
     control: NDArray[np.float64],
     fit: Control,
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """Residuals (n, m), the residual operators I − H (shared (n, n) or per column (m, n, n)) and the EDF (m,)."""
+) -> tuple[NDArray[np.float64], FactoredOperators, NDArray[np.float64]]:
+    """Residuals (n, m), the residual operators I − H in factored form (sieve_kernel) and the EDF (m,)."""
     n, m = data.shape
     if isinstance(fit, Linear):
+        # One projection shared by every column: I − Q Qᵀ, Q an orthonormal basis of [1, covar].
         design = np.column_stack([np.ones(n), control])
         q, _ = np.linalg.qr(design)
-        operator = np.eye(n) - q @ q.T
-        residuals = operator @ data
-        return residuals, operator, np.full(m, float(design.shape[1]))
+        basis = np.ascontiguousarray(q)
+        mix = np.repeat(np.eye(basis.shape[1])[None], m, axis=0)
+        return data - basis @ (basis.T @ data), FactoredOperators(basis, mix), np.full(m, float(design.shape[1]))
     fit_result = fit_gam(data, control, fit)
     lam = np.atleast_2d(np.asarray(fit_result.lam, dtype=np.float64))
     operators = np.empty((m, n, n))
@@ -303,7 +281,9 @@ def _operators(
         # At fixed smoothing parameters the GAM is linear in y: its fitted values of the identity are H_j.
         smoother = fit_gam(identity, control, fit, lam=lam[j]).fitted
         operators[j] = identity - smoother
-    return np.asarray(fit_result.residuals), operators, np.atleast_1d(np.asarray(fit_result.edf, dtype=np.float64))
+    # I − U M_j Uᵀ with U spanning every fit: the replicates never form an n × n product (sieve_kernel).
+    factored = factor_operators(operators, m)
+    return np.asarray(fit_result.residuals), factored, np.atleast_1d(np.asarray(fit_result.edf, dtype=np.float64))
 
 
 def sieve_partial_corr_matrix(
@@ -456,13 +436,11 @@ def _checked_sizes(
 
 def _unit_residuals(
     data: NDArray[np.float64], control: NDArray[np.float64], gam: Control
-) -> tuple[NDArray[np.float64], Any, NDArray[np.float64]]:
+) -> tuple[NDArray[np.float64], FactoredOperators, NDArray[np.float64]]:
     """Each test set's residual series at unit length (m, n), the residual operators the replicates are
     residualised with, and the degrees of freedom of each pair's t-test (m, m)."""
-    n, m = data.shape
-    residuals, dense_operators, edf = _operators(data, control, gam)
-    # I − U M_j Uᵀ with U spanning every fit: the replicates never form an n × n product (sieve_kernel).
-    operators = factor_operators(dense_operators, m)
+    n = data.shape[0]
+    residuals, operators, edf = _operators(data, control, gam)
     # Degrees of freedom of each pair's t-test as ppcor counts them (n − 2 − k; under the GAM, k = the larger
     # smooth's EDF without its intercept), so that with independent checkpoints the test is ppcor's.
     spent = edf - 1.0
@@ -482,7 +460,7 @@ def _unit_residuals(
 def _replicate_variances(
     coef: NDArray[np.float64],
     innovations: NDArray[np.float64],
-    operators: Any,
+    operators: FactoredOperators,
     n: int,
     n_boot: int,
     rng: np.random.Generator,
@@ -498,13 +476,14 @@ def _replicate_variances(
     burn = _burn_in(coef)
     spread_path = np.concatenate([np.repeat(spread[:, :1], burn, axis=1), spread], axis=1)  # (m, burn + n)
     moments = np.zeros((4, m, m))  # sums of z and z² for the AR replicates and for their white twins
+    factors = _stationary_start(coef, variance)
     chunk = max(1, min(n_boot, int(2e6 // max(m * (n + burn), 1))))
     done = 0
     while done < n_boot:
         size = min(chunk, n_boot - done)
         # One set of time points for every test set: the replicates keep the innovations' cross-correlation.
         picks = rng.integers(0, pool.shape[1], size=(size, burn + n))
-        start = _stationary_draws(coef, variance, rng, size)
+        start = _stationary_draws(factors, rng, size)
         # AR replicates driven by the standardised shocks pool[:, picks] times the spread, and their white twins
         # (the same shocks without autoregression or changing spread: what this resampling gives for
         # independent, identically distributed checkpoints), residualised; only the sums of z and z² come back.
@@ -538,11 +517,13 @@ def _tests(
         statistic = np.where(se_z > 0, z_obs / se_z, np.nan)
     p_value = np.full((m, m), np.nan)
     quantile = np.full((m, m), np.nan)
-    for a, b in zip(*np.triu_indices(m, 1), strict=True):
-        for i, j in ((a, b), (b, a)):
-            if np.isfinite(statistic[i, j]) and df_effective[i, j] > 0:
-                p_value[i, j] = _core.t_two_sided(float(statistic[i, j]), float(df_effective[i, j]))
-                quantile[i, j] = _core.t_quantile(0.5 + ci_level / 2, float(df_effective[i, j]))
+    with np.errstate(invalid="ignore"):
+        tested = np.isfinite(statistic) & (df_effective > 0)
+    np.fill_diagonal(tested, False)
+    p_value[tested] = _core.t_two_sided_array(statistic[tested], df_effective[tested])
+    # The quantile depends on the degrees of freedom alone (the same for (a, b) and (b, a)).
+    distinct, inverse = np.unique(df_effective[tested], return_inverse=True)
+    quantile[tested] = _core.t_quantile_array(0.5 + ci_level / 2, distinct)[inverse]
     ci_low = np.tanh(z_obs - quantile * se_z)
     ci_high = np.tanh(z_obs + quantile * se_z)
     np.fill_diagonal(r, 1.0)

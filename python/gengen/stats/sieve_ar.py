@@ -75,6 +75,19 @@ def _exogenous_basis(control: NDArray[np.float64] | None, n: int, lags: int, sta
     return u[:, keep]
 
 
+def _exogenous_bases(
+    control: NDArray[np.float64] | None, n: int, max_order: int
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """:func:`_exogenous_basis` of every order 1 … ``max_order`` on rows t = max_order … n − 1, stacked with zero
+    columns to one width: shape (max_order, n − max_order, q), and each order's rank (max_order,)."""
+    bases = [_exogenous_basis(control, n, order, max_order) for order in range(1, max_order + 1)]
+    width = max((basis.shape[1] for basis in bases), default=0)
+    stacked = np.zeros((max_order, n - max_order, width))
+    for index, basis in enumerate(bases):
+        stacked[index, :, : basis.shape[1]] = basis
+    return stacked, np.array([basis.shape[1] for basis in bases], dtype=np.int64)
+
+
 def _project_out(values: NDArray[np.float64], basis: NDArray[np.float64], axis: int) -> NDArray[np.float64]:
     """``values`` with their component in span(basis) removed along ``axis`` (the time axis)."""
     moved = np.moveaxis(values, axis, -1)

@@ -10,7 +10,8 @@ factorisation is checked against the operators; where it does not reproduce them
 
 :func:`replicate_moments` runs one chunk of sieve replicates (AR generation, residualisation, correlations,
 Fisher's z) in ``gengen._core.sieve_moments``, from the random draws the caller makes, and returns only the
-sums of z and z² it needs.
+sums of z and z² it needs; :func:`bias_refit_sums` runs the simulation of the AR coefficients' small-sample
+bias (generation, residualisation, refit) in ``gengen._core.sieve_bias_refit`` the same way.
 """
 
 from __future__ import annotations
@@ -134,4 +135,53 @@ def replicate_moments(
         int(n),
         operators.basis,
         operators.mix,
+    )
+
+
+def bias_refit_sums(
+    coef: NDArray[np.float64],
+    order: NDArray[np.int64],
+    shocks: NDArray[np.float64],
+    start: NDArray[np.float64] | None,
+    n: int,
+    operators: FactoredOperators,
+    exogenous: tuple[NDArray[np.float64], NDArray[np.int64]],
+) -> NDArray[np.float64]:
+    """Sums over replicates of the AR coefficients refitted to simulated, residualised series.
+
+    Parameters
+    ----------
+    coef : ndarray of shape (m, p)
+        AR coefficients that generate (zero past each series' order).
+    order : ndarray of int, shape (m,)
+        Order of each series' refit (0: not refitted).
+    shocks : ndarray of shape (b, m, steps)
+        Innovations of b replicates, burn-in included.
+    start : ndarray of shape (b, m, p), optional
+        The p values before each replicate's first shock, oldest first (zeros when omitted).
+    n : int
+        Steps kept (the last n), residualised and refitted.
+    operators : FactoredOperators
+        The control's residual operators (:func:`factor_operators`).
+    exogenous : tuple of ndarray
+        The orthonormal bases (p, n − p, q) of each order's exogenous terms [1, z_t, …, z_{t−o}] on rows
+        t = p … n − 1, zero-padded, and their ranks (p,).
+
+    Returns
+    -------
+    ndarray of shape (m, p)
+        Σ over replicates of the coefficients of AR(``order[j]``) fitted by least squares in the dynamic
+        regression on series j's residuals (zero past the order).
+    """
+    initial = np.zeros((0, 0, 0)) if start is None or coef.shape[1] == 0 else np.ascontiguousarray(start)
+    return _core.sieve_bias_refit(
+        np.ascontiguousarray(coef, dtype=np.float64),
+        np.ascontiguousarray(order, dtype=np.int64),
+        np.ascontiguousarray(shocks, dtype=np.float64),
+        initial,
+        int(n),
+        np.ascontiguousarray(operators.basis),
+        np.ascontiguousarray(operators.mix),
+        np.ascontiguousarray(exogenous[0], dtype=np.float64),
+        np.ascontiguousarray(exogenous[1], dtype=np.int64),
     )

@@ -1,11 +1,33 @@
-//! Binding of the AR-sieve's replicate kernel ([`crate::sieve::sieve_moments`]).
+//! Bindings of the AR-sieve's kernels ([`crate::sieve::sieve_moments`], [`crate::sieve_bias::bias_refit_sums`])
+//! and of the t tails over arrays that its tests use.
 
-use numpy::ndarray::Array3;
-use numpy::{IntoPyArray, PyArray3, PyReadonlyArray2, PyReadonlyArray3};
+use numpy::ndarray::{Array2, Array3, Dimension};
+use numpy::{Element, IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray, PyReadonlyArray1};
+use numpy::{PyReadonlyArray2, PyReadonlyArray3};
 use pyo3::prelude::*;
 
 use crate::error::StatsError;
 use crate::sieve::{sieve_moments as moments, SieveModel};
+use crate::sieve_bias::{bias_refit_sums, BiasModel};
+
+/// The array's values in row-major order, without a copy (the Python side passes C-contiguous arrays).
+fn values<'a, T: Element, D: Dimension>(
+    array: &'a PyReadonlyArray<'_, T, D>,
+    name: &str,
+) -> Result<&'a [T], StatsError> {
+    array
+        .as_slice()
+        .map_err(|_| StatsError::invalid(name, "must be a C-contiguous array"))
+}
+
+/// Non-negative integers (orders, ranks) as `usize`.
+fn counts(array: &PyReadonlyArray1<'_, i64>, name: &str) -> Result<Vec<usize>, StatsError> {
+    array
+        .as_array()
+        .iter()
+        .map(|&value| usize::try_from(value).map_err(|_| StatsError::invalid(name, "must be non-negative")))
+        .collect()
+}
 
 /// Σ z and Σ z² of a chunk of sieve replicates and of their white twins, shape (4, m, m): coefficients
 /// (m, p), pool (m, P), picks (b, steps) into the pool's columns, spread (m, steps), start (b, m, p) or
@@ -35,34 +57,115 @@ fn sieve_moments<'py>(
         )
         .into());
     }
-    let flat = |values: numpy::ndarray::ArrayViewD<'_, f64>| values.iter().copied().collect::<Vec<f64>>();
-    let coef = flat(coef.as_array().into_dyn());
-    let pool = flat(pool.as_array().into_dyn());
-    let spread = flat(spread.as_array().into_dyn());
-    let basis = flat(basis.as_array().into_dyn());
-    let mix = flat(mix.as_array().into_dyn());
-    let start = flat(start.as_array().into_dyn());
-    let picks: Vec<i64> = picks.as_array().iter().copied().collect();
     let model = SieveModel {
         m,
         n: keep,
         p,
         steps,
-        coef: &coef,
-        pool: &pool,
+        coef: values(&coef, "coef")?,
+        pool: values(&pool, "pool")?,
         pool_len,
-        spread: &spread,
-        basis: &basis,
+        spread: values(&spread, "spread")?,
+        basis: values(&basis, "basis")?,
         r,
-        mix: &mix,
+        mix: values(&mix, "mix")?,
     };
-    let out = py.allow_threads(|| moments(&model, &picks, &start, replicates))?;
+    let (picks, start) = (values(&picks, "picks")?, values(&start, "start")?);
+    let out = py.allow_threads(|| moments(&model, picks, start, replicates))?;
     let array = Array3::from_shape_vec((4, m, m), out)
         .map_err(|error| StatsError::invalid("m", error.to_string()))?;
     Ok(array.into_pyarray(py))
 }
 
+/// Sums over replicates of the refitted AR coefficients, shape (m, p): coefficients (m, p) that generate,
+/// each series' refit order (m,), shocks (b, m, steps), start (b, m, p) or (0, 0, 0) for zeros, keep n,
+/// basis (n, r), mix (m, r, r), exogenous bases (p, n − p, q) and their ranks (p,).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn sieve_bias_refit<'py>(
+    py: Python<'py>,
+    coef: PyReadonlyArray2<'py, f64>,
+    order: PyReadonlyArray1<'py, i64>,
+    shocks: PyReadonlyArray3<'py, f64>,
+    start: PyReadonlyArray3<'py, f64>,
+    keep: usize,
+    basis: PyReadonlyArray2<'py, f64>,
+    mix: PyReadonlyArray3<'py, f64>,
+    exogenous: PyReadonlyArray3<'py, f64>,
+    exogenous_rank: PyReadonlyArray1<'py, i64>,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let (m, p) = coef.as_array().dim();
+    let (replicates, shocks_m, steps) = shocks.as_array().dim();
+    let (_, r) = basis.as_array().dim();
+    let (_, _, q) = exogenous.as_array().dim();
+    if shocks_m != m {
+        return Err(StatsError::invalid("shocks", format!("has {shocks_m} series but coef has {m}")).into());
+    }
+    let (order, exogenous_rank) = (
+        counts(&order, "order")?,
+        counts(&exogenous_rank, "exogenous_rank")?,
+    );
+    let model = BiasModel {
+        m,
+        n: keep,
+        p,
+        steps,
+        coef: values(&coef, "coef")?,
+        order: &order,
+        basis: values(&basis, "basis")?,
+        r,
+        mix: values(&mix, "mix")?,
+        exogenous: values(&exogenous, "exogenous")?,
+        q,
+        exogenous_rank: &exogenous_rank,
+    };
+    let (shocks, start) = (values(&shocks, "shocks")?, values(&start, "start")?);
+    let out = py.allow_threads(|| bias_refit_sums(&model, shocks, start, replicates))?;
+    let array = Array2::from_shape_vec((m, p), out)
+        .map_err(|error| StatsError::invalid("coef", error.to_string()))?;
+    Ok(array.into_pyarray(py))
+}
+
+/// 2·P(T > |t|) for Student's t, entry by entry of `t` and `df` (equal lengths): `t_two_sided` over arrays.
+#[pyfunction]
+fn t_two_sided_array<'py>(
+    py: Python<'py>,
+    t: PyReadonlyArray1<'py, f64>,
+    df: PyReadonlyArray1<'py, f64>,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let (t, df) = (t.as_array(), df.as_array());
+    if t.len() != df.len() {
+        return Err(
+            StatsError::invalid("t, df", format!("lengths differ: {} and {}", t.len(), df.len())).into(),
+        );
+    }
+    let out: Vec<f64> = t
+        .iter()
+        .zip(df.iter())
+        .map(|(&t, &df)| crate::dist::t_two_sided(t, df))
+        .collect();
+    Ok(out.into_pyarray(py))
+}
+
+/// The `p` quantile of Student's t on each of `df`: `t_quantile` over an array.
+#[pyfunction]
+fn t_quantile_array<'py>(
+    py: Python<'py>,
+    p: f64,
+    df: PyReadonlyArray1<'py, f64>,
+) -> Bound<'py, PyArray1<f64>> {
+    let out: Vec<f64> = df
+        .as_array()
+        .iter()
+        .map(|&df| crate::dist::t_quantile(p, df))
+        .collect();
+    out.into_pyarray(py)
+}
+
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(sieve_moments, module)?)?;
+    module.add_function(wrap_pyfunction!(sieve_bias_refit, module)?)?;
+    module.add_function(wrap_pyfunction!(t_two_sided_array, module)?)?;
+    module.add_function(wrap_pyfunction!(t_quantile_array, module)?)?;
     Ok(())
 }
