@@ -15,11 +15,11 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from gengen.config import RunSpec, StudyConfig
 
-__all__ = ["Executor", "Handle", "RunResult", "RunTask", "failure"]
+__all__ = ["Executor", "Handle", "RunResult", "RunTask", "failure", "finished"]
 
 Handle = Any
 """An executor's token for a submitted task (a future, a Ray object reference, a submitit job)."""
@@ -107,6 +107,47 @@ def failure(task: RunTask, error: BaseException | str, *, details: str | None = 
     line = " ".join(message.split()) or "failed without a message"
     return RunResult(
         task.run.model.name, task.run.key, ok=False, error=line, details=details, host=socket.gethostname()
+    )
+
+
+class Reported(Protocol):
+    """What a finished training reports (:class:`gengen.train.RunOutcome`, or its part that torchrun's process 0
+    prints); a ``resumed_from`` attribute is read when there is one."""
+
+    @property
+    def rows_written(self) -> int: ...
+
+    @property
+    def skipped(self) -> bool: ...
+
+
+def finished(task: RunTask, outcome: Reported, *, seconds: float, **spooled: Any) -> RunResult:
+    """A successful :class:`RunResult` for ``task`` from what its training reported.
+
+    Parameters
+    ----------
+    task : RunTask
+    outcome : Reported
+        The rows written, whether the run was already complete and, when known, where it resumed.
+    seconds : float
+        Wall time of the attempt.
+    **spooled
+        ``scores`` and ``manifest`` of a run trained into its spool.
+
+    Returns
+    -------
+    RunResult
+    """
+    return RunResult(
+        task.run.model.name,
+        task.run.key,
+        ok=True,
+        rows_written=outcome.rows_written,
+        skipped=outcome.skipped,
+        seconds=seconds,
+        host=socket.gethostname(),
+        resumed_from=getattr(outcome, "resumed_from", None),
+        **spooled,
     )
 
 

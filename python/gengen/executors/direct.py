@@ -16,16 +16,16 @@ Imports torch (through :mod:`gengen.train`).
 from __future__ import annotations
 
 import concurrent.futures
-import socket
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from typing import Any
 
 import torch
 
 from gengen.config import StudyConfig
 from gengen.errors import ConfigError
 from gengen.executors import StudyExecution, execute_study
-from gengen.executors.base import RunResult, RunTask
+from gengen.executors.base import RunResult, RunTask, finished
 from gengen.executors.local import PooledExecutor
 from gengen.executors.state import write_state
 from gengen.train import RunOutcome, TrainContext, World, current_world, train_run
@@ -35,31 +35,25 @@ __all__ = ["DirectExecutor", "train_study"]
 Log = Callable[[str], None]
 
 
-def _result(outcome: RunOutcome) -> RunResult:
-    return RunResult(
-        outcome.model,
-        outcome.run,
-        ok=True,
-        rows_written=outcome.rows_written,
-        skipped=outcome.skipped,
-        seconds=outcome.seconds,
-        host=socket.gethostname(),
-        resumed_from=outcome.resumed_from,
-    )
+def _train(task: RunTask, *, records_state: bool = True, **options: Any) -> RunOutcome:
+    """Train ``task``'s run straight into the study's store, its state recorded as running (failed if it raises)."""
+    from gengen.store import Store
+
+    config, run = task.config, task.run
+    if records_state:
+        write_state(config, run, "running", attempt=task.attempt)
+    try:
+        return train_run(config, run, store=Store(config.output, study=config.name), **options)
+    except BaseException as error:
+        if records_state:
+            write_state(config, run, "failed", attempt=task.attempt, error=f"{type(error).__name__}: {error}")
+        raise
 
 
 def _train_in_worker(task: RunTask) -> RunOutcome:
     """One run in a worker process: its own store connection, torch threads and caches."""
-    from gengen.store import Store
-
-    config, run = task.config, task.run
     torch.set_num_threads(task.threads)
-    write_state(config, run, "running", attempt=task.attempt)
-    try:
-        return train_run(config, run, store=Store(config.output, study=config.name), log=print, progress=False)
-    except BaseException as error:
-        write_state(config, run, "failed", attempt=task.attempt, error=f"{type(error).__name__}: {error}")
-        raise
+    return _train(task, log=print, progress=False)
 
 
 class DirectExecutor(PooledExecutor):
@@ -113,25 +107,14 @@ class DirectExecutor(PooledExecutor):
         """Train ``task``'s run now (``jobs = 1``; its error is raised) or hand it to the pool."""
         if self.pool is not None:
             return self.pool.submit(_train_in_worker, task)
-        from gengen.store import Store
-
-        config, run = task.config, task.run
-        if self.world.main:
-            write_state(config, run, "running", attempt=task.attempt)
-        try:
-            outcome = train_run(
-                config,
-                run,
-                store=Store(config.output, study=config.name),
-                context=self._context(config),
-                log=self.log,
-                progress=self.progress,
-                world=self.world,
-            )
-        except BaseException as error:
-            if self.world.main:
-                write_state(config, run, "failed", attempt=task.attempt, error=f"{type(error).__name__}: {error}")
-            raise
+        outcome = _train(
+            task,
+            records_state=self.world.main,
+            context=self._context(task.config),
+            log=self.log,
+            progress=self.progress,
+            world=self.world,
+        )
         future: Future[RunOutcome] = Future()
         future.set_result(outcome)
         return future
@@ -143,7 +126,8 @@ class DirectExecutor(PooledExecutor):
 
     def result(self, handle: Future[RunOutcome], task: RunTask) -> RunResult:
         """The run's result; a failed run raises its error here."""
-        return _result(handle.result())
+        outcome = handle.result()
+        return finished(task, outcome, seconds=outcome.seconds)
 
 
 def train_study(

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
-from gengen.executors.base import RunResult, RunTask, failure
+from gengen.executors.base import Reported, RunResult, RunTask, failure, finished
 from gengen.executors.spool import RunSpool
 from gengen.executors.state import read_state, write_state
 
@@ -129,25 +127,14 @@ def execute_run(task: RunTask, log: Callable[[str], None] = _print) -> RunResult
 
         torch.set_num_threads(task.threads)
         spool = RunSpool(config.run_dir(run), study=config.name)
-        outcome: Any = _train_over_processes(task, log)
+        outcome: Reported | None = _train_over_processes(task, log)
         if outcome is None:
             outcome = train_run(config, run, store=spool, log=log, progress=False)
         scores = tuple(spool.records())
         manifest = spool.manifest(run.model.name, run.key)
     except Exception as error:  # a failed run is reported, never raised: the other runs go on
         return failure(task, error)
-    return RunResult(
-        run.model.name,
-        run.key,
-        ok=True,
-        rows_written=outcome.rows_written,
-        skipped=outcome.skipped,
-        seconds=time.perf_counter() - start,
-        host=socket.gethostname(),
-        scores=scores,
-        manifest=manifest,
-        resumed_from=getattr(outcome, "resumed_from", None),
-    )
+    return finished(task, outcome, seconds=time.perf_counter() - start, scores=scores, manifest=manifest)
 
 
 if __name__ == "__main__":
