@@ -358,6 +358,7 @@ impl BootstrapBatch {
         self,
         progress: Progress<'_, E>,
     ) -> std::result::Result<Vec<BootstrapOutcome>, E> {
+        // Per run, pieces of consecutive replicates: one replicate each (reference kernel) or a chunk of them.
         let mut collected: Vec<Vec<Vec<f64>>> = self.runs.iter().map(|_| Vec::new()).collect();
         let mut start = 0;
         while start < self.n_boot {
@@ -389,7 +390,15 @@ impl BootstrapBatch {
                 .iter()
                 .zip(self.observed.iter().zip(&jackknives))
                 .map(|(reps, (estimate, jack))| {
-                    run_intervals(reps, estimate, jack.as_deref(), self.ci_level, self.ci_method)
+                    let count = self.n_boot as usize;
+                    run_intervals(
+                        reps,
+                        count,
+                        estimate,
+                        jack.as_deref(),
+                        self.ci_level,
+                        self.ci_method,
+                    )
                 })
                 .collect()
         });

@@ -178,25 +178,38 @@ pub fn interval(
 }
 
 /// Type-7 quantile by selection (two order statistics) instead of a full sort; reorders `values`.
+///
+/// The two neighbouring order statistics come from one selection and a scan of the smaller side of it: in
+/// the lower half the upper one is selected and the lower one is the largest value before it, in the upper
+/// half the other way round (for a 2.5% quantile of 2,000 values, a scan of 50 values instead of 1,950).
 pub fn quantile_select(values: &mut [f64], q: f64) -> f64 {
     if values.is_empty() {
         return f64::NAN;
     }
     let h = (values.len() - 1) as f64 * q.clamp(0.0, 1.0);
     let low = h.floor() as usize;
-    let (_, pivot, upper) = values.select_nth_unstable_by(low, |a, b| a.total_cmp(b));
+    let order = |a: &f64, b: &f64| a.total_cmp(b);
+    if low + 1 < values.len() / 2 {
+        let (lower, pivot, _) = values.select_nth_unstable_by(low + 1, order);
+        let above = *pivot;
+        let below = lower.iter().copied().max_by(order).unwrap_or(above);
+        return below + (h - low as f64) * (above - below);
+    }
+    let (_, pivot, upper) = values.select_nth_unstable_by(low, order);
     let below = *pivot;
-    match upper.iter().copied().min_by(|a, b| a.total_cmp(b)) {
+    match upper.iter().copied().min_by(order) {
         Some(above) => below + (h - low as f64) * (above - below),
         None => below,
     }
 }
 
 /// Intervals of every pair of one run, in parallel over pairs: (low, high, valid replicates) as m × m
-/// symmetric matrices (unit diagonal for the bounds). `replicates` holds one row of pair values per replicate
-/// (upper triangle, row-major), `jackknife` the leave-one-out rows for BCa.
+/// symmetric matrices (unit diagonal for the bounds). `replicates` holds `count` rows of pair values, one
+/// per replicate (upper triangle, row-major), in pieces of one or more consecutive rows; `jackknife` the
+/// leave-one-out rows for BCa.
 pub fn run_intervals(
     replicates: &[Vec<f64>],
+    count: usize,
     estimate: &Mat,
     jackknife: Option<&[Vec<f64>]>,
     level: f64,
@@ -204,18 +217,22 @@ pub fn run_intervals(
 ) -> (Mat, Mat, Mat) {
     let m = estimate.ncols();
     let pairs: Vec<(usize, usize)> = (0..m).flat_map(|a| ((a + 1)..m).map(move |b| (a, b))).collect();
+    let stride = pairs.len();
     let bounds: Vec<(f64, f64, usize)> = pairs
         .par_iter()
         .enumerate()
         .map(|(pair, &(a, b))| {
-            let mut values: Vec<f64> = replicates.iter().map(|row| row[pair]).collect();
+            let mut values = Vec::with_capacity(count);
+            for piece in replicates {
+                values.extend(piece.iter().skip(pair).step_by(stride));
+            }
             let jack: Option<Vec<f64>> = jackknife.map(|rows| rows.iter().map(|row| row[pair]).collect());
             interval(&mut values, estimate.get(a, b), jack.as_deref(), level, method)
         })
         .collect();
     let mut low = Mat::filled(m, m, 1.0);
     let mut high = Mat::filled(m, m, 1.0);
-    let mut valid = Mat::filled(m, m, replicates.len() as f64);
+    let mut valid = Mat::filled(m, m, count as f64);
     for (&(a, b), &(lo, hi, n_valid)) in pairs.iter().zip(&bounds) {
         for (x, y) in [(a, b), (b, a)] {
             low.set(x, y, lo);
@@ -263,12 +280,19 @@ mod tests {
     #[test]
     fn selection_quantiles_equal_sorted_quantiles() {
         let mut rng = Xoshiro256pp::seed_from_u64(9);
-        let values: Vec<f64> = (0..257).map(|_| rng.next_normal()).collect();
-        let mut sorted = values.clone();
-        sorted.sort_by(|a, b| a.total_cmp(b));
-        for q in [0.0, 0.025, 0.3, 0.5, 0.975, 1.0] {
-            let mut scratch = values.clone();
-            assert_eq!(quantile_select(&mut scratch, q), quantile_sorted(&sorted, q));
+        for len in [1, 2, 3, 4, 5, 257, 2000] {
+            let values: Vec<f64> = (0..len).map(|_| rng.next_normal()).collect();
+            let mut sorted = values.clone();
+            sorted.sort_by(|a, b| a.total_cmp(b));
+            for q in [0.0, 0.025, 0.3, 0.45, 0.5, 0.55, 0.975, 1.0] {
+                let mut scratch = values.clone();
+                let got = quantile_select(&mut scratch, q);
+                assert_eq!(
+                    got.to_bits(),
+                    quantile_sorted(&sorted, q).to_bits(),
+                    "{len} values, q = {q}"
+                );
+            }
         }
     }
 
