@@ -28,7 +28,7 @@ from gengen.analyse.information import (
     measurement_noise,
 )
 from gengen.analyse.options import make_settings
-from gengen.stats.control_choice import MAX_PHI, _lag_sums, _times_lag, curvature_test
+from gengen.stats.control_choice import MAX_PHI, _residual_lag_sums, curvature_test
 
 
 # ------------------------------------------------------------------------------------------- plateaus
@@ -189,14 +189,20 @@ def test_curvature_test_of_all_columns_equals_the_per_column_loop() -> None:
             assert_allclose(new, old, rtol=1e-10, atol=1e-12)
 
 
-def test_lag_sums_and_the_lag_product_are_the_dense_ones() -> None:
+def test_the_residual_makers_lag_sums_are_the_dense_matrices() -> None:
     rng = np.random.default_rng(3)
-    a = rng.normal(size=(9, 9))
-    symmetric = a + a.T
-    dense = np.array([np.trace(symmetric, offset=d) for d in range(9)]) * np.r_[1.0, np.full(8, 2.0)]
-    assert_allclose(_lag_sums(symmetric), dense, rtol=1e-14, atol=1e-14)
-    lag = 0.5 * (np.eye(9, k=1) + np.eye(9, k=-1))
-    assert_allclose(_times_lag(a), a @ lag, rtol=1e-15, atol=1e-15)
+    for n in (6, 9, 40):
+        q, _ = np.linalg.qr(rng.normal(size=(n, 3)))
+        maker = np.eye(n) - q @ q.T
+        lag = 0.5 * (np.eye(n, k=1) + np.eye(n, k=-1))
+
+        def dense(matrix: np.ndarray) -> np.ndarray:
+            size = matrix.shape[0]
+            return np.array([np.trace(matrix, offset=d) for d in range(size)]) * np.r_[1.0, np.full(size - 1, 2.0)]
+
+        numerator, denominator = _residual_lag_sums(q)
+        assert_allclose(numerator, dense(maker @ lag @ maker), rtol=1e-12, atol=1e-13)
+        assert_allclose(denominator, dense(maker), rtol=1e-12, atol=1e-13)
 
 
 # ------------------------------------------------------------------------------------------- a run's groups

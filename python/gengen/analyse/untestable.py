@@ -87,7 +87,7 @@ def information_columns(
     table["untestable_reason"] = reasons
     table["testable"] = [not reason for reason in reasons]
     lost = ~table["testable"].to_numpy()
-    for name in INFERENCE_COLUMNS:
+    for name in INFERENCE_COLUMNS if lost.any() else ():
         if name in table.columns:
             table.loc[lost, name] = np.nan
     # Fisher's standard error on the informative checkpoints is a floor for the sieve's: a plateau's
@@ -106,11 +106,12 @@ def information_columns(
             low, high = consistent_interval(r, z / se, df_sieve, ci_level)
             table["se_z"] = se
             table["df_sieve"] = df_sieve
-            table["p_sieve"] = np.where(
-                raise_se,
-                [_two_sided(value, dof) for value, dof in zip(z / se, df_sieve, strict=True)],
-                table["p_sieve"].to_numpy(dtype=float),
-            )
+            p_sieve = table["p_sieve"].to_numpy(dtype=float).copy()
+            p_sieve[raise_se] = [
+                _two_sided(value, dof)
+                for value, dof in zip(z[raise_se] / se[raise_se], df_sieve[raise_se], strict=True)
+            ]
+            table["p_sieve"] = p_sieve
             table["sieve_ci_low"] = np.where(raise_se, low, table["sieve_ci_low"].to_numpy(dtype=float))
             table["sieve_ci_high"] = np.where(raise_se, high, table["sieve_ci_high"].to_numpy(dtype=float))
 

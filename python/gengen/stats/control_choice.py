@@ -84,21 +84,33 @@ class ControlChoice:
     adjusted: NDArray[np.float64]
 
 
-def _lag_sums(matrix: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``s_d = Σ_{|s − t| = d} matrix[s, t]`` for d = 0 … n − 1: a symmetric matrix's diagonal sums, both sides."""
-    rows, cols = np.triu_indices(matrix.shape[0])
-    sums = np.bincount(cols - rows, weights=matrix[rows, cols], minlength=matrix.shape[0]).astype(np.float64)
-    sums[1:] *= 2.0
-    return sums
+def _cross_lag_sums(u: NDArray[np.float64], v: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``Σ_k Σ_t u[t, k] v[t + d, k]`` for d = 0 … n − 1: the upper diagonal sums of ``u @ v.T`` (n × r each)."""
+    n = u.shape[0]
+    return np.asarray(sum(np.correlate(v[:, k], u[:, k], "full")[n - 1 :] for k in range(u.shape[1])))
 
 
-def _times_lag(matrix: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``matrix @ A`` with :math:`A = (L + L^\top)/2` the symmetric lag-one matrix: half the sum of each column's
-    two neighbours (without forming A)."""
-    out = np.zeros_like(matrix)
-    out[:, 1:] += matrix[:, :-1]
-    out[:, :-1] += matrix[:, 1:]
-    return 0.5 * out
+def _residual_lag_sums(q: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    r"""The lag sums :math:`s_d = \sum_{|s - t| = d} X_{st}` (d = 0 … n − 1) of :math:`X = MAM` and :math:`X = M`,
+    with :math:`M = I - QQ^\top` the residual maker of the orthonormal ``q`` (n × r) and :math:`A = (L + L^\top)/2`
+    the symmetric lag-one matrix, without forming either n × n matrix.
+
+    With :math:`P = AQ` and :math:`B = Q^\top P`, :math:`MAM = A - QP^\top - PQ^\top + QBQ^\top`, each term's
+    diagonal sums a sum of r cross-correlations of columns (O(n² r) instead of the O(n³) product).
+    """
+    n = q.shape[0]
+    p = np.zeros_like(q)  # A @ Q: half the sum of each row's two neighbours
+    p[1:] += q[:-1]
+    p[:-1] += q[1:]
+    p *= 0.5
+    lag = np.zeros(n)
+    lag[1:2] = 0.5 * (n - 1)  # A's first upper diagonal
+    numerator = lag - _cross_lag_sums(q, p) - _cross_lag_sums(p, q) + _cross_lag_sums(q @ (q.T @ p), q)
+    denominator = -_cross_lag_sums(q, q)
+    denominator[0] += n
+    numerator[1:] *= 2.0
+    denominator[1:] *= 2.0
+    return numerator, denominator
 
 
 def _moment_matched_phi(
@@ -202,8 +214,7 @@ def curvature_test(scores: ArrayLike, covar: ArrayLike) -> CurvatureTest:
     c = c / np.abs(c).max()
     design = np.column_stack([np.ones(n), c, c**2])
     q, _ = np.linalg.qr(design)
-    maker = np.eye(n) - q @ q.T
-    numerator, denominator = _lag_sums(_times_lag(maker) @ maker), _lag_sums(maker)
+    numerator, denominator = _residual_lag_sums(q)
     statistic, p_value, phi_used, phi_raw = nan.copy(), nan.copy(), nan.copy(), nan.copy()
     residuals = data - q @ (q.T @ data)
     total = np.einsum("tj,tj->j", residuals, residuals)

@@ -237,22 +237,21 @@ def _half_width(se: float, df: float, ci_level: float) -> float:
 
 
 def _directional_p_array(statistic: NDArray[np.float64], df: NDArray[np.float64]) -> NDArray[np.float64]:
-    """:func:`_directional_p` element-wise."""
+    """:func:`_directional_p` element-wise (the same tail, over the array in the core)."""
     out = np.ones(statistic.shape)
     with np.errstate(invalid="ignore"):
         ok = np.isfinite(statistic) & (statistic > 0) & np.isfinite(df) & (df > 0)
-    for j in np.flatnonzero(ok):
-        out[j] = min(1.0, float(_core.t_two_sided(float(statistic[j]), float(df[j]))))
+    tails = _core.t_two_sided_array(np.ascontiguousarray(statistic[ok]), np.ascontiguousarray(df[ok]))
+    out[ok] = np.minimum(1.0, tails)
     return out
 
 
 def _half_width_array(se: NDArray[np.float64], df: NDArray[np.float64], ci_level: float) -> NDArray[np.float64]:
-    """:func:`_half_width` element-wise."""
+    """:func:`_half_width` element-wise (the same quantile, over the array in the core)."""
     out = np.full(se.shape, np.nan)
     with np.errstate(invalid="ignore"):
         ok = np.isfinite(se) & np.isfinite(df) & (df > 0)
-    for j in np.flatnonzero(ok):
-        out[j] = float(_core.t_quantile(0.5 + ci_level / 2, float(df[j]))) * se[j]
+    out[ok] = _core.t_quantile_array(0.5 + ci_level / 2, np.ascontiguousarray(df[ok])) * se[ok]
     return out
 
 
@@ -344,7 +343,7 @@ def leave_one_out_test(
     r_worst = np.full(pairs, np.nan)
     low = np.full(pairs, np.nan)
     high = np.full(pairs, np.nan)
-    # All pairs at once; the t quantiles and tails one scalar call each, as before (the same numbers). A
+    # All pairs at once; the t quantiles and tails are the scalar functions' over arrays (the same numbers). A
     # deletion's df is at least 1, so its quantile is finite wherever its standard error is: its half-width is
     # needed only for the pairs whose interval a deletion widens (below).
     half_full = _half_width_array(se, dof, ci_level)
@@ -369,22 +368,24 @@ def leave_one_out_test(
         with np.errstate(invalid="ignore"):
             carrying = removed > share
         some = carrying.any(axis=0)
-        weakest = np.where(carrying, directional[:, active], np.inf).min(axis=0)
+        # Only the pairs with a carrying deletion (usually few) change below.
         chosen = active[some]
+        carrying = carrying[:, some]
+        weakest = np.where(carrying, directional[:, chosen], np.inf).min(axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            deleted_p = _directional_p_array(weakest[some] / se_deleted[chosen], df_deleted[chosen])
+            deleted_p = _directional_p_array(weakest / se_deleted[chosen], df_deleted[chosen])
         p_max[chosen] = np.maximum(p_max[chosen], deleted_p)
-        kept = z_deleted[:, active]
+        kept = z_deleted[:, chosen]
         finite = carrying & np.isfinite(kept)
         has_finite = finite.any(axis=0)
         smallest = np.where(finite, kept, np.inf).min(axis=0)
         largest = np.where(finite, kept, -np.inf).max(axis=0)
-        cols_f = active[has_finite]
+        cols_f = chosen[has_finite]
         half_deleted = _half_width_array(se_deleted[cols_f], df_deleted[cols_f], ci_level)
         low[cols_f] = np.minimum(low[cols_f], smallest[has_finite] - half_deleted)
         high[cols_f] = np.maximum(high[cols_f], largest[has_finite] + half_deleted)
         open_sign = (carrying & ~np.isfinite(kept)).any(axis=0)
-        cols_o = active[open_sign]
+        cols_o = chosen[open_sign]
         low[cols_o], high[cols_o] = np.minimum(low[cols_o], 0.0), np.maximum(high[cols_o], 0.0)
     return LeaveOneOut(
         p_max=p_max, worst=worst, influence=influence, r_worst=r_worst, ci_low=np.tanh(low), ci_high=np.tanh(high)
