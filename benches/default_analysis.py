@@ -7,12 +7,17 @@ pairs × 26–27 checkpoints). Per round, fresh processes, round-robin:
   sieve, leave-one-out), the call alone timed inside the process (wall and ``process_time``, which counts the
   Rust threads too);
 - ``library, --inference t-test``: the same with ``inference="t-test"``, the cheapest inference (the baseline);
+- ``build_verdict of the default analysis``: in the first child, after the analysis, the verdict the command
+  line adds (``compare`` across the four models: Cochran's Q, pairwise differences, Mantel tests with their
+  chance levels), timed alone;
 - ``gengen analyse``: the command line with every default, which also writes the tables and builds the verdict
   (``compare`` across the four models), timed from outside (wall, and user + system CPU from ``wait4``);
 - ``gengen analyse --inference t-test``.
 
 Run: ``.venv/bin/python benches/default_analysis.py [--rounds 3]``. On a shared machine compare the CPU seconds
-and the default / t-test ratios of each round.
+and the default / t-test ratios of each round. The header says whether ``PYTHONDONTWRITEBYTECODE`` is set: then
+every process compiles gengen's modules from source (~0.1 s CPU of each command line run, which an installed
+package does not pay).
 """
 
 from __future__ import annotations
@@ -35,14 +40,22 @@ ID = "lambada_openai"
 
 
 def library_code(store: Path, inference: str | None) -> str:
+    """A child's code: the analysis timed alone, then (defaults only) the verdict of it timed alone."""
     extra = "" if inference is None else f", inference={inference!r}"
+    verdict = (
+        "from gengen.verdict import build_verdict\n"
+        "import gengen.compare, gengen.heterogeneity\n"
+        "start = time.perf_counter(); cpu = time.process_time()\n"
+        "build_verdict(analysis)\n"
+        "print(time.perf_counter() - start, time.process_time() - cpu)\n"
+    )
     return (
         "import time\n"
         "from gengen.analyse import analyse, load_scores\n"
         f"scores = load_scores({str(store)!r})\n"
         "start = time.perf_counter(); cpu = time.process_time()\n"
-        f"analyse(scores, id_testset={ID!r}{extra})\n"
-        "print(time.perf_counter() - start, time.process_time() - cpu)\n"
+        f"analysis = analyse(scores, id_testset={ID!r}{extra})\n"
+        "print(time.perf_counter() - start, time.process_time() - cpu)\n" + (verdict if inference is None else "")
     )
 
 
@@ -56,6 +69,7 @@ def main() -> None:
         results: dict[str, list[tuple[float, float]]] = {
             "library, defaults": [],
             "library, --inference t-test (baseline)": [],
+            "build_verdict of the default analysis": [],
             "gengen analyse, defaults": [],
             "gengen analyse --inference t-test (baseline)": [],
         }
@@ -63,8 +77,11 @@ def main() -> None:
         for round_ in range(args.rounds):
             for name, inference in (("library, defaults", None), ("library, --inference t-test (baseline)", "t-test")):
                 _, _, out = child([sys.executable, "-c", library_code(store, inference)])
-                wall, cpu = (float(value) for value in out.split()[-2:])
-                results[name].append((wall, cpu))
+                lines = out.split("\n")
+                timed = [line.split() for line in lines if len(line.split()) == 2]
+                results[name].append((float(timed[0][0]), float(timed[0][1])))
+                if inference is None:
+                    results["build_verdict of the default analysis"].append((float(timed[1][0]), float(timed[1][1])))
             command = [report.GENGEN[0], "analyse", str(store), "--id", ID]
             target = folder / f"out{round_}"
             results["gengen analyse, defaults"].append(child([*command, "--out", str(target)])[:2])
@@ -74,7 +91,8 @@ def main() -> None:
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         print(
             f"# default analysis, 4 Pythia sizes × 64 tasks, {when}; {args.rounds} rounds; "
-            f"load average {load_before:.1f} -> {os.getloadavg()[0]:.1f}\n"
+            f"load average {load_before:.1f} -> {os.getloadavg()[0]:.1f}; "
+            f"PYTHONDONTWRITEBYTECODE {'set' if os.environ.get('PYTHONDONTWRITEBYTECODE') else 'not set'}\n"
         )
         print(
             "| path | wall (median) | CPU s (median) | wall, each round | CPU, each round |\n"

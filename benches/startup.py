@@ -14,7 +14,9 @@ the medians to ``gengen --help``. The baselines:
 - ``eager registration``: ``gengen --help`` after importing every command module and the package's public
   names first, which is what the CLI did before its commands were loaded lazily (issue 18);
 - ``pydantic imported``: ``gengen analyse --help`` with pydantic (and typer's adapters) imported first, which
-  is what it cost before the top-level group's ``--help`` flag stopped building a pydantic adapter (issue 27).
+  is what it cost before the top-level group's ``--help`` flag stopped building a pydantic adapter (issue 27);
+- ``rich.markdown imported``: ``gengen analyse --help`` with rich.markdown and rich.traceback imported first,
+  which typer's help renderer imported before gengen loaded it with stand-ins for both (issue 27).
 
 CPU seconds (user + system of each child) are given beside the wall time: on a shared machine they are the
 steadier figure.
@@ -52,12 +54,21 @@ WITH_PYDANTIC = (
     "gengen.cli.main()\n"
 )
 
+# `gengen analyse --help` as it was before the help renderer loaded without rich.markdown (issue 27).
+WITH_MARKDOWN = (
+    "import sys, rich.markdown, rich.traceback\n"
+    "import gengen.cli\n"
+    "sys.argv = ['gengen', 'analyse', '--help']\n"
+    "gengen.cli.main()\n"
+)
+
 COMMANDS: dict[str, list[str]] = {
     "python -c pass (interpreter floor)": [PYTHON, "-c", "pass"],
     "python -c 'import typer' (CLI framework floor)": [PYTHON, "-c", "import typer"],
     "gengen --help": [GENGEN, "--help"],
     "gengen analyse --help": [GENGEN, "analyse", "--help"],
     "gengen analyse --help, pydantic imported (before issue 27)": [PYTHON, "-c", WITH_PYDANTIC],
+    "gengen analyse --help, rich.markdown imported (before issue 27)": [PYTHON, "-c", WITH_MARKDOWN],
     "gengen status --help": [GENGEN, "status", "--help"],
     "gengen partial-corr --help (its module imports pandas)": [GENGEN, "partial-corr", "--help"],
     "eager registration, --help (before issue 18)": [PYTHON, "-c", EAGER],
@@ -85,7 +96,11 @@ def main() -> None:
                 raise SystemExit(f"{name}: exit {status}\n{err.decode()[-2000:]}")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    print(f"# gengen start-up, {when}; {args.rounds} rounds; load average {start_load:.1f} -> {load:.1f}\n")
+    bytecode = "set" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "not set"
+    print(
+        f"# gengen start-up, {when}; {args.rounds} rounds; load average {start_load:.1f} -> {load:.1f}; "
+        f"PYTHONDONTWRITEBYTECODE {bytecode} (set: gengen's modules are compiled from source in every process)\n"
+    )
     reference = statistics.median(times["gengen --help"])
     print(
         "| command | best | median | median / `gengen --help` | CPU median (user + system) |\n"
