@@ -53,19 +53,8 @@ from gengen.analyse.options import (
 from gengen.analyse.pairs import analyse_group, independence_methods, repeated_diagnostics
 from gengen.analyse.pooled import meta_table, pooled_residual_groups
 from gengen.analyse.result import Analysis
+from gengen.stats import options as stats_defaults  # the statistics' defaults, which the analysis keeps
 from gengen.stats.control_choice import choose_control
-from gengen.stats.options import (
-    DEFAULT_ADJUSTMENT,
-    DEFAULT_CI_LEVEL,
-    DEFAULT_GAM_BASIS,
-    DEFAULT_GAM_K,
-    DEFAULT_GAM_MAX_EDF,
-    DEFAULT_GAM_METHOD,
-    DEFAULT_INTERVAL_METHOD,
-    DEFAULT_METHOD,
-    DEFAULT_N_BOOT,
-    DEFAULT_N_PERM,
-)
 
 __all__ = [
     "GROUP_MODES",
@@ -138,15 +127,15 @@ def analyse(
     metric: str = DEFAULT_METRIC,
     id_metric: str | None = None,
     fit: str = DEFAULT_ANALYSIS_FIT,
-    method: str = DEFAULT_METHOD,
+    method: str = stats_defaults.DEFAULT_METHOD,
     inference: str | Iterable[str] = DEFAULT_INFERENCE,
     scheme: str = DEFAULT_SCHEME,
     block_length: int | None = None,
-    n_perm: int = DEFAULT_N_PERM,
-    n_boot: int = DEFAULT_N_BOOT,
-    ci_level: float = DEFAULT_CI_LEVEL,
-    boot_ci_method: str = DEFAULT_INTERVAL_METHOD,
-    adjust: str = DEFAULT_ADJUSTMENT,
+    n_perm: int = stats_defaults.DEFAULT_N_PERM,
+    n_boot: int = stats_defaults.DEFAULT_N_BOOT,
+    ci_level: float = stats_defaults.DEFAULT_CI_LEVEL,
+    boot_ci_method: str = stats_defaults.DEFAULT_INTERVAL_METHOD,
+    adjust: str = stats_defaults.DEFAULT_ADJUSTMENT,
     alpha: float = DEFAULT_ALPHA,
     by: str | Iterable[str] | None = None,
     pooling: str | Iterable[str] | None = DEFAULT_POOLING,
@@ -160,10 +149,10 @@ def analyse(
     seed: int = 0,
     leave_one_out: bool = DEFAULT_LEAVE_ONE_OUT,
     min_step: int | None = None,
-    gam_k: int = DEFAULT_GAM_K,
-    gam_method: str = DEFAULT_GAM_METHOD,
-    gam_basis: str = DEFAULT_GAM_BASIS,
-    max_edf: float | str | None = DEFAULT_GAM_MAX_EDF,
+    gam_k: int = stats_defaults.DEFAULT_GAM_K,
+    gam_method: str = stats_defaults.DEFAULT_GAM_METHOD,
+    gam_basis: str = stats_defaults.DEFAULT_GAM_BASIS,
+    max_edf: float | str | None = stats_defaults.DEFAULT_GAM_MAX_EDF,
     jobs: int | None = None,
     progress: bool = False,
 ) -> Analysis:
@@ -280,25 +269,17 @@ def analyse(
 
     Examples
     --------
-    >>> import numpy as np
-    >>> import pandas as pd
-    >>> rng = np.random.default_rng(0)
-    >>> steps = np.arange(0, 4000, 100)
-    >>> id_acc = 0.5 + 0.4 * (1 - np.exp(-steps / 1500))  # the in-domain (ID) learning curve
-    >>> rows = [
-    ...     (model, "main", step, testset, "acc", acc + (testset != "mnli") * rng.normal(0, 0.02))
-    ...     for model in ("opt-125m",)
-    ...     for step, acc in zip(steps, id_acc)
-    ...     for testset in ("mnli", "hans", "rte", "anli")
-    ... ]
-    >>> scores = pd.DataFrame(rows, columns=["model", "run", "step", "testset", "metric", "value"])
+    Three OOD test sets that curve in ID and share part of their noise (:func:`gengen.simulate.simulate_trajectories`):
+
     >>> import gengen
-    >>> result = gengen.analyse(scores, id_testset="mnli", n_boot=199)
-    >>> result.pairs[["testset_a", "testset_b", "r_partial", "p_value", "significant"]].round(2)
-      testset_a testset_b  r_partial  p_value  significant
-    0      anli      hans       0.16     0.34        False
-    1      anli       rte       0.22     0.18        False
-    2      hans       rte      -0.01     0.97        False
+    >>> from gengen.simulate import simulate_trajectories
+    >>> scores = simulate_trajectories(n=40, n_testsets=3, shape="saturating", shared=0.5, seed=0)
+    >>> result = gengen.analyse(scores, id_testset="id", metric="accuracy", n_boot=199)
+    >>> result.pairs[["testset_a", "testset_b", "fit", "r_partial", "p_deciding", "significant"]].round(2)
+      testset_a testset_b  fit  r_partial  p_deciding  significant
+    0     ood_1     ood_2  gam       0.79         0.0         True
+    1     ood_1     ood_3  gam       0.57         0.0         True
+    2     ood_2     ood_3  gam       0.62         0.0         True
     """
     # The keywords above are the option table's (gengen.analyse.options.ANALYSIS_OPTIONS), in its order.
     options = {name: value for name, value in locals().items() if name in OPTIONS}

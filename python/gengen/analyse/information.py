@@ -24,9 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-#: Values closer than this (relative to their size) are taken as equal: scores stored as decimals.
-EQUAL_RELATIVE = 1e-12
-
 
 @dataclass(frozen=True)
 class ColumnInformation:
@@ -44,6 +41,10 @@ class ColumnInformation:
 
     informative: int
     reason: str
+
+
+#: Values closer than this (relative to their size) are taken as equal: scores stored as decimals.
+EQUAL_RELATIVE = 1e-12
 
 
 def _equal_tolerance(values: np.ndarray) -> float:

@@ -27,9 +27,6 @@ __all__ = ["MAX_PHI", "ControlChoice", "CurvatureTest", "choose_control", "curva
 #: close to a random walk keeps about 1/7 of each checkpoint's information.
 MAX_PHI = 0.99
 
-#: Fewest checkpoints for a curvature test (a quadratic fit leaves n − 3 residual degrees of freedom).
-MIN_CHECKPOINTS = 6
-
 
 @dataclass(frozen=True)
 class CurvatureTest:
@@ -145,6 +142,10 @@ def _moment_matched_phi(
     phi = 0.5 * (low + high)
     phi = np.where(values <= g(np.zeros(values.size)), 0.0, phi)
     return np.where(values >= g(np.full(values.size, MAX_PHI)), MAX_PHI, phi)
+
+
+#: Fewest checkpoints for a curvature test (a quadratic fit leaves n − 3 residual degrees of freedom).
+MIN_CHECKPOINTS = 6
 
 
 def curvature_test(scores: ArrayLike, covar: ArrayLike) -> CurvatureTest:

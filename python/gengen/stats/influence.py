@@ -102,12 +102,14 @@ def leave_one_out_partial_corr(
 
     Examples
     --------
+    A test set at chance after step 0 has all of its residual there:
+
     >>> import numpy as np
     >>> from gengen.stats.influence import leave_one_out_partial_corr
     >>> rng = np.random.default_rng(0)
     >>> id_score = np.linspace(0.5, 0.9, 12)
     >>> ood = np.column_stack([id_score + rng.normal(0, 0.02, 12), np.full(12, 0.5)])
-    >>> ood[0, 1] = 0.45  # a test set at chance after step 0: all of its residual is at step 0
+    >>> ood[0, 1] = 0.45
     >>> loo = leave_one_out_partial_corr(ood, id_score)
     >>> bool(np.isnan(loo[0, 0, 1]))  # without step 0 that test set is constant: nothing left to correlate
     True
