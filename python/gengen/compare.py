@@ -268,14 +268,6 @@ def _long_table(
     return out.reset_index(drop=True)
 
 
-def _orient(table: pd.DataFrame) -> pd.DataFrame:
-    """Order each pair's two names alphabetically so pairs match across groups."""
-    swap = table["testset_a"] > table["testset_b"]
-    a = np.where(swap, table["testset_b"], table["testset_a"])
-    b = np.where(swap, table["testset_a"], table["testset_b"])
-    return table.assign(testset_a=a, testset_b=b)
-
-
 def sign_agreement(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
     """(pairs with the same sign, pairs with both values finite): the same sign is :math:`a b > 0`, so a zero
     agrees with nothing (it has no sign)."""
@@ -498,7 +490,13 @@ def _compare(
 ) -> Comparison:
     """:func:`compare`, given the source's group estimates and their cells' pair matrices when the caller has
     them (:func:`gengen.verdict.build_verdict`): computed here when None."""
-    from gengen.heterogeneity import cell_matrices, difference_rows, group_estimates, heterogeneity_rows
+    from gengen.heterogeneity import (
+        _cell_matrices,
+        _difference_rows,
+        _heterogeneity_rows,
+        _oriented_pairs,
+        group_estimates,
+    )
 
     _check_options(source_level, alpha, n_perm, alternative)
     adjust = _adjust_method(source)
@@ -506,14 +504,14 @@ def _compare(
     has_variance = _has_variance(pairs)
     if estimates is None and (source_level == "models" or has_variance):
         estimates = group_estimates(pairs)
-    long = _orient(_long_table(source, source_level, alpha, adjust, estimates))
+    long = _oriented_pairs(_long_table(source, source_level, alpha, adjust, estimates))
     groups = list(dict.fromkeys(long["group"]))
     agreement = _agreement_table(long, groups, n_perm=n_perm, alternative=alternative, seed=seed)
     heterogeneity, differences = pd.DataFrame(), pd.DataFrame()
     if has_variance and estimates is not None:  # the tables need a variance per row
-        cells = cell_matrices(estimates) if cells is None else cells
-        heterogeneity = heterogeneity_rows(cells, alpha=alpha, adjust=adjust)
-        differences = difference_rows(cells, alpha=alpha)
+        cells = _cell_matrices(estimates) if cells is None else cells
+        heterogeneity = _heterogeneity_rows(cells, alpha=alpha, adjust=adjust)
+        differences = _difference_rows(cells, alpha=alpha)
     settings = {
         "source": source_level,
         "adjust_heterogeneity": adjust,

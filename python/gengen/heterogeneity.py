@@ -55,11 +55,8 @@ __all__ = [
     "HETEROGENEITY_COLUMNS",
     "HeterogeneityResult",
     "PairMatrices",
-    "cell_matrices",
     "comparison_cells",
-    "difference_rows",
     "group_estimates",
-    "heterogeneity_rows",
     "heterogeneity_table",
     "heterogeneity_test",
     "pair_matrices",
@@ -202,8 +199,9 @@ def heterogeneity_test(z: Any, variance: Any, df: Any = None) -> HeterogeneityRe
     return HeterogeneityResult(m, common, q, m - 1, p, i2)
 
 
-def _oriented(table: pd.DataFrame) -> pd.DataFrame:
-    """Each pair's two names in alphabetical order, so that a pair matches across groups."""
+def _oriented_pairs(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with each pair's two names (``testset_a``, ``testset_b``) in alphabetical order, so that a pair
+    matches across groups whichever way round each stored it."""
     swap = (table["testset_a"] > table["testset_b"]).to_numpy()
     a = np.where(swap, table["testset_b"], table["testset_a"])
     b = np.where(swap, table["testset_a"], table["testset_b"])
@@ -219,7 +217,7 @@ def _run_rows(pairs: pd.DataFrame) -> pd.DataFrame:
     rows = pairs[pairs["level"] == "run"] if "level" in pairs.columns else pairs
     if "testable" in rows.columns:
         rows = rows[rows["testable"].fillna(True).astype(bool)]
-    rows = _oriented(rows.copy())
+    rows = _oriented_pairs(rows.copy())
     for column in UNIT_COLUMNS:
         if column not in rows.columns:
             rows[column] = pd.NA
@@ -584,13 +582,13 @@ def heterogeneity_table(
       across  q_heterogeneity  df_heterogeneity  p_heterogeneity
     0  model            8.312                 2            0.016
     """
-    return heterogeneity_rows(cell_matrices(estimates, across), alpha=alpha, adjust=adjust)
+    return _heterogeneity_rows(_cell_matrices(estimates, across), alpha=alpha, adjust=adjust)
 
 
-def heterogeneity_rows(
+def _heterogeneity_rows(
     cells: list[tuple[str, str, PairMatrices]], *, alpha: float = 0.05, adjust: str = "holm"
 ) -> pd.DataFrame:
-    """:func:`heterogeneity_table` from the cells' pair matrices (:func:`cell_matrices`), so that the
+    """:func:`heterogeneity_table` from the cells' pair matrices (:func:`_cell_matrices`), so that the
     matrices can serve several tables."""
     from gengen.stats import p_adjust
 
@@ -647,11 +645,11 @@ def pairwise_differences(
       group_a group_b  statistic  p_difference
     0       a       b      4.049           0.0
     """
-    return difference_rows(cell_matrices(estimates, across), alpha=alpha)
+    return _difference_rows(_cell_matrices(estimates, across), alpha=alpha)
 
 
-def difference_rows(cells: list[tuple[str, str, PairMatrices]], *, alpha: float = 0.05) -> pd.DataFrame:
-    """:func:`pairwise_differences` from the cells' pair matrices (:func:`cell_matrices`)."""
+def _difference_rows(cells: list[tuple[str, str, PairMatrices]], *, alpha: float = 0.05) -> pd.DataFrame:
+    """:func:`pairwise_differences` from the cells' pair matrices (:func:`_cell_matrices`)."""
     tables = [_differences(matrices).assign(across=comparison, cell=label) for comparison, label, matrices in cells]
     tables = [table for table in tables if len(table)]
     if not tables:
@@ -661,7 +659,7 @@ def difference_rows(cells: list[tuple[str, str, PairMatrices]], *, alpha: float 
     return table[list(DIFFERENCE_COLUMNS)]
 
 
-def cell_matrices(estimates: pd.DataFrame, across: tuple[str, ...] = ACROSS) -> list[tuple[str, str, PairMatrices]]:
+def _cell_matrices(estimates: pd.DataFrame, across: tuple[str, ...] = ACROSS) -> list[tuple[str, str, PairMatrices]]:
     """(comparison, cell label, the cell's :func:`pair_matrices`) for every comparison in ``across`` and each of
     its cells (:func:`comparison_cells`); an unknown comparison is an ``option across`` error."""
     out: list[tuple[str, str, PairMatrices]] = []

@@ -419,7 +419,7 @@ def build_verdict(
     {'consistent positive': 1, 'consistent negative': 0, 'model-dependent': 1, 'undetermined': 0}
     """
     from gengen.compare import _compare
-    from gengen.heterogeneity import cell_matrices, group_estimates
+    from gengen.heterogeneity import _cell_matrices, group_estimates
 
     settings = {} if isinstance(source, pd.DataFrame) else source.settings
     alpha = float(settings.get("alpha", 0.05)) if alpha is None else float(alpha)
@@ -428,7 +428,7 @@ def build_verdict(
         adjust = "holm" if adjust == "maxT" else adjust
     pairs_table = source if isinstance(source, pd.DataFrame) else source.pairs
     estimates = group_estimates(pairs_table)
-    cells = cell_matrices(estimates)  # shared with the comparison's heterogeneity tables
+    cells = _cell_matrices(estimates)  # shared with the comparison's heterogeneity tables
     pairs = _pair_table(estimates, cells, alpha, adjust)
     groups = list(dict.fromkeys(map(str, estimates["unit"])))
     counts = {name: int((pairs["verdict"] == name).sum()) for name in CLASSES}
