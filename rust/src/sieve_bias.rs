@@ -248,13 +248,11 @@ fn generate(model: &BiasModel<'_>, shocks: &[f64], start: &[f64], task: Task, se
     let phi = &model.coef[task.series * p..(task.series + 1) * p];
     for step in 0..steps {
         let (before, rest) = series.split_at_mut(p + step);
-        let row = &mut rest[0];
+        let mut value = rest[0];
         for (lag, &weight) in phi.iter().enumerate() {
-            let lagged = &before[p + step - 1 - lag];
-            for (value, &x) in row.iter_mut().zip(lagged) {
-                *value += weight * x;
-            }
+            value = add_scaled(value, weight, &before[p + step - 1 - lag]);
         }
+        rest[0] = value;
     }
 }
 
@@ -271,30 +269,23 @@ fn residualise(model: &BiasModel<'_>, series: usize, kept: &mut [Lane], projecti
     }
     for (row, basis) in kept.iter().zip(model.basis.chunks_exact(r)) {
         for (coord, &u) in coords.iter_mut().zip(basis) {
-            for (c, &x) in coord.iter_mut().zip(row) {
-                *c += u * x;
-            }
+            *coord = add_scaled(*coord, u, row);
         }
     }
     let mix = &model.mix[series * r * r..(series + 1) * r * r];
     for (target, weights) in mixed.iter_mut().zip(mix.chunks_exact(r)) {
-        *target = [0.0; LANES];
+        let mut value = [0.0; LANES];
         for (coord, &w) in coords.iter().zip(weights) {
-            for (d, &c) in target.iter_mut().zip(coord) {
-                *d += w * c;
-            }
+            value = add_scaled(value, w, coord);
         }
+        *target = value;
     }
     for (row, basis) in kept.iter_mut().zip(model.basis.chunks_exact(r)) {
         let mut fitted = [0.0; LANES];
         for (coord, &u) in mixed.iter().zip(basis) {
-            for (f, &d) in fitted.iter_mut().zip(coord) {
-                *f += d * u;
-            }
+            fitted = add_scaled(fitted, u, coord);
         }
-        for (x, f) in row.iter_mut().zip(fitted) {
-            *x -= f;
-        }
+        *row = subtract(*row, &fitted);
     }
 }
 
@@ -317,10 +308,7 @@ fn refit(model: &BiasModel<'_>, task: Task, kept: &[Lane], scratch: &mut Regress
         let weights = &basis[t * q..t * q + rank];
         for (c, &w) in weights.iter().enumerate() {
             for i in 0..width {
-                let value = &kept[p + t - i];
-                for (acc, &x) in coords[c * width + i].iter_mut().zip(value) {
-                    *acc += w * x;
-                }
+                coords[c * width + i] = add_scaled(coords[c * width + i], w, &kept[p + t - i]);
             }
         }
     }
@@ -333,19 +321,13 @@ fn refit(model: &BiasModel<'_>, task: Task, kept: &[Lane], scratch: &mut Regress
         for (i, clean) in cleaned.iter_mut().enumerate() {
             let mut fitted = [0.0; LANES];
             for (c, &w) in weights.iter().enumerate() {
-                for (f, &x) in fitted.iter_mut().zip(&coords[c * width + i]) {
-                    *f += x * w;
-                }
+                fitted = add_scaled(fitted, w, &coords[c * width + i]);
             }
-            for ((v, &x), f) in clean.iter_mut().zip(&kept[p + t - i]).zip(fitted) {
-                *v = x - f;
-            }
+            *clean = subtract(kept[p + t - i], &fitted);
         }
         for i in 0..width {
             for k in i.max(1)..width {
-                for ((g, &a), &b) in gram[i * width + k].iter_mut().zip(&cleaned[i]).zip(&cleaned[k]) {
-                    *g += a * b;
-                }
+                gram[i * width + k] = add_product(gram[i * width + k], &cleaned[i], &cleaned[k]);
             }
         }
     }
@@ -380,6 +362,34 @@ fn normal_equations(gram: &[Lane], order: usize, lane: usize, matrix: &mut [f64]
     for i in 0..order {
         matrix[i * order + i] += ridge;
     }
+}
+
+/// `acc + w · x`, lane by lane. The lanes pass by value, so that they stay in registers (the scratch rows they
+/// come from all live in one task's memory, and the compiler could not otherwise vectorise across them).
+#[inline(always)]
+fn add_scaled(mut acc: Lane, w: f64, x: &Lane) -> Lane {
+    for (a, &v) in acc.iter_mut().zip(x) {
+        *a += w * v;
+    }
+    acc
+}
+
+/// `acc + x ∘ y`, lane by lane.
+#[inline(always)]
+fn add_product(mut acc: Lane, x: &Lane, y: &Lane) -> Lane {
+    for ((a, &u), &v) in acc.iter_mut().zip(x).zip(y) {
+        *a += u * v;
+    }
+    acc
+}
+
+/// `x − y`, lane by lane.
+#[inline(always)]
+fn subtract(mut x: Lane, y: &Lane) -> Lane {
+    for (a, &v) in x.iter_mut().zip(y) {
+        *a -= v;
+    }
+    x
 }
 
 /// Solves `matrix · x = rhs` (`k × k` row-major) in place by Gaussian elimination with partial pivoting;
