@@ -419,7 +419,7 @@ def build_verdict(
     {'consistent positive': 1, 'consistent negative': 0, 'model-dependent': 1, 'undetermined': 0}
     """
     from gengen.compare import _compare
-    from gengen.heterogeneity import _cell_matrices, group_estimates
+    from gengen.heterogeneity import ACROSS, _cell_matrices, group_estimates
 
     settings = {} if isinstance(source, pd.DataFrame) else source.settings
     alpha = float(settings.get("alpha", 0.05)) if alpha is None else float(alpha)
@@ -428,13 +428,15 @@ def build_verdict(
         adjust = "holm" if adjust == "maxT" else adjust
     pairs_table = source if isinstance(source, pd.DataFrame) else source.pairs
     estimates = group_estimates(pairs_table)
-    cells = _cell_matrices(estimates)  # shared with the comparison's heterogeneity tables
-    pairs = _pair_table(estimates, cells, alpha, adjust)
     groups = list(dict.fromkeys(map(str, estimates["unit"])))
+    compare_here = len(groups) > 1 and (comparison is None or comparison.settings.get("source") != "models")
+    # the cells' matrices serve the verdict's table and the comparison's heterogeneity tables alike
+    cells = _cell_matrices(estimates, ACROSS if compare_here else ("model",))
+    pairs = _pair_table(estimates, cells, alpha, adjust)
     counts = {name: int((pairs["verdict"] == name).sum()) for name in CLASSES}
     agreement: dict[str, Any] = {}
     if len(groups) > 1:
-        if comparison is None or comparison.settings.get("source") != "models":
+        if compare_here or comparison is None:
             comparison = _compare(
                 source,
                 estimates,
