@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gengen.csv_writer import _float_text, _quoted, csv_lines, write_csv
+from gengen.csv_writer import _arrow_agrees_on_probes, _arrow_or_repr, _float_text, _quoted, csv_lines, write_csv
 
 
 def assert_same_bytes(frame: pd.DataFrame, tmp_path: Path, chunk_rows: int | None = None) -> None:
@@ -46,6 +46,14 @@ def test_float64_text_is_numpys_astype_str_on_random_bit_patterns() -> None:
     values = awkward_floats(rng, 200_000)
     values = values[~np.isnan(values)]
     assert _float_text(values) == values.astype(str).tolist()
+
+
+def test_arrows_text_without_its_sample_check_is_numpys_on_bit_patterns_and_ties() -> None:
+    rng = np.random.default_rng(4)
+    ties = (rng.integers(1, 2**45, 100_000) | 1) / 2.0 ** rng.integers(1, 70, 100_000)  # halves between decimals
+    values = np.concatenate([awkward_floats(rng, 200_000), ties, -ties, rng.normal(0, 1, 100_000)])
+    assert _arrow_or_repr(values, sample=0) == values.astype(str).tolist()
+    assert _arrow_agrees_on_probes()
 
 
 def test_quoting_follows_the_csv_module_for_every_character() -> None:

@@ -2,12 +2,13 @@
 
 pandas formats every float with numpy's ``astype(str)`` and hands each row to :mod:`csv`: at a pairs table of
 a quarter of a million rows × 70 columns that is most of the time an analysis spends writing its folder.
-:func:`write_csv` formats each column once instead: a float64 column with Python's ``repr`` (the same shortest
-round-trip digits and the same switch to exponent notation as numpy's, ``tests/test_csv_writer.py`` checks it
-on random bit patterns), only the distinct values of a column that repeats them (a column of NaN, a method
-string, a test-set name), quoting each distinct string once by the :mod:`csv` module's own rules, and joins the
-cells row by row in C (``str.join``). Missing values are written as pandas writes them (an empty field; ``""``
-when it is the row's only field).
+:func:`write_csv` formats each column once instead: a float64 column as Python's ``repr`` writes it (the same
+shortest round-trip digits and the same switch to exponent notation as numpy's), by Arrow's cast to string for
+the numbers both write in plain positional notation and by ``repr`` for the others (``tests/test_csv_writer.py``
+checks both against numpy on random bit patterns and ties), only the distinct values of a column that repeats
+them (a column of NaN, a method string, a test-set name), quoting each distinct string once by the :mod:`csv`
+module's own rules, and joins the cells row by row in C (``str.join``). Missing values are written as pandas
+writes them (an empty field; ``""`` when it is the row's only field).
 
 A column of another kind (dates, categories, nullable floats, complex numbers, tuples of labels) is not
 formatted here: the whole table is then written by pandas, so the output is pandas' in every case.
@@ -31,6 +32,9 @@ __all__ = ["csv_lines", "write_csv"]
 
 #: Rows joined and written per chunk (bounds the memory of the text held at once).
 CHUNK_ROWS = 20_000
+
+#: Columns shorter than this are formatted by ``repr`` alone (Arrow's start-up is not worth it).
+ARROW_MIN_VALUES = 2_000
 
 #: Characters that may make :mod:`csv` quote a field (which of them do depends on the Python version).
 _CANDIDATES = ',"\r\n'
@@ -155,10 +159,55 @@ def _numbers(
 
 
 def _float_text(values: np.ndarray) -> list[str]:
-    """Each number's text as numpy's ``astype(str)`` gives it (for float64 that is ``repr``, which is faster)."""
-    if values.dtype == np.float64:
+    """Each number's text as numpy's ``astype(str)`` gives it (for float64 that is ``repr``, which is faster;
+    Arrow's for the numbers both write in plain positional notation, faster again: :func:`_arrow_or_repr`)."""
+    if values.dtype != np.float64:
+        return [str(text) for text in values.astype(str).tolist()]
+    if len(values) < ARROW_MIN_VALUES or not _arrow_agrees_on_probes():
         return list(map(repr, values.tolist()))
-    return [str(text) for text in values.astype(str).tolist()]
+    return _arrow_or_repr(values)
+
+
+def _arrow_or_repr(values: np.ndarray, sample: int = 64) -> list[str]:
+    """float64 values as ``repr`` writes them, most of them converted by Arrow.
+
+    Python's ``repr`` and Arrow's cast to string both give the shortest digits that read back as the same
+    number (ties to even); they lay them out alike where ``repr`` writes plain positional notation
+    (1e-4 <= |x| < 1e16) and Arrow writes a point and no exponent. Every other value (an integral one, an
+    exponent, inf, NaN) is formatted by ``repr``, and so is the whole column when one of ``sample`` of Arrow's
+    cells differs from ``repr`` (``tests/test_csv_writer.py`` compares the two on random bit patterns and ties).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pc.cast(pa.array(values), pa.string())
+    plain = pc.and_(pc.match_substring(text, "."), pc.invert(pc.match_substring(text, "e")))
+    magnitude = np.abs(values)
+    with np.errstate(invalid="ignore"):
+        arrow = plain.to_numpy(zero_copy_only=False) & (magnitude >= 1e-4) & (magnitude < 1e16)
+    cells = text.to_numpy(zero_copy_only=False)
+    checked = np.flatnonzero(arrow)[:: max(1, int(arrow.sum()) // sample)] if sample else np.array([], dtype=int)
+    if any(cells[i] != repr(float(values[i])) for i in checked.tolist()):
+        return list(map(repr, values.tolist()))
+    others = np.flatnonzero(~arrow)
+    cells[others] = list(map(repr, values[others].tolist()))
+    return list(cells.tolist())
+
+
+@functools.cache
+def _arrow_agrees_on_probes() -> bool:
+    """Whether Arrow's text of the numbers :func:`_arrow_or_repr` takes from it is ``repr``'s on hard cases
+    (ties between two shortest decimals, the bounds of positional notation, float noise), checked once."""
+    rng = np.random.default_rng(20261202)
+    probes = np.concatenate(
+        [
+            [0.1, 1 / 3, 2 / 3, 0.30000000000000004, 1e-4, 1.0000000000000002e-4, 9999999999999998.0, 123456.789],
+            1 + np.arange(1, 200) * 2.0**-17,  # exact halves between two 17-digit decimals
+            (rng.integers(1, 2**40, 500) | 1) / 2.0 ** rng.integers(20, 60, 500),
+            rng.normal(0, 1, 500) * 10.0 ** rng.integers(-4, 15, 500),
+        ]
+    )
+    return _arrow_or_repr(probes, sample=0) == list(map(repr, probes.tolist()))
 
 
 def _objects(values: np.ndarray) -> list[str]:
