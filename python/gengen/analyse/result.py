@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -310,29 +311,34 @@ class Analysis:
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
         written: dict[str, Path] = {}
-        for name, table in (
-            ("pairs", self.pairs),
-            ("pooled", self.pooled),
-            ("pooled_residuals", self.pooled_residuals),
-        ):
-            csv, parquet = inside(folder, f"{name}.csv"), inside(folder, f"{name}.parquet")
-            if table.empty and name != "pairs":
-                # An analysis folder is written whole: an earlier run's pooled table must not outlive it (the
-                # report would show it as this analysis').
-                csv.unlink(missing_ok=True)
-                parquet.unlink(missing_ok=True)
-                continue
-            write_csv(table, csv)  # the bytes of table.to_csv(csv, index=False), formatted column-wise
-            table.to_parquet(parquet, index=False)
-            written[f"{name}.csv"] = csv
-            written[f"{name}.parquet"] = parquet
-        for pattern in STALE_AFTER_ANALYSIS:
-            for stale in sorted(folder.glob(pattern)):
-                inside(folder, stale.name).unlink(missing_ok=True)
-        scores = inside(folder, "scores.parquet")
-        self.scores.to_parquet(scores, index=False)
-        written["scores.parquet"] = scores
-        summary = self.summary()
+        # Arrow writes Parquet without holding the GIL: in a thread, beside the formatting of the CSV tables.
+        with ThreadPoolExecutor(max_workers=1) as parquet_writer:
+            pending = []
+            for name, table in (
+                ("pairs", self.pairs),
+                ("pooled", self.pooled),
+                ("pooled_residuals", self.pooled_residuals),
+            ):
+                csv, parquet = inside(folder, f"{name}.csv"), inside(folder, f"{name}.parquet")
+                if table.empty and name != "pairs":
+                    # An analysis folder is written whole: an earlier run's pooled table must not outlive it
+                    # (the report would show it as this analysis').
+                    csv.unlink(missing_ok=True)
+                    parquet.unlink(missing_ok=True)
+                    continue
+                pending.append(parquet_writer.submit(table.to_parquet, parquet, index=False))
+                write_csv(table, csv)  # the bytes of table.to_csv(csv, index=False), formatted column-wise
+                written[f"{name}.csv"] = csv
+                written[f"{name}.parquet"] = parquet
+            for pattern in STALE_AFTER_ANALYSIS:
+                for stale in sorted(folder.glob(pattern)):
+                    inside(folder, stale.name).unlink(missing_ok=True)
+            scores = inside(folder, "scores.parquet")
+            pending.append(parquet_writer.submit(self.scores.to_parquet, scores, index=False))
+            written["scores.parquet"] = scores
+            summary = self.summary()
+            for job in pending:
+                job.result()
         summary["files"] = sorted([*written, "summary.json"])
         summary_path = inside(folder, "summary.json")
         summary_path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
