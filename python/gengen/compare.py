@@ -46,7 +46,6 @@ from gengen.stats.options import ALTERNATIVES, DEFAULT_ALTERNATIVE, DEFAULT_N_PE
 
 if TYPE_CHECKING:
     from gengen.analyse.result import Analysis
-    from gengen.heterogeneity import PairMatrices
 
 SOURCES = ("runs", "pooled", "models")
 #: Columns of the agreement table.
@@ -472,44 +471,19 @@ def compare(
         group_a   group_b  n_pairs  sign_agreement  mantel_r
     0  olmo2-1b  opt-125m        6            0.83     -0.25
     """
-    return _compare(
-        source, None, None, source_level=source_level, alpha=alpha, n_perm=n_perm, alternative=alternative, seed=seed
-    )
-
-
-def _compare(
-    source: Analysis | pd.DataFrame,
-    estimates: pd.DataFrame | None,
-    cells: list[tuple[str, str, PairMatrices]] | None,
-    *,
-    source_level: str,
-    alpha: float,
-    n_perm: int,
-    alternative: str,
-    seed: int,
-) -> Comparison:
-    """:func:`compare`, given the source's group estimates and their cells' pair matrices when the caller has
-    them (:func:`gengen.verdict.build_verdict`): computed here when None."""
-    from gengen.heterogeneity import (
-        _cell_matrices,
-        _difference_rows,
-        _heterogeneity_rows,
-        _oriented_pairs,
-        group_estimates,
-    )
+    from gengen.heterogeneity import _cell_matrices, _difference_rows, _heterogeneity_rows, group_estimates
 
     _check_options(source_level, alpha, n_perm, alternative)
     adjust = _adjust_method(source)
     pairs = source if isinstance(source, pd.DataFrame) else source.pairs
     has_variance = _has_variance(pairs)
-    if estimates is None and (source_level == "models" or has_variance):
-        estimates = group_estimates(pairs)
-    long = _oriented_pairs(_long_table(source, source_level, alpha, adjust, estimates))
-    groups = list(dict.fromkeys(long["group"]))
+    # one set of group estimates for the model-level rows and the heterogeneity tables
+    estimates = group_estimates(pairs) if source_level == "models" or has_variance else None
+    long, groups = _groups_long(source, source_level, alpha, adjust, estimates)
     agreement = _agreement_table(long, groups, n_perm=n_perm, alternative=alternative, seed=seed)
     heterogeneity, differences = pd.DataFrame(), pd.DataFrame()
     if has_variance and estimates is not None:  # the tables need a variance per row
-        cells = _cell_matrices(estimates) if cells is None else cells
+        cells = _cell_matrices(estimates)
         heterogeneity = _heterogeneity_rows(cells, alpha=alpha, adjust=adjust)
         differences = _difference_rows(cells, alpha=alpha)
     settings = {
@@ -530,6 +504,26 @@ def _compare(
         heterogeneity=heterogeneity,
         differences=differences,
     )
+
+
+def _groups_long(
+    source: Analysis | pd.DataFrame, source_level: str, alpha: float, adjust: str, estimates: pd.DataFrame | None
+) -> tuple[pd.DataFrame, list[str]]:
+    """The long rows of :func:`compare` (pair names oriented) and its groups in order."""
+    from gengen.heterogeneity import _oriented_pairs
+
+    long = _oriented_pairs(_long_table(source, source_level, alpha, adjust, estimates))
+    return long, list(dict.fromkeys(long["group"]))
+
+
+def _model_agreement(
+    source: Analysis | pd.DataFrame, estimates: pd.DataFrame, *, alpha: float, n_perm: int, seed: int
+) -> pd.DataFrame:
+    """The agreement table of ``compare(source, source_level="models", ...)`` alone, from the source's group
+    estimates: what :func:`gengen.verdict.build_verdict` reads of a comparison."""
+    _check_options("models", alpha, n_perm, DEFAULT_ALTERNATIVE)
+    long, groups = _groups_long(source, "models", alpha, _adjust_method(source), estimates)
+    return _agreement_table(long, groups, n_perm=n_perm, alternative=DEFAULT_ALTERNATIVE, seed=seed)
 
 
 def _check_options(source_level: str, alpha: float, n_perm: int, alternative: str) -> None:

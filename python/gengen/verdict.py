@@ -418,8 +418,8 @@ def build_verdict(
     >>> verdict.counts
     {'consistent positive': 1, 'consistent negative': 0, 'model-dependent': 1, 'undetermined': 0}
     """
-    from gengen.compare import _compare
-    from gengen.heterogeneity import ACROSS, _cell_matrices, group_estimates
+    from gengen.compare import _model_agreement
+    from gengen.heterogeneity import _cell_matrices, group_estimates
 
     settings = {} if isinstance(source, pd.DataFrame) else source.settings
     alpha = float(settings.get("alpha", 0.05)) if alpha is None else float(alpha)
@@ -429,25 +429,15 @@ def build_verdict(
     pairs_table = source if isinstance(source, pd.DataFrame) else source.pairs
     estimates = group_estimates(pairs_table)
     groups = list(dict.fromkeys(map(str, estimates["unit"])))
-    compare_here = len(groups) > 1 and (comparison is None or comparison.settings.get("source") != "models")
-    # the cells' matrices serve the verdict's table and the comparison's heterogeneity tables alike
-    cells = _cell_matrices(estimates, ACROSS if compare_here else ("model",))
-    pairs = _pair_table(estimates, cells, alpha, adjust)
+    pairs = _pair_table(estimates, _cell_matrices(estimates, ("model",)), alpha, adjust)
     counts = {name: int((pairs["verdict"] == name).sum()) for name in CLASSES}
     agreement: dict[str, Any] = {}
     if len(groups) > 1:
-        if compare_here or comparison is None:
-            comparison = _compare(
-                source,
-                estimates,
-                cells,
-                source_level="models",
-                alpha=alpha,
-                n_perm=n_perm,
-                alternative="greater",
-                seed=seed,
-            )
-        agreement = _agreement_summary(comparison.agreement, alpha)
+        if comparison is not None and comparison.settings.get("source") == "models":
+            table = comparison.agreement
+        else:  # the agreement table alone: the comparison's other tables are not the verdict's
+            table = _model_agreement(source, estimates, alpha=alpha, n_perm=n_perm, seed=seed)
+        agreement = _agreement_summary(table, alpha)
     if pairs.empty:
         text = (
             "No per-run partial correlations that could be tested (an across-run analysis, or no testable rows): "
