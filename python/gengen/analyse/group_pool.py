@@ -7,13 +7,14 @@ number of workers. The workers are spawned, not forked (a fork after the Rust co
 can deadlock the child), so each pays the imports once; they ignore Ctrl-C, which stops the parent's loop, and
 the parent then ends them (:class:`multiprocessing.pool.Pool`, whose ``terminate`` also unblocks the queues
 it was filling: a ``concurrent.futures`` pool ended with groups in flight left its feeder thread blocked on
-a full pipe at exit). A group's error is raised in the
-parent when its turn comes, as the loop in one process raises it; the Python warnings a group raises are
-issued again in the parent, in group order.
+a full pipe at exit). A group's error is raised in the parent when its turn comes, as the loop in one process
+raises it; the Python warnings a group raises are issued again in the parent, in group order.
 
-Threads were the other way: the Rust kernels release the GIL, but most of a group's work outside them
-(numpy on small arrays, pandas, the per-pair bookkeeping) holds it, so two threads on two cores analysed a
-2-million-row table barely faster than one (benches/README.md, "Figures after issue 27").
+Threads were the other way: the Rust kernels release the GIL (and already use every core through rayon), but
+40% of a group's CPU time outside them holds it (numpy on small arrays, pandas, the per-pair bookkeeping: 2.2
+of 5.6 s for 8 groups of 250 checkpoints × 64 test sets), and that share grows as the kernels get faster;
+processes overlap all of it, for about 0.7 s of imports per worker (benches/README.md, "Figures after
+issue 27").
 """
 
 from __future__ import annotations
