@@ -198,6 +198,20 @@ def test_gam_control_z_is_the_gam_partial_correlation() -> None:
     assert np.isnan(gam_control_z(scores, np.column_stack([control, control**3]))).all()  # one control only
 
 
+def test_gam_control_z_takes_the_typed_gam_and_the_old_keywords_with_a_warning() -> None:
+    rng = np.random.default_rng(5)
+    control = np.sort(rng.uniform(0, 1, 50))
+    scores = np.column_stack([np.sqrt(control), np.sin(3 * control)]) + 0.05 * rng.standard_normal((50, 2))
+    typed = gam_control_z(scores, control, gengen.stats.Gam(k=6, max_edf=None))
+    r_gam = np.asarray(gengen.stats.partial_corr_matrix(scores, control, fit=gengen.stats.Gam(k=6, max_edf=None)).r)
+    assert_allclose(typed[0, 1], np.arctanh(r_gam[0, 1]), atol=1e-9)
+    with pytest.warns(DeprecationWarning, match="fit=Gam"):
+        old = gam_control_z(scores, control, k=6, max_edf=None)
+    assert_allclose(old, typed, atol=0, equal_nan=True)
+    with pytest.raises(GengenError, match="fit"):
+        gam_control_z(scores, control, gengen.stats.Gam(), k=6)
+
+
 def test_a_verdict_that_depends_on_the_control_is_flagged_both_ways() -> None:
     # artanh r_gam / se_z on df against scipy's t: 0.1 / 0.2 on 30 df gives p = 0.62, 0.6 / 0.2 gives 0.0053.
     notes = curvature_notes(

@@ -18,9 +18,13 @@ from numpy.typing import ArrayLike, NDArray
 from gengen import _core
 from gengen.errors import GengenError, InvalidArgumentError
 from gengen.stats._docs import shared_doc
-from gengen.stats.gam import gam_fit
+from gengen.stats.controls import Gam
+from gengen.stats.gam import fit_gam
 from gengen.stats.options import DEFAULT_GAM_K, DEFAULT_GAM_MAX_EDF, GamMaxEdf
 from gengen.stats.sieve_ar import _fisher_z
+
+#: Marks a keyword that was not passed (``None`` means something for ``max_edf``).
+_NOT_GIVEN: object = object()
 
 
 class _SieveColumns(Protocol):
@@ -228,9 +232,31 @@ def curvature_shift(scores: ArrayLike, covar: ArrayLike) -> NDArray[np.float64]:
     return np.nan_to_num(shift, nan=0.0)
 
 
+def _gam_argument(fit: Gam | None, k: int | None, max_edf: GamMaxEdf | object) -> Gam:
+    """The GAM of :func:`gam_control_z`: ``fit``, or one built from the deprecated ``k``/``max_edf`` keywords."""
+    if k is None and max_edf is _NOT_GIVEN:
+        return Gam() if fit is None else fit
+    if fit is not None:
+        raise InvalidArgumentError("fit: give the GAM as fit=Gam(k=..., max_edf=...), not also as k= or max_edf=")
+    warnings.warn(
+        "gam_control_z: k= and max_edf= are deprecated; pass fit=Gam(k=..., max_edf=...)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return Gam(
+        k=DEFAULT_GAM_K if k is None else k,
+        max_edf=DEFAULT_GAM_MAX_EDF if max_edf is _NOT_GIVEN else max_edf,  # type: ignore[arg-type]
+    )
+
+
 @shared_doc
 def gam_control_z(
-    scores: ArrayLike, covar: ArrayLike, k: int = DEFAULT_GAM_K, max_edf: GamMaxEdf = DEFAULT_GAM_MAX_EDF
+    scores: ArrayLike,
+    covar: ArrayLike,
+    fit: Gam | None = None,
+    *,
+    k: int | None = None,
+    max_edf: GamMaxEdf | object = _NOT_GIVEN,
 ) -> NDArray[np.float64]:
     r"""Every pair's :math:`\operatorname{artanh} r` when a GAM, not a line, takes the control out: (m, m).
 
@@ -241,16 +267,17 @@ def gam_control_z(
     Parameters
     ----------
     %(one_control)s
-    k : int
-        GAM basis dimension.
-    max_edf : float, "auto" or None
-        Cap on the GAM's effective degrees of freedom (see :func:`~gengen.stats.gam.gam_fit`).
+    fit : Gam, optional
+        The GAM control (default ``Gam()``: mgcv's ``k = 10``, GCV, cubic regression splines, EDF capped).
+    k, max_edf : optional
+        Deprecated: ``Gam(k=..., max_edf=...)`` as ``fit`` says the same.
 
     Returns
     -------
     ndarray of shape (m, m)
         :math:`\operatorname{artanh} r` of every pair under the GAM control.
     """
+    gam = _gam_argument(fit, k, max_edf)
     data, control = _one_control(scores, covar)
     m = data.shape[1]
     missing = np.full((m, m), np.nan)
@@ -261,7 +288,7 @@ def gam_control_z(
         # would only repeat on every group.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            residuals = np.asarray(gam_fit(data, control, k=k, max_edf=max_edf).residuals, dtype=np.float64)
+            residuals = np.asarray(fit_gam(data, control, gam).residuals, dtype=np.float64)
     except (GengenError, np.linalg.LinAlgError):
         return missing
     with np.errstate(divide="ignore", invalid="ignore"):
