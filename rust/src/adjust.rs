@@ -384,30 +384,20 @@ mod tests {
     #[test]
     fn matches_r() {
         // R: p <- c(0.01, 0.04, 0.03, 0.2, 0.005, 0.5); p.adjust(p, m) for each method
-        close(
-            &p_adjust(&P, Adjustment::Holm).unwrap(),
-            &[0.05, 0.12, 0.12, 0.4, 0.03, 0.5],
-        );
-        close(
-            &p_adjust(&P, Adjustment::Hochberg).unwrap(),
-            &[0.05, 0.12, 0.12, 0.4, 0.03, 0.5],
-        );
-        close(
-            &p_adjust(&P, Adjustment::Hommel).unwrap(),
-            &[0.05, 0.12, 0.09, 0.4, 0.03, 0.5],
-        );
-        close(
-            &p_adjust(&P, Adjustment::Bonferroni).unwrap(),
-            &[0.06, 0.24, 0.18, 1.0, 0.03, 1.0],
-        );
-        close(
-            &p_adjust(&P, Adjustment::BenjaminiHochberg).unwrap(),
-            &[0.03, 0.06, 0.06, 0.24, 0.03, 0.5],
-        );
-        close(
-            &p_adjust(&P, Adjustment::BenjaminiYekutieli).unwrap(),
-            &[0.0735, 0.147, 0.147, 0.588, 0.0735, 1.0],
-        );
+        let cases: [(Adjustment, [f64; 6]); 6] = [
+            (Adjustment::Holm, [0.05, 0.12, 0.12, 0.4, 0.03, 0.5]),
+            (Adjustment::Hochberg, [0.05, 0.12, 0.12, 0.4, 0.03, 0.5]),
+            (Adjustment::Hommel, [0.05, 0.12, 0.09, 0.4, 0.03, 0.5]),
+            (Adjustment::Bonferroni, [0.06, 0.24, 0.18, 1.0, 0.03, 1.0]),
+            (Adjustment::BenjaminiHochberg, [0.03, 0.06, 0.06, 0.24, 0.03, 0.5]),
+            (
+                Adjustment::BenjaminiYekutieli,
+                [0.0735, 0.147, 0.147, 0.588, 0.0735, 1.0],
+            ),
+        ];
+        for (method, want) in cases {
+            close(&p_adjust(&P, method).unwrap(), &want);
+        }
     }
 
     #[test]

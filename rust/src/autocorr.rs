@@ -36,9 +36,9 @@
 use crate::dist::{normal_quantile, t_two_sided};
 use crate::error::{Result, StatsError};
 use crate::gam::{GamOptions, GamSmoother};
-use crate::matrix::{check_finite, dot, norm, Mat};
+use crate::matrix::{check_finite, dot, norm, pair_matrices, Mat};
 use crate::method::Method;
-use crate::pcor::{test_statistic, unit_residuals};
+use crate::pcor::{check_pairable, test_statistic, unit_residuals};
 use crate::rank::rank_columns;
 use crate::residualise::LinearResidualiser;
 
@@ -276,12 +276,7 @@ pub fn prewhitened_partial_corr_matrix(
     let n = scores.nrows();
     let m = scores.ncols();
     let k = covar.ncols();
-    if m < 2 {
-        return Err(StatsError::invalid(
-            "scores",
-            format!("needs at least 2 columns, got {m}"),
-        ));
-    }
+    check_pairable("scores", m)?;
     if n < min_checkpoints(k) {
         return Err(StatsError::invalid(
             "scores",
@@ -303,26 +298,14 @@ pub fn prewhitened_partial_corr_matrix(
         filtered.push(prewhiten(column, coefficient));
     }
     let df = (n - 1 - 2 - k) as f64;
-    let mut estimate = Mat::filled(m, m, 1.0);
-    let mut whitened_estimate = Mat::filled(m, m, 1.0);
-    let mut statistic = Mat::zeros(m, m);
-    let mut p_value = Mat::zeros(m, m);
-    let mut naive_p_value = Mat::zeros(m, m);
-    for a in 0..m {
-        for b in (a + 1)..m {
-            let r = dot(residuals.col(a), residuals.col(b)).clamp(-1.0, 1.0);
-            let rw = centred_correlation(&filtered[a], &filtered[b]);
-            let (t, p, _) = effective_n_test(rw, (n - 1) as f64, k as f64);
-            let (_, naive_p) = test_statistic(r, n, k, method);
-            for (i, j) in [(a, b), (b, a)] {
-                estimate.set(i, j, r);
-                whitened_estimate.set(i, j, rw);
-                statistic.set(i, j, t);
-                p_value.set(i, j, p);
-                naive_p_value.set(i, j, naive_p);
-            }
-        }
-    }
+    let pairs = pair_matrices(m, [1.0, 1.0, 0.0, 0.0, 0.0], false, |a, b| {
+        let r = dot(residuals.col(a), residuals.col(b)).clamp(-1.0, 1.0);
+        let rw = centred_correlation(&filtered[a], &filtered[b]);
+        let (t, p, _) = effective_n_test(rw, (n - 1) as f64, k as f64);
+        let (_, naive_p) = test_statistic(r, n, k, method);
+        Ok([r, rw, t, p, naive_p])
+    })?;
+    let [estimate, whitened_estimate, statistic, p_value, naive_p_value] = pairs;
     Ok(PrewhitenedMatrices {
         estimate,
         whitened_estimate,
@@ -535,12 +518,7 @@ pub fn lagged_partial_corr_matrix_with(
     let n = scores.nrows();
     let m = scores.ncols();
     let k = covar.ncols();
-    if m < 2 {
-        return Err(StatsError::invalid(
-            "scores",
-            format!("needs at least 2 columns, got {m}"),
-        ));
-    }
+    check_pairable("scores", m)?;
     let (residuals, _) = unit_residuals(scores, covar, method)?;
     let (innovations, control_df) = match control {
         LaggedControl::Linear => {
@@ -549,26 +527,14 @@ pub fn lagged_partial_corr_matrix_with(
         }
         LaggedControl::Gam(gam) => lagged_gam_residuals_with(scores, covar, method, &gam)?,
     };
-    let mut estimate = Mat::filled(m, m, 1.0);
-    let mut innovation_estimate = Mat::filled(m, m, 1.0);
-    let mut statistic = Mat::zeros(m, m);
-    let mut p_value = Mat::zeros(m, m);
-    let mut df = Mat::zeros(m, m);
-    for a in 0..m {
-        for b in (a + 1)..m {
-            let r = dot(residuals.col(a), residuals.col(b)).clamp(-1.0, 1.0);
-            let ri = centred_correlation(innovations.col(a), innovations.col(b));
-            let pair_controls = 0.5 * (control_df[a] + control_df[b]);
-            let (t, p, pair_df) = effective_n_test(ri, (n - 1) as f64, pair_controls);
-            for (i, j) in [(a, b), (b, a)] {
-                estimate.set(i, j, r);
-                innovation_estimate.set(i, j, ri);
-                statistic.set(i, j, t);
-                p_value.set(i, j, p);
-                df.set(i, j, pair_df);
-            }
-        }
-    }
+    let pairs = pair_matrices(m, [1.0, 1.0, 0.0, 0.0, 0.0], false, |a, b| {
+        let r = dot(residuals.col(a), residuals.col(b)).clamp(-1.0, 1.0);
+        let ri = centred_correlation(innovations.col(a), innovations.col(b));
+        let pair_controls = 0.5 * (control_df[a] + control_df[b]);
+        let (t, p, pair_df) = effective_n_test(ri, (n - 1) as f64, pair_controls);
+        Ok([r, ri, t, p, pair_df])
+    })?;
+    let [estimate, innovation_estimate, statistic, p_value, df] = pairs;
     let lag1 = (0..m).map(|j| autocorrelation(residuals.col(j), 1)).collect();
     Ok(LaggedMatrices {
         estimate,

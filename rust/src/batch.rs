@@ -11,6 +11,8 @@
 //! `progress` is always called on the caller's thread (the pool only runs the slices), which is where
 //! Python's signal check works. Results do not depend on the number of threads.
 
+use std::ops::Range;
+
 use crate::bootstrap::{jackknife, replicates_batch, run_intervals, BootstrapRun, IntervalMethod};
 use crate::bootstrap_fast::{replicates_batch_fast, FastBootstrapRun};
 use crate::bounds::{check_array, check_resamples, check_threads, try_filled, try_with_capacity};
@@ -60,17 +62,47 @@ impl Threads {
     }
 }
 
+/// The resampling of a batch: `count` permutations or replicates drawn from `seed`, on `threads`.
+struct Resampling {
+    threads: Threads,
+    count: u64,
+    seed: u64,
+}
+
+impl Resampling {
+    /// Checks `count` (`name`, at least `least`) and builds the pool.
+    fn new(name: &str, count: u64, least: u64, n_threads: Option<usize>, seed: u64) -> Result<Self> {
+        let count = check_resamples(name, count, least)?;
+        let threads = Threads::new(n_threads)?;
+        Ok(Resampling { threads, count, seed })
+    }
+
+    /// Runs `work(seed, range)` on the pool for consecutive ranges of `slice` resamples, hands each result to
+    /// `take` and calls `progress` after each.
+    fn in_slices<T: Send, E>(
+        &self,
+        slice: u64,
+        work: impl Fn(u64, Range<u64>) -> T + Sync,
+        mut take: impl FnMut(T),
+        progress: Progress<'_, E>,
+    ) -> std::result::Result<(), E> {
+        let mut start = 0;
+        while start < self.count {
+            let end = (start + slice).min(self.count);
+            take(self.threads.run(|| work(self.seed, start..end)));
+            progress()?;
+            start = end;
+        }
+        Ok(())
+    }
+}
+
 /// Pairs each run's scores with its covariates, or says how many of each there are.
 fn pair_runs(scores: Vec<Mat>, covars: Vec<Mat>) -> Result<Vec<(Mat, Mat)>> {
-    if scores.len() != covars.len() {
-        return Err(StatsError::invalid(
-            "covar",
-            format!(
-                "{} covariate matrices for {} runs of scores",
-                covars.len(),
-                scores.len()
-            ),
-        ));
+    let (given, runs) = (covars.len(), scores.len());
+    if given != runs {
+        let message = format!("{given} covariate matrices for {runs} runs of scores");
+        return Err(StatsError::invalid("covar", message));
     }
     Ok(scores.into_iter().zip(covars).collect())
 }
@@ -82,6 +114,48 @@ pub enum Kernel {
     Fast,
     /// The reference kernels: any control and method.
     Exact,
+}
+
+/// What the two kinds of batch share: `kernel()` and `exact()` of a prepared batch, which holds its fast
+/// kernel's layouts in `fast` (`None`: the reference kernels serve it), and the entry point that prepares
+/// a batch and runs it.
+macro_rules! batch_api {
+    ($($(#[$meta:meta])* $batch:ident: $entry:ident($request:ty) -> $outcome:ty;)*) => {$(
+        impl $batch {
+            /// The kernel that serves the batch.
+            pub fn kernel(&self) -> Kernel {
+                if self.fast.is_some() {
+                    Kernel::Fast
+                } else {
+                    Kernel::Exact
+                }
+            }
+
+            /// The same batch on the reference kernel, whatever the control (for checks and benches).
+            pub fn exact(mut self) -> Self {
+                self.fast = None;
+                self
+            }
+        }
+
+        $(#[$meta])*
+        pub fn $entry<E: From<StatsError>>(
+            scores: Vec<Mat>,
+            covars: Vec<Mat>,
+            request: &$request,
+            progress: Progress<'_, E>,
+        ) -> std::result::Result<Vec<$outcome>, E> {
+            $batch::prepare(scores, covars, request)?.run(progress)
+        }
+    )*};
+}
+
+batch_api! {
+    /// Freedman–Lane permutation tests of every run: [`PermutationBatch::prepare`], then
+    /// [`PermutationBatch::run`].
+    PermutationBatch: permutation_test_batch(PermutationRequest) -> PermutationOutcome;
+    /// Bootstrap intervals of every run: [`BootstrapBatch::prepare`], then [`BootstrapBatch::run`].
+    BootstrapBatch: bootstrap_ci_batch(BootstrapRequest) -> BootstrapOutcome;
 }
 
 /// ppcor's partial correlation matrices of every run, in parallel over runs; an error names its run when
@@ -137,17 +211,14 @@ pub struct PermutationOutcome {
 pub struct PermutationBatch {
     prepared: Vec<PreparedRun>,
     fast: Option<Vec<FastRun>>,
-    threads: Threads,
-    n_perm: u64,
-    seed: u64,
+    resampling: Resampling,
 }
 
 impl PermutationBatch {
     /// Checks the request and prepares every run (residuals, and the tiled layout when the control is
     /// linear); an error names its run when there are several.
     pub fn prepare(scores: Vec<Mat>, covars: Vec<Mat>, request: &PermutationRequest) -> Result<Self> {
-        let n_perm = check_resamples("n_perm", request.n_perm, 1)?;
-        let threads = Threads::new(request.n_threads)?;
+        let resampling = Resampling::new("n_perm", request.n_perm, 1, request.n_threads, request.seed)?;
         let runs = pair_runs(scores, covars)?;
         let count = runs.len();
         let mut prepared = Vec::with_capacity(count);
@@ -165,24 +236,8 @@ impl PermutationBatch {
         Ok(PermutationBatch {
             prepared,
             fast,
-            threads,
-            n_perm,
-            seed: request.seed,
+            resampling,
         })
-    }
-
-    pub fn kernel(&self) -> Kernel {
-        if self.fast.is_some() {
-            Kernel::Fast
-        } else {
-            Kernel::Exact
-        }
-    }
-
-    /// The same batch on the reference kernel, whatever the control (for checks and benches).
-    pub fn exact(mut self) -> Self {
-        self.fast = None;
-        self
     }
 
     /// Counts the permutations in slices, calling `progress` after each, and turns the counts into p-values.
@@ -191,24 +246,21 @@ impl PermutationBatch {
         progress: Progress<'_, E>,
     ) -> std::result::Result<Vec<PermutationOutcome>, E> {
         let mut totals: Vec<ExceedanceCounts> = Vec::new();
-        let mut start = 0;
         let slice = if self.fast.is_some() { FAST_SLICE } else { SLICE };
-        while start < self.n_perm {
-            let end = (start + slice).min(self.n_perm);
-            let slice = self.threads.run(|| match &self.fast {
-                Some(fast) => count_exceedances_batch_fast(fast, self.seed, start..end),
-                None => count_exceedances_batch(&self.prepared, self.seed, start..end),
-            });
+        let count = |seed, range| match &self.fast {
+            Some(fast) => count_exceedances_batch_fast(fast, seed, range),
+            None => count_exceedances_batch(&self.prepared, seed, range),
+        };
+        let add = |part: Vec<ExceedanceCounts>| {
             if totals.is_empty() {
-                totals = slice;
+                totals = part;
             } else {
-                for (total, part) in totals.iter_mut().zip(&slice) {
-                    total.merge(part);
+                for (total, counts) in totals.iter_mut().zip(&part) {
+                    total.merge(counts);
                 }
             }
-            progress()?;
-            start = end;
-        }
+        };
+        self.resampling.in_slices(slice, count, add, progress)?;
         Ok(self
             .prepared
             .iter()
@@ -224,17 +276,6 @@ impl PermutationBatch {
             })
             .collect())
     }
-}
-
-/// Freedman–Lane permutation tests of every run: [`PermutationBatch::prepare`], then
-/// [`PermutationBatch::run`].
-pub fn permutation_test_batch<E: From<StatsError>>(
-    scores: Vec<Mat>,
-    covars: Vec<Mat>,
-    request: &PermutationRequest,
-    progress: Progress<'_, E>,
-) -> std::result::Result<Vec<PermutationOutcome>, E> {
-    PermutationBatch::prepare(scores, covars, request)?.run(progress)
 }
 
 /// What a bootstrap of a batch is asked to do.
@@ -269,20 +310,18 @@ pub struct BootstrapBatch {
     runs: Vec<BootstrapRun>,
     observed: Vec<Mat>,
     fast: Option<Vec<FastBootstrapRun>>,
-    threads: Threads,
+    resampling: Resampling,
     method: Method,
-    n_boot: u64,
     ci_level: f64,
     ci_method: IntervalMethod,
-    seed: u64,
 }
 
 impl BootstrapBatch {
     /// Checks the request (the kept replicates' memory included) and computes every run's observed
     /// estimates with the point estimate's full checks; an error names its run when there are several.
     pub fn prepare(scores: Vec<Mat>, covars: Vec<Mat>, request: &BootstrapRequest) -> Result<Self> {
-        let n_boot = check_resamples("n_boot", request.n_boot, 2)?;
-        let threads = Threads::new(request.n_threads)?;
+        let resampling = Resampling::new("n_boot", request.n_boot, 2, request.n_threads, request.seed)?;
+        let n_boot = resampling.count;
         let ci_level = request.ci_level;
         if !(ci_level > 0.0 && ci_level < 1.0) {
             return Err(StatsError::invalid(
@@ -329,27 +368,11 @@ impl BootstrapBatch {
             runs,
             observed,
             fast,
-            threads,
+            resampling,
             method: request.method,
-            n_boot,
             ci_level,
             ci_method: request.ci_method,
-            seed: request.seed,
         })
-    }
-
-    pub fn kernel(&self) -> Kernel {
-        if self.fast.is_some() {
-            Kernel::Fast
-        } else {
-            Kernel::Exact
-        }
-    }
-
-    /// The same batch on the reference kernel (for checks and benches).
-    pub fn exact(mut self) -> Self {
-        self.fast = None;
-        self
     }
 
     /// Draws the replicates in slices and, for BCa, the leave-one-checkpoint-out fits run by run (n refits
@@ -360,37 +383,33 @@ impl BootstrapBatch {
     ) -> std::result::Result<Vec<BootstrapOutcome>, E> {
         // Per run, pieces of consecutive replicates: one replicate each (reference kernel) or a chunk of them.
         let mut collected: Vec<Vec<Vec<f64>>> = self.runs.iter().map(|_| Vec::new()).collect();
-        let mut start = 0;
-        while start < self.n_boot {
-            let end = (start + SLICE).min(self.n_boot);
-            let slice = self.threads.run(|| match &self.fast {
-                Some(fast) => replicates_batch_fast(&self.runs, fast, self.seed, start..end),
-                None => replicates_batch(&self.runs, self.method, self.seed, start..end),
-            });
+        let draw = |seed, range| match &self.fast {
+            Some(fast) => replicates_batch_fast(&self.runs, fast, seed, range),
+            None => replicates_batch(&self.runs, self.method, seed, range),
+        };
+        let keep = |slice: Vec<Vec<Vec<f64>>>| {
             for (all, part) in collected.iter_mut().zip(slice) {
                 all.extend(part);
             }
-            progress()?;
-            start = end;
-        }
+        };
+        self.resampling.in_slices(SLICE, draw, keep, progress)?;
+        let threads = &self.resampling.threads;
         let mut jackknives: Vec<Option<Vec<Vec<f64>>>> = Vec::with_capacity(self.runs.len());
         for run in &self.runs {
             if self.ci_method != IntervalMethod::Bca {
                 jackknives.push(None);
                 continue;
             }
-            let jack = self
-                .threads
-                .run(|| jackknife(&run.scores, &run.covar, self.method, &run.control));
+            let jack = threads.run(|| jackknife(&run.scores, &run.covar, self.method, &run.control));
             jackknives.push(Some(jack));
             progress()?;
         }
-        let intervals: Vec<(Mat, Mat, Mat)> = self.threads.run(|| {
+        let intervals: Vec<(Mat, Mat, Mat)> = threads.run(|| {
             collected
                 .iter()
                 .zip(self.observed.iter().zip(&jackknives))
                 .map(|(reps, (estimate, jack))| {
-                    let count = self.n_boot as usize;
+                    let count = self.resampling.count as usize;
                     run_intervals(
                         reps,
                         count,
@@ -416,16 +435,6 @@ impl BootstrapBatch {
             })
             .collect())
     }
-}
-
-/// Bootstrap intervals of every run: [`BootstrapBatch::prepare`], then [`BootstrapBatch::run`].
-pub fn bootstrap_ci_batch<E: From<StatsError>>(
-    scores: Vec<Mat>,
-    covars: Vec<Mat>,
-    request: &BootstrapRequest,
-    progress: Progress<'_, E>,
-) -> std::result::Result<Vec<BootstrapOutcome>, E> {
-    BootstrapBatch::prepare(scores, covars, request)?.run(progress)
 }
 
 /// A rows × n table of indices (row-major), row `i` filled by `fill(i, row)`; its size is checked before

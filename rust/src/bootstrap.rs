@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use crate::control::{residualise_run, Control};
 use crate::dist::{normal_cdf, normal_quantile};
 use crate::error::{Result, StatsError};
+use crate::fast_kernel::run_chunks;
 use crate::matrix::{dot, Mat};
 use crate::method::Method;
 use crate::rng::{bootstrap_into, BootstrapScheme};
@@ -88,14 +89,7 @@ pub fn replicates_batch(
     seed: u64,
     range: Range<u64>,
 ) -> Vec<Vec<Vec<f64>>> {
-    let tasks: Vec<(usize, Range<u64>)> = (0..runs.len())
-        .flat_map(|run| {
-            let range = range.clone();
-            (range.start..range.end)
-                .step_by(CHUNK as usize)
-                .map(move |start| (run, start..(start + CHUNK).min(range.end)))
-        })
-        .collect();
+    let tasks = run_chunks(runs.len(), range, CHUNK);
     let chunks: Vec<(usize, Vec<Vec<f64>>)> = tasks
         .into_par_iter()
         .map(|(run, chunk)| (run, replicates(&runs[run], method, seed, chunk)))

@@ -131,6 +131,14 @@ pub fn chunk_ranges(range: Range<u64>, size: u64) -> Vec<Range<u64>> {
         .collect()
 }
 
+/// Every run's `range` cut into pieces of `size`, run-major: the (run, piece) tasks of a batch.
+pub fn run_chunks(runs: usize, range: Range<u64>, size: u64) -> Vec<(usize, Range<u64>)> {
+    let pieces = chunk_ranges(range, size);
+    (0..runs)
+        .flat_map(|run| pieces.iter().map(move |piece| (run, piece.clone())))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +168,9 @@ mod tests {
         );
         assert_eq!(chunk_ranges(3..10, 4), vec![3..7, 7..10]);
         assert!(chunk_ranges(4..4, 4).is_empty());
+        assert_eq!(
+            run_chunks(2, 3..10, 4),
+            vec![(0, 3..7), (0, 7..10), (1, 3..7), (1, 7..10)]
+        );
     }
 }

@@ -200,6 +200,37 @@ pub fn check_finite(name: &str, values: &[f64]) -> Result<()> {
     Ok(())
 }
 
+/// `K` m × m matrices filled pair by pair, `diagonal[q]` on the diagonal of matrix q: entry (a, b) of matrix q
+/// is `values(a, b)[q]`, for every a ≠ b in row-major order when `ordered`, else for a < b and mirrored
+/// to (b, a). The first error of `values` is returned.
+pub fn pair_matrices<const K: usize>(
+    m: usize,
+    diagonal: [f64; K],
+    ordered: bool,
+    mut values: impl FnMut(usize, usize) -> Result<[f64; K]>,
+) -> Result<[Mat; K]> {
+    let mut out = diagonal.map(|value| {
+        let mut matrix = Mat::zeros(m, m);
+        for i in 0..m {
+            matrix.set(i, i, value);
+        }
+        matrix
+    });
+    for a in 0..m {
+        let others = if ordered { 0 } else { a + 1 };
+        for b in (others..m).filter(|&b| b != a) {
+            let entries = values(a, b)?;
+            for (matrix, value) in out.iter_mut().zip(entries) {
+                matrix.set(a, b, value);
+                if !ordered {
+                    matrix.set(b, a, value);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@
 use crate::control::{pair_df, residualise_run, Control};
 use crate::dist::{normal_quantile, normal_two_sided, t_two_sided};
 use crate::error::{Result, StatsError};
-use crate::matrix::{check_finite, dot, norm, Mat};
+use crate::matrix::{check_finite, dot, norm, pair_matrices, Mat};
 use crate::method::Method;
 use crate::rank::{average_ranks, kendall_matrix, rank_columns};
 use crate::residualise::{is_constant, orthonormal_basis, LinearResidualiser, MAX_CONDITION_NUMBER};
@@ -73,6 +73,17 @@ pub struct CorrMatrices {
     pub pair_df: Mat,
     /// Degrees of freedom each column spent on the control: k (linear) or its smooths' EDF (GAM).
     pub control_df: Vec<f64>,
+}
+
+/// The columns of `name` can be paired: there are at least two.
+pub fn check_pairable(name: &str, m: usize) -> Result<()> {
+    if m < 2 {
+        return Err(StatsError::invalid(
+            name,
+            format!("needs at least 2 columns, got {m}"),
+        ));
+    }
+    Ok(())
 }
 
 /// A matrix filled with `value` off the diagonal and zero on it.
@@ -415,37 +426,21 @@ fn precision_matrix(data: &Mat, method: Method, name: &str) -> Result<nalgebra::
 pub fn ppcor_matrices(data: &Mat, method: Method, semi: bool) -> Result<CorrMatrices> {
     let n = data.nrows();
     let m = data.ncols();
-    if m < 2 {
-        return Err(StatsError::invalid(
-            "data",
-            format!("needs at least 2 columns, got {m}"),
-        ));
-    }
+    check_pairable("data", m)?;
     let k = m - 2;
     let df = check_degrees_of_freedom(n, k)?;
     let precision = precision_matrix(data, method, "data")?;
-    let mut estimate = Mat::filled(m, m, 1.0);
-    let mut statistic = Mat::zeros(m, m);
-    let mut p_value = Mat::zeros(m, m);
-    for i in 0..m {
-        for j in 0..m {
-            if i == j {
-                continue;
-            }
-            let r = defined(
-                if semi {
-                    semi_from_precision(&precision, i, j)
-                } else {
-                    partial_from_precision(&precision, i, j)
-                },
-                "data",
-            )?;
-            let (t, p) = test_statistic(r, n, k, method);
-            estimate.set(i, j, r);
-            statistic.set(i, j, t);
-            p_value.set(i, j, p);
-        }
-    }
+    // Semi-partial correlations are not symmetric: every ordered pair.
+    let [estimate, statistic, p_value] = pair_matrices(m, [1.0, 0.0, 0.0], true, |i, j| {
+        let r = if semi {
+            semi_from_precision(&precision, i, j)
+        } else {
+            partial_from_precision(&precision, i, j)
+        };
+        let r = defined(r, "data")?;
+        let (t, p) = test_statistic(r, n, k, method);
+        Ok([r, t, p])
+    })?;
     Ok(CorrMatrices {
         estimate,
         statistic,
@@ -494,12 +489,7 @@ pub fn partial_corr_matrix_with(
     let n = scores.nrows();
     let m = scores.ncols();
     let k = covar.ncols();
-    if m < 2 {
-        return Err(StatsError::invalid(
-            "scores",
-            format!("needs at least 2 columns, got {m}"),
-        ));
-    }
+    check_pairable("scores", m)?;
     let df = check_degrees_of_freedom(n, k)?;
     let mut estimate = Mat::filled(m, m, 1.0);
     let mut pair_dfs = off_diagonal(m, df);

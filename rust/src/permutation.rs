@@ -22,6 +22,7 @@ use rayon::prelude::*;
 
 use crate::control::{residualise_run, ColumnMaker, Control, RunResiduals};
 use crate::error::Result;
+use crate::fast_kernel::run_chunks;
 use crate::matrix::{dot, norm, Mat};
 use crate::method::Method;
 use crate::residualise::LinearResidualiser;
@@ -64,12 +65,7 @@ impl PreparedRun {
         control: &Control,
         scheme: PermutationScheme,
     ) -> Result<Self> {
-        if scores.ncols() < 2 {
-            return Err(crate::error::StatsError::invalid(
-                "scores",
-                format!("needs at least 2 columns, got {}", scores.ncols()),
-            ));
-        }
+        crate::pcor::check_pairable("scores", scores.ncols())?;
         Ok(Self::from_residuals(
             residualise_run(scores, covar, method, control)?,
             scheme,
@@ -200,14 +196,7 @@ pub fn count_exceedances(run: &PreparedRun, seed: u64, range: Range<u64>) -> Exc
 /// Exceedance counts for permutations `range` of every run, in parallel over runs and chunks of permutations.
 /// The result does not depend on how rayon schedules the work.
 pub fn count_exceedances_batch(runs: &[PreparedRun], seed: u64, range: Range<u64>) -> Vec<ExceedanceCounts> {
-    let tasks: Vec<(usize, Range<u64>)> = (0..runs.len())
-        .flat_map(|run| {
-            let range = range.clone();
-            (range.start..range.end)
-                .step_by(CHUNK as usize)
-                .map(move |start| (run, start..(start + CHUNK).min(range.end)))
-        })
-        .collect();
+    let tasks = run_chunks(runs.len(), range, CHUNK);
     let partial: Vec<(usize, ExceedanceCounts)> = tasks
         .into_par_iter()
         .map(|(run, chunk)| (run, count_exceedances(&runs[run], seed, chunk)))
@@ -241,6 +230,23 @@ pub fn p_values(counts: &ExceedanceCounts, m: usize) -> (Mat, Mat) {
 mod tests {
     use super::*;
     use crate::rng::Xoshiro256pp;
+
+    /// Pair `(a, b)`'s pairwise and family-wise p-values are `want` within `tolerance`.
+    fn assert_p_values(
+        p: &Mat,
+        p_fwer: &Mat,
+        (a, b): (usize, usize),
+        want: (f64, f64),
+        tolerance: f64,
+        what: &str,
+    ) {
+        for (name, got, want) in [("p", p.get(a, b), want.0), ("p_fwer", p_fwer.get(a, b), want.1)] {
+            assert!(
+                (got - want).abs() < tolerance,
+                "{what}{name}({a}, {b}) = {got} vs {want}"
+            );
+        }
+    }
 
     fn noise(n: usize, m: usize, seed: u64) -> Mat {
         let mut rng = Xoshiro256pp::seed_from_u64(seed);
@@ -350,16 +356,7 @@ mod tests {
         let (p, p_fwer) = p_values(&counts, m);
         for (a, b, want, want_fwer) in [(0, 1, 0.05, 0.1), (0, 2, 0.01, 0.2), (1, 2, 1.0, 1.0)] {
             for (x, y) in [(a, b), (b, a)] {
-                assert!(
-                    (p.get(x, y) - want).abs() < 1e-15,
-                    "p({x}, {y}) = {}",
-                    p.get(x, y)
-                );
-                assert!(
-                    (p_fwer.get(x, y) - want_fwer).abs() < 1e-15,
-                    "p_fwer({x}, {y}) = {}",
-                    p_fwer.get(x, y)
-                );
+                assert_p_values(&p, &p_fwer, (x, y), (want, want_fwer), 1e-15, "");
             }
         }
         for i in 0..m {
@@ -447,16 +444,8 @@ mod tests {
                 for b in (a + 1)..m {
                     let want = (pairwise[a * m + b] as f64 + 1.0) / denominator;
                     let want_fwer = (family_wise[a * m + b] as f64 + 1.0) / denominator;
-                    assert!(
-                        (p.get(a, b) - want).abs() < 1e-12,
-                        "{scheme:?}: p({a}, {b}) = {} vs {want}",
-                        p.get(a, b)
-                    );
-                    assert!(
-                        (p_fwer.get(a, b) - want_fwer).abs() < 1e-12,
-                        "{scheme:?}: p_fwer({a}, {b}) = {} vs {want_fwer}",
-                        p_fwer.get(a, b)
-                    );
+                    let what = format!("{scheme:?}: ");
+                    assert_p_values(&p, &p_fwer, (a, b), (want, want_fwer), 1e-12, &what);
                 }
             }
         }

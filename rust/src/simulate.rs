@@ -714,6 +714,16 @@ mod tests {
         TrajectorySpec::new(n, 2, noise, Shape::Linear, shared)
     }
 
+    /// Study options with a lagged GAM of k = 4.
+    fn options(n_perm: u64, n_boot: u64, gam: bool) -> StudyOptions {
+        StudyOptions {
+            n_perm,
+            n_boot,
+            gam,
+            gam_lagged_k: 4,
+        }
+    }
+
     #[test]
     fn ar1_noise_has_unit_variance_and_lag1_autocorrelation_phi() {
         for phi in [0.0, 0.5, 0.9] {
@@ -770,12 +780,7 @@ mod tests {
     #[test]
     fn run_cell_is_independent_of_thread_count() {
         let spec = spec(24, Noise::Ar1 { phi: 0.5 }, 0.0);
-        let options = StudyOptions {
-            n_perm: 49,
-            n_boot: 49,
-            gam: false,
-            gam_lagged_k: 4,
-        };
+        let options = options(49, 49, false);
         let in_pool = |threads: usize| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
@@ -795,12 +800,7 @@ mod tests {
     fn slices_of_replicates_tally_as_one_call() {
         // The binding tallies a cell in slices (to check for Ctrl-C between them): same numbers as one call.
         let spec = TrajectorySpec::new(30, 2, Noise::Ar1 { phi: 0.5 }, Shape::Linear, 0.3);
-        let options = StudyOptions {
-            n_perm: 19,
-            n_boot: 19,
-            gam: false,
-            gam_lagged_k: 4,
-        };
+        let options = options(19, 19, false);
         let whole = run_cell(&spec, &options, 25, 7, 1).unwrap();
         let mut sliced = start_cell(&spec, &options, 25).unwrap();
         for range in [0..3, 3..4, 4..17, 17..25] {
@@ -813,12 +813,7 @@ mod tests {
     fn gam_methods_run() {
         // Two replicates only: the GAM fits are slow in unoptimised test builds.
         let spec = TrajectorySpec::new(24, 2, Noise::Ar1 { phi: 0.5 }, Shape::NonMonotone, 0.0);
-        let options = StudyOptions {
-            n_perm: 0,
-            n_boot: 0,
-            gam: true,
-            gam_lagged_k: 4,
-        };
+        let options = options(0, 0, true);
         let tallies = run_cell(&spec, &options, 2, 3, 0).unwrap();
         let gam: Vec<&MethodTally> = tallies.iter().filter(|t| t.method.control() == "gam").collect();
         assert_eq!(gam.len(), 3);

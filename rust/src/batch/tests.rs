@@ -126,47 +126,34 @@ fn both_kernels_give_the_same_answers() {
     }
 }
 
+/// `call(threads)` gives the same result on one thread, three and the global pool.
+fn same_for_any_thread_count<T: PartialEq + std::fmt::Debug>(call: impl Fn(Option<usize>) -> T) {
+    let one = call(Some(1));
+    assert_eq!(call(Some(3)), one);
+    assert_eq!(call(None), one);
+}
+
 #[test]
 fn results_do_not_depend_on_the_thread_count() {
     let (scores, covars) = data(5, 60, 4, 3);
-    let permutations = |threads| {
-        permutation_test_batch(
-            scores.clone(),
-            covars.clone(),
-            &permutation_request("block", Control::Linear, threads),
-            &quiet,
-        )
-        .unwrap()
-    };
-    let one = permutations(Some(1));
-    assert_eq!(permutations(Some(3)), one);
-    assert_eq!(permutations(None), one);
-    let bootstrap = |threads| {
-        bootstrap_ci_batch(
-            scores.clone(),
-            covars.clone(),
-            &bootstrap_request(Method::Pearson, IntervalMethod::Bca, threads),
-            &quiet,
-        )
-        .unwrap()
-    };
-    let one = bootstrap(Some(1));
-    assert_eq!(bootstrap(Some(3)), one);
-    assert_eq!(bootstrap(None), one);
-    let matrices = |threads| {
-        partial_corr_matrix_batch(
-            scores.clone(),
-            covars.clone(),
-            Method::Spearman,
-            &Control::Linear,
-            threads,
-        )
-        .unwrap()
-        .into_iter()
-        .map(|m| m.estimate)
-        .collect::<Vec<_>>()
-    };
-    assert_eq!(matrices(Some(2)), matrices(Some(1)));
+    let (s, c) = (&scores, &covars);
+    same_for_any_thread_count(|threads| {
+        let request = permutation_request("block", Control::Linear, threads);
+        permutation_test_batch(s.clone(), c.clone(), &request, &quiet).unwrap()
+    });
+    same_for_any_thread_count(|threads| {
+        let request = bootstrap_request(Method::Pearson, IntervalMethod::Bca, threads);
+        bootstrap_ci_batch(s.clone(), c.clone(), &request, &quiet).unwrap()
+    });
+    same_for_any_thread_count(|threads| {
+        let matrices =
+            partial_corr_matrix_batch(s.clone(), c.clone(), Method::Spearman, &Control::Linear, threads);
+        matrices
+            .unwrap()
+            .into_iter()
+            .map(|m| m.estimate)
+            .collect::<Vec<_>>()
+    });
 }
 
 /// What a binding's progress check returns: its own error type, into which core errors convert.

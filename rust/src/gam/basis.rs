@@ -298,6 +298,15 @@ mod tests {
             .collect()
     }
 
+    /// [`reference_x`], its `k` quantile knots and their cubic regression spline maps (F, S).
+    type Basis = (Vec<f64>, Vec<f64>, DMatrix<f64>, DMatrix<f64>);
+    fn reference_basis(k: usize) -> Basis {
+        let x = reference_x();
+        let knots = quantile_knots(&distinct_sorted(&x), k);
+        let (f, s) = cr_penalty(&knots).unwrap();
+        (x, knots, f, s)
+    }
+
     fn assert_close(got: &[f64], want: &[f64], tol: f64) {
         assert_eq!(got.len(), want.len());
         for (g, w) in got.iter().zip(want) {
@@ -327,9 +336,7 @@ mod tests {
 
     #[test]
     fn raw_basis_and_penalty_match_mgcv() {
-        let x = reference_x();
-        let knots = quantile_knots(&distinct_sorted(&x), 10);
-        let (f, s) = cr_penalty(&knots).unwrap();
+        let (x, knots, f, s) = reference_basis(10);
         let design = cr_design(&x, &knots, &f);
         // R: sm$X[1, ], sm$X[7, ], sm$S[[1]][1, ], sm$S[[1]][5, ] (same smoothCon call as above)
         let row1 = [
@@ -423,9 +430,7 @@ mod tests {
 
     #[test]
     fn basis_interpolates_knots_and_rows_sum_to_one() {
-        let x = reference_x();
-        let knots = quantile_knots(&distinct_sorted(&x), 7);
-        let (f, _) = cr_penalty(&knots).unwrap();
+        let (x, knots, f, _) = reference_basis(7);
         // At a knot the basis is the unit vector of that knot (values parameterisation).
         let at_knots = cr_design(&knots, &knots, &f);
         for i in 0..7 {
@@ -446,9 +451,7 @@ mod tests {
 
     #[test]
     fn penalty_is_psd_with_linear_null_space() {
-        let x = reference_x();
-        let knots = quantile_knots(&distinct_sorted(&x), 8);
-        let (_, s) = cr_penalty(&knots).unwrap();
+        let (_, knots, _, s) = reference_basis(8);
         let ones = DMatrix::from_element(8, 1, 1.0);
         let line = DMatrix::from_column_slice(8, 1, &knots);
         assert!((&s * ones).amax() < 1e-9 * s.amax());

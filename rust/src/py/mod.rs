@@ -13,6 +13,51 @@ use numpy::{
 };
 use pyo3::prelude::*;
 
+/// Declares a frozen result class of `gengen._core` and `Class::new(py, out)`, which fills it from the core
+/// result `out`: its `matrix` fields become 2-D numpy arrays, its `vector` fields 1-D ones, and its `value`
+/// fields are moved over as they are. A field reads the core field of its name (`field = core_field`: of
+/// another name).
+macro_rules! result_class {
+    (
+        $(#[$meta:meta])*
+        $name:ident from $source:ty {
+            $(matrix: $($matrix:ident $(= $matrix_from:ident)?),+;)?
+            $(vector: $($vector:ident),+;)?
+            $(value: $($value:ident: $ty:ty),+;)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[pyclass(frozen, get_all, module = "gengen._core")]
+        pub struct $name {
+            $($($matrix: Py<PyArray2<f64>>,)+)?
+            $($($vector: Py<PyArray1<f64>>,)+)?
+            $($($value: $ty,)+)?
+        }
+
+        impl $name {
+            // `py` goes unused in a class of plain values.
+            #[allow(unused_variables)]
+            fn new(py: Python<'_>, out: $source) -> Self {
+                $name {
+                    $($($matrix: to_numpy(py, &result_class!(@field out, $matrix $(, $matrix_from)?)),)+)?
+                    $($($vector: vector(py, out.$vector),)+)?
+                    $($($value: out.$value,)+)?
+                }
+            }
+        }
+    };
+    (@field $out:ident, $field:ident) => { $out.$field };
+    (@field $out:ident, $field:ident, $from:ident) => { $out.$from };
+}
+
+/// Adds result classes and functions to a module: `add_to_module!(module; Class, …; function, …)`.
+macro_rules! add_to_module {
+    ($module:ident; $($class:ty),*; $($function:ident),* $(,)?) => {
+        $($module.add_class::<$class>()?;)*
+        $($module.add_function(wrap_pyfunction!($function, $module)?)?;)*
+    };
+}
+
 mod control;
 mod sieve;
 mod simulate;
@@ -75,20 +120,17 @@ fn mats(arrays: &[PyReadonlyArray2<'_, f64>]) -> Vec<Mat> {
     arrays.iter().map(|a| to_mat(&a.as_array())).collect()
 }
 
-/// ppcor's `pcor.test` / `spcor.test` of one pair.
-#[pyclass(frozen, get_all, module = "gengen._core")]
-pub struct PartialCorrResult {
-    r: f64,
-    statistic: f64,
-    p_value: f64,
-    df: f64,
-    n: usize,
-    k: usize,
+result_class! {
+    /// ppcor's `pcor.test` / `spcor.test` of one pair.
+    PartialCorrResult from pcor::PairStats {
+        value: r: f64, statistic: f64, p_value: f64, df: f64, n: usize, k: usize;
+    }
 }
 
 #[pyfunction]
 #[pyo3(signature = (x, y, covar, method, semi=None, fit=None))]
 fn partial_corr(
+    py: Python<'_>,
     x: PyReadonlyArray1<'_, f64>,
     y: PyReadonlyArray1<'_, f64>,
     covar: PyReadonlyArray2<'_, f64>,
@@ -102,15 +144,8 @@ fn partial_corr(
     let x = x.as_array().to_vec();
     let y = y.as_array().to_vec();
     let covar = to_mat(&covar.as_array());
-    let s = pcor::partial_corr_with(&x, &y, &covar, method, semi, &control)?;
-    Ok(PartialCorrResult {
-        r: s.r,
-        statistic: s.statistic,
-        p_value: s.p_value,
-        df: s.df,
-        n: s.n,
-        k: s.k,
-    })
+    let stats = pcor::partial_corr_with(&x, &y, &covar, method, semi, &control)?;
+    Ok(PartialCorrResult::new(py, stats))
 }
 
 #[pyfunction]
@@ -118,14 +153,12 @@ fn fisher_ci(r: f64, df: f64, level: f64) -> CoreResult<(f64, f64)> {
     Ok(pcor::fisher_ci(r, df, level)?)
 }
 
-/// ppcor's `pcor` (or `spcor`) of every pair of columns.
-#[pyclass(frozen, get_all, module = "gengen._core")]
-pub struct PpcorResult {
-    estimate: Py<PyArray2<f64>>,
-    statistic: Py<PyArray2<f64>>,
-    p_value: Py<PyArray2<f64>>,
-    n: usize,
-    k: usize,
+result_class! {
+    /// ppcor's `pcor` (or `spcor`) of every pair of columns.
+    PpcorResult from pcor::CorrMatrices {
+        matrix: estimate, statistic, p_value;
+        value: n: usize, k: usize;
+    }
 }
 
 #[pyfunction]
@@ -138,13 +171,7 @@ fn ppcor_matrices(
     let method = Method::parse(method)?;
     let data = to_mat(&data.as_array());
     let out = py.allow_threads(|| pcor::ppcor_matrices(&data, method, semi))?;
-    Ok(PpcorResult {
-        estimate: to_numpy(py, &out.estimate),
-        statistic: to_numpy(py, &out.statistic),
-        p_value: to_numpy(py, &out.p_value),
-        n: out.n,
-        k: out.k,
-    })
+    Ok(PpcorResult::new(py, out))
 }
 
 #[pyfunction]
@@ -161,18 +188,14 @@ fn residualise<'py>(
     ))
 }
 
-/// One run's partial correlation matrices.
-#[pyclass(frozen, get_all, module = "gengen._core")]
-pub struct CorrMatrixResult {
-    r: Py<PyArray2<f64>>,
-    statistic: Py<PyArray2<f64>>,
-    p_value: Py<PyArray2<f64>>,
-    /// Degrees of freedom of each pair's test.
-    pair_df: Py<PyArray2<f64>>,
-    /// Degrees of freedom each column spent on the control.
-    control_df: Py<PyArray1<f64>>,
-    n: usize,
-    k: usize,
+result_class! {
+    /// One run's partial correlation matrices: `pair_df` the degrees of freedom of each pair's test,
+    /// `control_df` those each column spent on the control.
+    CorrMatrixResult from pcor::CorrMatrices {
+        matrix: r = estimate, statistic, p_value, pair_df;
+        vector: control_df;
+        value: n: usize, k: usize;
+    }
 }
 
 #[pyfunction]
@@ -192,25 +215,16 @@ fn partial_corr_matrix_batch(
         py.allow_threads(|| batch::partial_corr_matrix_batch(scores, covars, method, &control, n_threads))?;
     Ok(results
         .into_iter()
-        .map(|m| CorrMatrixResult {
-            r: to_numpy(py, &m.estimate),
-            statistic: to_numpy(py, &m.statistic),
-            p_value: to_numpy(py, &m.p_value),
-            pair_df: to_numpy(py, &m.pair_df),
-            control_df: vector(py, m.control_df),
-            n: m.n,
-            k: m.k,
-        })
+        .map(|m| CorrMatrixResult::new(py, m))
         .collect())
 }
 
-/// One run's permutation test.
-#[pyclass(frozen, get_all, module = "gengen._core")]
-pub struct PermutationResult {
-    r: Py<PyArray2<f64>>,
-    p_value: Py<PyArray2<f64>>,
-    p_fwer: Py<PyArray2<f64>>,
-    block_length: Option<usize>,
+result_class! {
+    /// One run's permutation test.
+    PermutationResult from batch::PermutationOutcome {
+        matrix: r, p_value, p_fwer;
+        value: block_length: Option<usize>;
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -244,24 +258,16 @@ fn permutation_test_batch(
         py.allow_threads(|| batch::permutation_test_batch(scores, covars, &request, &check_signals))?;
     Ok(results
         .into_iter()
-        .map(|run| PermutationResult {
-            r: to_numpy(py, &run.r),
-            p_value: to_numpy(py, &run.p_value),
-            p_fwer: to_numpy(py, &run.p_fwer),
-            block_length: run.block_length,
-        })
+        .map(|run| PermutationResult::new(py, run))
         .collect())
 }
 
-/// One run's bootstrap intervals.
-#[pyclass(frozen, get_all, module = "gengen._core")]
-pub struct BootstrapResult {
-    r: Py<PyArray2<f64>>,
-    ci_low: Py<PyArray2<f64>>,
-    ci_high: Py<PyArray2<f64>>,
-    /// Valid (non-degenerate) replicates per pair, as floats.
-    n_valid: Py<PyArray2<f64>>,
-    block_length: Option<usize>,
+result_class! {
+    /// One run's bootstrap intervals; `n_valid`: the valid (non-degenerate) replicates per pair, as floats.
+    BootstrapResult from batch::BootstrapOutcome {
+        matrix: r, ci_low, ci_high, n_valid;
+        value: block_length: Option<usize>;
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -296,27 +302,17 @@ fn bootstrap_ci_batch(
     let results = py.allow_threads(|| batch::bootstrap_ci_batch(scores, covars, &request, &check_signals))?;
     Ok(results
         .into_iter()
-        .map(|run| BootstrapResult {
-            r: to_numpy(py, &run.r),
-            ci_low: to_numpy(py, &run.ci_low),
-            ci_high: to_numpy(py, &run.ci_high),
-            n_valid: to_numpy(py, &run.n_valid),
-            block_length: run.block_length,
-        })
+        .map(|run| BootstrapResult::new(py, run))
         .collect())
 }
 
-/// GAM fits of every column of y.
-#[pyclass(frozen, get_all, module = "gengen._core")]
-pub struct GamFitResult {
-    fitted: Py<PyArray2<f64>>,
-    residuals: Py<PyArray2<f64>>,
-    edf: Py<PyArray1<f64>>,
-    lam: Py<PyArray2<f64>>,
-    score: Py<PyArray1<f64>>,
-    k_used: Vec<usize>,
-    capped: Vec<bool>,
-    max_edf: f64,
+result_class! {
+    /// GAM fits of every column of y.
+    GamFitResult from batch::GamColumns {
+        matrix: fitted, residuals, lam = lambda;
+        vector: edf, score;
+        value: k_used: Vec<usize>, capped: Vec<bool>, max_edf: f64;
+    }
 }
 
 /// GAM control, mgcv's `y ~ s(z_1, k, bs = basis) + … + s(z_q, k, bs = basis)` per column of `y`, with λ
@@ -342,16 +338,7 @@ fn gam_fit<'py>(
     let y = to_mat(&y.as_array());
     let covar = to_mat(&covar.as_array());
     let fits = py.allow_threads(|| batch::gam_fit(&y, &covar, &options, lam.as_deref(), n_threads))?;
-    Ok(GamFitResult {
-        fitted: to_numpy(py, &fits.fitted),
-        residuals: to_numpy(py, &fits.residuals),
-        edf: vector(py, fits.edf),
-        lam: to_numpy(py, &fits.lambda),
-        score: vector(py, fits.score),
-        k_used: fits.k_used,
-        capped: fits.capped,
-        max_edf: fits.max_edf,
-    })
+    Ok(GamFitResult::new(py, fits))
 }
 
 /// The default cap on a GAM fit's EDF with n rows and q controls: `1 + q · max(1, n / 4)`.
@@ -475,32 +462,13 @@ fn default_block_length(n: usize) -> usize {
 }
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    module.add_class::<PartialCorrResult>()?;
-    module.add_class::<PpcorResult>()?;
-    module.add_class::<CorrMatrixResult>()?;
-    module.add_class::<PermutationResult>()?;
-    module.add_class::<BootstrapResult>()?;
-    module.add_class::<GamFitResult>()?;
-    module.add_function(wrap_pyfunction!(partial_corr, module)?)?;
-    module.add_function(wrap_pyfunction!(fisher_ci, module)?)?;
-    module.add_function(wrap_pyfunction!(ppcor_matrices, module)?)?;
-    module.add_function(wrap_pyfunction!(residualise, module)?)?;
-    module.add_function(wrap_pyfunction!(partial_corr_matrix_batch, module)?)?;
-    module.add_function(wrap_pyfunction!(permutation_test_batch, module)?)?;
-    module.add_function(wrap_pyfunction!(bootstrap_ci_batch, module)?)?;
-    module.add_function(wrap_pyfunction!(permutation_indices, module)?)?;
-    module.add_function(wrap_pyfunction!(bootstrap_indices, module)?)?;
-    module.add_function(wrap_pyfunction!(p_adjust, module)?)?;
-    module.add_function(wrap_pyfunction!(default_block_length, module)?)?;
-    module.add_function(wrap_pyfunction!(gam_fit, module)?)?;
-    module.add_function(wrap_pyfunction!(default_max_edf, module)?)?;
+    add_to_module!(module;
+        PartialCorrResult, PpcorResult, CorrMatrixResult, PermutationResult, BootstrapResult, GamFitResult;
+        partial_corr, fisher_ci, ppcor_matrices, residualise, partial_corr_matrix_batch, permutation_test_batch,
+        bootstrap_ci_batch, permutation_indices, bootstrap_indices, p_adjust, default_block_length, gam_fit,
+        default_max_edf, normal_two_sided, normal_quantile, t_two_sided, t_quantile, ar_generate, chi_squared_sf,
+    );
     simulate::register(module)?;
     sieve::register(module)?;
-    module.add_function(wrap_pyfunction!(normal_two_sided, module)?)?;
-    module.add_function(wrap_pyfunction!(normal_quantile, module)?)?;
-    module.add_function(wrap_pyfunction!(t_two_sided, module)?)?;
-    module.add_function(wrap_pyfunction!(t_quantile, module)?)?;
-    module.add_function(wrap_pyfunction!(ar_generate, module)?)?;
-    module.add_function(wrap_pyfunction!(chi_squared_sf, module)?)?;
     Ok(())
 }

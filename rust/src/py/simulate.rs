@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 
 use crate::autocorr::{
     lag1_autocorrelations, lagged_partial_corr_matrix_with, prewhitened_partial_corr_matrix, LaggedControl,
+    LaggedMatrices, PrewhitenedMatrices,
 };
 use crate::bounds::{check_array, check_resamples};
 use crate::control::Control;
@@ -135,18 +136,13 @@ fn calibration_cell(
         .collect())
 }
 
-/// The lagged-regression test of every pair of columns.
-#[pyclass(frozen, get_all, module = "gengen._core")]
-pub struct LaggedResult {
-    estimate: Py<PyArray2<f64>>,
-    innovation_estimate: Py<PyArray2<f64>>,
-    statistic: Py<PyArray2<f64>>,
-    p_value: Py<PyArray2<f64>>,
-    df: Py<PyArray2<f64>>,
-    lag1: Py<PyArray1<f64>>,
-    control_df: Py<PyArray1<f64>>,
-    n: usize,
-    k: usize,
+result_class! {
+    /// The lagged-regression test of every pair of columns.
+    LaggedResult from LaggedMatrices {
+        matrix: estimate, innovation_estimate, statistic, p_value, df;
+        vector: lag1, control_df;
+        value: n: usize, k: usize;
+    }
 }
 
 /// The lagged-regression test of every pair of columns
@@ -169,32 +165,16 @@ fn lagged_partial_corr(
     let scores = to_mat(&scores.as_array());
     let covar = to_mat(&covar.as_array());
     let out = py.allow_threads(|| lagged_partial_corr_matrix_with(&scores, &covar, method, control))?;
-    Ok(LaggedResult {
-        estimate: to_numpy(py, &out.estimate),
-        innovation_estimate: to_numpy(py, &out.innovation_estimate),
-        statistic: to_numpy(py, &out.statistic),
-        p_value: to_numpy(py, &out.p_value),
-        df: to_numpy(py, &out.df),
-        lag1: vector(py, out.lag1),
-        control_df: vector(py, out.control_df),
-        n: out.n,
-        k: out.k,
-    })
+    Ok(LaggedResult::new(py, out))
 }
 
-/// The AR(1)-prewhitened test of every pair of columns.
-#[pyclass(frozen, get_all, module = "gengen._core")]
-pub struct PrewhitenedResult {
-    estimate: Py<PyArray2<f64>>,
-    whitened_estimate: Py<PyArray2<f64>>,
-    statistic: Py<PyArray2<f64>>,
-    p_value: Py<PyArray2<f64>>,
-    naive_p_value: Py<PyArray2<f64>>,
-    phi: Py<PyArray1<f64>>,
-    lag1: Py<PyArray1<f64>>,
-    n: usize,
-    k: usize,
-    df: f64,
+result_class! {
+    /// The AR(1)-prewhitened test of every pair of columns.
+    PrewhitenedResult from PrewhitenedMatrices {
+        matrix: estimate, whitened_estimate, statistic, p_value, naive_p_value;
+        vector: phi, lag1;
+        value: n: usize, k: usize, df: f64;
+    }
 }
 
 /// The AR(1)-prewhitened test of every pair of columns
@@ -213,18 +193,7 @@ fn prewhitened_partial_corr(
     let covar = to_mat(&covar.as_array());
     let out =
         py.allow_threads(|| prewhitened_partial_corr_matrix(&scores, &covar, method, bias_correction))?;
-    Ok(PrewhitenedResult {
-        estimate: to_numpy(py, &out.estimate),
-        whitened_estimate: to_numpy(py, &out.whitened_estimate),
-        statistic: to_numpy(py, &out.statistic),
-        p_value: to_numpy(py, &out.p_value),
-        naive_p_value: to_numpy(py, &out.naive_p_value),
-        phi: vector(py, out.phi),
-        lag1: vector(py, out.lag1),
-        n: out.n,
-        k: out.k,
-        df: out.df,
-    })
+    Ok(PrewhitenedResult::new(py, out))
 }
 
 /// Lag-1 autocorrelation of every column of `series`, (n, m) with rows in step order
@@ -237,13 +206,9 @@ fn lag1_autocorrelation(py: Python<'_>, series: PyReadonlyArray2<'_, f64>) -> Py
 
 /// Adds the simulation and autocorrelation functions to `gengen._core`.
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    module.add_class::<CalibrationTally>()?;
-    module.add_class::<LaggedResult>()?;
-    module.add_class::<PrewhitenedResult>()?;
-    module.add_function(wrap_pyfunction!(simulate_run, module)?)?;
-    module.add_function(wrap_pyfunction!(calibration_cell, module)?)?;
-    module.add_function(wrap_pyfunction!(lagged_partial_corr, module)?)?;
-    module.add_function(wrap_pyfunction!(prewhitened_partial_corr, module)?)?;
-    module.add_function(wrap_pyfunction!(lag1_autocorrelation, module)?)?;
+    add_to_module!(module;
+        CalibrationTally, LaggedResult, PrewhitenedResult;
+        simulate_run, calibration_cell, lagged_partial_corr, prewhitened_partial_corr, lag1_autocorrelation,
+    );
     Ok(())
 }
