@@ -551,7 +551,6 @@ fn correlation_sums(layout: &Layout, view: GramView<'_>, sums: &mut [f64]) {
         }
     }
     let gram = &mut *view.gram;
-    let row_z = &mut *view.z;
     for a in 0..m {
         // Row a of C, for b ≥ a (the diagonal included).
         let row = &mut gram[a * width..(a + 1) * width];
@@ -571,7 +570,14 @@ fn correlation_sums(layout: &Layout, view: GramView<'_>, sums: &mut [f64]) {
             row[b] -= sa * centre[b];
         }
     }
-    let scale = &mut *view.scale;
+    fisher_z_sums(layout, gram, view.scale, view.z, sums);
+}
+
+/// `r_ab = C_ab / √(C_aa C_bb)` from the centred residual cross-products `gram` (upper triangle), and each
+/// pair's z and z² added to `sums` (`2 × m × m`); `scale` and `row_z` (`width` each) are working memory.
+#[inline(always)]
+fn fisher_z_sums(layout: &Layout, gram: &[f64], scale: &mut [f64], row_z: &mut [f64], sums: &mut [f64]) {
+    let (m, width) = (layout.m, layout.width);
     for (j, s) in scale.iter_mut().enumerate().take(m) {
         let c = gram[j * width + j];
         *s = if c > 0.0 { 1.0 / c.sqrt() } else { f64::NAN };
