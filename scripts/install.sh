@@ -87,4 +87,8 @@ extras="test,dev,r,cluster"
 [[ -n "${GENGEN_NO_TRAIN:-}" ]] || extras+=",lm-eval"
 log "gengen and its extras [$extras] (building the Rust extension)"
 "${PIP[@]}" -e ".[$extras]"
+# pip compiles the modules it installs, but an editable install leaves gengen's own source uncompiled, and where
+# PYTHONDONTWRITEBYTECODE is set (as on the project's machines) every command would compile it again
+# (~0.1 s of each CLI start). Compiled once here; a changed file is recompiled in memory as usual.
+.venv/bin/python -m compileall -q python/gengen
 log "done: $(.venv/bin/python -c 'import gengen; print("gengen", gengen.__version__)')"
