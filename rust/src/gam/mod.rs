@@ -52,6 +52,11 @@
 //! References: Wood, S. N. (2017) *Generalized Additive Models: An Introduction with R*, 2nd ed., CRC
 //! (§4.2, §5.3.1, §6.2); Wood, S. N. (2011) Fast stable restricted maximum likelihood and marginal likelihood
 //! estimation of semiparametric generalized linear models, *JRSS B* 73(1), 3–36.
+//!
+//! Size: one module of ~1,090 lines because the smoother ([`GamSmoother`], [`FixedSmoother`]) and the
+//! Demmler–Reinsch reparametrisation and model matrix it is built on share private types (`Reparametrisation`,
+//! `GridPoint`, `Evaluation`); the bases (`basis.rs`), the smoothing-parameter search (`search.rs`) and the tests
+//! (`tests.rs`) are their own files.
 
 mod basis;
 mod search;
