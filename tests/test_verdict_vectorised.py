@@ -20,7 +20,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from scipy import stats as scipy_stats
 from statsmodels.stats.multitest import multipletests
 
-from gengen._per_pair import holm_by_group, joined_per_row, two_sided_p_array
+from gengen._per_pair import holm_by_group, joined_per_row, satterthwaite, two_sided_p_array
 from gengen.analyse import analyse
 from gengen.compare import compare
 from gengen.heterogeneity import (
@@ -28,7 +28,6 @@ from gengen.heterogeneity import (
     group_estimates,
     pair_matrices,
     pairwise_differences,
-    satterthwaite,
     two_sided_p,
 )
 from gengen.simulate import simulate_trajectories

@@ -1,9 +1,9 @@
 """Per-pair arithmetic of the heterogeneity, comparison and verdict tables, without a Python loop over pairs.
 
-Thousands of pairs of test sets, each tested in a few groups: the p-values, the Holm adjustment within each pair
-and the ";"-joined labels of a pair's groups are computed a column or a group at a time, with the same
-arithmetic (to the bit) as the scalar functions they replace: :func:`gengen.tails.two_sided_p` and
-:func:`gengen.stats.p_adjust`'s Holm.
+Thousands of pairs of test sets, each tested in a few groups: the p-values, the Holm adjustment within each pair,
+the ";"-joined labels of a pair's groups and the Welch–Satterthwaite degrees of freedom of their weights are
+computed a column or a group at a time, with the same arithmetic (to the bit) as the scalar functions they replace:
+:func:`gengen.tails.two_sided_p` and :func:`gengen.stats.p_adjust`'s Holm.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike
 
 from gengen import _core
 
-__all__ = ["holm_by_group", "joined_per_row", "two_sided_p_array"]
+__all__ = ["holm_by_group", "joined_per_row", "satterthwaite", "two_sided_p_array"]
 
 
 def two_sided_p_array(statistic: ArrayLike, df: ArrayLike) -> np.ndarray:
@@ -105,3 +105,24 @@ def joined_per_row(texts: np.ndarray, keep: np.ndarray) -> list[str]:
         piece = np.where(keep[:, column], texts[:, column], "").astype(object)
         out = out + np.where((out != "") & (piece != ""), ";", "").astype(object) + piece
     return list(out)
+
+
+def satterthwaite(w: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """Degrees of freedom of :math:`\\sum_g w_g` when each weight is estimated on :math:`\\nu_g` df, per row.
+
+    Parameters
+    ----------
+    w : ndarray, shape (pairs, groups)
+        Weights (0 where a group is left out).
+    df : ndarray, shape (pairs, groups)
+        Their degrees of freedom (``inf`` for a known variance).
+
+    Returns
+    -------
+    ndarray, shape (pairs,)
+        :math:`\\nu = (\\sum w_g)^2 / \\sum (w_g^2 / \\nu_g)` (``inf`` when every variance is known).
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        finite = np.isfinite(df) & (df > 0) & (w > 0)
+        spread = np.where(finite, w**2 / np.where(finite, df, 1.0), 0.0).sum(axis=1)
+        return np.where(spread > 0, w.sum(axis=1) ** 2 / np.where(spread > 0, spread, 1.0), np.inf)

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gengen._per_pair import holm_by_group, joined_per_row, two_sided_p_array
+from gengen._per_pair import holm_by_group, joined_per_row, satterthwaite, two_sided_p_array
 from gengen.errors import InputError, InvalidArgumentError
 from gengen.tails import f_sf, f_sf_array, two_sided_p
 
@@ -407,27 +407,6 @@ def comparison_cells(estimates: pd.DataFrame, across: str) -> list[tuple[str, pd
             continue
         cells.append((str(label) or "all", rows))
     return cells
-
-
-def satterthwaite(w: np.ndarray, df: np.ndarray) -> np.ndarray:
-    """Degrees of freedom of :math:`\\sum_g w_g` when each weight is estimated on :math:`\\nu_g` df, per row.
-
-    Parameters
-    ----------
-    w : ndarray, shape (pairs, groups)
-        Weights (0 where a group is left out).
-    df : ndarray, shape (pairs, groups)
-        Their degrees of freedom (``inf`` for a known variance).
-
-    Returns
-    -------
-    ndarray, shape (pairs,)
-        :math:`\\nu = (\\sum w_g)^2 / \\sum (w_g^2 / \\nu_g)` (``inf`` when every variance is known).
-    """
-    with np.errstate(invalid="ignore", divide="ignore"):
-        finite = np.isfinite(df) & (df > 0) & (w > 0)
-        spread = np.where(finite, w**2 / np.where(finite, df, 1.0), 0.0).sum(axis=1)
-        return np.where(spread > 0, w.sum(axis=1) ** 2 / np.where(spread > 0, spread, 1.0), np.inf)
 
 
 @dataclass(frozen=True)
