@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike
 
 from gengen import _core
 
-__all__ = ["holm_by_group", "joined_per_row", "satterthwaite", "two_sided_p_array"]
+__all__ = ["holm_by_group", "joined_per_row", "oriented_pairs", "satterthwaite", "two_sided_p_array"]
 
 
 def two_sided_p_array(statistic: ArrayLike, df: ArrayLike) -> np.ndarray:
@@ -126,3 +126,12 @@ def satterthwaite(w: np.ndarray, df: np.ndarray) -> np.ndarray:
         finite = np.isfinite(df) & (df > 0) & (w > 0)
         spread = np.where(finite, w**2 / np.where(finite, df, 1.0), 0.0).sum(axis=1)
         return np.where(spread > 0, w.sum(axis=1) ** 2 / np.where(spread > 0, spread, 1.0), np.inf)
+
+
+def oriented_pairs(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with each pair's two names (``testset_a``, ``testset_b``) in alphabetical order, so that a pair
+    matches across groups whichever way round each stored it."""
+    swap = (table["testset_a"] > table["testset_b"]).to_numpy()
+    a = np.where(swap, table["testset_b"], table["testset_a"])
+    b = np.where(swap, table["testset_a"], table["testset_b"])
+    return table.assign(testset_a=a, testset_b=b)

@@ -510,9 +510,9 @@ def _groups_long(
     source: Analysis | pd.DataFrame, source_level: str, alpha: float, adjust: str, estimates: pd.DataFrame | None
 ) -> tuple[pd.DataFrame, list[str]]:
     """The long rows of :func:`compare` (pair names oriented) and its groups in order."""
-    from gengen.heterogeneity import _oriented_pairs
+    from gengen._per_pair import oriented_pairs
 
-    long = _oriented_pairs(_long_table(source, source_level, alpha, adjust, estimates))
+    long = oriented_pairs(_long_table(source, source_level, alpha, adjust, estimates))
     return long, list(dict.fromkeys(long["group"]))
 
 

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gengen._per_pair import holm_by_group, joined_per_row, satterthwaite, two_sided_p_array
+from gengen._per_pair import holm_by_group, joined_per_row, oriented_pairs, satterthwaite, two_sided_p_array
 from gengen.errors import InputError, InvalidArgumentError
 from gengen.tails import f_sf, f_sf_array, two_sided_p
 
@@ -199,15 +199,6 @@ def heterogeneity_test(z: Any, variance: Any, df: Any = None) -> HeterogeneityRe
     return HeterogeneityResult(m, common, q, m - 1, p, i2)
 
 
-def _oriented_pairs(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` with each pair's two names (``testset_a``, ``testset_b``) in alphabetical order, so that a pair
-    matches across groups whichever way round each stored it."""
-    swap = (table["testset_a"] > table["testset_b"]).to_numpy()
-    a = np.where(swap, table["testset_b"], table["testset_a"])
-    b = np.where(swap, table["testset_a"], table["testset_b"])
-    return table.assign(testset_a=a, testset_b=b)
-
-
 def _run_rows(pairs: pd.DataFrame) -> pd.DataFrame:
     """The testable per-run rows of a pairs table, pair names oriented, group columns filled."""
     needed = ("model", "run", "testset_a", "testset_b", "r_partial")
@@ -217,7 +208,7 @@ def _run_rows(pairs: pd.DataFrame) -> pd.DataFrame:
     rows = pairs[pairs["level"] == "run"] if "level" in pairs.columns else pairs
     if "testable" in rows.columns:
         rows = rows[rows["testable"].fillna(True).astype(bool)]
-    rows = _oriented_pairs(rows.copy())
+    rows = oriented_pairs(rows.copy())
     for column in UNIT_COLUMNS:
         if column not in rows.columns:
             rows[column] = pd.NA

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from gengen import _core
+from gengen._per_pair import oriented_pairs
 from gengen.errors import GengenError
 
 if TYPE_CHECKING:
@@ -240,18 +241,11 @@ def _difference(
     return merged
 
 
-def _oriented(table: pd.DataFrame) -> pd.DataFrame:
-    swap = (table["testset_a"] > table["testset_b"]).to_numpy()
-    a = np.where(swap, table["testset_b"], table["testset_a"])
-    b = np.where(swap, table["testset_a"], table["testset_b"])
-    return table.assign(testset_a=a, testset_b=b)
-
-
 def _run_rows(analysis: Analysis) -> pd.DataFrame:
     rows = analysis.pairs[analysis.pairs["level"] == "run"]
     if "testable" in rows.columns:
         rows = rows[rows["testable"].fillna(True).astype(bool)]
-    rows = _oriented(rows)
+    rows = oriented_pairs(rows)
     se = rows["se_z"] if "se_z" in rows.columns else pd.Series(np.nan, index=rows.index)
     return pd.DataFrame(
         {
