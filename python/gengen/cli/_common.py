@@ -34,6 +34,12 @@ TRUST_TASK_CODE_HELP = (
 """The help of ``--trust-task-code`` (score, train, run): task files are data unless the user says so."""
 #: ``--trust-task-code`` of the commands that may load lm-eval task folders (score, train, run).
 TrustTaskCode = Annotated[bool, typer.Option("--trust-task-code", help=TRUST_TASK_CODE_HELP)]
+#: The study file argument of the commands that run a study (plan, train, run).
+StudyFile = Annotated[Path, typer.Argument(help="The study's TOML file.")]
+#: ``--model`` of the commands that train a study's runs (train, run): only those models' runs.
+OnlyModels = Annotated[list[str] | None, typer.Option("--model", help="Only this model's runs (repeatable).")]
+#: The analysis folder argument of the commands that read ``gengen analyse``'s output (compare, report).
+AnalysisDir = Annotated[Path, typer.Argument(help="Output folder of gengen analyse.")]
 
 SEED_RANGE: dict[str, int] = {"min": 0, "max": 2**64 - 1}
 """``typer.Option(**SEED_RANGE)``: seeds are unsigned 64-bit integers."""

@@ -7,14 +7,14 @@ from typing import Annotated, Any
 
 import typer
 
-from gengen.cli._common import SEED_RANGE, check_output_folder, either, user_errors_exit
+from gengen.cli._common import SEED_RANGE, AnalysisDir, check_output_folder, either, user_errors_exit
 from gengen.limits import MAX_RESAMPLES
 from gengen.stats.options import ALTERNATIVES, DEFAULT_ALTERNATIVE, DEFAULT_N_PERM_MANTEL
 
 
 @user_errors_exit
 def compare_command(
-    analysis_dir: Annotated[Path, typer.Argument(help="Output folder of gengen analyse.")],
+    analysis_dir: AnalysisDir,
     source: Annotated[
         str,
         typer.Option(help="runs (per-run correlations), pooled (meta-analysis cells) or models (seeds pooled)."),

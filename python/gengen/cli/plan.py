@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from gengen.cli._common import user_errors_exit
+from gengen.cli._common import StudyFile, user_errors_exit
 
 FLAGS = {
     "gpus": "--gpus",
@@ -23,7 +22,7 @@ FLAGS = {
 
 @user_errors_exit
 def plan_command(
-    config: Annotated[Path, typer.Argument(help="The study's TOML file.")],
+    config: StudyFile,
     gpus: Annotated[
         int, typer.Option("--gpus", help="GPUs one run may use (FSDP or a device map spreads a run over them).")
     ] = 1,

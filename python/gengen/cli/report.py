@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gengen.cli._common import user_errors_exit
+from gengen.cli._common import AnalysisDir, user_errors_exit
 from gengen.errors import GengenError
 
 
@@ -26,7 +26,7 @@ def _pairs(values: list[str] | None) -> list[tuple[str, str]] | None:
 
 @user_errors_exit
 def report_command(
-    analysis_dir: Annotated[Path, typer.Argument(help="Output folder of gengen analyse.")],
+    analysis_dir: AnalysisDir,
     out: Annotated[
         Path | None,
         typer.Option(

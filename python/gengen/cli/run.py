@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from gengen.analyse.options import ANALYSIS_OPTIONS
-from gengen.cli._common import TrustTaskCode, user_errors_exit
+from gengen.cli._common import OnlyModels, StudyFile, TrustTaskCode, user_errors_exit
 
 RUN_FAILED_EXIT_CODE = 1
 #: ``gengen run`` takes its analysis options from the study file, so an error about one names the study's key.
@@ -19,7 +19,7 @@ STUDY_KEYS: dict[str, str] = {
 
 
 def _run_command(
-    config: Annotated[Path, typer.Argument(help="The study's TOML file.")],
+    config: StudyFile,
     executor: Annotated[
         str | None, typer.Option(help="local, ray or slurm (default: the study's [executor] kind, else local).")
     ] = None,
@@ -30,7 +30,7 @@ def _run_command(
     threads: Annotated[
         int | None, typer.Option(help="torch CPU threads per run (default: resources.cpus).", min=1)
     ] = None,
-    model: Annotated[list[str] | None, typer.Option("--model", help="Only this model's runs (repeatable).")] = None,
+    model: OnlyModels = None,
     analysis: Annotated[
         bool, typer.Option("--analysis/--no-analysis", help="Analyse, compare and report once every run is done.")
     ] = True,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gengen.cli._common import TrustTaskCode, user_errors_exit
+from gengen.cli._common import OnlyModels, StudyFile, TrustTaskCode, user_errors_exit
 
 if TYPE_CHECKING:
     from gengen.config import DataSpec, ModelSpec, StudyConfig
@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
 @user_errors_exit
 def train_command(
-    config: Annotated[Path, typer.Argument(help="The study's TOML file.")],
-    model: Annotated[list[str] | None, typer.Option("--model", help="Only this model's runs (repeatable).")] = None,
+    config: StudyFile,
+    model: OnlyModels = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Check the config and print the plan; train nothing.")
     ] = False,
