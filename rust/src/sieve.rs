@@ -83,36 +83,93 @@ pub fn ar_generate(
     Ok(out)
 }
 
-/// What every replicate of a sieve chunk shares: the AR models, the pool of standardised innovations, the
-/// innovations' spread along the run and the control's residual operators in factored form.
+/// What both sieve kernels share: the AR models that generate the replicates and the control's residual
+/// operators in factored form.
 ///
 /// Series `j`'s residual operator is `I − U M_j Uᵀ`, with `U` an `n × r` basis of the span every control
 /// fit lies in (`r = q + 1` for least squares on `[1, z]`, the spline basis' dimension for a GAM; `U = I`
 /// and `M_j = H_j` in general), so applying it costs `O(n r)` instead of `O(n²)`.
 #[derive(Debug, Clone, Copy)]
-pub struct SieveModel<'a> {
+pub struct ArControl<'a> {
     /// Series (test sets).
     pub m: usize,
     /// Kept steps (checkpoints).
     pub n: usize,
-    /// AR order (coefficients past a series' own order are zero).
+    /// Largest AR order: the coefficients' width (coefficients past a series' own order are zero).
     pub p: usize,
     /// Generated steps per replicate, burn-in included (at least `n`).
     pub steps: usize,
     /// `m × p` row-major AR coefficients.
     pub coef: &'a [f64],
-    /// `m × pool_len` row-major standardised innovations; replicate shocks are drawn from its columns.
-    pub pool: &'a [f64],
-    /// Columns of `pool`.
-    pub pool_len: usize,
-    /// `m × steps` row-major: the spread each generated step's shock is given.
-    pub spread: &'a [f64],
     /// `n × r` row-major basis `U`.
     pub basis: &'a [f64],
     /// Columns of `basis`.
     pub r: usize,
     /// `m × r × r` row-major: `M_j`.
     pub mix: &'a [f64],
+}
+
+impl ArControl<'_> {
+    /// The shapes of `coef`, `basis` and `mix`, then those of `more` (name, length, wanted length), then
+    /// `start` (`replicates × m × p` values, or none).
+    pub(crate) fn check_shapes(
+        &self,
+        more: &[(&str, usize, usize)],
+        start: &[f64],
+        replicates: usize,
+    ) -> Result<(), StatsError> {
+        let (m, n, p, r) = (self.m, self.n, self.p, self.r);
+        let own = [
+            ("coef", self.coef.len(), m * p),
+            ("basis", self.basis.len(), n * r),
+            ("mix", self.mix.len(), m * r * r),
+        ];
+        for &(name, got, want) in own.iter().chain(more) {
+            if got != want {
+                return Err(StatsError::invalid(
+                    name,
+                    format!("needs {want} values, got {got}"),
+                ));
+            }
+        }
+        if !start.is_empty() && start.len() != replicates * m * p {
+            return Err(StatsError::invalid(
+                "start",
+                format!(
+                    "needs {replicates} × {m} × {p} values or none, got {}",
+                    start.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// An error naming `names` unless `coef`, `basis`, `mix` and every slice of `more` are finite.
+    pub(crate) fn check_finite(&self, more: &[&[f64]], names: &str) -> Result<(), StatsError> {
+        let own = [self.coef, self.basis, self.mix];
+        if own
+            .iter()
+            .chain(more)
+            .any(|part| part.iter().any(|v| !v.is_finite()))
+        {
+            return Err(StatsError::invalid(names, "must be finite"));
+        }
+        Ok(())
+    }
+}
+
+/// What every replicate of a sieve chunk shares: the AR models and the control's operators, the pool of
+/// standardised innovations and the innovations' spread along the run.
+#[derive(Debug, Clone, Copy)]
+pub struct SieveModel<'a> {
+    /// The AR models and the control's residual operators.
+    pub ar: ArControl<'a>,
+    /// `m × pool_len` row-major standardised innovations; replicate shocks are drawn from its columns.
+    pub pool: &'a [f64],
+    /// Columns of `pool`.
+    pub pool_len: usize,
+    /// `m × steps` row-major: the spread each generated step's shock is given.
+    pub spread: &'a [f64],
 }
 
 /// Replicates per task of [`sieve_moments`]: tasks are fixed blocks of replicates, summed in block order,
@@ -139,35 +196,8 @@ pub fn sieve_moments(
     start: &[f64],
     replicates: usize,
 ) -> Result<Vec<f64>, StatsError> {
-    check_model(model)?;
-    let (m, p, steps) = (model.m, model.p, model.steps);
-    if picks.len() != replicates * steps {
-        return Err(StatsError::invalid(
-            "picks",
-            format!("needs {replicates} × {steps} values, got {}", picks.len()),
-        ));
-    }
-    if picks
-        .iter()
-        .any(|&pick| pick < 0 || pick as usize >= model.pool_len)
-    {
-        return Err(StatsError::invalid(
-            "picks",
-            format!("must index the pool's {} columns", model.pool_len),
-        ));
-    }
-    if !start.is_empty() && start.len() != replicates * m * p {
-        return Err(StatsError::invalid(
-            "start",
-            format!(
-                "needs {replicates} × {m} × {p} values or none, got {}",
-                start.len()
-            ),
-        ));
-    }
-    if start.iter().any(|value| !value.is_finite()) {
-        return Err(StatsError::invalid("start", "must be finite"));
-    }
+    check(model, picks, start, replicates)?;
+    let (m, p, steps) = (model.ar.m, model.ar.p, model.ar.steps);
     let layout = Layout::new(model);
     let blocks: Vec<Vec<f64>> = (0..replicates.div_ceil(REPLICATE_BLOCK))
         .into_par_iter()
@@ -209,38 +239,38 @@ pub fn sieve_moments(
     Ok(total)
 }
 
-fn check_model(model: &SieveModel<'_>) -> Result<(), StatsError> {
-    let (m, n, p, r) = (model.m, model.n, model.p, model.r);
-    let shapes = [
-        ("coef", model.coef.len(), m * p),
+fn check(model: &SieveModel<'_>, picks: &[i64], start: &[f64], replicates: usize) -> Result<(), StatsError> {
+    let ar = &model.ar;
+    let (m, n, steps) = (ar.m, ar.n, ar.steps);
+    let more = [
         ("pool", model.pool.len(), m * model.pool_len),
-        ("spread", model.spread.len(), m * model.steps),
-        ("basis", model.basis.len(), n * r),
-        ("mix", model.mix.len(), m * r * r),
+        ("spread", model.spread.len(), m * steps),
     ];
-    for (name, got, want) in shapes {
-        if got != want {
-            return Err(StatsError::invalid(
-                name,
-                format!("needs {want} values, got {got}"),
-            ));
-        }
-    }
-    if n < 2 || model.steps < n || model.pool_len == 0 {
+    ar.check_shapes(&more, start, replicates)?;
+    if n < 2 || steps < n || model.pool_len == 0 {
         return Err(StatsError::invalid(
             "steps",
-            format!(
-                "need n ≥ 2 kept of {} generated steps and a non-empty pool, got n = {n}",
-                model.steps
-            ),
+            format!("need n ≥ 2 kept of {steps} generated steps and a non-empty pool, got n = {n}"),
         ));
     }
-    let values = [model.coef, model.pool, model.spread, model.basis, model.mix];
-    if values.iter().any(|part| part.iter().any(|v| !v.is_finite())) {
+    ar.check_finite(&[model.pool, model.spread], "coef, pool, spread, basis, mix")?;
+    if picks.len() != replicates * steps {
         return Err(StatsError::invalid(
-            "coef, pool, spread, basis, mix",
-            "must be finite",
+            "picks",
+            format!("needs {replicates} × {steps} values, got {}", picks.len()),
         ));
+    }
+    if picks
+        .iter()
+        .any(|&pick| pick < 0 || pick as usize >= model.pool_len)
+    {
+        return Err(StatsError::invalid(
+            "picks",
+            format!("must index the pool's {} columns", model.pool_len),
+        ));
+    }
+    if start.iter().any(|value| !value.is_finite()) {
+        return Err(StatsError::invalid("start", "must be finite"));
     }
     Ok(())
 }
@@ -279,7 +309,8 @@ struct Layout {
 
 impl Layout {
     fn new(model: &SieveModel<'_>) -> Self {
-        let (m, n, p, r, steps) = (model.m, model.n, model.p, model.r, model.steps);
+        let ar = &model.ar;
+        let (m, n, p, r, steps) = (ar.m, ar.n, ar.p, ar.r, ar.steps);
         let width = m.div_ceil(TILE_B) * TILE_B;
         let transpose = |values: &[f64], rows: usize| {
             let mut out = vec![0.0; rows * width];
@@ -290,7 +321,7 @@ impl Layout {
             }
             out
         };
-        let basis = model.basis.to_vec();
+        let basis = ar.basis.to_vec();
         let mut basis_sums = vec![0.0; r];
         let mut basis_gram = vec![0.0; r * r];
         for row in basis.chunks_exact(r.max(1)).take(n) {
@@ -308,14 +339,14 @@ impl Layout {
             r,
             steps,
             width,
-            coef: transpose(model.coef, p),
+            coef: transpose(ar.coef, p),
             pool: transpose(model.pool, model.pool_len),
             pool_len: model.pool_len,
             spread: transpose(model.spread, steps),
             basis,
             basis_sums,
             basis_gram,
-            mix: transpose(model.mix, r * r),
+            mix: transpose(ar.mix, r * r),
         }
     }
 }

@@ -13,6 +13,7 @@ use rayon::prelude::*;
 
 use crate::error::StatsError;
 use crate::fast_kernel::with_avx2;
+use crate::sieve::ArControl;
 
 /// Replicates of one series processed side by side (two AVX2 registers).
 const LANES: usize = 8;
@@ -22,24 +23,11 @@ type Lane = [f64; LANES];
 /// The AR models, the control's residual operators and the bases of the regressions' exogenous terms.
 #[derive(Debug, Clone, Copy)]
 pub struct BiasModel<'a> {
-    /// Series (test sets).
-    pub m: usize,
-    /// Kept steps (checkpoints).
-    pub n: usize,
-    /// Largest AR order: the coefficients' width, and the first observation of every refit.
-    pub p: usize,
-    /// Generated steps per replicate, burn-in included (at least `n`).
-    pub steps: usize,
-    /// `m × p` row-major coefficients that generate (zero past a series' own order).
-    pub coef: &'a [f64],
+    /// The AR models that generate (`p`: the largest order, and the first observation of every refit) and
+    /// the control's residual operators.
+    pub ar: ArControl<'a>,
     /// Order of each series' refit (0: not refitted).
     pub order: &'a [usize],
-    /// `n × r` row-major basis `U` of the control fits.
-    pub basis: &'a [f64],
-    /// Columns of `basis`.
-    pub r: usize,
-    /// `m × r × r` row-major: `M_j`.
-    pub mix: &'a [f64],
     /// `p × (n − p) × q` row-major: at `[o − 1]`, an orthonormal basis of `[1, z_t, …, z_{t−o}]` on rows
     /// `t = p … n − 1`, in its first `exogenous_rank[o − 1]` columns (the rest are ignored).
     pub exogenous: &'a [f64],
@@ -65,12 +53,13 @@ pub fn bias_refit_sums(
     replicates: usize,
 ) -> Result<Vec<f64>, StatsError> {
     check(model, shocks, start, replicates)?;
-    let (m, p) = (model.m, model.p);
+    let (m, p) = (model.ar.m, model.ar.p);
     let blocks = replicates.div_ceil(LANES);
     let tasks: Vec<(usize, usize)> = (0..m)
         .filter(|&j| model.order[j] > 0)
         .flat_map(|j| (0..blocks).map(move |block| (j, block)))
         .collect();
+    let draws = Draws { model, shocks, start };
     let mut partial = vec![0.0; tasks.len() * p];
     partial
         .par_chunks_mut(p.max(1))
@@ -83,7 +72,7 @@ pub fn bias_refit_sums(
                     first: block * LANES,
                     count: LANES.min(replicates - block * LANES),
                 };
-                refit_block(model, shocks, start, task, scratch, out);
+                refit_block(&draws, task, scratch, out);
             },
         );
     let mut sums = vec![0.0; m * p];
@@ -102,53 +91,31 @@ pub fn bias_refit_sums(
 }
 
 fn check(model: &BiasModel<'_>, shocks: &[f64], start: &[f64], replicates: usize) -> Result<(), StatsError> {
-    let (m, n, p, r, q, steps) = (model.m, model.n, model.p, model.r, model.q, model.steps);
+    let ar = &model.ar;
+    let (m, n, p, q, steps) = (ar.m, ar.n, ar.p, model.q, ar.steps);
     if n <= p + 1 || steps < n {
         return Err(StatsError::invalid(
             "keep",
             format!("need p + 1 < n ≤ steps, got p = {p}, n = {n}, steps = {steps}"),
         ));
     }
-    let shapes = [
-        ("coef", model.coef.len(), m * p),
+    let more = [
         ("order", model.order.len(), m),
-        ("basis", model.basis.len(), n * r),
-        ("mix", model.mix.len(), m * r * r),
         ("exogenous", model.exogenous.len(), p * (n - p) * q),
         ("exogenous_rank", model.exogenous_rank.len(), p),
         ("shocks", shocks.len(), replicates * m * steps),
     ];
-    for (name, got, want) in shapes {
-        if got != want {
-            return Err(StatsError::invalid(
-                name,
-                format!("needs {want} values, got {got}"),
-            ));
-        }
-    }
-    if !start.is_empty() && start.len() != replicates * m * p {
-        return Err(StatsError::invalid(
-            "start",
-            format!(
-                "needs {replicates} × {m} × {p} values or none, got {}",
-                start.len()
-            ),
-        ));
-    }
+    ar.check_shapes(&more, start, replicates)?;
     if model.order.iter().any(|&order| order > p) || model.exogenous_rank.iter().any(|&rank| rank > q) {
         return Err(StatsError::invalid(
             "order, exogenous_rank",
             format!("orders must be at most {p} and ranks at most {q}"),
         ));
     }
-    let values = [model.coef, model.basis, model.mix, model.exogenous, shocks, start];
-    if values.iter().any(|part| part.iter().any(|v| !v.is_finite())) {
-        return Err(StatsError::invalid(
-            "coef, basis, mix, exogenous, shocks, start",
-            "must be finite",
-        ));
-    }
-    Ok(())
+    ar.check_finite(
+        &[model.exogenous, shocks, start],
+        "coef, basis, mix, exogenous, shocks, start",
+    )
 }
 
 /// One task: replicates `first .. first + count` of series `series`.
@@ -183,43 +150,38 @@ struct Regression {
 
 impl Scratch {
     fn new(model: &BiasModel<'_>) -> Self {
-        let width = model.p + 1;
+        let width = model.ar.p + 1;
         Scratch {
-            series: vec![[0.0; LANES]; model.p + model.steps],
-            projection: vec![[0.0; LANES]; 2 * model.r],
+            series: vec![[0.0; LANES]; model.ar.p + model.ar.steps],
+            projection: vec![[0.0; LANES]; 2 * model.ar.r],
             regression: Regression {
                 exogenous: vec![[0.0; LANES]; model.q * width],
                 cleaned: vec![[0.0; LANES]; width],
                 gram: vec![[0.0; LANES]; width * width],
-                matrix: vec![0.0; model.p * model.p],
-                rhs: vec![0.0; model.p],
+                matrix: vec![0.0; model.ar.p * model.ar.p],
+                rhs: vec![0.0; model.ar.p],
             },
         }
     }
 }
 
+/// What a chunk's tasks read: the model and the drawn shocks and starts.
+#[derive(Debug, Clone, Copy)]
+struct Draws<'a> {
+    model: &'a BiasModel<'a>,
+    shocks: &'a [f64],
+    start: &'a [f64],
+}
+
 with_avx2! {
-    fn refit_block(
-        model: &BiasModel<'_>,
-        shocks: &[f64],
-        start: &[f64],
-        task: Task,
-        scratch: &mut Scratch,
-        out: &mut [f64],
-    ) => refit_block_generic;
+    fn refit_block(draws: &Draws<'_>, task: Task, scratch: &mut Scratch, out: &mut [f64]) => refit_block_generic;
 }
 
 #[inline(always)]
-fn refit_block_generic(
-    model: &BiasModel<'_>,
-    shocks: &[f64],
-    start: &[f64],
-    task: Task,
-    scratch: &mut Scratch,
-    out: &mut [f64],
-) {
-    generate(model, shocks, start, task, &mut scratch.series);
-    let (p, steps, n) = (model.p, model.steps, model.n);
+fn refit_block_generic(draws: &Draws<'_>, task: Task, scratch: &mut Scratch, out: &mut [f64]) {
+    let model = draws.model;
+    generate(model, draws.shocks, draws.start, task, &mut scratch.series);
+    let (p, steps, n) = (model.ar.p, model.ar.steps, model.ar.n);
     let kept = &mut scratch.series[p + steps - n..];
     residualise(model, task.series, kept, &mut scratch.projection);
     refit(model, task, kept, &mut scratch.regression, out);
@@ -228,7 +190,7 @@ fn refit_block_generic(
 /// The AR recursion of the task's replicates, in the order of [`crate::sieve::ar_generate`] (same bits).
 #[inline(always)]
 fn generate(model: &BiasModel<'_>, shocks: &[f64], start: &[f64], task: Task, series: &mut [Lane]) {
-    let (m, p, steps) = (model.m, model.p, model.steps);
+    let (m, p, steps) = (model.ar.m, model.ar.p, model.ar.steps);
     for row in series.iter_mut() {
         *row = [0.0; LANES];
     }
@@ -245,7 +207,7 @@ fn generate(model: &BiasModel<'_>, shocks: &[f64], start: &[f64], task: Task, se
             row[lane] = value;
         }
     }
-    let phi = &model.coef[task.series * p..(task.series + 1) * p];
+    let phi = &model.ar.coef[task.series * p..(task.series + 1) * p];
     for step in 0..steps {
         let (before, rest) = series.split_at_mut(p + step);
         let mut value = rest[0];
@@ -259,7 +221,7 @@ fn generate(model: &BiasModel<'_>, shocks: &[f64], start: &[f64], task: Task, se
 /// `kept ← (I − U M_j Uᵀ) kept` for the `n` kept rows.
 #[inline(always)]
 fn residualise(model: &BiasModel<'_>, series: usize, kept: &mut [Lane], projection: &mut [Lane]) {
-    let r = model.r;
+    let r = model.ar.r;
     if r == 0 {
         return; // no control fit: the operator is the identity
     }
@@ -267,12 +229,12 @@ fn residualise(model: &BiasModel<'_>, series: usize, kept: &mut [Lane], projecti
     for row in coords.iter_mut() {
         *row = [0.0; LANES];
     }
-    for (row, basis) in kept.iter().zip(model.basis.chunks_exact(r)) {
+    for (row, basis) in kept.iter().zip(model.ar.basis.chunks_exact(r)) {
         for (coord, &u) in coords.iter_mut().zip(basis) {
             *coord = add_scaled(*coord, u, row);
         }
     }
-    let mix = &model.mix[series * r * r..(series + 1) * r * r];
+    let mix = &model.ar.mix[series * r * r..(series + 1) * r * r];
     for (target, weights) in mixed.iter_mut().zip(mix.chunks_exact(r)) {
         let mut value = [0.0; LANES];
         for (coord, &w) in coords.iter().zip(weights) {
@@ -280,7 +242,7 @@ fn residualise(model: &BiasModel<'_>, series: usize, kept: &mut [Lane], projecti
         }
         *target = value;
     }
-    for (row, basis) in kept.iter_mut().zip(model.basis.chunks_exact(r)) {
+    for (row, basis) in kept.iter_mut().zip(model.ar.basis.chunks_exact(r)) {
         let mut fitted = [0.0; LANES];
         for (coord, &u) in mixed.iter().zip(basis) {
             fitted = add_scaled(fitted, u, coord);
@@ -293,7 +255,7 @@ fn residualise(model: &BiasModel<'_>, series: usize, kept: &mut [Lane], projecti
 /// `out`.
 #[inline(always)]
 fn refit(model: &BiasModel<'_>, task: Task, kept: &[Lane], scratch: &mut Regression, out: &mut [f64]) {
-    let (n, p, q) = (model.n, model.p, model.q);
+    let (n, p, q) = (model.ar.n, model.ar.p, model.q);
     let order = model.order[task.series];
     let width = order + 1;
     let count = n - p;
@@ -442,15 +404,17 @@ mod tests {
         let (coef, order) = ([0.5], [1_usize]);
         let constant = [1.0 / 3.0_f64.sqrt(); 3];
         let model = BiasModel {
-            m: 1,
-            n: 4,
-            p: 1,
-            steps: 4,
-            coef: &coef,
+            ar: ArControl {
+                m: 1,
+                n: 4,
+                p: 1,
+                steps: 4,
+                coef: &coef,
+                basis: &[],
+                r: 0,
+                mix: &[],
+            },
             order: &order,
-            basis: &[],
-            r: 0,
-            mix: &[],
             exogenous: &constant,
             q: 1,
             exogenous_rank: &[1],
@@ -474,15 +438,17 @@ mod tests {
         let exogenous: Vec<f64> = (0..p * (n - p)).map(|_| 1.0 / ((n - p) as f64).sqrt()).collect();
         let (coef, order, rank) = ([0.3, 0.1, -0.2, 0.0, 0.6, -0.1], [2, 1, 2], [1, 1]);
         let model = BiasModel {
-            m,
-            n,
-            p,
-            steps,
-            coef: &coef,
+            ar: ArControl {
+                m,
+                n,
+                p,
+                steps,
+                coef: &coef,
+                basis: &[],
+                r: 0,
+                mix: &[],
+            },
             order: &order,
-            basis: &[],
-            r: 0,
-            mix: &[],
             exogenous: &exogenous,
             q: 1,
             exogenous_rank: &rank,

@@ -45,7 +45,7 @@ fn values(count: usize, seed: u64) -> Vec<f64> {
 // The dense reference, written index by index on purpose (it mirrors the formula, not the kernel).
 #[allow(clippy::needless_range_loop)]
 fn reference(model: &SieveModel<'_>, picks: &[i64], start: &[f64], replicates: usize) -> Vec<f64> {
-    let (m, n, p, r, steps) = (model.m, model.n, model.p, model.r, model.steps);
+    let (m, n, p, r, steps) = (model.ar.m, model.ar.n, model.ar.p, model.ar.r, model.ar.steps);
     let mut shocks = vec![0.0; replicates * m * steps];
     let mut white = vec![0.0; replicates * m * n];
     for b in 0..replicates {
@@ -59,21 +59,21 @@ fn reference(model: &SieveModel<'_>, picks: &[i64], start: &[f64], replicates: u
             }
         }
     }
-    let generated = ar_generate(model.coef, m, p, &shocks, replicates, steps, start, n).unwrap();
+    let generated = ar_generate(model.ar.coef, m, p, &shocks, replicates, steps, start, n).unwrap();
     let mut out = vec![0.0; 4 * m * m];
     for (slot, data) in [(0, &generated), (2, &white)] {
         for b in 0..replicates {
             let mut units = vec![vec![0.0; n]; m];
             for j in 0..m {
                 let x = &data[(b * m + j) * n..(b * m + j + 1) * n];
-                let mix = &model.mix[j * r * r..(j + 1) * r * r];
+                let mix = &model.ar.mix[j * r * r..(j + 1) * r * r];
                 let mut e = x.to_vec();
                 for s in 0..n {
                     for t in 0..n {
                         let mut h = 0.0;
                         for i in 0..r {
                             for k in 0..r {
-                                h += model.basis[s * r + i] * mix[i * r + k] * model.basis[t * r + k];
+                                h += model.ar.basis[s * r + i] * mix[i * r + k] * model.ar.basis[t * r + k];
                             }
                         }
                         e[s] -= h * x[t];
@@ -119,17 +119,19 @@ fn sieve_moments_equal_the_dense_reference_and_ignore_the_thread_count() {
         })
         .collect();
     let model = SieveModel {
-        m,
-        n,
-        p,
-        steps,
-        coef: &coef,
+        ar: ArControl {
+            m,
+            n,
+            p,
+            steps,
+            coef: &coef,
+            basis: &basis,
+            r,
+            mix: &mix,
+        },
         pool: &pool,
         pool_len,
         spread: &spread,
-        basis: &basis,
-        r,
-        mix: &mix,
     };
     let expected = reference(&model, &picks, &start, replicates);
     let got = sieve_moments(&model, &picks, &start, replicates).unwrap();
@@ -159,22 +161,27 @@ fn sieve_moments_equal_the_dense_reference_and_ignore_the_thread_count() {
 fn sieve_moments_check_their_inputs() {
     let (coef, pool, spread, basis, mix) = ([0.5], [1.0, -1.0, 0.5], [1.0; 4], [0.5; 3], [0.0]);
     let model = SieveModel {
-        m: 1,
-        n: 3,
-        p: 1,
-        steps: 4,
-        coef: &coef,
+        ar: ArControl {
+            m: 1,
+            n: 3,
+            p: 1,
+            steps: 4,
+            coef: &coef,
+            basis: &basis,
+            r: 1,
+            mix: &mix,
+        },
         pool: &pool,
         pool_len: 3,
         spread: &spread,
-        basis: &basis,
-        r: 1,
-        mix: &mix,
     };
     assert!(sieve_moments(&model, &[0, 1, 2, 0], &[], 1).is_ok());
     assert!(sieve_moments(&model, &[0, 1, 3, 0], &[], 1).is_err());
     assert!(sieve_moments(&model, &[0, 1, 2], &[], 1).is_err());
     assert!(sieve_moments(&model, &[0, 1, 2, 0], &[f64::NAN], 1).is_err());
-    let short = SieveModel { n: 5, ..model };
+    let short = SieveModel {
+        ar: ArControl { n: 5, ..model.ar },
+        ..model
+    };
     assert!(sieve_moments(&short, &[0, 1, 2, 0], &[], 1).is_err());
 }

@@ -7,7 +7,7 @@ use numpy::{PyReadonlyArray2, PyReadonlyArray3};
 use pyo3::prelude::*;
 
 use crate::error::StatsError;
-use crate::sieve::{sieve_moments as moments, SieveModel};
+use crate::sieve::{sieve_moments as moments, ArControl, SieveModel};
 use crate::sieve_bias::{bias_refit_sums, BiasModel};
 
 /// The array's values in row-major order, without a copy (the Python side passes C-contiguous arrays).
@@ -29,6 +29,28 @@ fn counts(array: &PyReadonlyArray1<'_, i64>, name: &str) -> Result<Vec<usize>, S
         .collect()
 }
 
+/// The AR models and the control's operators both sieve bindings take: coefficients (m, p), `keep` of
+/// `steps` generated steps, basis (keep, r) and mix (m, r, r), without a copy.
+fn ar_control<'a>(
+    coef: &'a PyReadonlyArray2<'_, f64>,
+    keep: usize,
+    steps: usize,
+    basis: &'a PyReadonlyArray2<'_, f64>,
+    mix: &'a PyReadonlyArray3<'_, f64>,
+) -> Result<ArControl<'a>, StatsError> {
+    let (m, p) = coef.as_array().dim();
+    Ok(ArControl {
+        m,
+        n: keep,
+        p,
+        steps,
+        coef: values(coef, "coef")?,
+        basis: values(basis, "basis")?,
+        r: basis.as_array().dim().1,
+        mix: values(mix, "mix")?,
+    })
+}
+
 /// Σ z and Σ z² of a chunk of sieve replicates and of their white twins, shape (4, m, m): coefficients
 /// (m, p), pool (m, P), picks (b, steps) into the pool's columns, spread (m, steps), start (b, m, p) or
 /// (0, 0, 0) for zeros, keep n, basis (n, r), mix (m, r, r).
@@ -45,11 +67,11 @@ fn sieve_moments<'py>(
     basis: PyReadonlyArray2<'py, f64>,
     mix: PyReadonlyArray3<'py, f64>,
 ) -> PyResult<Bound<'py, PyArray3<f64>>> {
-    let (m, p) = coef.as_array().dim();
+    let m = coef.as_array().dim().0;
     let (pool_m, pool_len) = pool.as_array().dim();
     let (replicates, steps) = picks.as_array().dim();
     let (spread_m, spread_steps) = spread.as_array().dim();
-    let (basis_n, r) = basis.as_array().dim();
+    let basis_n = basis.as_array().dim().0;
     if pool_m != m || spread_m != m || spread_steps != steps || basis_n != keep {
         return Err(StatsError::invalid(
             "pool, spread, basis",
@@ -58,17 +80,10 @@ fn sieve_moments<'py>(
         .into());
     }
     let model = SieveModel {
-        m,
-        n: keep,
-        p,
-        steps,
-        coef: values(&coef, "coef")?,
+        ar: ar_control(&coef, keep, steps, &basis, &mix)?,
         pool: values(&pool, "pool")?,
         pool_len,
         spread: values(&spread, "spread")?,
-        basis: values(&basis, "basis")?,
-        r,
-        mix: values(&mix, "mix")?,
     };
     let (picks, start) = (values(&picks, "picks")?, values(&start, "start")?);
     let out = py.allow_threads(|| moments(&model, picks, start, replicates))?;
@@ -96,7 +111,6 @@ fn sieve_bias_refit<'py>(
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let (m, p) = coef.as_array().dim();
     let (replicates, shocks_m, steps) = shocks.as_array().dim();
-    let (_, r) = basis.as_array().dim();
     let (_, _, q) = exogenous.as_array().dim();
     if shocks_m != m {
         return Err(StatsError::invalid("shocks", format!("has {shocks_m} series but coef has {m}")).into());
@@ -106,15 +120,8 @@ fn sieve_bias_refit<'py>(
         counts(&exogenous_rank, "exogenous_rank")?,
     );
     let model = BiasModel {
-        m,
-        n: keep,
-        p,
-        steps,
-        coef: values(&coef, "coef")?,
+        ar: ar_control(&coef, keep, steps, &basis, &mix)?,
         order: &order,
-        basis: values(&basis, "basis")?,
-        r,
-        mix: values(&mix, "mix")?,
         exogenous: values(&exogenous, "exogenous")?,
         q,
         exogenous_rank: &exogenous_rank,
