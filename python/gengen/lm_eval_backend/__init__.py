@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from gengen.errors import ConfigError, GengenError, InputError
 from gengen.lm_eval_backend.catalogue import (
@@ -47,6 +47,7 @@ from gengen.scoring import ScoreRequest
 
 if TYPE_CHECKING:
     import pandas as pd
+    from typing_extensions import Unpack
 
     from gengen.config import EvaluationConfig, RunSpec, StudyConfig
     from gengen.scoring import SeriesLabels
@@ -57,6 +58,7 @@ __all__ = [
     "EXTRA",
     "TASKS_DIR",
     "LmEvalBackend",
+    "LmEvalOptions",
     "LmEvalSettings",
     "TaskCatalogue",
     "check_trainable_with_lm_eval",
@@ -370,6 +372,17 @@ def _labels(base: dict[str, Any]) -> dict[str, Any]:
     return {key: base[key] for key in ("study", "family", "size")}
 
 
+class LmEvalOptions(TypedDict, total=False):
+    """How :class:`LmEvalBackend` loads each checkpoint: the keywords :func:`score_with_lm_eval` passes on to it
+    (their defaults are the backend's)."""
+
+    tokenizer_path: str | None
+    device: str
+    precision: str
+    device_map: bool
+    catalogue: TaskCatalogue | None
+
+
 def score_with_lm_eval(
     checkpoints: Sequence[Checkpoint],
     settings: LmEvalSettings,
@@ -380,12 +393,8 @@ def score_with_lm_eval(
     size: str = "",
     run: str = "main",
     study: str | None = None,
-    tokenizer_path: str | None = None,
-    device: str = "auto",
-    precision: str = "auto",
-    device_map: bool = False,
-    catalogue: TaskCatalogue | None = None,
     log: Callable[[str], None] = print,
+    **options: Unpack[LmEvalOptions],
 ) -> pd.DataFrame:
     """Score a checkpoint series on lm-eval tasks, committing each checkpoint × task to the store.
 
@@ -433,15 +442,7 @@ def score_with_lm_eval(
 
     if not checkpoints:
         raise InputError("no checkpoints to score")
-    backend = LmEvalBackend(
-        settings,
-        store=store,
-        tokenizer_path=tokenizer_path,
-        device=device,
-        precision=precision,
-        device_map=device_map,
-        catalogue=catalogue,
-    )
+    backend = LmEvalBackend(settings, store=store, **options)
     return score_series(backend, checkpoints, SeriesLabels(model_name, family, size, run, study=study), log=log)
 
 
