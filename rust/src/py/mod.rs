@@ -120,6 +120,23 @@ fn mats(arrays: &[PyReadonlyArray2<'_, f64>]) -> Vec<Mat> {
     arrays.iter().map(|a| to_mat(&a.as_array())).collect()
 }
 
+/// Runs a batch kernel of [`crate::batch`] over every run's scores and covariates with the GIL released, and
+/// wraps each run's outcome in its result class.
+fn over_runs<T: Send, E: Send, R>(
+    py: Python<'_>,
+    scores: &[PyReadonlyArray2<'_, f64>],
+    covars: &[PyReadonlyArray2<'_, f64>],
+    kernel: impl Send + FnOnce(Vec<Mat>, Vec<Mat>) -> Result<Vec<T>, E>,
+    wrap: fn(Python<'_>, T) -> R,
+) -> CoreResult<Vec<R>>
+where
+    PyErr: From<E>,
+{
+    let (scores, covars) = (mats(scores), mats(covars));
+    let results = py.allow_threads(|| kernel(scores, covars))?;
+    Ok(results.into_iter().map(|run| wrap(py, run)).collect())
+}
+
 result_class! {
     /// ppcor's `pcor.test` / `spcor.test` of one pair.
     PartialCorrResult from pcor::PairStats {
@@ -210,13 +227,9 @@ fn partial_corr_matrix_batch(
 ) -> CoreResult<Vec<CorrMatrixResult>> {
     let method = Method::parse(method)?;
     let control = control_of(fit);
-    let (scores, covars) = (mats(&scores), mats(&covars));
-    let results =
-        py.allow_threads(|| batch::partial_corr_matrix_batch(scores, covars, method, &control, n_threads))?;
-    Ok(results
-        .into_iter()
-        .map(|m| CorrMatrixResult::new(py, m))
-        .collect())
+    let kernel =
+        |scores, covars| batch::partial_corr_matrix_batch(scores, covars, method, &control, n_threads);
+    over_runs(py, &scores, &covars, kernel, CorrMatrixResult::new)
 }
 
 result_class! {
@@ -253,13 +266,8 @@ fn permutation_test_batch(
         seed,
         n_threads,
     };
-    let (scores, covars) = (mats(&scores), mats(&covars));
-    let results =
-        py.allow_threads(|| batch::permutation_test_batch(scores, covars, &request, &check_signals))?;
-    Ok(results
-        .into_iter()
-        .map(|run| PermutationResult::new(py, run))
-        .collect())
+    let kernel = |scores, covars| batch::permutation_test_batch(scores, covars, &request, &check_signals);
+    over_runs(py, &scores, &covars, kernel, PermutationResult::new)
 }
 
 result_class! {
@@ -298,12 +306,8 @@ fn bootstrap_ci_batch(
         seed,
         n_threads,
     };
-    let (scores, covars) = (mats(&scores), mats(&covars));
-    let results = py.allow_threads(|| batch::bootstrap_ci_batch(scores, covars, &request, &check_signals))?;
-    Ok(results
-        .into_iter()
-        .map(|run| BootstrapResult::new(py, run))
-        .collect())
+    let kernel = |scores, covars| batch::bootstrap_ci_batch(scores, covars, &request, &check_signals);
+    over_runs(py, &scores, &covars, kernel, BootstrapResult::new)
 }
 
 result_class! {
