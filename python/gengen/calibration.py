@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -267,33 +267,47 @@ def _run_grid(
 
 
 @dataclass
-class _Tally:
-    """Running counts of one method in one cell and hypothesis."""
+class _Share:
+    """How many of the cases counted so far were hits (a rate's numerator and denominator)."""
 
-    tests: int = 0
-    reject_05: int = 0
-    reject_01: int = 0
-    covered: int = 0
-    intervals: int = 0
-    flagged: int = 0
-    unflagged: int = 0
-    unflagged_reject_05: int = 0
+    hits: int = 0
+    total: int = 0
+
+    def count(self, hit: bool) -> None:
+        self.hits += hit
+        self.total += 1
+
+    @property
+    def rate(self) -> float:
+        """``hits / total``; NaN before any case."""
+        return self.hits / self.total if self.total else float("nan")
+
+
+@dataclass
+class _Tally:
+    """Running counts of one method in one cell and hypothesis: each a share of the cases it applies to."""
+
+    #: p < .05 and p < .01, of the finite p-values.
+    reject_05: _Share = field(default_factory=_Share)
+    reject_01: _Share = field(default_factory=_Share)
+    #: Intervals holding the truth, of the finite intervals.
+    covered: _Share = field(default_factory=_Share)
+    #: Runs with a diagnostic note, of the runs whose method gives diagnostics.
+    flagged: _Share = field(default_factory=_Share)
+    #: p < .05, of the runs without a note.
+    unflagged_reject_05: _Share = field(default_factory=_Share)
 
     def add(self, p: float, interval: tuple[float, float] | None, truth: float, flags: str | None) -> None:
         if not np.isfinite(p):
             return
-        self.tests += 1
-        self.reject_05 += p < 0.05
-        self.reject_01 += p < 0.01
+        self.reject_05.count(p < 0.05)
+        self.reject_01.count(p < 0.01)
         if interval is not None and np.isfinite(interval[0]):
-            self.intervals += 1
-            self.covered += interval[0] <= truth <= interval[1]
+            self.covered.count(interval[0] <= truth <= interval[1])
         if flags is not None:
-            if flags:
-                self.flagged += 1
-            else:
-                self.unflagged += 1
-                self.unflagged_reject_05 += p < 0.05
+            self.flagged.count(bool(flags))
+            if not flags:
+                self.unflagged_reject_05.count(p < 0.05)
 
 
 def _single_run_methods(
@@ -342,14 +356,9 @@ def _pooled_methods(
         yield f"{name}, random", meta.p_random, (meta.ci_low_random, meta.ci_high_random), None
 
 
-def _rate(count: int, total: int) -> float:
-    return count / total if total else float("nan")
-
-
 def _row(cell: Cell, method: str, null: _Tally, alternative: _Tally) -> dict[str, Any]:
-    type1 = _rate(null.reject_05, null.tests)
-    power = _rate(alternative.reject_05, alternative.tests)
-    flagged = null.flagged + null.unflagged
+    type1, tests = null.reject_05.rate, null.reject_05.total
+    power, alternative_tests = alternative.reject_05.rate, alternative.reject_05.total
     return {
         "cell": cell.label,
         "n": cell.n,
@@ -357,14 +366,14 @@ def _row(cell: Cell, method: str, null: _Tally, alternative: _Tally) -> dict[str
         "shape": cell.shape,
         "method": method,
         "type1_05": type1,
-        "se_type1_05": np.sqrt(type1 * (1 - type1) / null.tests) if null.tests else float("nan"),
-        "type1_01": _rate(null.reject_01, null.tests),
+        "se_type1_05": np.sqrt(type1 * (1 - type1) / tests) if tests else float("nan"),
+        "type1_01": null.reject_01.rate,
         "power": power,
-        "se_power": np.sqrt(power * (1 - power) / alternative.tests) if alternative.tests else float("nan"),
-        "coverage": _rate(alternative.covered, alternative.intervals),
-        "flag_rate": _rate(null.flagged, flagged) if flagged else float("nan"),
-        "type1_05_unflagged": _rate(null.unflagged_reject_05, null.unflagged) if flagged else float("nan"),
-        "tests": null.tests,
+        "se_power": np.sqrt(power * (1 - power) / alternative_tests) if alternative_tests else float("nan"),
+        "coverage": alternative.covered.rate,
+        "flag_rate": null.flagged.rate,
+        "type1_05_unflagged": null.unflagged_reject_05.rate,
+        "tests": tests,
     }
 
 
