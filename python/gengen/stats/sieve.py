@@ -368,7 +368,7 @@ def sieve_partial_corr_matrix(
     """
     gam = as_control(fit, gam_options)
     data, control, labels = _inputs(scores, covar, method, gam)
-    data, control, n_boot, max_order = _checked_sizes(data, control, method, n_boot, ci_level, max_order)
+    n_boot, max_order = _checked_sizes(data.shape[0], control.shape[1], n_boot, ci_level, max_order)
     n = data.shape[0]
     series, operators, df = _unit_residuals(data, control, gam)
     r = _correlations(series)
@@ -404,16 +404,9 @@ def sieve_partial_corr_matrix(
     )
 
 
-def _checked_sizes(
-    data: NDArray[np.float64],
-    control: NDArray[np.float64],
-    method: str,
-    n_boot: int,
-    ci_level: float,
-    max_order: int | None,
-) -> tuple[NDArray[np.float64], NDArray[np.float64], int, int]:
-    """The sieve's sizes checked (replicates, level, AR order against the checkpoints), and the data ranked for
-    Spearman: (data, control, n_boot, max_order)."""
+def _checked_sizes(n: int, controls: int, n_boot: int, ci_level: float, max_order: int | None) -> tuple[int, int]:
+    """The sieve's sizes checked (replicates, level, AR order against the ``n`` checkpoints and the number of
+    controls): (n_boot, max_order)."""
     n_boot = int(n_boot)
     if n_boot < 20:
         raise InvalidArgumentError(f"n_boot: need at least 20 sieve replicates for a standard error, got {n_boot}")
@@ -421,17 +414,13 @@ def _checked_sizes(
         raise InvalidArgumentError(f"n_boot: at most 1,000,000 sieve replicates, got {n_boot}")
     if not 0.0 < ci_level < 1.0:
         raise InvalidArgumentError(f"ci_level: must lie strictly between 0 and 1, got {ci_level!r}")
-    n = data.shape[0]
-    if method == "spearman":
-        data = _ranks(data)
-        control = _ranks(control) if control.shape[1] else control
     max_order = default_max_order(n) if max_order is None else int(max_order)
-    if control.shape[1] + 1 + max_order + 4 > n:
+    if controls + 1 + max_order + 4 > n:
         raise InvalidArgumentError(
-            f"scores: {n} checkpoints are too few for the sieve with {control.shape[1]} control(s) and AR order "
-            f"up to {max_order} (need at least {control.shape[1] + 5 + max_order})"
+            f"scores: {n} checkpoints are too few for the sieve with {controls} control(s) and AR order "
+            f"up to {max_order} (need at least {controls + 5 + max_order})"
         )
-    return data, control, n_boot, max_order
+    return n_boot, max_order
 
 
 def _unit_residuals(
@@ -537,7 +526,8 @@ def _tests(
 def _inputs(
     scores: ArrayLike, covar: ArrayLike | None, method: str, fit: Control
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], list[str] | None]:
-    """The checks of every test of trajectories, plus what the sieve needs on top: finite values, two test sets."""
+    """The checks of every test of trajectories, plus what the sieve needs on top: finite values, two test sets;
+    the data (and the control) ranked for Spearman."""
     data, control, labels = trajectory_inputs(scores, covar, method)
     if data.shape[1] < 2:
         raise InvalidArgumentError(f"scores: need at least two test sets (columns), got {data.shape[1]}")
@@ -546,4 +536,7 @@ def _inputs(
             raise InvalidArgumentError(f"{name}: must be finite (no NaN or infinity)")
     if isinstance(fit, Gam) and control.shape[1] == 0:
         raise InvalidArgumentError('covar: fit="gam" needs at least one control column')
+    if method == "spearman":
+        data = _ranks(data)
+        control = _ranks(control) if control.shape[1] else control
     return data, control, labels
