@@ -2,7 +2,8 @@
 
 Matrices are float64 numpy arrays of shape (n, m) (observations × variables), in any memory order. Errors are
 raised as gengen.errors.InvalidArgumentError or gengen.errors.DegenerateDataError. Results are frozen result
-objects whose attributes are read-only.
+objects whose attributes are read-only. The ``*_batch`` functions take one matrix per run and return one result
+per run, in the same order.
 """
 
 from typing import Final, final
@@ -150,9 +151,7 @@ def partial_corr_matrix_batch(
     method: str,
     fit: Control | None = None,
     n_threads: int | None = None,
-) -> list[CorrMatrixResult]:
-    """One result per run."""
-
+) -> list[CorrMatrixResult]: ...
 def permutation_test_batch(
     scores: list[_Float2D],
     covars: list[_Float2D],
@@ -165,7 +164,7 @@ def permutation_test_batch(
     fit: Control | None = None,
     n_threads: int | None = None,
 ) -> list[PermutationResult]:
-    """One result per run."""
+    """Freedman–Lane tests of every run; runs of one length see the same permutations, i drawn from (seed, i)."""
 
 def bootstrap_ci_batch(
     scores: list[_Float2D],
@@ -180,7 +179,7 @@ def bootstrap_ci_batch(
     fit: Control | None = None,
     n_threads: int | None = None,
 ) -> list[BootstrapResult]:
-    """One result per run."""
+    """Bootstrap intervals of every run; replicate i is drawn from (seed, i) whatever n_threads."""
 
 def permutation_indices(
     n: int, n_perm: int, scheme: str, block_length: int | None = None, mirror: bool = False, seed: int = 0
