@@ -105,7 +105,7 @@ def test_replicate_moments_equal_the_numpy_pipeline(fit: str) -> None:
     picks = rng.integers(0, 25, size=(33, steps))
     spread = rng.uniform(0.5, 1.5, (m, steps))
     start = rng.normal(size=(33, m, 2))
-    got = replicate_moments(coef, pool, picks, spread, start, n, factor_operators(operators, m))
+    got = replicate_moments(coef, pool, picks, spread, start, factor_operators(operators, m))
     expected = _reference_moments(coef, pool, picks, spread, start, n, operators)
     assert got.shape == (4, m, m)
     assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
@@ -116,7 +116,7 @@ def test_replicate_moments_refuse_picks_outside_the_pool() -> None:
     factored = factor_operators(_linear_operator(control), 2)
     picks = np.full((3, 25), 7)
     with pytest.raises(Exception, match="picks"):
-        replicate_moments(np.zeros((2, 1)), np.ones((2, 7)), picks, np.ones((2, 25)), None, 20, factored)
+        replicate_moments(np.zeros((2, 1)), np.ones((2, 7)), picks, np.ones((2, 25)), None, factored)
 
 
 def _reference_refit_sums(
@@ -177,7 +177,7 @@ def test_bias_refit_sums_equal_the_numpy_pipeline(fit: str) -> None:
     shocks = rng.normal(size=(21, m, steps))
     start = rng.normal(size=(21, m, p))
     got = bias_refit_sums(
-        coef, order, shocks, start, n, factor_operators(operators, m), _exogenous_bases(exogenous_control, n, p)
+        coef, order, shocks, start, factor_operators(operators, m), _exogenous_bases(exogenous_control, n, p)
     )
     expected = _reference_refit_sums(coef, order, shocks, start, n, operators, exogenous_control)
     assert got.shape == (m, p)
@@ -192,13 +192,13 @@ def test_bias_refit_sums_ignore_the_thread_count_and_check_their_inputs() -> Non
     coef, order = np.full((3, 2), 0.2), np.array([2, 1, 2])
     shocks, start = rng.normal(size=(19, 3, 40)), rng.normal(size=(19, 3, 2))
     exogenous = _exogenous_bases(control[:, None], 30, 2)
-    first = bias_refit_sums(coef, order, shocks, start, 30, operators, exogenous)
+    first = bias_refit_sums(coef, order, shocks, start, operators, exogenous)
     for _ in range(3):
-        assert np.array_equal(bias_refit_sums(coef, order, shocks, start, 30, operators, exogenous), first)
+        assert np.array_equal(bias_refit_sums(coef, order, shocks, start, operators, exogenous), first)
     with pytest.raises(Exception, match="order"):
-        bias_refit_sums(coef, np.array([3, 1, 2]), shocks, start, 30, operators, exogenous)
+        bias_refit_sums(coef, np.array([3, 1, 2]), shocks, start, operators, exogenous)
     with pytest.raises(Exception, match="finite"):
-        bias_refit_sums(coef, order, np.where(shocks > 2, np.nan, shocks), start, 30, operators, exogenous)
+        bias_refit_sums(coef, order, np.where(shocks > 2, np.nan, shocks), start, operators, exogenous)
 
 
 def test_t_tail_arrays_equal_the_scalar_tails() -> None:

@@ -214,7 +214,7 @@ def _bias_corrected(
         start = _stationary_draws(_stationary_start(point, np.ones(m)), rng, replicates)
         # Generate AR(max_order) series from the point, residualise them, refit AR(p) of each column's order
         # with the control's current and lagged values (gengen._core.sieve_bias_refit).
-        refit = bias_refit_sums(point, order, shocks, start, n, operators, exogenous) / replicates
+        refit = bias_refit_sums(point, order, shocks, start, operators, exogenous) / replicates
         corrected = np.where(refitted, coef - (refit - point), coef)
         # Kilian's step-down: keep as much of the correction as stationarity allows.
         for _ in range(20):
@@ -476,7 +476,7 @@ def _replicate_variances(
         # AR replicates driven by the standardised shocks pool[:, picks] times the spread, and their white twins
         # (the same shocks without autoregression or changing spread: what this resampling gives for
         # independent, identically distributed checkpoints), residualised; only the sums of z and z² come back.
-        moments += replicate_moments(coef, pool, picks, spread_path, start, n, operators)
+        moments += replicate_moments(coef, pool, picks, spread_path, start, operators)
         done += size
     variances = [np.maximum(moments[slot + 1] - moments[slot] ** 2 / n_boot, 0.0) / (n_boot - 1) for slot in (0, 2)]
     return variances, spread_slope

@@ -97,7 +97,6 @@ def replicate_moments(
     picks: NDArray[np.int64],
     spread_path: NDArray[np.float64],
     start: NDArray[np.float64] | None,
-    n: int,
     operators: FactoredOperators,
 ) -> NDArray[np.float64]:
     """Sums of Fisher's z (and z²) over a chunk of sieve replicates and their white twins.
@@ -114,10 +113,8 @@ def replicate_moments(
         The spread each step's shock is given (the white twins use the shocks as drawn).
     start : ndarray of shape (b, m, p), optional
         The p values before each replicate's first shock, oldest first (zeros when omitted).
-    n : int
-        Steps kept (the last n).
     operators : FactoredOperators
-        The control's residual operators (:func:`factor_operators`).
+        The control's residual operators (:func:`factor_operators`), n × n: the last n steps are kept.
 
     Returns
     -------
@@ -125,16 +122,12 @@ def replicate_moments(
         Σ z and Σ z² over the AR replicates, then over the white twins, of every pair's
         z = artanh(corr(residual_a, residual_b)).
     """
-    initial = np.zeros((0, 0, 0)) if start is None or coef.shape[1] == 0 else np.ascontiguousarray(start)
     return _core.sieve_moments(
         np.ascontiguousarray(coef, dtype=np.float64),
         np.ascontiguousarray(pool, dtype=np.float64),
         np.ascontiguousarray(picks, dtype=np.int64),
         np.ascontiguousarray(spread_path, dtype=np.float64),
-        initial,
-        int(n),
-        operators.basis,
-        operators.mix,
+        *_start_and_operators(coef, start, operators),
     )
 
 
@@ -143,7 +136,6 @@ def bias_refit_sums(
     order: NDArray[np.int64],
     shocks: NDArray[np.float64],
     start: NDArray[np.float64] | None,
-    n: int,
     operators: FactoredOperators,
     exogenous: tuple[NDArray[np.float64], NDArray[np.int64]],
 ) -> NDArray[np.float64]:
@@ -159,10 +151,9 @@ def bias_refit_sums(
         Innovations of b replicates, burn-in included.
     start : ndarray of shape (b, m, p), optional
         The p values before each replicate's first shock, oldest first (zeros when omitted).
-    n : int
-        Steps kept (the last n), residualised and refitted.
     operators : FactoredOperators
-        The control's residual operators (:func:`factor_operators`).
+        The control's residual operators (:func:`factor_operators`), n × n: the last n steps are kept,
+        residualised and refitted.
     exogenous : tuple of ndarray
         The orthonormal bases (p, n − p, q) of each order's exogenous terms [1, z_t, …, z_{t−o}] on rows
         t = p … n − 1, zero-padded, and their ranks (p,).
@@ -173,15 +164,21 @@ def bias_refit_sums(
         Σ over replicates of the coefficients of AR(``order[j]``) fitted by least squares in the dynamic
         regression on series j's residuals (zero past the order).
     """
-    initial = np.zeros((0, 0, 0)) if start is None or coef.shape[1] == 0 else np.ascontiguousarray(start)
     return _core.sieve_bias_refit(
         np.ascontiguousarray(coef, dtype=np.float64),
         np.ascontiguousarray(order, dtype=np.int64),
         np.ascontiguousarray(shocks, dtype=np.float64),
-        initial,
-        int(n),
-        np.ascontiguousarray(operators.basis),
-        np.ascontiguousarray(operators.mix),
+        *_start_and_operators(coef, start, operators),
         np.ascontiguousarray(exogenous[0], dtype=np.float64),
         np.ascontiguousarray(exogenous[1], dtype=np.int64),
     )
+
+
+def _start_and_operators(
+    coef: NDArray[np.float64], start: NDArray[np.float64] | None, operators: FactoredOperators
+) -> tuple[NDArray[np.float64], int, NDArray[np.float64], NDArray[np.float64]]:
+    """The arguments both Rust kernels take after their own arrays: the start values ((0, 0, 0) for zeros), the
+    steps kept (the operators' length n), and the operators' basis and mix."""
+    initial = np.zeros((0, 0, 0)) if start is None or coef.shape[1] == 0 else np.ascontiguousarray(start)
+    basis = np.ascontiguousarray(operators.basis, dtype=np.float64)
+    return initial, basis.shape[0], basis, np.ascontiguousarray(operators.mix, dtype=np.float64)
