@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
 import os
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any, NamedTuple, ParamSpec, TypeVar
 
 import typer
 
@@ -27,13 +28,68 @@ R = TypeVar("R")
 USER_ERROR_EXIT_CODE = 2
 INTERRUPTED_EXIT_CODE = 130
 
+REQUIRED: Any = inspect.Parameter.empty
+"""The default of a :class:`CliOption` the user must give."""
+
+
+class CliOption(NamedTuple):
+    """One entry of a command's option table (see :func:`table_signature`).
+
+    Attributes
+    ----------
+    kind : type
+        The value's type, as an annotation would give it (``str | None``).
+    help : str
+        The option's help text.
+    default : object
+        Its default (:data:`REQUIRED`: none).
+    flags : tuple of str
+        Its flags, where typer's own (``--`` and the name with dashes) will not do: a short flag, or a
+        bool's without the ``--no-`` form.
+    min, max : int, optional
+        Bounds typer checks.
+    argument : bool
+        A positional argument rather than an option.
+    """
+
+    kind: Any
+    help: str
+    default: Any = None
+    flags: tuple[str, ...] = ()
+    min: int | None = None
+    max: int | None = None
+    argument: bool = False
+
+    def info(self) -> Any:
+        """The ``typer.Option`` (or ``typer.Argument``) that declares it."""
+        if self.argument:
+            return typer.Argument(help=self.help)
+        return typer.Option(*self.flags, help=self.help, min=self.min, max=self.max)
+
+
+def table_signature(table: Mapping[str, CliOption]) -> inspect.Signature:
+    """The signature typer reads a command's parameters from: one per entry of ``table``, in its order.
+
+    A command whose options mostly go on to a library call as they are declares them in such a table, once,
+    sets its ``__signature__`` to this, and passes them on with ``**options``.
+    """
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    return inspect.Signature(
+        [
+            inspect.Parameter(name, keyword, default=entry.default, annotation=Annotated[entry.kind, entry.info()])
+            for name, entry in table.items()
+        ]
+    )
+
+
 TRUST_TASK_CODE_HELP = (
     "lm-eval: let the task folders run code for this run (!function in task YAML imports Python files; "
     "templates are rendered unsandboxed). Without it such tasks are refused, naming the file."
 )
 """The help of ``--trust-task-code`` (score, train, run): task files are data unless the user says so."""
 #: ``--trust-task-code`` of the commands that may load lm-eval task folders (score, train, run).
-TrustTaskCode = Annotated[bool, typer.Option("--trust-task-code", help=TRUST_TASK_CODE_HELP)]
+TRUST_TASK_CODE = CliOption(bool, TRUST_TASK_CODE_HELP, False, ("--trust-task-code",))
+TrustTaskCode = Annotated[bool, TRUST_TASK_CODE.info()]
 #: The study file argument of the commands that run a study (plan, train, run).
 StudyFile = Annotated[Path, typer.Argument(help="The study's TOML file.")]
 #: ``--model`` of the commands that train a study's runs (train, run): only those models' runs.

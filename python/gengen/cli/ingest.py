@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from gengen.cli._common import user_errors_exit
+from gengen.cli._common import REQUIRED, CliOption, table_signature, user_errors_exit
 from gengen.errors import GengenError
 from gengen.formats import INGEST_FORMATS
 
@@ -31,60 +30,46 @@ FLAGS = {"columns": "--column"}
 """Library options of :func:`gengen.ingest.ingest` whose flag is not ``--`` and the name with dashes."""
 
 
-@functools.partial(user_errors_exit, flags=FLAGS)
-def ingest_command(
-    paths: Annotated[list[Path], typer.Argument(help="Files or directories (searched recursively) to import.")],
-    store: Annotated[Path, typer.Option("--store", help="Study folder (or .sqlite file) of the store.")],
-    format: Annotated[
+#: The command's parameters, in the order of its help. All but --column (parsed into ``columns``) and --quiet
+#: (``progress``) go on to :func:`gengen.ingest.ingest` as they are, under their own names.
+OPTIONS: dict[str, CliOption] = {
+    "paths": CliOption(list[Path], "Files or directories (searched recursively) to import.", REQUIRED, argument=True),
+    "store": CliOption(Path, "Study folder (or .sqlite file) of the store.", REQUIRED, ("--store",)),
+    "format": CliOption(
+        str | None, f"Input format ({', '.join(INGEST_FORMATS)}); detected if omitted.", flags=("--format",)
+    ),
+    "model": CliOption(str | None, "Model of every score (overrides the files)."),
+    "run": CliOption(str | None, "Run of every score (default: the file's, else 'main')."),
+    "study": CliOption(str | None, "Study of every score (default: the store folder's name)."),
+    "step": CliOption(
+        int | None, "Step of a per-checkpoint results file, or of a table without a step column (runs: 0)."
+    ),
+    "step_pattern": CliOption(str | None, "Regex whose group 'step' (or first group) finds the step in each path."),
+    "column": CliOption(list[str] | None, "Map a score-table column to a table column, NAME=COLUMN (repeatable)."),
+    "pattern": CliOption(
         str | None,
-        typer.Option("--format", help=f"Input format ({', '.join(INGEST_FORMATS)}); detected if omitted."),
-    ] = None,
-    model: Annotated[str | None, typer.Option(help="Model of every score (overrides the files).")] = None,
-    run: Annotated[str | None, typer.Option(help="Run of every score (default: the file's, else 'main').")] = None,
-    study: Annotated[str | None, typer.Option(help="Study of every score (default: the store folder's name).")] = None,
-    step: Annotated[
-        int | None,
-        typer.Option(help="Step of a per-checkpoint results file, or of a table without a step column (runs: 0)."),
-    ] = None,
-    step_pattern: Annotated[
-        str | None,
-        typer.Option(help="Regex whose group 'step' (or first group) finds the step in each path."),
-    ] = None,
-    column: Annotated[
-        list[str] | None,
-        typer.Option(help="Map a score-table column to a table column, NAME=COLUMN (repeatable)."),
-    ] = None,
-    pattern: Annotated[
-        str | None,
-        typer.Option(
-            help="Regex with groups 'testset' and 'metric' splitting score column names (default: the rule in "
-            "docs/store.md, e.g. eval/downstream/arc_easy_acc -> arc_easy, acc)."
-        ),
-    ] = None,
-    metric: Annotated[
-        str | None,
-        typer.Option(help="Metric of a table whose column names carry none (each score column is a test set)."),
-    ] = None,
-    run_column: Annotated[
-        str | None,
-        typer.Option(help="Column naming the run of a per-run table (default: a run, Run or seed column)."),
-    ] = None,
-    size: Annotated[
-        str | None,
-        typer.Option(help="Model size of every score (e.g. 7B), for names whose size is not read from them."),
-    ] = None,
-    on_conflict: Annotated[
-        str, typer.Option(help="A score stored with a different value: error, replace or keep.")
-    ] = "error",
-    allow_copies: Annotated[
+        "Regex with groups 'testset' and 'metric' splitting score column names (default: the rule in "
+        "docs/store.md, e.g. eval/downstream/arc_easy_acc -> arc_easy, acc).",
+    ),
+    "metric": CliOption(
+        str | None, "Metric of a table whose column names carry none (each score column is a test set)."
+    ),
+    "run_column": CliOption(
+        str | None, "Column naming the run of a per-run table (default: a run, Run or seed column)."
+    ),
+    "size": CliOption(str | None, "Model size of every score (e.g. 7B), for names whose size is not read from them."),
+    "on_conflict": CliOption(str, "A score stored with a different value: error, replace or keep.", "error"),
+    "allow_copies": CliOption(
         bool,
-        typer.Option(
-            "--allow-copies",
-            help="Store files whose scores the store already holds under another study (default: leave them out).",
-        ),
-    ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-) -> None:
+        "Store files whose scores the store already holds under another study (default: leave them out).",
+        False,
+        ("--allow-copies",),
+    ),
+    "quiet": CliOption(bool, "No progress bar.", False, ("--quiet", "-q")),
+}
+
+
+def _ingest(paths: list[Path], *, column: list[str] | None, on_conflict: str, quiet: bool, **options: Any) -> None:
     """Import score files into a store, all or nothing.
 
     Reads lm-evaluation-harness results (v0.3 and v0.4+), Hugging Face trainer_state.json, and CSV/Parquet
@@ -95,25 +80,13 @@ def ingest_command(
         raise GengenError(f"--on-conflict: expected error, replace or keep, got {on_conflict!r}")
     from gengen.ingest import ingest  # pandas: only when a file is read, not for --help
 
-    report = ingest(
-        paths,
-        store,
-        format=format,
-        model=model,
-        run=run,
-        study=study,
-        step=step,
-        step_pattern=step_pattern,
-        columns=_mapping(column or []),
-        pattern=pattern,
-        metric=metric,
-        run_column=run_column,
-        size=size,
-        on_conflict=on_conflict,  # type: ignore[arg-type]
-        allow_copies=allow_copies,
-        progress=not quiet,
-    )
+    columns = _mapping(column or [])
+    report = ingest(paths, columns=columns, on_conflict=on_conflict, progress=not quiet, **options)  # type: ignore[arg-type]
     _echo(report)
+
+
+ingest_command = user_errors_exit(_ingest, flags=FLAGS)
+ingest_command.__signature__ = table_signature(OPTIONS)  # type: ignore[attr-defined]
 
 
 def _echo(report: IngestReport) -> None:

@@ -9,11 +9,11 @@ itself, see :mod:`gengen.lm_eval_backend`). The library chooses the backend by n
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from gengen.cli._common import TrustTaskCode, user_errors_exit
+from gengen.cli._common import REQUIRED, TRUST_TASK_CODE, CliOption, table_signature, user_errors_exit
 
 if TYPE_CHECKING:
     from gengen.scoring.checkpoints import Checkpoint
@@ -59,64 +59,66 @@ def _split(values: list[str] | None) -> tuple[str, ...]:
     return tuple(names)
 
 
-@user_errors_exit
-def score_command(
-    name: Annotated[str, typer.Option("--name", help="The model's name in the store.")],
-    config: Annotated[
+#: The command's parameters, in the order of its help. Those that :func:`_score` does not name are fields of
+#: :class:`gengen.scoring.ScoreRequest` and go on to it as they are.
+OPTIONS: dict[str, CliOption] = {
+    "name": CliOption(str, "The model's name in the store.", REQUIRED, ("--name",)),
+    "config": CliOption(
         Path | None,
-        typer.Argument(help="A study TOML file: its task, test sets and evaluation apply (optional with lm-eval)."),
-    ] = None,
-    checkpoints: Annotated[
+        "A study TOML file: its task, test sets and evaluation apply (optional with lm-eval).",
+        argument=True,
+    ),
+    "checkpoints": CliOption(
         list[str] | None,
-        typer.Option(
-            "--checkpoints",
-            help="A checkpoint folder, a folder of them, or HUB_ID@rev1,rev2 (repeatable).",
-        ),
-    ] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", help="A hub id or folder whose --revisions are the checkpoints.")
-    ] = None,
-    revisions: Annotated[
-        str | None, typer.Option(help="Comma-separated revisions of --model, e.g. step1000,step2000.")
-    ] = None,
-    backend: Annotated[
+        "A checkpoint folder, a folder of them, or HUB_ID@rev1,rev2 (repeatable).",
+        flags=("--checkpoints",),
+    ),
+    "model": CliOption(str | None, "A hub id or folder whose --revisions are the checkpoints.", flags=("--model",)),
+    "revisions": CliOption(str | None, "Comma-separated revisions of --model, e.g. step1000,step2000."),
+    "backend": CliOption(
         str | None,
-        typer.Option(
-            help="A scoring backend: gengen (the study's NLI test sets) or lm-eval (lm-eval tasks; default: the "
-            "study's evaluation.backend)."
-        ),
-    ] = None,
-    tasks: Annotated[
-        list[str] | None,
-        typer.Option("--tasks", help="lm-eval tasks, groups or tags, comma-separated (repeatable)."),
-    ] = None,
-    num_fewshot: Annotated[
-        int | None, typer.Option("--num-fewshot", help="lm-eval: in-context examples (default: each task's).", min=0)
-    ] = None,
-    limit: Annotated[
-        str | None, typer.Option(help="lm-eval: examples per task, a count or a fraction such as 0.1.")
-    ] = None,
-    batch_size: Annotated[
-        str | None, typer.Option("--batch-size", help="lm-eval: requests per batch, or auto (default 8 or study's).")
-    ] = None,
-    device: Annotated[
-        str | None, typer.Option(help="auto, cpu, cuda or cuda:N (default: the study's training.device, else auto).")
-    ] = None,
-    precision: Annotated[
-        str | None, typer.Option(help="lm-eval without a study: auto, fp32, bf16 or fp16 (as training.precision).")
-    ] = None,
-    include_path: Annotated[
-        list[Path] | None, typer.Option("--include-path", help="lm-eval: a folder of task YAML files (repeatable).")
-    ] = None,
-    store: Annotated[
-        Path | None, typer.Option(help="lm-eval without a study: the store (a folder or a .sqlite file).")
-    ] = None,
-    family: Annotated[str, typer.Option(help="Family label stored with the scores.")] = "",
-    size: Annotated[str, typer.Option(help="Size label stored with the scores.")] = "",
-    run: Annotated[str, typer.Option(help="Run key stored with the scores.")] = "main",
-    tokenizer: Annotated[str | None, typer.Option(help="Tokenizer (default: the first checkpoint's).")] = None,
-    threads: Annotated[int | None, typer.Option(help="CPU threads for torch (default: torch's).", min=1)] = None,
-    trust_task_code: TrustTaskCode = False,
+        "A scoring backend: gengen (the study's NLI test sets) or lm-eval (lm-eval tasks; default: the "
+        "study's evaluation.backend).",
+    ),
+    "tasks": CliOption(
+        list[str] | None, "lm-eval tasks, groups or tags, comma-separated (repeatable).", flags=("--tasks",)
+    ),
+    "num_fewshot": CliOption(
+        int | None, "lm-eval: in-context examples (default: each task's).", flags=("--num-fewshot",), min=0
+    ),
+    "limit": CliOption(str | None, "lm-eval: examples per task, a count or a fraction such as 0.1."),
+    "batch_size": CliOption(
+        str | None, "lm-eval: requests per batch, or auto (default 8 or study's).", flags=("--batch-size",)
+    ),
+    "device": CliOption(str | None, "auto, cpu, cuda or cuda:N (default: the study's training.device, else auto)."),
+    "precision": CliOption(str | None, "lm-eval without a study: auto, fp32, bf16 or fp16 (as training.precision)."),
+    "include_path": CliOption(
+        list[Path] | None, "lm-eval: a folder of task YAML files (repeatable).", flags=("--include-path",)
+    ),
+    "store": CliOption(Path | None, "lm-eval without a study: the store (a folder or a .sqlite file)."),
+    "family": CliOption(str, "Family label stored with the scores.", ""),
+    "size": CliOption(str, "Size label stored with the scores.", ""),
+    "run": CliOption(str, "Run key stored with the scores.", "main"),
+    "tokenizer": CliOption(str | None, "Tokenizer (default: the first checkpoint's)."),
+    "threads": CliOption(int | None, "CPU threads for torch (default: torch's).", min=1),
+    "trust_task_code": TRUST_TASK_CODE,
+}
+
+
+def _score(
+    name: str,
+    config: Path | None,
+    *,
+    checkpoints: list[str] | None,
+    model: str | None,
+    revisions: str | None,
+    backend: str | None,
+    tasks: list[str] | None,
+    include_path: list[Path] | None,
+    family: str,
+    size: str,
+    run: str,
+    **request_fields: Any,
 ) -> None:
     # In the docstring below, \\[ keeps rich (the help's renderer) from reading [lm-eval] as markup and dropping it.
     """Score checkpoints on the study's test sets; the step of each is the last number in its name.
@@ -135,22 +137,14 @@ def score_command(
     study = load_config(config) if config is not None else None
     chosen = resolve_backend(backend, study)
     found = _series(checkpoints, model, revisions)
-    request = ScoreRequest(
-        study=study,
-        tasks=_split(tasks),
-        num_fewshot=num_fewshot,
-        limit=limit,
-        batch_size=batch_size,
-        include_paths=tuple(str(p) for p in include_path or ()),
-        precision=precision,
-        store=store,
-        device=device,
-        tokenizer=tokenizer,
-        threads=threads,
-        trust_task_code=trust_task_code,
-    )
+    paths = tuple(str(p) for p in include_path or ())
+    request = ScoreRequest(study=study, tasks=_split(tasks), include_paths=paths, **request_fields)
     labels = SeriesLabels(name, family, size, run)
     typer.echo(score_request(chosen, found, request, labels, log=typer.echo).summary())
+
+
+score_command = user_errors_exit(_score)
+score_command.__signature__ = table_signature(OPTIONS)  # type: ignore[attr-defined]
 
 
 def _series(checkpoints: list[str] | None, model: str | None, revisions: str | None) -> list[Checkpoint]:
