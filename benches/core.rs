@@ -6,7 +6,9 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
-use _core::batch::{bootstrap_ci_batch, permutation_test_batch, BootstrapRequest, PermutationRequest};
+use _core::batch::{
+    bootstrap_ci_batch, permutation_test_batch, BootstrapRequest, PermutationRequest, ResamplingRequest,
+};
 use _core::bootstrap::{replicates_batch, BootstrapRun, IntervalMethod};
 use _core::control::Control;
 use _core::error::StatsError;
@@ -104,15 +106,18 @@ fn bootstraps(c: &mut Criterion) {
 fn w1_batch(c: &mut Criterion) {
     let (scores, covars): (Vec<Mat>, Vec<Mat>) = (0..50).map(|s| trajectory(100, 7, 200 + s)).unzip();
     let quiet = || -> Result<(), StatsError> { Ok(()) };
-    let permutations = PermutationRequest {
+    let resampling = ResamplingRequest {
         method: Method::Pearson,
         control: Control::Linear,
-        n_perm: 10_000,
         scheme: "block".to_string(),
         block_length: None,
-        mirror: false,
         seed: 1,
         n_threads: Some(1),
+    };
+    let permutations = PermutationRequest {
+        resampling: resampling.clone(),
+        n_perm: 10_000,
+        mirror: false,
     };
     c.bench_function("W1 permutations through batch (10,000 block, 1 thread)", |b| {
         b.iter(|| {
@@ -120,15 +125,10 @@ fn w1_batch(c: &mut Criterion) {
         })
     });
     let bootstrap = BootstrapRequest {
-        method: Method::Pearson,
-        control: Control::Linear,
+        resampling,
         n_boot: 2_000,
-        scheme: "block".to_string(),
-        block_length: None,
         ci_level: 0.95,
         ci_method: IntervalMethod::Percentile,
-        seed: 1,
-        n_threads: Some(1),
     };
     c.bench_function("W1 bootstrap through batch (2,000 block, 1 thread)", |b| {
         b.iter(|| black_box(bootstrap_ci_batch(scores.clone(), covars.clone(), &bootstrap, &quiet).unwrap()))

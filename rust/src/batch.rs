@@ -70,11 +70,15 @@ struct Resampling {
 }
 
 impl Resampling {
-    /// Checks `count` (`name`, at least `least`) and builds the pool.
-    fn new(name: &str, count: u64, least: u64, n_threads: Option<usize>, seed: u64) -> Result<Self> {
+    /// Checks `count` (`name`, at least `least`) and builds the pool of `request`.
+    fn new(name: &str, count: u64, least: u64, request: &ResamplingRequest) -> Result<Self> {
         let count = check_resamples(name, count, least)?;
-        let threads = Threads::new(n_threads)?;
-        Ok(Resampling { threads, count, seed })
+        let threads = Threads::new(request.n_threads)?;
+        Ok(Resampling {
+            threads,
+            count,
+            seed: request.seed,
+        })
     }
 
     /// Runs `work(seed, range)` on the pool for consecutive ranges of `slice` resamples, hands each result to
@@ -182,18 +186,28 @@ pub fn partial_corr_matrix_batch(
     results.into_iter().collect()
 }
 
-/// What a permutation test of a batch is asked to do.
+/// What the permutation tests and the bootstrap of a batch are both asked: the partial correlations'
+/// method and control, the resampling scheme (its block length: None for the default of each run's n) and
+/// seed, and the threads (None: rayon's global pool).
 #[derive(Debug, Clone)]
-pub struct PermutationRequest {
+pub struct ResamplingRequest {
     pub method: Method,
     pub control: Control,
-    pub n_perm: u64,
-    /// "free", "block" or "circular" (see [`PermutationScheme::parse`]).
+    /// "free", "block" or "circular" for the permutations (see [`PermutationScheme::parse`]); "iid", "block"
+    /// or "circular" for the bootstrap (see [`BootstrapScheme::parse`]).
     pub scheme: String,
     pub block_length: Option<usize>,
-    pub mirror: bool,
     pub seed: u64,
     pub n_threads: Option<usize>,
+}
+
+/// What a permutation test of a batch is asked to do: `n_perm` permutations (circular ones mirrored with
+/// `mirror`).
+#[derive(Debug, Clone)]
+pub struct PermutationRequest {
+    pub resampling: ResamplingRequest,
+    pub n_perm: u64,
+    pub mirror: bool,
 }
 
 /// One run's permutation test: the observed partial correlations and the two-sided p-values, pairwise and
@@ -218,17 +232,18 @@ impl PermutationBatch {
     /// Checks the request and prepares every run (residuals, and the tiled layout when the control is
     /// linear); an error names its run when there are several.
     pub fn prepare(scores: Vec<Mat>, covars: Vec<Mat>, request: &PermutationRequest) -> Result<Self> {
-        let resampling = Resampling::new("n_perm", request.n_perm, 1, request.n_threads, request.seed)?;
+        let shared = &request.resampling;
+        let resampling = Resampling::new("n_perm", request.n_perm, 1, shared)?;
         let runs = pair_runs(scores, covars)?;
         let count = runs.len();
         let mut prepared = Vec::with_capacity(count);
         for (i, (s, c)) in runs.iter().enumerate() {
             let n = s.nrows();
-            let plan = PermutationScheme::parse(&request.scheme, request.block_length, request.mirror, n)
+            let plan = PermutationScheme::parse(&shared.scheme, shared.block_length, request.mirror, n)
                 .map_err(|e| e.in_run(i, count))?;
             pcor::check_degrees_of_freedom(n, c.ncols()).map_err(|e| e.in_run(i, count))?;
             prepared.push(
-                PreparedRun::new(s, c, request.method, &request.control, plan)
+                PreparedRun::new(s, c, shared.method, &shared.control, plan)
                     .map_err(|e| e.in_run(i, count))?,
             );
         }
@@ -278,19 +293,14 @@ impl PermutationBatch {
     }
 }
 
-/// What a bootstrap of a batch is asked to do.
+/// What a bootstrap of a batch is asked to do: `n_boot` replicates, and intervals of `ci_level` by
+/// `ci_method`.
 #[derive(Debug, Clone)]
 pub struct BootstrapRequest {
-    pub method: Method,
-    pub control: Control,
+    pub resampling: ResamplingRequest,
     pub n_boot: u64,
-    /// "iid", "block" or "circular" (see [`BootstrapScheme::parse`]).
-    pub scheme: String,
-    pub block_length: Option<usize>,
     pub ci_level: f64,
     pub ci_method: IntervalMethod,
-    pub seed: u64,
-    pub n_threads: Option<usize>,
 }
 
 /// One run's bootstrap intervals, m × m: the observed partial correlations, the bounds (unit diagonal) and
@@ -320,7 +330,8 @@ impl BootstrapBatch {
     /// Checks the request (the kept replicates' memory included) and computes every run's observed
     /// estimates with the point estimate's full checks; an error names its run when there are several.
     pub fn prepare(scores: Vec<Mat>, covars: Vec<Mat>, request: &BootstrapRequest) -> Result<Self> {
-        let resampling = Resampling::new("n_boot", request.n_boot, 2, request.n_threads, request.seed)?;
+        let shared = &request.resampling;
+        let resampling = Resampling::new("n_boot", request.n_boot, 2, shared)?;
         let n_boot = resampling.count;
         let ci_level = request.ci_level;
         if !(ci_level > 0.0 && ci_level < 1.0) {
@@ -347,19 +358,19 @@ impl BootstrapBatch {
         for (i, (s, c)) in pairs_of_runs.into_iter().enumerate() {
             let n = s.nrows();
             pcor::check_degrees_of_freedom(n, c.ncols()).map_err(|e| e.in_run(i, count))?;
-            let plan = BootstrapScheme::parse(&request.scheme, request.block_length, n)
+            let plan = BootstrapScheme::parse(&shared.scheme, shared.block_length, n)
                 .map_err(|e| e.in_run(i, count))?;
-            let estimate = pcor::partial_corr_matrix_with(&s, &c, request.method, &request.control)
+            let estimate = pcor::partial_corr_matrix_with(&s, &c, shared.method, &shared.control)
                 .map_err(|e| e.in_run(i, count))?;
             observed.push(estimate.estimate);
             runs.push(BootstrapRun {
                 scores: s,
                 covar: c,
                 scheme: plan,
-                control: request.control,
+                control: shared.control,
             });
         }
-        let fast = if request.method == Method::Pearson {
+        let fast = if shared.method == Method::Pearson {
             runs.iter().map(FastBootstrapRun::new).collect()
         } else {
             None
@@ -369,7 +380,7 @@ impl BootstrapBatch {
             observed,
             fast,
             resampling,
-            method: request.method,
+            method: shared.method,
             ci_level,
             ci_method: request.ci_method,
         })
@@ -465,51 +476,58 @@ fn index_table<E: From<StatsError>>(
     Ok(data)
 }
 
-/// The rows of `n_perm` permutations of `n` checkpoints as the tests draw them (`n_perm` × n, row-major):
-/// scheme "free", "block" or "circular" (see [`PermutationScheme::parse`]).
-pub fn permutation_indices<E: From<StatsError>>(
+/// At least one checkpoint to draw indices of.
+fn checkpoints(n: usize) -> Result<usize> {
+    if n == 0 {
+        return Err(StatsError::invalid("n", "must be at least 1"));
+    }
+    Ok(n)
+}
+
+/// How the rows of an index table are drawn: as the permutation tests or as the bootstrap draw them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexPlan {
+    Permutation(PermutationScheme),
+    Bootstrap(BootstrapScheme),
+}
+
+/// The plan of permutations of `n` checkpoints: scheme "free", "block" or "circular" (see
+/// [`PermutationScheme::parse`]).
+pub fn permutation_plan(
     n: usize,
-    n_perm: usize,
     scheme: &str,
     block_length: Option<usize>,
     mirror: bool,
-    seed: u64,
-    progress: Progress<'_, E>,
-) -> std::result::Result<Vec<i64>, E> {
-    if n == 0 {
-        return Err(StatsError::invalid("n", "must be at least 1").into());
-    }
-    let plan = PermutationScheme::parse(scheme, block_length, mirror, n)?;
-    index_table(
-        "n_perm",
-        n_perm,
-        n,
-        |index, row| permutation_into(n, plan, seed, index, row),
-        progress,
-    )
+) -> Result<IndexPlan> {
+    let plan = PermutationScheme::parse(scheme, block_length, mirror, checkpoints(n)?)?;
+    Ok(IndexPlan::Permutation(plan))
 }
 
-/// The rows of `n_boot` bootstrap resamples of `n` checkpoints as the intervals draw them (`n_boot` × n,
-/// row-major): scheme "iid", "block" or "circular" (see [`BootstrapScheme::parse`]).
-pub fn bootstrap_indices<E: From<StatsError>>(
+/// The plan of bootstrap resamples of `n` checkpoints: scheme "iid", "block" or "circular" (see
+/// [`BootstrapScheme::parse`]).
+pub fn bootstrap_plan(n: usize, scheme: &str, block_length: Option<usize>) -> Result<IndexPlan> {
+    let plan = BootstrapScheme::parse(scheme, block_length, checkpoints(n)?)?;
+    Ok(IndexPlan::Bootstrap(plan))
+}
+
+/// The rows of `rows` permutations (`n_perm`) or bootstrap resamples (`n_boot`) of `n` checkpoints under
+/// `plan`, drawn from `seed` as the tests and intervals draw them (`rows` × n, row-major).
+pub fn indices<E: From<StatsError>>(
     n: usize,
-    n_boot: usize,
-    scheme: &str,
-    block_length: Option<usize>,
+    rows: usize,
+    plan: IndexPlan,
     seed: u64,
     progress: Progress<'_, E>,
 ) -> std::result::Result<Vec<i64>, E> {
-    if n == 0 {
-        return Err(StatsError::invalid("n", "must be at least 1").into());
-    }
-    let plan = BootstrapScheme::parse(scheme, block_length, n)?;
-    index_table(
-        "n_boot",
-        n_boot,
-        n,
-        |index, row| bootstrap_into(n, plan, seed, index, row),
-        progress,
-    )
+    let name = match plan {
+        IndexPlan::Permutation(_) => "n_perm",
+        IndexPlan::Bootstrap(_) => "n_boot",
+    };
+    let fill = |index, row: &mut [usize]| match plan {
+        IndexPlan::Permutation(scheme) => permutation_into(n, scheme, seed, index, row),
+        IndexPlan::Bootstrap(scheme) => bootstrap_into(n, scheme, seed, index, row),
+    };
+    index_table(name, rows, n, fill, progress)
 }
 
 /// GAM fits of every column of y (n × m), as matrices: see [`gam_fit`].

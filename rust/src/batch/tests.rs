@@ -30,16 +30,29 @@ fn data(runs: usize, n: usize, m: usize, seed: u64) -> (Vec<Mat>, Vec<Mat>) {
     (scores, covars)
 }
 
-fn permutation_request(scheme: &str, control: Control, n_threads: Option<usize>) -> PermutationRequest {
-    PermutationRequest {
-        method: Method::Pearson,
+/// Resampling by `scheme` (its default block length) from `seed`.
+fn resampling(
+    method: Method,
+    control: Control,
+    scheme: &str,
+    seed: u64,
+    n_threads: Option<usize>,
+) -> ResamplingRequest {
+    ResamplingRequest {
+        method,
         control,
-        n_perm: 2500,
         scheme: scheme.to_string(),
         block_length: None,
-        mirror: false,
-        seed: 3,
+        seed,
         n_threads,
+    }
+}
+
+fn permutation_request(scheme: &str, control: Control, n_threads: Option<usize>) -> PermutationRequest {
+    PermutationRequest {
+        resampling: resampling(Method::Pearson, control, scheme, 3, n_threads),
+        n_perm: 2500,
+        mirror: false,
     }
 }
 
@@ -49,15 +62,10 @@ fn bootstrap_request(
     n_threads: Option<usize>,
 ) -> BootstrapRequest {
     BootstrapRequest {
-        method,
-        control: Control::Linear,
+        resampling: resampling(method, Control::Linear, "block", 5, n_threads),
         n_boot: 1500,
-        scheme: "block".to_string(),
-        block_length: None,
         ci_level: 0.9,
         ci_method,
-        seed: 5,
-        n_threads,
     }
 }
 
@@ -239,7 +247,7 @@ fn errors_name_the_argument_and_the_run() {
         .err()
         .unwrap();
     assert_eq!(error.to_string(), "n_threads: must be at least 1");
-    bad_level.n_threads = None;
+    bad_level.resampling.n_threads = None;
     bad_level.ci_level = 1.0;
     let error = BootstrapBatch::prepare(scores, covars, &bad_level).err().unwrap();
     assert!(
@@ -258,22 +266,34 @@ fn index_tables_are_the_drawn_rows() {
         Ok(())
     };
     // 2,100 rows: progress after rows 1,024 and 2,048.
-    let table = permutation_indices(12, 2100, "block", Some(3), false, 4, &count).unwrap();
-    assert_eq!(calls.swap(0, Ordering::SeqCst), 2);
     let plan = PermutationScheme::Block { length: 3 };
+    assert_eq!(
+        permutation_plan(12, "block", Some(3), false).unwrap(),
+        IndexPlan::Permutation(plan)
+    );
+    let table = indices(12, 2100, IndexPlan::Permutation(plan), 4, &count).unwrap();
+    assert_eq!(calls.swap(0, Ordering::SeqCst), 2);
     let mut row = vec![0usize; 12];
     for index in [0u64, 1, 2099] {
         permutation_into(12, plan, 4, index, &mut row);
         let expected: Vec<i64> = row.iter().map(|&i| i as i64).collect();
         assert_eq!(&table[index as usize * 12..][..12], expected.as_slice());
     }
-    let table = bootstrap_indices(10, 5, "iid", None, 9, &count).unwrap();
+    let table = indices(10, 5, bootstrap_plan(10, "iid", None).unwrap(), 9, &count).unwrap();
     assert_eq!(table.len(), 50);
     assert!(table.iter().all(|&i| (0..10).contains(&i)));
-    let error = bootstrap_indices(0, 5, "iid", None, 9, &count).err().unwrap();
+    let error = bootstrap_plan(0, "iid", None).unwrap_err();
     assert_eq!(error.to_string(), "n: must be at least 1");
-    let error = permutation_indices(10, usize::MAX, "free", None, false, 0, &count)
-        .err()
-        .unwrap();
+    let error = permutation_plan(0, "block", None, false).unwrap_err();
+    assert_eq!(error.to_string(), "n: must be at least 1");
+    let error = indices(
+        10,
+        usize::MAX,
+        IndexPlan::Permutation(PermutationScheme::Free),
+        0,
+        &count,
+    )
+    .err()
+    .unwrap();
     assert!(error.to_string().starts_with("n_perm: a table of"), "{error}");
 }

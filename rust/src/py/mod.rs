@@ -65,7 +65,7 @@ mod simulate;
 use control::{control_of, ControlArgument};
 
 use crate::adjust::{p_adjust_with as adjust, Adjustment};
-use crate::batch::{self, BootstrapRequest, PermutationRequest};
+use crate::batch::{self, BootstrapRequest, PermutationRequest, ResamplingRequest};
 use crate::bootstrap::IntervalMethod;
 use crate::control::Control;
 use crate::error::StatsError;
@@ -232,6 +232,49 @@ fn partial_corr_matrix_batch(
     over_runs(py, &scores, &covars, kernel, CorrMatrixResult::new)
 }
 
+/// Declares the binding of a batch resampling kernel, `batch::name(scores, covars, &request, progress)`:
+/// `name(scores, covars, method, <count>, scheme, block_length=None, <own arguments>, seed=0, fit=None,
+/// n_threads=None)` in Python. The shared arguments make the request's [`ResamplingRequest`]; the request's
+/// other fields are the count and those listed, each the argument of its name or the value given.
+macro_rules! resampling_binding {
+    (
+        $name:ident($count:ident $(, $arg:ident: $ty:ty = $default:tt)*) -> $result:ident,
+        $request:ident { $($field:ident $(: $value:expr)?),* $(,)? }
+    ) => {
+        #[allow(clippy::too_many_arguments)]
+        #[pyfunction]
+        #[pyo3(signature = (
+            scores, covars, method, $count, scheme, block_length=None, $($arg=$default,)* seed=0, fit=None,
+            n_threads=None
+        ))]
+        fn $name(
+            py: Python<'_>,
+            scores: Vec<PyReadonlyArray2<'_, f64>>,
+            covars: Vec<PyReadonlyArray2<'_, f64>>,
+            method: &str,
+            $count: u64,
+            scheme: &str,
+            block_length: Option<usize>,
+            $($arg: $ty,)*
+            seed: u64,
+            fit: Option<ControlArgument>,
+            n_threads: Option<usize>,
+        ) -> CoreResult<Vec<$result>> {
+            let resampling = ResamplingRequest {
+                method: Method::parse(method)?,
+                control: control_of(fit),
+                scheme: scheme.to_string(),
+                block_length,
+                seed,
+                n_threads,
+            };
+            let request = $request { resampling, $count, $($field $(: $value)?),* };
+            let kernel = |scores, covars| batch::$name(scores, covars, &request, &check_signals);
+            over_runs(py, &scores, &covars, kernel, $result::new)
+        }
+    };
+}
+
 result_class! {
     /// One run's permutation test.
     PermutationResult from batch::PermutationOutcome {
@@ -240,34 +283,9 @@ result_class! {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-#[pyfunction]
-#[pyo3(signature = (scores, covars, method, n_perm, scheme, block_length=None, mirror=false, seed=0, fit=None, n_threads=None))]
-fn permutation_test_batch(
-    py: Python<'_>,
-    scores: Vec<PyReadonlyArray2<'_, f64>>,
-    covars: Vec<PyReadonlyArray2<'_, f64>>,
-    method: &str,
-    n_perm: u64,
-    scheme: &str,
-    block_length: Option<usize>,
-    mirror: bool,
-    seed: u64,
-    fit: Option<ControlArgument>,
-    n_threads: Option<usize>,
-) -> CoreResult<Vec<PermutationResult>> {
-    let request = PermutationRequest {
-        method: Method::parse(method)?,
-        control: control_of(fit),
-        n_perm,
-        scheme: scheme.to_string(),
-        block_length,
-        mirror,
-        seed,
-        n_threads,
-    };
-    let kernel = |scores, covars| batch::permutation_test_batch(scores, covars, &request, &check_signals);
-    over_runs(py, &scores, &covars, kernel, PermutationResult::new)
+resampling_binding! {
+    permutation_test_batch(n_perm, mirror: bool = false) -> PermutationResult,
+    PermutationRequest { mirror }
 }
 
 result_class! {
@@ -278,36 +296,9 @@ result_class! {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-#[pyfunction]
-#[pyo3(signature = (scores, covars, method, n_boot, scheme, block_length=None, ci_level=0.95, ci_method="percentile", seed=0, fit=None, n_threads=None))]
-fn bootstrap_ci_batch(
-    py: Python<'_>,
-    scores: Vec<PyReadonlyArray2<'_, f64>>,
-    covars: Vec<PyReadonlyArray2<'_, f64>>,
-    method: &str,
-    n_boot: u64,
-    scheme: &str,
-    block_length: Option<usize>,
-    ci_level: f64,
-    ci_method: &str,
-    seed: u64,
-    fit: Option<ControlArgument>,
-    n_threads: Option<usize>,
-) -> CoreResult<Vec<BootstrapResult>> {
-    let request = BootstrapRequest {
-        method: Method::parse(method)?,
-        control: control_of(fit),
-        ci_method: IntervalMethod::parse(ci_method)?,
-        n_boot,
-        scheme: scheme.to_string(),
-        block_length,
-        ci_level,
-        seed,
-        n_threads,
-    };
-    let kernel = |scores, covars| batch::bootstrap_ci_batch(scores, covars, &request, &check_signals);
-    over_runs(py, &scores, &covars, kernel, BootstrapResult::new)
+resampling_binding! {
+    bootstrap_ci_batch(n_boot, ci_level: f64 = 0.95, ci_method: &str = "percentile") -> BootstrapResult,
+    BootstrapRequest { ci_level, ci_method: IntervalMethod::parse(ci_method)? }
 }
 
 result_class! {
@@ -352,12 +343,19 @@ fn default_max_edf(n: usize, q: usize) -> f64 {
     max_edf_rule(n, q)
 }
 
-/// A (rows, n) numpy array of a row-major table of indices.
-fn index_array(py: Python<'_>, data: Vec<i64>, rows: usize, n: usize) -> Py<PyArray2<i64>> {
-    Array2::from_shape_vec((rows, n), data)
+/// The (rows, n) table of indices of `plan`, drawn from `seed` with the GIL released.
+fn index_array(
+    py: Python<'_>,
+    n: usize,
+    rows: usize,
+    plan: batch::IndexPlan,
+    seed: u64,
+) -> CoreResult<Py<PyArray2<i64>>> {
+    let data = py.allow_threads(|| batch::indices(n, rows, plan, seed, &check_signals))?;
+    Ok(Array2::from_shape_vec((rows, n), data)
         .unwrap_or_else(|_| Array2::zeros((rows, n)))
         .into_pyarray(py)
-        .unbind()
+        .unbind())
 }
 
 #[pyfunction]
@@ -371,10 +369,8 @@ fn permutation_indices(
     mirror: bool,
     seed: u64,
 ) -> CoreResult<Py<PyArray2<i64>>> {
-    let data = py.allow_threads(|| {
-        batch::permutation_indices(n, n_perm, scheme, block_length, mirror, seed, &check_signals)
-    })?;
-    Ok(index_array(py, data, n_perm, n))
+    let plan = batch::permutation_plan(n, scheme, block_length, mirror)?;
+    index_array(py, n, n_perm, plan, seed)
 }
 
 #[pyfunction]
@@ -387,9 +383,8 @@ fn bootstrap_indices(
     block_length: Option<usize>,
     seed: u64,
 ) -> CoreResult<Py<PyArray2<i64>>> {
-    let data =
-        py.allow_threads(|| batch::bootstrap_indices(n, n_boot, scheme, block_length, seed, &check_signals))?;
-    Ok(index_array(py, data, n_boot, n))
+    let plan = batch::bootstrap_plan(n, scheme, block_length)?;
+    index_array(py, n, n_boot, plan, seed)
 }
 
 #[pyfunction]
