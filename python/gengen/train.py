@@ -43,6 +43,7 @@ from gengen.checkpoints import (
 from gengen.config import RunSpec, StudyConfig
 from gengen.distributed import Strategy, World, current_world, strategy_for
 from gengen.errors import ConfigError
+from gengen.executors.base import RunIdentity
 from gengen.families import family_for
 from gengen.models import (
     Precision,
@@ -104,13 +105,11 @@ def _package_versions() -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class RunOutcome:
-    """What :func:`train_run` (:meth:`Trainer.fit`) did.
+class RunOutcome(RunIdentity):
+    """What :func:`train_run` (:meth:`Trainer.fit`) did; ``model`` and ``run`` name the run (:class:`RunIdentity`).
 
     Attributes
     ----------
-    model, run : str
-        The run's identity in the store.
     total_steps : int
         Optimiser steps of the full run.
     resumed_from : int or None
@@ -123,8 +122,6 @@ class RunOutcome:
         Wall time.
     """
 
-    model: str
-    run: str
     total_steps: int
     resumed_from: int | None
     rows_written: int

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from gengen.config import RunSpec, StudyConfig
 
-__all__ = ["Executor", "Handle", "RunResult", "RunTask", "failure", "finished"]
+__all__ = ["Executor", "Handle", "RunIdentity", "RunResult", "RunTask", "failure", "finished"]
 
 Handle = Any
 """An executor's token for a submitted task (a future, a Ray object reference, a submitit job)."""
@@ -53,13 +53,25 @@ class RunTask:
 
 
 @dataclass(frozen=True)
-class RunResult:
-    """What came back from one attempt.
+class RunIdentity:
+    """Which run a report is about: the first fields of :class:`RunResult` and :class:`gengen.train.RunOutcome`.
 
     Attributes
     ----------
     model, run : str
         The run's identity in the store.
+    """
+
+    model: str
+    run: str
+
+
+@dataclass(frozen=True)
+class RunResult(RunIdentity):
+    """What came back from one attempt; ``model`` and ``run`` name the run (:class:`RunIdentity`).
+
+    Attributes
+    ----------
     ok : bool
         The run finished (or was already complete).
     error : str or None
@@ -83,8 +95,6 @@ class RunResult:
         The checkpoint step training restarted from (None: from the start, or not known).
     """
 
-    model: str
-    run: str
     ok: bool
     error: str | None = None
     details: str | None = None
