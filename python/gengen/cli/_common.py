@@ -16,7 +16,7 @@ import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple, ParamSpec, TypeVar
+from typing import Annotated, Any, NamedTuple, ParamSpec, TypedDict, TypeVar
 
 import typer
 
@@ -97,7 +97,15 @@ OnlyModels = Annotated[list[str] | None, typer.Option("--model", help="Only this
 #: The analysis folder argument of the commands that read ``gengen analyse``'s output (compare, report).
 AnalysisDir = Annotated[Path, typer.Argument(help="Output folder of gengen analyse.")]
 
-SEED_RANGE: dict[str, int] = {"min": 0, "max": 2**64 - 1}
+
+class Bounds(TypedDict):
+    """``min`` and ``max`` of an option, to pass on as ``**bounds``."""
+
+    min: int
+    max: int
+
+
+SEED_RANGE: Bounds = {"min": 0, "max": 2**64 - 1}
 """``typer.Option(**SEED_RANGE)``: seeds are unsigned 64-bit integers."""
 
 # What a file-system error means to someone who typed the path; strerror wording varies by platform.

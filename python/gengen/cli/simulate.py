@@ -3,53 +3,52 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
-from gengen.cli._common import SEED_RANGE, user_errors_exit
+from gengen.cli._common import SEED_RANGE, Bounds, CliOption, table_signature, user_errors_exit
 from gengen.errors import GengenError
 
 #: The studies of ``--study``, each a measure of :func:`gengen.calibration.calibration_study` over its grid.
 STUDIES = ("methods", "grid", "realistic")
 
 
-def _replicates_option(text: str) -> Any:
-    return typer.Option(help=text, min=1, max=100_000)
+#: Bounds of the replicate counts.
+_REPLICATES: Bounds = {"min": 1, "max": 100_000}
 
-
-@user_errors_exit
-def simulate_command(
-    quick: Annotated[
-        bool,
-        typer.Option("--quick", help="The reduced grid of the study (methods: n = 50, null cells, ~20 s)."),
-    ] = False,
-    out: Annotated[
-        Path | None,
-        typer.Option(help="Folder for the study's CSV and its tables or figure (created if absent)."),
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of every random number of the study.", **SEED_RANGE)] = 2026,
-    study: Annotated[
+#: The command's options, in the order of its help. --study, --grid and --realistic choose the study; the others
+#: go on to it (each study's function takes the ones it uses).
+OPTIONS: dict[str, CliOption] = {
+    "quick": CliOption(
+        bool, "The reduced grid of the study (methods: n = 50, null cells, ~20 s).", False, ("--quick",)
+    ),
+    "out": CliOption(Path | None, "Folder for the study's CSV and its tables or figure (created if absent)."),
+    "seed": CliOption(int, "Seed of every random number of the study.", 2026, **SEED_RANGE),
+    "study": CliOption(
         str | None,
-        typer.Option(
-            help="methods: every inference method on AR(1) and random-walk noise (the default); grid: the "
-            "default's calibration grid (AR(1), AR(2), heteroskedastic, non-linear, short and pooled runs); "
-            "realistic: gengen.analyse's default on realistic learning curves (docs/calibration.md).",
-        ),
-    ] = None,
-    grid: Annotated[bool, typer.Option("--grid", help="The same as --study grid.")] = False,
-    realistic: Annotated[bool, typer.Option("--realistic", help="With --grid: the same as --study realistic.")] = False,
-    replicates: Annotated[int, _replicates_option("grid, realistic: simulated runs per cell and hypothesis.")] = 300,
-    pooled_replicates: Annotated[
+        "methods: every inference method on AR(1) and random-walk noise (the default); grid: the "
+        "default's calibration grid (AR(1), AR(2), heteroskedastic, non-linear, short and pooled runs); "
+        "realistic: gengen.analyse's default on realistic learning curves (docs/calibration.md).",
+    ),
+    "grid": CliOption(bool, "The same as --study grid.", False, ("--grid",)),
+    "realistic": CliOption(bool, "With --grid: the same as --study realistic.", False, ("--realistic",)),
+    "replicates": CliOption(int, "grid, realistic: simulated runs per cell and hypothesis.", 300, **_REPLICATES),
+    "pooled_replicates": CliOption(
         int | None,
-        _replicates_option("realistic: groups of seeds per pooled cell and hypothesis (default --replicates)."),
-    ] = None,
-    alternative_replicates: Annotated[
+        "realistic: groups of seeds per pooled cell and hypothesis (default --replicates).",
+        **_REPLICATES,
+    ),
+    "alternative_replicates": CliOption(
         int | None,
-        _replicates_option("realistic: replicates of each alternative (rho = 0.3, 0.5); default --replicates."),
-    ] = None,
-    n_boot: Annotated[int, typer.Option(help="realistic: sieve resamples per run.", min=99, max=100_000)] = 299,
-) -> None:
+        "realistic: replicates of each alternative (rho = 0.3, 0.5); default --replicates.",
+        **_REPLICATES,
+    ),
+    "n_boot": CliOption(int, "realistic: sieve resamples per run.", 299, min=99, max=100_000),
+}
+
+
+def _simulate(*, study: str | None, grid: bool, realistic: bool, **options: Any) -> None:
     """Type-I error, power and interval coverage of every inference method on autocorrelated trajectories.
 
     The last line printed is ``lagged type-I at .05 (phi=0.9, n=50): X; naive t-test: Y`` (with
@@ -63,30 +62,22 @@ def simulate_command(
         raise GengenError(f"option --study: {chosen!r} is not one of {', '.join(STUDIES)}")
     if grid and study is not None and study != chosen:
         raise GengenError(f"option --study: {study!r} contradicts --grid{' --realistic' if realistic else ''}")
-    if out is not None:
+    if options["out"] is not None:
         # A bad --out is found before the study runs, not after it.
-        out.mkdir(parents=True, exist_ok=True)
-    if chosen == "realistic":
-        _realistic_command(
-            quick=quick,
-            out=out,
-            seed=seed,
-            replicates=replicates,
-            pooled_replicates=pooled_replicates,
-            alternative_replicates=alternative_replicates,
-            n_boot=n_boot,
-        )
-    elif chosen == "grid":
-        _grid_command(quick=quick, out=out, seed=seed, replicates=replicates)
-    else:
-        _methods_command(quick=quick, out=out, seed=seed)
+        options["out"].mkdir(parents=True, exist_ok=True)
+    run = {"methods": _methods_command, "grid": _grid_command, "realistic": _realistic_command}[chosen]
+    run(**options)
+
+
+simulate_command = user_errors_exit(_simulate)
+simulate_command.__signature__ = table_signature(OPTIONS)  # type: ignore[attr-defined]
 
 
 def _progress(line: str) -> None:
     typer.echo(line, err=True)
 
 
-def _methods_command(*, quick: bool, out: Path | None, seed: int) -> None:
+def _methods_command(*, quick: bool, out: Path | None, seed: int, **_others: Any) -> None:
     from gengen import calibration
 
     table = calibration.calibration_study(
@@ -101,7 +92,7 @@ def _methods_command(*, quick: bool, out: Path | None, seed: int) -> None:
     typer.echo(calibration.summary_line(table))
 
 
-def _grid_command(*, quick: bool, out: Path | None, seed: int, replicates: int) -> None:
+def _grid_command(*, quick: bool, out: Path | None, seed: int, replicates: int, **_others: Any) -> None:
     from gengen.calibration import GRID, QUICK_GRID, calibration_study, grid_tables
 
     cells = QUICK_GRID if quick else GRID
