@@ -129,16 +129,7 @@ pub fn test_statistic(r: f64, n: usize, k: usize, method: Method) -> (f64, f64) 
             let statistic = r / (2.0 * (2.0 * nk + 5.0) / (9.0 * nk * (nk - 1.0))).sqrt();
             (statistic, normal_two_sided(statistic))
         }
-        Method::Pearson | Method::Spearman => {
-            let df = (n - 2 - k) as f64;
-            let denominator = 1.0 - r * r;
-            let statistic = if denominator <= 0.0 {
-                r.signum() * f64::INFINITY
-            } else {
-                r * (df / denominator).sqrt()
-            };
-            (statistic, t_two_sided(statistic, df))
-        }
+        Method::Pearson | Method::Spearman => t_test(r, (n - 2 - k) as f64),
     }
 }
 
@@ -164,70 +155,120 @@ pub fn partial_corr(x: &[f64], y: &[f64], covar: &Mat, method: Method, semi: Sem
     partial_corr_with(x, y, covar, method, semi, &Control::Linear)
 }
 
-/// [`partial_corr`] under a GAM control: the residual correlation, tested on n − 2 − max(ν_x, ν_y) degrees
-/// of freedom (for a semi-partial correlation, the ν of the residualised variable alone).
-fn partial_corr_gam(
-    x: &[f64],
-    y: &[f64],
-    covar: &Mat,
+/// The variables of [`partial_corr_with`] once checked: x and y of n finite values, neither constant, and the
+/// covariates (n × k).
+#[derive(Clone, Copy)]
+struct Pair<'a> {
+    x: &'a [f64],
+    y: &'a [f64],
+    covar: &'a Mat,
     method: Method,
     semi: Semi,
-    control: &Control,
-) -> Result<PairStats> {
-    let n = x.len();
-    if method == Method::Kendall {
-        return Err(gam_needs_residuals());
-    }
-    let centred = |values: &[f64], name: &str| -> Result<(Vec<f64>, f64)> {
-        let values = if method == Method::Spearman {
-            average_ranks(values)
-        } else {
-            values.to_vec()
+}
+
+impl Pair<'_> {
+    /// The residual correlation of a pair under a GAM control and its degrees of freedom for the t-test,
+    /// n − 2 − max(ν_x, ν_y) (for a semi-partial correlation, the ν of the residualised variable alone).
+    fn gam_correlation(&self, control: &Control) -> Result<(f64, f64)> {
+        let (n, covar, method) = (self.x.len(), self.covar, self.method);
+        if method == Method::Kendall {
+            return Err(gam_needs_residuals());
+        }
+        let centred = |values: &[f64], name: &str| -> Result<(Vec<f64>, f64)> {
+            let values = if method == Method::Spearman {
+                average_ranks(values)
+            } else {
+                values.to_vec()
+            };
+            let mut out = vec![0.0; n];
+            crate::matrix::centre_into(&values, &mut out);
+            let length = norm(&out);
+            if length == 0.0 {
+                return Err(StatsError::degenerate(
+                    name,
+                    "is constant, so its correlation is undefined",
+                ));
+            }
+            Ok((out.iter().map(|v| v / length).collect(), 0.0))
         };
-        let mut out = vec![0.0; n];
-        crate::matrix::centre_into(&values, &mut out);
-        let length = norm(&out);
-        if length == 0.0 {
-            return Err(StatsError::degenerate(
-                name,
-                "is constant, so its correlation is undefined",
-            ));
-        }
-        Ok((out.iter().map(|v| v / length).collect(), 0.0))
-    };
-    let smoothed = |values: &[f64], name: &str| -> Result<(Vec<f64>, f64)> {
-        let run = residualise_run(&Mat::from_columns(n, &[values])?, covar, method, control)
-            .map_err(|error| rename_scores(error, name))?;
-        Ok((run.unit_residuals.col(0).to_vec(), run.control_df[0]))
-    };
-    let ((ex, nu_x), (ey, nu_y)) = match semi {
-        Semi::Both => {
-            let run = residualise_run(&Mat::from_columns(n, &[x, y])?, covar, method, control)?;
-            (
-                (run.unit_residuals.col(0).to_vec(), run.control_df[0]),
-                (run.unit_residuals.col(1).to_vec(), run.control_df[1]),
-            )
-        }
-        Semi::Y => (centred(x, "x")?, smoothed(y, "y")?),
-        Semi::X => (smoothed(x, "x")?, centred(y, "y")?),
-    };
-    let r = defined(dot(&ex, &ey).clamp(-1.0, 1.0), "covar")?;
-    let df = n as f64 - 2.0 - nu_x.max(nu_y);
-    if df <= 0.0 {
-        return Err(StatsError::invalid(
+        let smoothed = |values: &[f64], name: &str| -> Result<(Vec<f64>, f64)> {
+            let run = residualise_run(&Mat::from_columns(n, &[values])?, covar, method, control)
+                .map_err(|error| rename_scores(error, name))?;
+            Ok((run.unit_residuals.col(0).to_vec(), run.control_df[0]))
+        };
+        let ((ex, nu_x), (ey, nu_y)) = match self.semi {
+            Semi::Both => {
+                let run = residualise_run(&Mat::from_columns(n, &[self.x, self.y])?, covar, method, control)?;
+                (
+                    (run.unit_residuals.col(0).to_vec(), run.control_df[0]),
+                    (run.unit_residuals.col(1).to_vec(), run.control_df[1]),
+                )
+            }
+            Semi::Y => (centred(self.x, "x")?, smoothed(self.y, "y")?),
+            Semi::X => (smoothed(self.x, "x")?, centred(self.y, "y")?),
+        };
+        let r = defined(dot(&ex, &ey).clamp(-1.0, 1.0), "covar")?;
+        let df = n as f64 - 2.0 - nu_x.max(nu_y);
+        if df <= 0.0 {
+            return Err(StatsError::invalid(
             "n",
             format!("{n} observations leave df = {df:.2} after the GAM control; use a smaller k or more checkpoints"),
         ));
+        }
+        Ok((r, df))
     }
-    let (statistic, p_value) = t_test(r, df);
-    Ok(PairStats {
-        r,
-        statistic,
-        p_value,
-        df,
-        n,
-        k: covar.ncols(),
-    })
+
+    /// The partial (or semi-partial) correlation of a pair under the linear control, ppcor's: of least-squares
+    /// residuals (Pearson, Spearman on ranks), or from the inverse of the τ_b matrix (Kendall).
+    fn linear_correlation(&self) -> Result<f64> {
+        let (n, k, covar) = (self.x.len(), self.covar.ncols(), self.covar);
+        let r = match self.method {
+            Method::Kendall => {
+                let mut data = Mat::from_columns(n, &[self.x, self.y])?;
+                data = data.hstack(covar)?;
+                for j in 0..k {
+                    check_finite(&crate::residualise::column_name("covar", j, k), covar.col(j))?;
+                }
+                let tau = kendall_matrix(&data);
+                if k == 0 {
+                    tau.get(0, 1)
+                } else {
+                    let precision = invert_correlation(&tau, "covar")?;
+                    match self.semi {
+                        Semi::Both => partial_from_precision(&precision, 0, 1),
+                        Semi::Y => semi_from_precision(&precision, 0, 1),
+                        Semi::X => semi_from_precision(&precision, 1, 0),
+                    }
+                }
+            }
+            Method::Pearson | Method::Spearman => {
+                let (x, y, covar) = if self.method == Method::Spearman {
+                    for j in 0..k {
+                        check_finite(&crate::residualise::column_name("covar", j, k), covar.col(j))?;
+                    }
+                    (average_ranks(self.x), average_ranks(self.y), rank_columns(covar))
+                } else {
+                    (self.x.to_vec(), self.y.to_vec(), covar.clone())
+                };
+                let residualiser = LinearResidualiser::new(&covar, "covar")?;
+                let centring = LinearResidualiser::new(&Mat::zeros(n, 0), "covar")?;
+                let x_maker = if self.semi == Semi::Y {
+                    &centring
+                } else {
+                    &residualiser
+                };
+                let y_maker = if self.semi == Semi::X {
+                    &centring
+                } else {
+                    &residualiser
+                };
+                let rx = x_maker.residualise_checked(&Mat::from_columns(n, &[&x])?, "x")?;
+                let ry = y_maker.residualise_checked(&Mat::from_columns(n, &[&y])?, "y")?;
+                correlation_of_centred(rx.col(0), ry.col(0))
+            }
+        };
+        Ok(r)
+    }
 }
 
 /// Errors about "scores" from a one-column run, renamed to the variable they concern.
@@ -275,48 +316,23 @@ pub fn partial_corr_with(
             ));
         }
     }
-    if matches!(control, Control::Gam(_)) {
-        return partial_corr_gam(x, y, covar, method, semi, control);
-    }
-    let r = match method {
-        Method::Kendall => {
-            let mut data = Mat::from_columns(n, &[x, y])?;
-            data = data.hstack(covar)?;
-            for j in 0..k {
-                check_finite(&crate::residualise::column_name("covar", j, k), covar.col(j))?;
-            }
-            let tau = kendall_matrix(&data);
-            if k == 0 {
-                tau.get(0, 1)
-            } else {
-                let precision = invert_correlation(&tau, "covar")?;
-                match semi {
-                    Semi::Both => partial_from_precision(&precision, 0, 1),
-                    Semi::Y => semi_from_precision(&precision, 0, 1),
-                    Semi::X => semi_from_precision(&precision, 1, 0),
-                }
-            }
+    let pair = Pair {
+        x,
+        y,
+        covar,
+        method,
+        semi,
+    };
+    let (r, df, (statistic, p_value)) = match control {
+        Control::Gam(_) => {
+            let (r, df) = pair.gam_correlation(control)?;
+            (r, df, t_test(r, df))
         }
-        Method::Pearson | Method::Spearman => {
-            let (x, y, covar) = if method == Method::Spearman {
-                for j in 0..k {
-                    check_finite(&crate::residualise::column_name("covar", j, k), covar.col(j))?;
-                }
-                (average_ranks(x), average_ranks(y), rank_columns(covar))
-            } else {
-                (x.to_vec(), y.to_vec(), covar.clone())
-            };
-            let residualiser = LinearResidualiser::new(&covar, "covar")?;
-            let centring = LinearResidualiser::new(&Mat::zeros(n, 0), "covar")?;
-            let x_maker = if semi == Semi::Y { &centring } else { &residualiser };
-            let y_maker = if semi == Semi::X { &centring } else { &residualiser };
-            let rx = x_maker.residualise_checked(&Mat::from_columns(n, &[&x])?, "x")?;
-            let ry = y_maker.residualise_checked(&Mat::from_columns(n, &[&y])?, "y")?;
-            correlation_of_centred(rx.col(0), ry.col(0))
+        Control::Linear => {
+            let r = defined(pair.linear_correlation()?, "covar")?;
+            (r, df, test_statistic(r, n, k, method))
         }
     };
-    let r = defined(r, "covar")?;
-    let (statistic, p_value) = test_statistic(r, n, k, method);
     Ok(PairStats {
         r,
         statistic,
