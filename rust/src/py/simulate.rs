@@ -16,17 +16,10 @@ use crate::simulate::{simulate, Noise, Shape, StudyOptions, TrajectorySpec};
 use super::control::{control_of, ControlArgument};
 use super::{check_signals, to_mat, to_numpy, vector};
 
-#[allow(clippy::too_many_arguments)]
-fn spec_from(
-    n: usize,
-    m: usize,
-    noise: &str,
-    phi: f64,
-    shape: &str,
-    shared: f64,
-    noise_sd: f64,
-    id_noise_sd: f64,
-) -> PyResult<TrajectorySpec> {
+/// The simulated design with the noise scales σ and σ_ID, once its scores are known to fit in memory and its
+/// values are valid.
+fn checked(design: TrajectorySpec, noise_sd: f64, id_noise_sd: f64) -> PyResult<TrajectorySpec> {
+    let (n, m) = (design.n, design.m);
     // The simulated scores (and their working copies) are n x (m + 1) floats: bound them before simulating.
     check_array(
         "n",
@@ -35,13 +28,9 @@ fn spec_from(
         &format!("simulating {n} x {m} scores"),
     )?;
     let spec = TrajectorySpec {
-        n,
-        m,
-        noise: Noise::parse(noise, phi)?,
-        shape: Shape::parse(shape)?,
-        shared,
         noise_sd,
         id_noise_sd,
+        ..design
     };
     spec.validate()?;
     Ok(spec)
@@ -67,7 +56,8 @@ fn simulate_run(
     seed: u64,
     index: u64,
 ) -> PyResult<RunArrays> {
-    let spec = spec_from(n, m, noise, phi, shape, shared, noise_sd, id_noise_sd)?;
+    let design = TrajectorySpec::new(n, m, Noise::parse(noise, phi)?, Shape::parse(shape)?, shared);
+    let spec = checked(design, noise_sd, id_noise_sd)?;
     let run = simulate(&spec, seed, index)?;
     Ok((vector(py, run.id), to_numpy(py, &run.ood)))
 }
@@ -107,7 +97,8 @@ fn calibration_cell(
     noise_sd: f64,
     id_noise_sd: f64,
 ) -> PyResult<Vec<CalibrationTally>> {
-    let spec = spec_from(n, 2, noise, phi, shape, shared, noise_sd, id_noise_sd)?;
+    let design = TrajectorySpec::new(n, 2, Noise::parse(noise, phi)?, Shape::parse(shape)?, shared);
+    let spec = checked(design, noise_sd, id_noise_sd)?;
     check_resamples("replicates", replicates, 0)?;
     // 0 permutations or replicates leaves those methods out of the cell.
     check_resamples("n_perm", n_perm, 0)?;
@@ -136,6 +127,34 @@ fn calibration_cell(
         .collect())
 }
 
+/// Declares the binding of a test of every pair of columns of `scores` given `covar`,
+/// `name(scores, covar, method, <option>=<default>)`: it parses `method`, converts the arrays and runs
+/// `test(&scores, &covar, method, option)` with the GIL released.
+macro_rules! pair_test_binding {
+    (
+        $(#[$meta:meta])*
+        $name:ident($option:ident: $ty:ty = $default:tt) -> $result:ident = $test:expr
+    ) => {
+        $(#[$meta])*
+        #[pyfunction]
+        #[pyo3(signature = (scores, covar, method, $option=$default))]
+        fn $name(
+            py: Python<'_>,
+            scores: PyReadonlyArray2<'_, f64>,
+            covar: PyReadonlyArray2<'_, f64>,
+            method: &str,
+            $option: $ty,
+        ) -> PyResult<$result> {
+            let method = Method::parse(method)?;
+            let scores = to_mat(&scores.as_array());
+            let covar = to_mat(&covar.as_array());
+            let test = $test;
+            let out = py.allow_threads(|| test(&scores, &covar, method, $option))?;
+            Ok($result::new(py, out))
+        }
+    };
+}
+
 result_class! {
     /// The lagged-regression test of every pair of columns.
     LaggedResult from LaggedMatrices {
@@ -145,27 +164,20 @@ result_class! {
     }
 }
 
-/// The lagged-regression test of every pair of columns
-/// ([`crate::autocorr::lagged_partial_corr_matrix_with`]) under `fit`, a `Linear()` or `Gam(...)` control
-/// (None: linear); a GAM's k is lowered to what n − 1 rows support.
-#[pyfunction]
-#[pyo3(signature = (scores, covar, method, fit=None))]
-fn lagged_partial_corr(
-    py: Python<'_>,
-    scores: PyReadonlyArray2<'_, f64>,
-    covar: PyReadonlyArray2<'_, f64>,
-    method: &str,
-    fit: Option<ControlArgument>,
-) -> PyResult<LaggedResult> {
-    let method = Method::parse(method)?;
-    let control = match control_of(fit) {
+/// The lagged regressions' control of a `Linear()` or `Gam(...)` control argument (None: linear).
+fn lagged_control(fit: Option<ControlArgument>) -> LaggedControl {
+    match control_of(fit) {
         Control::Linear => LaggedControl::Linear,
         Control::Gam(options) => LaggedControl::Gam(options),
-    };
-    let scores = to_mat(&scores.as_array());
-    let covar = to_mat(&covar.as_array());
-    let out = py.allow_threads(|| lagged_partial_corr_matrix_with(&scores, &covar, method, control))?;
-    Ok(LaggedResult::new(py, out))
+    }
+}
+
+pair_test_binding! {
+    /// The lagged-regression test of every pair of columns
+    /// ([`crate::autocorr::lagged_partial_corr_matrix_with`]) under `fit`, a `Linear()` or `Gam(...)` control
+    /// (None: linear); a GAM's k is lowered to what n − 1 rows support.
+    lagged_partial_corr(fit: Option<ControlArgument> = None) -> LaggedResult =
+        |scores, covar, method, fit| lagged_partial_corr_matrix_with(scores, covar, method, lagged_control(fit))
 }
 
 result_class! {
@@ -177,23 +189,10 @@ result_class! {
     }
 }
 
-/// The AR(1)-prewhitened test of every pair of columns
-/// ([`crate::autocorr::prewhitened_partial_corr_matrix`]).
-#[pyfunction]
-#[pyo3(signature = (scores, covar, method, bias_correction=true))]
-fn prewhitened_partial_corr(
-    py: Python<'_>,
-    scores: PyReadonlyArray2<'_, f64>,
-    covar: PyReadonlyArray2<'_, f64>,
-    method: &str,
-    bias_correction: bool,
-) -> PyResult<PrewhitenedResult> {
-    let method = Method::parse(method)?;
-    let scores = to_mat(&scores.as_array());
-    let covar = to_mat(&covar.as_array());
-    let out =
-        py.allow_threads(|| prewhitened_partial_corr_matrix(&scores, &covar, method, bias_correction))?;
-    Ok(PrewhitenedResult::new(py, out))
+pair_test_binding! {
+    /// The AR(1)-prewhitened test of every pair of columns
+    /// ([`crate::autocorr::prewhitened_partial_corr_matrix`]).
+    prewhitened_partial_corr(bias_correction: bool = true) -> PrewhitenedResult = prewhitened_partial_corr_matrix
 }
 
 /// Lag-1 autocorrelation of every column of `series`, (n, m) with rows in step order
