@@ -51,86 +51,106 @@ fn ar_control<'a>(
     })
 }
 
-/// Σ z and Σ z² of a chunk of sieve replicates and of their white twins, shape (4, m, m): coefficients
-/// (m, p), pool (m, P), picks (b, steps) into the pool's columns, spread (m, steps), start (b, m, p) or
-/// (0, 0, 0) for zeros, keep n, basis (n, r), mix (m, r, r).
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn sieve_moments<'py>(
-    py: Python<'py>,
-    coef: PyReadonlyArray2<'py, f64>,
-    pool: PyReadonlyArray2<'py, f64>,
-    picks: PyReadonlyArray2<'py, i64>,
-    spread: PyReadonlyArray2<'py, f64>,
-    start: PyReadonlyArray3<'py, f64>,
-    keep: usize,
-    basis: PyReadonlyArray2<'py, f64>,
-    mix: PyReadonlyArray3<'py, f64>,
-) -> PyResult<Bound<'py, PyArray3<f64>>> {
-    let m = coef.as_array().dim().0;
-    let (pool_m, pool_len) = pool.as_array().dim();
-    let (replicates, steps) = picks.as_array().dim();
-    let (spread_m, spread_steps) = spread.as_array().dim();
-    let basis_n = basis.as_array().dim().0;
-    if pool_m != m || spread_m != m || spread_steps != steps || basis_n != keep {
-        return Err(StatsError::invalid(
-            "pool, spread, basis",
-            format!("shapes disagree: {m} series and {steps} steps kept as {keep}"),
-        )
-        .into());
-    }
-    let model = SieveModel {
-        ar: ar_control(&coef, keep, steps, &basis, &mix)?,
-        pool: values(&pool, "pool")?,
-        pool_len,
-        spread: values(&spread, "spread")?,
+/// Declares the binding of a sieve kernel, `name(coef, <own arrays>, start, keep, basis, mix, <own arrays>)`
+/// in Python: the AR models and the control's operators that both kernels take ([`ar_control`]) have their
+/// types and places here. A binding names the interpreter, `coef` and `[start, keep, basis, mix]` where they
+/// stand, declares its own arguments and gives its body.
+macro_rules! sieve_binding {
+    (
+        $(#[$meta:meta])*
+        fn $name:ident<$py:lifetime>(
+            $python:ident, $coef:ident, $($own:ident: $own_ty:ty,)*
+            [$start:ident, $keep:ident, $basis:ident, $mix:ident] $(, $after:ident: $after_ty:ty)* $(,)?
+        ) -> $out:ty $body:block
+    ) => {
+        $(#[$meta])*
+        #[pyfunction]
+        #[allow(clippy::too_many_arguments)]
+        fn $name<$py>(
+            $python: Python<$py>,
+            $coef: PyReadonlyArray2<$py, f64>,
+            $($own: $own_ty,)*
+            $start: PyReadonlyArray3<$py, f64>,
+            $keep: usize,
+            $basis: PyReadonlyArray2<$py, f64>,
+            $mix: PyReadonlyArray3<$py, f64>,
+            $($after: $after_ty,)*
+        ) -> PyResult<Bound<$py, $out>> $body
     };
-    let (picks, start) = (values(&picks, "picks")?, values(&start, "start")?);
-    let out = py.allow_threads(|| moments(&model, picks, start, replicates))?;
-    let array = Array3::from_shape_vec((4, m, m), out)
-        .map_err(|error| StatsError::invalid("m", error.to_string()))?;
-    Ok(array.into_pyarray(py))
 }
 
-/// Sums over replicates of the refitted AR coefficients, shape (m, p): coefficients (m, p) that generate,
-/// each series' refit order (m,), shocks (b, m, steps), start (b, m, p) or (0, 0, 0) for zeros, keep n,
-/// basis (n, r), mix (m, r, r), exogenous bases (p, n − p, q) and their ranks (p,).
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn sieve_bias_refit<'py>(
-    py: Python<'py>,
-    coef: PyReadonlyArray2<'py, f64>,
-    order: PyReadonlyArray1<'py, i64>,
-    shocks: PyReadonlyArray3<'py, f64>,
-    start: PyReadonlyArray3<'py, f64>,
-    keep: usize,
-    basis: PyReadonlyArray2<'py, f64>,
-    mix: PyReadonlyArray3<'py, f64>,
-    exogenous: PyReadonlyArray3<'py, f64>,
-    exogenous_rank: PyReadonlyArray1<'py, i64>,
-) -> PyResult<Bound<'py, PyArray2<f64>>> {
-    let (m, p) = coef.as_array().dim();
-    let (replicates, shocks_m, steps) = shocks.as_array().dim();
-    let (_, _, q) = exogenous.as_array().dim();
-    if shocks_m != m {
-        return Err(StatsError::invalid("shocks", format!("has {shocks_m} series but coef has {m}")).into());
+sieve_binding! {
+    /// Σ z and Σ z² of a chunk of sieve replicates and of their white twins, shape (4, m, m): coefficients
+    /// (m, p), pool (m, P), picks (b, steps) into the pool's columns, spread (m, steps), start (b, m, p) or
+    /// (0, 0, 0) for zeros, keep n, basis (n, r), mix (m, r, r).
+    fn sieve_moments<'py>(
+        py, coef,
+        pool: PyReadonlyArray2<'py, f64>,
+        picks: PyReadonlyArray2<'py, i64>,
+        spread: PyReadonlyArray2<'py, f64>,
+        [start, keep, basis, mix]
+    ) -> PyArray3<f64> {
+        let m = coef.as_array().dim().0;
+        let (pool_m, pool_len) = pool.as_array().dim();
+        let (replicates, steps) = picks.as_array().dim();
+        let (spread_m, spread_steps) = spread.as_array().dim();
+        let basis_n = basis.as_array().dim().0;
+        if pool_m != m || spread_m != m || spread_steps != steps || basis_n != keep {
+            return Err(StatsError::invalid(
+                "pool, spread, basis",
+                format!("shapes disagree: {m} series and {steps} steps kept as {keep}"),
+            )
+            .into());
+        }
+        let model = SieveModel {
+            ar: ar_control(&coef, keep, steps, &basis, &mix)?,
+            pool: values(&pool, "pool")?,
+            pool_len,
+            spread: values(&spread, "spread")?,
+        };
+        let (picks, start) = (values(&picks, "picks")?, values(&start, "start")?);
+        let out = py.allow_threads(|| moments(&model, picks, start, replicates))?;
+        let array = Array3::from_shape_vec((4, m, m), out)
+            .map_err(|error| StatsError::invalid("m", error.to_string()))?;
+        Ok(array.into_pyarray(py))
     }
-    let (order, exogenous_rank) = (
-        counts(&order, "order")?,
-        counts(&exogenous_rank, "exogenous_rank")?,
-    );
-    let model = BiasModel {
-        ar: ar_control(&coef, keep, steps, &basis, &mix)?,
-        order: &order,
-        exogenous: values(&exogenous, "exogenous")?,
-        q,
-        exogenous_rank: &exogenous_rank,
-    };
-    let (shocks, start) = (values(&shocks, "shocks")?, values(&start, "start")?);
-    let out = py.allow_threads(|| bias_refit_sums(&model, shocks, start, replicates))?;
-    let array = Array2::from_shape_vec((m, p), out)
-        .map_err(|error| StatsError::invalid("coef", error.to_string()))?;
-    Ok(array.into_pyarray(py))
+}
+
+sieve_binding! {
+    /// Sums over replicates of the refitted AR coefficients, shape (m, p): coefficients (m, p) that generate,
+    /// each series' refit order (m,), shocks (b, m, steps), start (b, m, p) or (0, 0, 0) for zeros, keep n,
+    /// basis (n, r), mix (m, r, r), exogenous bases (p, n − p, q) and their ranks (p,).
+    fn sieve_bias_refit<'py>(
+        py, coef,
+        order: PyReadonlyArray1<'py, i64>,
+        shocks: PyReadonlyArray3<'py, f64>,
+        [start, keep, basis, mix],
+        exogenous: PyReadonlyArray3<'py, f64>,
+        exogenous_rank: PyReadonlyArray1<'py, i64>,
+    ) -> PyArray2<f64> {
+        let (m, p) = coef.as_array().dim();
+        let (replicates, shocks_m, steps) = shocks.as_array().dim();
+        let (_, _, q) = exogenous.as_array().dim();
+        if shocks_m != m {
+            return Err(StatsError::invalid("shocks", format!("has {shocks_m} series but coef has {m}")).into());
+        }
+        let (order, exogenous_rank) = (
+            counts(&order, "order")?,
+            counts(&exogenous_rank, "exogenous_rank")?,
+        );
+        let model = BiasModel {
+            ar: ar_control(&coef, keep, steps, &basis, &mix)?,
+            order: &order,
+            exogenous: values(&exogenous, "exogenous")?,
+            q,
+            exogenous_rank: &exogenous_rank,
+        };
+        let (shocks, start) = (values(&shocks, "shocks")?, values(&start, "start")?);
+        let out = py.allow_threads(|| bias_refit_sums(&model, shocks, start, replicates))?;
+        let array = Array2::from_shape_vec((m, p), out)
+            .map_err(|error| StatsError::invalid("coef", error.to_string()))?;
+        Ok(array.into_pyarray(py))
+    }
 }
 
 /// 2·P(T > |t|) for Student's t, entry by entry of `t` and `df` (equal lengths): `t_two_sided` over arrays.
