@@ -111,14 +111,14 @@ pub struct ArControl<'a> {
 
 impl ArControl<'_> {
     /// The shapes of `coef`, `basis` and `mix`, then those of `more` (name, length, wanted length), then
-    /// `start` (`replicates × m × p` values, or none).
-    pub(crate) fn check_shapes(
+    /// the chunk's `start` (`replicates × m × p` values, or none).
+    pub(crate) fn check_shapes<T>(
         &self,
         more: &[(&str, usize, usize)],
-        start: &[f64],
-        replicates: usize,
+        chunk: Chunk<'_, T>,
     ) -> Result<(), StatsError> {
         let (m, n, p, r) = (self.m, self.n, self.p, self.r);
+        let (start, replicates) = (chunk.start, chunk.replicates);
         let own = [
             ("coef", self.coef.len(), m * p),
             ("basis", self.basis.len(), n * r),
@@ -158,6 +158,26 @@ impl ArControl<'_> {
     }
 }
 
+/// A chunk of replicates as the caller drew them (`gengen.stats.sieve` draws with numpy): `replicates`
+/// replicates' draws (the pool's columns each step picks, or each step's shocks) and their starts (the `p`
+/// values of every series before the first step, oldest first; none for zeros).
+#[derive(Debug, Clone, Copy)]
+pub struct Chunk<'a, T> {
+    pub draws: &'a [T],
+    pub start: &'a [f64],
+    pub replicates: usize,
+}
+
+impl<'a, T> Chunk<'a, T> {
+    pub fn new(draws: &'a [T], start: &'a [f64], replicates: usize) -> Self {
+        Chunk {
+            draws,
+            start,
+            replicates,
+        }
+    }
+}
+
 /// What every replicate of a sieve chunk shares: the AR models and the control's operators, the pool of
 /// standardised innovations and the innovations' spread along the run.
 #[derive(Debug, Clone, Copy)]
@@ -190,13 +210,9 @@ const REPLICATE_BLOCK: usize = 8;
 ///
 /// Returns `4 × m × m` row-major: Σ z and Σ z² of the AR replicates, then of the white twins (symmetric).
 /// The same numbers whatever the thread count.
-pub fn sieve_moments(
-    model: &SieveModel<'_>,
-    picks: &[i64],
-    start: &[f64],
-    replicates: usize,
-) -> Result<Vec<f64>, StatsError> {
-    check(model, picks, start, replicates)?;
+pub fn sieve_moments(model: &SieveModel<'_>, chunk: Chunk<'_, i64>) -> Result<Vec<f64>, StatsError> {
+    check(model, chunk)?;
+    let (picks, start, replicates) = (chunk.draws, chunk.start, chunk.replicates);
     let (m, p, steps) = (model.ar.m, model.ar.p, model.ar.steps);
     let layout = Layout::new(model);
     let blocks: Vec<Vec<f64>> = (0..replicates.div_ceil(REPLICATE_BLOCK))
@@ -239,14 +255,15 @@ pub fn sieve_moments(
     Ok(total)
 }
 
-fn check(model: &SieveModel<'_>, picks: &[i64], start: &[f64], replicates: usize) -> Result<(), StatsError> {
+fn check(model: &SieveModel<'_>, chunk: Chunk<'_, i64>) -> Result<(), StatsError> {
     let ar = &model.ar;
     let (m, n, steps) = (ar.m, ar.n, ar.steps);
     let more = [
         ("pool", model.pool.len(), m * model.pool_len),
         ("spread", model.spread.len(), m * steps),
     ];
-    ar.check_shapes(&more, start, replicates)?;
+    ar.check_shapes(&more, chunk)?;
+    let (picks, start, replicates) = (chunk.draws, chunk.start, chunk.replicates);
     if n < 2 || steps < n || model.pool_len == 0 {
         return Err(StatsError::invalid(
             "steps",

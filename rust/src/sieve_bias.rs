@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use crate::error::StatsError;
 use crate::fast_kernel::with_avx2;
-use crate::sieve::ArControl;
+use crate::sieve::{ArControl, Chunk};
 
 /// Replicates of one series processed side by side (two AVX2 registers).
 const LANES: usize = 8;
@@ -46,13 +46,9 @@ pub struct BiasModel<'a> {
 /// `e = (I − U M_j Uᵀ) x`, and AR(`order[j]`) is refitted on `t = p … n − 1`: the target `e_t` and its lags,
 /// each with its component in the span of that order's exogenous basis removed, give the normal equations
 /// (with a ridge of 1e-13 times their mean diagonal), solved with partial pivoting.
-pub fn bias_refit_sums(
-    model: &BiasModel<'_>,
-    shocks: &[f64],
-    start: &[f64],
-    replicates: usize,
-) -> Result<Vec<f64>, StatsError> {
-    check(model, shocks, start, replicates)?;
+pub fn bias_refit_sums(model: &BiasModel<'_>, chunk: Chunk<'_, f64>) -> Result<Vec<f64>, StatsError> {
+    check(model, chunk)?;
+    let (shocks, start, replicates) = (chunk.draws, chunk.start, chunk.replicates);
     let (m, p) = (model.ar.m, model.ar.p);
     let blocks = replicates.div_ceil(LANES);
     let tasks: Vec<(usize, usize)> = (0..m)
@@ -90,7 +86,8 @@ pub fn bias_refit_sums(
     Ok(sums)
 }
 
-fn check(model: &BiasModel<'_>, shocks: &[f64], start: &[f64], replicates: usize) -> Result<(), StatsError> {
+fn check(model: &BiasModel<'_>, chunk: Chunk<'_, f64>) -> Result<(), StatsError> {
+    let (shocks, start, replicates) = (chunk.draws, chunk.start, chunk.replicates);
     let ar = &model.ar;
     let (m, n, p, q, steps) = (ar.m, ar.n, ar.p, model.q, ar.steps);
     if n <= p + 1 || steps < n {
@@ -105,7 +102,7 @@ fn check(model: &BiasModel<'_>, shocks: &[f64], start: &[f64], replicates: usize
         ("exogenous_rank", model.exogenous_rank.len(), p),
         ("shocks", shocks.len(), replicates * m * steps),
     ];
-    ar.check_shapes(&more, start, replicates)?;
+    ar.check_shapes(&more, chunk)?;
     if model.order.iter().any(|&order| order > p) || model.exogenous_rank.iter().any(|&rank| rank > q) {
         return Err(StatsError::invalid(
             "order, exogenous_rank",
@@ -419,7 +416,7 @@ mod tests {
             q: 1,
             exogenous_rank: &[1],
         };
-        let got = bias_refit_sums(&model, &shocks, &[], 1).unwrap();
+        let got = bias_refit_sums(&model, Chunk::new(&shocks, &[], 1)).unwrap();
         // x = 1, 2.5, 1.25, 3.625; target (2.5, 1.25, 3.625), lag (1, 2.5, 1.25), each centred.
         let (target, lag) = ([2.5, 1.25, 3.625], [1.0, 2.5, 1.25]);
         let centre = |v: [f64; 3]| {
@@ -453,15 +450,16 @@ mod tests {
             q: 1,
             exogenous_rank: &rank,
         };
-        let first = bias_refit_sums(&model, &shocks, &[], replicates).unwrap();
+        let first = bias_refit_sums(&model, Chunk::new(&shocks, &[], replicates)).unwrap();
         for threads in [1, 3] {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
                 .unwrap();
-            let again = pool.install(|| bias_refit_sums(&model, &shocks, &[], replicates).unwrap());
+            let again =
+                pool.install(|| bias_refit_sums(&model, Chunk::new(&shocks, &[], replicates)).unwrap());
             assert_eq!(again, first, "{threads} threads");
         }
-        assert!(bias_refit_sums(&model, &shocks[1..], &[], replicates).is_err());
+        assert!(bias_refit_sums(&model, Chunk::new(&shocks[1..], &[], replicates)).is_err());
     }
 }

@@ -134,7 +134,7 @@ fn sieve_moments_equal_the_dense_reference_and_ignore_the_thread_count() {
         spread: &spread,
     };
     let expected = reference(&model, &picks, &start, replicates);
-    let got = sieve_moments(&model, &picks, &start, replicates).unwrap();
+    let got = sieve_moments(&model, Chunk::new(&picks, &start, replicates)).unwrap();
     for (index, (a, b)) in got.iter().zip(&expected).enumerate() {
         assert!(
             (a - b).abs() <= 1e-11 * (1.0 + b.abs()),
@@ -146,12 +146,12 @@ fn sieve_moments_equal_the_dense_reference_and_ignore_the_thread_count() {
             .num_threads(threads)
             .build()
             .unwrap();
-        let again = pool.install(|| sieve_moments(&model, &picks, &start, replicates).unwrap());
+        let again = pool.install(|| sieve_moments(&model, Chunk::new(&picks, &start, replicates)).unwrap());
         assert_eq!(again, got, "{threads} threads");
     }
     // Without a start the recursion starts from zeros, as ar_generate's does.
     let zero_start = reference(&model, &picks, &[], replicates);
-    let got = sieve_moments(&model, &picks, &[], replicates).unwrap();
+    let got = sieve_moments(&model, Chunk::new(&picks, &[], replicates)).unwrap();
     for (a, b) in got.iter().zip(&zero_start) {
         assert!((a - b).abs() <= 1e-11 * (1.0 + b.abs()));
     }
@@ -175,13 +175,13 @@ fn sieve_moments_check_their_inputs() {
         pool_len: 3,
         spread: &spread,
     };
-    assert!(sieve_moments(&model, &[0, 1, 2, 0], &[], 1).is_ok());
-    assert!(sieve_moments(&model, &[0, 1, 3, 0], &[], 1).is_err());
-    assert!(sieve_moments(&model, &[0, 1, 2], &[], 1).is_err());
-    assert!(sieve_moments(&model, &[0, 1, 2, 0], &[f64::NAN], 1).is_err());
+    assert!(sieve_moments(&model, Chunk::new(&[0, 1, 2, 0], &[], 1)).is_ok());
+    assert!(sieve_moments(&model, Chunk::new(&[0, 1, 3, 0], &[], 1)).is_err());
+    assert!(sieve_moments(&model, Chunk::new(&[0, 1, 2], &[], 1)).is_err());
+    assert!(sieve_moments(&model, Chunk::new(&[0, 1, 2, 0], &[f64::NAN], 1)).is_err());
     let short = SieveModel {
         ar: ArControl { n: 5, ..model.ar },
         ..model
     };
-    assert!(sieve_moments(&short, &[0, 1, 2, 0], &[], 1).is_err());
+    assert!(sieve_moments(&short, Chunk::new(&[0, 1, 2, 0], &[], 1)).is_err());
 }

@@ -7,7 +7,7 @@ use numpy::{PyReadonlyArray2, PyReadonlyArray3};
 use pyo3::prelude::*;
 
 use crate::error::StatsError;
-use crate::sieve::{sieve_moments as moments, ArControl, SieveModel};
+use crate::sieve::{sieve_moments as moments, ArControl, Chunk, SieveModel};
 use crate::sieve_bias::{bias_refit_sums, BiasModel};
 
 /// The array's values in row-major order, without a copy (the Python side passes C-contiguous arrays).
@@ -108,8 +108,8 @@ sieve_binding! {
             pool_len,
             spread: values(&spread, "spread")?,
         };
-        let (picks, start) = (values(&picks, "picks")?, values(&start, "start")?);
-        let out = py.allow_threads(|| moments(&model, picks, start, replicates))?;
+        let chunk = Chunk::new(values(&picks, "picks")?, values(&start, "start")?, replicates);
+        let out = py.allow_threads(|| moments(&model, chunk))?;
         let array = Array3::from_shape_vec((4, m, m), out)
             .map_err(|error| StatsError::invalid("m", error.to_string()))?;
         Ok(array.into_pyarray(py))
@@ -145,8 +145,8 @@ sieve_binding! {
             q,
             exogenous_rank: &exogenous_rank,
         };
-        let (shocks, start) = (values(&shocks, "shocks")?, values(&start, "start")?);
-        let out = py.allow_threads(|| bias_refit_sums(&model, shocks, start, replicates))?;
+        let chunk = Chunk::new(values(&shocks, "shocks")?, values(&start, "start")?, replicates);
+        let out = py.allow_threads(|| bias_refit_sums(&model, chunk))?;
         let array = Array2::from_shape_vec((m, p), out)
             .map_err(|error| StatsError::invalid("coef", error.to_string()))?;
         Ok(array.into_pyarray(py))
