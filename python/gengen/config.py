@@ -107,6 +107,7 @@ __all__ = [
     "AnalysisConfig",
     "DataRegime",
     "ModelSpec",
+    "RunIdentity",
     "RunSpec",
     "StudyConfig",
     "TaskConfig",
@@ -217,6 +218,20 @@ class RunSpec:
         if self.shots is not None:
             key += f",shots={self.shots},data_seed={self.data_seed}"
         return key
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Which run a report is about: the first fields of ``RunResult`` (executors) and ``RunOutcome`` (train).
+
+    Attributes
+    ----------
+    model, run : str
+        The run's identity in the store: the model's name and :attr:`RunSpec.key`.
+    """
+
+    model: str
+    run: str
 
 
 @dataclass(frozen=True)

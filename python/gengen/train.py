@@ -40,10 +40,9 @@ from gengen.checkpoints import (
     save_checkpoint,
     set_rng_state,
 )
-from gengen.config import RunSpec, StudyConfig
+from gengen.config import RunIdentity, RunSpec, StudyConfig
 from gengen.distributed import Strategy, World, current_world, strategy_for
 from gengen.errors import ConfigError
-from gengen.executors.base import RunIdentity
 from gengen.families import family_for
 from gengen.models import (
     Precision,

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
-from gengen.config import RunSpec, StudyConfig
+from gengen.config import RunIdentity, RunSpec, StudyConfig
 
-__all__ = ["Executor", "Handle", "RunIdentity", "RunResult", "RunTask", "failure", "finished"]
+__all__ = ["Executor", "Handle", "RunResult", "RunTask", "failure", "finished"]
 
 Handle = Any
 """An executor's token for a submitted task (a future, a Ray object reference, a submitit job)."""
@@ -50,20 +50,6 @@ class RunTask:
     def label(self) -> str:
         """``"<model> <run key>"``, for log lines and job names."""
         return f"{self.run.model.name} {self.run.key}"
-
-
-@dataclass(frozen=True)
-class RunIdentity:
-    """Which run a report is about: the first fields of :class:`RunResult` and :class:`gengen.train.RunOutcome`.
-
-    Attributes
-    ----------
-    model, run : str
-        The run's identity in the store.
-    """
-
-    model: str
-    run: str
 
 
 @dataclass(frozen=True)
