@@ -1,22 +1,21 @@
 """``gengen analyse``: partial correlations of every pair of OOD test sets, written to a folder.
 
 The command's analysis options are built from the option table (:data:`gengen.analyse.options.ANALYSIS_OPTIONS`):
-each entry's flag, type, default, bounds and help become one ``typer.Option``, so that nothing about an option
-is written here a second time. An option's error from the library names it by its flag
-(:data:`FLAGS`, rendered by :func:`gengen.cli._common.user_errors_exit`).
+each entry's flag, type, default, bounds and help become one :class:`~gengen.cli._common.CliOption` (one
+``typer.Option``), so that nothing about an option is written here a second time. An option's error from the
+library names it by its flag (:data:`FLAGS`, rendered by :func:`gengen.cli._common.user_errors_exit`).
 """
 
 from __future__ import annotations
 
-import inspect
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
 from gengen.analyse.options import ANALYSIS_OPTIONS, OPTIONS, Option
-from gengen.cli._common import check_output_folder, user_errors_exit
+from gengen.cli._common import REQUIRED, CliOption, check_output_folder, table_signature, user_errors_exit
 
 #: Library option name -> this command's flag (``id_testset`` -> ``--id``).
 FLAGS: dict[str, str] = {option.name: option.cli_flag for option in ANALYSIS_OPTIONS}
@@ -25,7 +24,7 @@ _LISTS = ("patterns", "metric_names")
 
 
 def _annotation(option: Option) -> tuple[Any, Any]:
-    """The option's command-line type and default (``inspect.Parameter.empty`` for a required one)."""
+    """The option's command-line type and default (:data:`~gengen.cli._common.REQUIRED` for a required one)."""
     if option.kind in _LISTS:
         return list[str] | None, None
     if option.kind in ("choices", "names"):
@@ -33,19 +32,16 @@ def _annotation(option: Option) -> tuple[Any, Any]:
     if option.kind == "edf":
         return str, str(option.default)
     base: Any = {"integer": int, "level": float, "flag": bool}.get(option.kind, str)
-    default = inspect.Parameter.empty if option.required else option.default
+    default = REQUIRED if option.required else option.default
     return (base | None if option.optional else base), default
 
 
-def cli_parameter(option: Option) -> inspect.Parameter:
-    """The ``typer.Option`` parameter of one entry of the option table."""
+def cli_option(option: Option) -> CliOption:
+    """The command-line declaration of one entry of the option table."""
     annotation, default = _annotation(option)
     low, high = option.bounds
-    declared = (option.flag,) if option.flag else ()
-    info = typer.Option(*declared, help=option.cli_help, min=low, max=high)
-    return inspect.Parameter(
-        option.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[annotation, info]
-    )
+    flags = (option.flag,) if option.flag else ()
+    return CliOption(annotation, option.cli_help, default, flags, low, high)
 
 
 def library_value(option: Option, value: Any) -> Any:
@@ -92,30 +88,18 @@ def _analyse(store: Path, *, study: str | None = None, out: Path = Path("gengen-
         typer.echo(line)
 
 
-def _signature() -> inspect.Signature:
-    """The command's parameters: the store, every analysis option from the table, ``--study`` and ``--out``."""
-    keyword = inspect.Parameter.KEYWORD_ONLY
-    store_help = "Study folder, .sqlite store, or a score table (.csv/.parquet)."
-    study_help = "The study to analyse when the store holds several (see `gengen export --study`)."
-    return inspect.Signature(
-        [
-            inspect.Parameter("store", keyword, annotation=Annotated[Path, typer.Argument(help=store_help)]),
-            *(cli_parameter(option) for option in ANALYSIS_OPTIONS),
-            inspect.Parameter(
-                "study", keyword, default=None, annotation=Annotated[str | None, typer.Option(help=study_help)]
-            ),
-            inspect.Parameter(
-                "out",
-                keyword,
-                default=Path("gengen-analysis"),
-                annotation=Annotated[Path, typer.Option(help="Output folder.")],
-            ),
-        ]
-    )
+#: The command's parameters, in the order of its help: the store, every analysis option from the table,
+#: ``--study`` and ``--out``.
+PARAMETERS: dict[str, CliOption] = {
+    "store": CliOption(Path, "Study folder, .sqlite store, or a score table (.csv/.parquet).", REQUIRED, argument=True),
+    **{option.name: cli_option(option) for option in ANALYSIS_OPTIONS},
+    "study": CliOption(str | None, "The study to analyse when the store holds several (see `gengen export --study`)."),
+    "out": CliOption(Path, "Output folder.", Path("gengen-analysis")),
+}
 
 
 analyse_command = user_errors_exit(_analyse, flags=FLAGS)
-analyse_command.__signature__ = _signature()  # type: ignore[attr-defined]
+analyse_command.__signature__ = table_signature(PARAMETERS)  # type: ignore[attr-defined]
 
 
 def register(app: typer.Typer) -> None:
