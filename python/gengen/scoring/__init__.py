@@ -13,6 +13,9 @@ does the rest, once for all of them:
 4. load each remaining checkpoint (a LoRA base once for a series of adapters), score it, write each batch of
    rows the backend yields in one transaction, and log one line per checkpoint and one for the series.
 
+A model being trained is scored by the same backends without any checkpoint: :class:`gengen.scoring.hook.EvaluationHook`
+(``attach`` instead of ``prepare``), the one code path of gengen's trainer and of :mod:`gengen.integrations`.
+
 Backends are chosen by name from :data:`gengen.scoring.registry.REGISTRY` (:func:`backend_class`); the CLI
 passes the name and the options it was given (:class:`ScoreRequest`) and nothing else.
 """
@@ -206,6 +209,13 @@ class ScoringBackend(Protocol):
     ) -> Iterator[pd.DataFrame]:
         """Score ``model`` on ``units``, yielding score-table rows (``base`` holds the label columns and the
         step); each frame yielded is written in one transaction before the next is computed."""
+        ...
+
+    def attach(self, tokenizer: Any, device: Any, precision: Any) -> None:
+        """Set up scoring of a live model (the one being trained; no checkpoint is loaded): its tokenizer, its
+        device and the :class:`gengen.models.Precision` of its forward passes. Then :meth:`score_checkpoint`
+        takes the live model with ``Checkpoint(gengen.scoring.hook.LIVE, step)`` (see
+        :class:`gengen.scoring.hook.EvaluationHook`)."""
         ...
 
 
