@@ -108,7 +108,8 @@ def train(
 
         trainer: Any = SFTTrainer(
             model=model,
-            args=SFTConfig(**common, dataset_text_field="text", max_length=64, packing=False),
+            # SFTConfig defaults to bf16; fp32 here, as the study that `gengen score` checks it against.
+            args=SFTConfig(**common, dataset_text_field="text", max_length=64, packing=False, bf16=False),
             train_dataset=datasets.Dataset.from_dict({"text": texts}),
             processing_class=tokenizer,
             callbacks=callbacks,
