@@ -100,7 +100,9 @@ def _testsets(study: StudyConfig, names: Sequence[str] | None) -> StudyConfig:
             chosen.append(DataSpec(name, source=name))
         else:
             known = ", ".join([*own, *sorted(REGISTRY)])
-            raise ConfigError(f"testsets: {name!r} is neither a test set of study {study.name!r} nor registered ({known})")
+            raise ConfigError(
+                f"testsets: {name!r} is neither a test set of study {study.name!r} nor registered ({known})"
+            )
     return replace(study, testsets=tuple(chosen))
 
 
@@ -232,7 +234,9 @@ class Evaluator:
         self._store = store
         return store
 
-    def start(self, model: Any, tokenizer: Any, *, precision: str = "fp32", record: Mapping[str, Any] | None = None) -> EvaluationHook:
+    def start(
+        self, model: Any, tokenizer: Any, *, precision: str = "fp32", record: Mapping[str, Any] | None = None
+    ) -> EvaluationHook:
         """Build the hook for ``model`` (labels, store, backends), attach it and record the run's manifest.
 
         Parameters
@@ -477,4 +481,3 @@ def _key(value: Any) -> Any:
     if isinstance(value, (str, int, float, bool, type(None), Path)):
         return value
     return id(value)
-

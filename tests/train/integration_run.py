@@ -59,6 +59,8 @@ def train(
     every: int = 3,
     batch: int = 4,
     store: str | None = None,
+    device: str = "cpu",
+    bf16: bool = False,
 ) -> Any:
     """Train ``max_steps`` updates with the callback scoring every ``every`` steps; returns the callback."""
     import datasets
@@ -71,7 +73,7 @@ def train(
     torch.set_num_threads(1)
     config = load_config(study)
     tokenizer = AutoTokenizer.from_pretrained(model_folder)
-    model = AutoModelForCausalLM.from_pretrained(model_folder)
+    model = AutoModelForCausalLM.from_pretrained(model_folder).to(device)
     if lora:
         import peft
 
@@ -79,9 +81,7 @@ def train(
             model, peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "v_proj"])
         )
     texts = training_texts(str(config.task.train.path))
-    callback = GengenCallback(
-        study=study, schedule=Schedule(every=every), model_name="tiny", shots=None, store=store
-    )
+    callback = GengenCallback(study=study, schedule=Schedule(every=every), model_name="tiny", shots=None, store=store)
     callbacks: list[Any] = [callback]
     if kill_at is not None:
         callbacks.append(_kill_at(kill_at))
@@ -95,7 +95,8 @@ def train(
         save_steps=save_steps,
         logging_strategy="no",
         report_to=[],
-        use_cpu=True,
+        use_cpu=device == "cpu",
+        bf16=bf16,
         seed=1,
         data_seed=1,
         dataloader_num_workers=0,
@@ -108,8 +109,8 @@ def train(
 
         trainer: Any = SFTTrainer(
             model=model,
-            # SFTConfig defaults to bf16; fp32 here, as the study that `gengen score` checks it against.
-            args=SFTConfig(**common, dataset_text_field="text", max_length=64, packing=False, bf16=False),
+            # SFTConfig defaults to bf16: `common` says it (fp32 unless asked: the study gengen score checks with).
+            args=SFTConfig(**common, dataset_text_field="text", max_length=64, packing=False),
             train_dataset=datasets.Dataset.from_dict({"text": texts}),
             processing_class=tokenizer,
             callbacks=callbacks,
@@ -144,10 +145,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kill-at", type=int, default=None)
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--bf16", action="store_true", help="mixed precision (the callback scores under it too)")
     args = parser.parse_args(argv)
     callback = train(
         args.study, args.model, args.out, lora=args.lora, sft=args.sft, kill_at=args.kill_at, resume=args.resume,
-        batch=args.batch, store=args.store,
+        batch=args.batch, store=args.store, device=args.device, bf16=args.bf16,
     )  # fmt: skip
     print(f"done {callback.evaluator.hook.overhead()}", flush=True)
 
