@@ -119,7 +119,7 @@ class Evaluator:
         Test sets by name: the study's, or keys of :data:`gengen.data.REGISTRY` (default: every test set of
         the study; none without one).
     tasks : sequence of str
-        lm-eval tasks, groups or tags (the lm-eval extra).
+        Tasks, groups or tags of lm-evaluation-harness (the lm-eval extra).
     schedule : Schedule, optional
         When to score (default: the study's ``[evaluation]``; without a study, step 0 and the last step).
     model_name, family, size : str, optional
@@ -129,10 +129,12 @@ class Evaluator:
     run : str, optional
         The store's run key (default: ``seed=<seed>`` and, with shots, ``,shots=<shots>,data_seed=<data_seed>``,
         as gengen's trainer names its runs).
-    num_fewshot, limit : optional
-        lm-eval: in-context examples, and examples per task (a count or a fraction).
+    num_fewshot : int, optional
+        For lm-eval: in-context examples.
+    limit : int or float, optional
+        For lm-eval: examples per task (a count, or a fraction of each task).
     include_paths : sequence of str
-        lm-eval: folders of task YAML files.
+        For lm-eval: folders of task YAML files.
     log : callable
         Progress lines (process 0).
     """
@@ -253,6 +255,7 @@ class Evaluator:
         Returns
         -------
         EvaluationHook
+            Attached, the run recorded; also kept as ``self.hook``.
         """
         store = self.open_store()
         labels = self.labels(model)
@@ -343,7 +346,7 @@ def _padded(tokenizer: Any) -> Any:
 # ---------------------------------------------------------------------------------------------- Trainer
 
 
-class GengenCallback(TrainerCallback):  # type: ignore[misc]
+class GengenCallback(TrainerCallback):
     """Scores the ID and OOD test sets on the live model at a schedule's steps, inside a transformers Trainer.
 
     Add it to ``Trainer(..., callbacks=[GengenCallback(...)])`` (or TRL's ``SFTTrainer``). Step 0 is scored at
@@ -353,11 +356,12 @@ class GengenCallback(TrainerCallback):  # type: ignore[misc]
 
     Parameters
     ----------
-    store, study, testsets, tasks, schedule, model_name, family, size, shots, run, num_fewshot, limit,
-    include_paths, log
-        As :class:`Evaluator`; the seed and data seed are the Trainer's (``args.seed``, ``args.data_seed``).
     tokenizer : transformers tokenizer, optional
         Default: the Trainer's ``processing_class``.
+    **options
+        :class:`Evaluator`'s keywords (``store``, ``study``, ``testsets``, ``tasks``, ``schedule``,
+        ``model_name``, ``family``, ``size``, ``shots``, ``run``, ``num_fewshot``, ``limit``, ``include_paths``,
+        ``log``); the seed and data seed are the Trainer's (``args.seed``, ``args.data_seed``) unless given.
 
     Notes
     -----
@@ -406,11 +410,9 @@ def _refuse_sharded(args: Any) -> None:
     """A model sharded over the processes cannot be scored between steps by one process's forward passes."""
     if getattr(args, "fsdp", None):
         raise GengenError("GengenCallback: an FSDP-sharded model is not supported; score saved checkpoints instead")
-    try:
-        from transformers.integrations import is_deepspeed_zero3_enabled
-    except ImportError:  # pragma: no cover - every supported transformers has it
-        return
-    if is_deepspeed_zero3_enabled():
+    from transformers.integrations import deepspeed
+
+    if deepspeed.is_deepspeed_zero3_enabled():  # type: ignore[no-untyped-call]
         raise GengenError("GengenCallback: a DeepSpeed ZeRO-3 model is not supported; score saved checkpoints instead")
 
 

@@ -124,8 +124,16 @@ class TallyingBackend(Protocol):
 
 
 def joined_world() -> World:
-    """The torch.distributed group this process has joined (a launcher or the training framework started it), or
-    this process alone; unlike :func:`gengen.distributed.current_world` it never starts one."""
+    """The torch.distributed group this process has joined, or this process alone.
+
+    A launcher or the training framework started the group; unlike :func:`gengen.distributed.current_world`
+    this never starts one.
+
+    Returns
+    -------
+    World
+        Rank and size of the group (0 and 1 alone).
+    """
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
@@ -203,7 +211,9 @@ class EvaluationHook:
         Parameters
         ----------
         tokenizer : transformers tokenizer
+            The live model's.
         device : torch.device
+            Where the model is.
         precision : gengen.models.Precision
             The autocast of the forward passes.
         """
