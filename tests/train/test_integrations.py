@@ -208,3 +208,40 @@ def test_bad_options_are_refused_in_one_line(assets: dict[str, Any], study_toml:
         ("negation", None),
         ("hans", "hans"),
     ]
+
+
+def test_lm_eval_task_on_the_live_model(
+    assets: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An lm-eval task scored by evaluate() equals lm-eval through gengen score on the saved model (1e-6)."""
+    pytest.importorskip("lm_eval")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from gengen.integrations import evaluate
+    from gengen.lm_eval_backend import LmEvalSettings, score_with_lm_eval
+
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "tiny_id.yaml").write_text(
+        f"task: tiny_id\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {assets['data']['id']}\n"
+        'test_split: test\noutput_type: multiple_choice\ndoc_to_text: "{{premise}} Question: {{hypothesis}} Yes or '
+        'No?"\ndoc_to_choice: [" Yes", " No"]\ndoc_to_target: "{{1 - label}}"\ntarget_delimiter: ""\n'
+        "metric_list:\n  - metric: acc\nmetadata:\n  version: 1.0\n"
+    )
+    model = AutoModelForCausalLM.from_pretrained(assets["models"]["opt"])
+    tokenizer = AutoTokenizer.from_pretrained(assets["models"]["opt"])
+    options = {"store": tmp_path / "live", "tasks": ["tiny_id"], "include_paths": [str(tasks)], "seed": 1}
+    assert evaluate(model, tokenizer, 0, model_name="m", **options) == 1  # acc, with its standard error
+    settings = LmEvalSettings(tasks=("tiny_id",), batch_size=8, include_paths=(str(tasks),))
+    reference = Store(tmp_path / "ref")
+    score_with_lm_eval(
+        [Checkpoint(str(assets["models"]["opt"]), 0)], settings, store=reference, model_name="m", run="seed=1",
+        log=lambda _: None,
+    )  # fmt: skip
+    got, want = _loaded(tmp_path / "live"), reference.load().sort_values(KEY).reset_index(drop=True)
+    assert got[KEY].equals(want[KEY]) and len(got) == 1
+    np.testing.assert_allclose(got[["value", "stderr"]], want[["value", "stderr"]], rtol=0, atol=ATOL)
+    manifest = Store(tmp_path / "live").manifest("m", "seed=1")
+    assert manifest is not None and manifest["lm_eval"]["tasks"] == ["tiny_id"]
