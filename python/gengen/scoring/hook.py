@@ -269,9 +269,7 @@ class EvaluationHook:
         if isinstance(backend, TallyingBackend):
             tallies = backend.tally(model, units, self.shard)
             if self.world.size > 1 and self.shard.size > 1:
-                summed = torch.from_numpy(np.ascontiguousarray(tallies, dtype=np.float64))
-                torch.distributed.all_reduce(summed, op=torch.distributed.ReduceOp.SUM)
-                tallies = summed.numpy()
+                tallies = _summed(tallies)
             if self.world.main:
                 frames.append(backend.rows(tallies, units, base))
         elif self.world.main:
@@ -290,6 +288,15 @@ class EvaluationHook:
         each = float(np.median([seconds for _, seconds in self.evaluations]))
         count = len(self.evaluations)
         return f"{count} evaluation{'' if count == 1 else 's'}, {each:.2f} s each (median), {self.seconds:.1f} s in all"
+
+
+def _summed(tallies: np.ndarray) -> np.ndarray:
+    """The tallies added over the processes (on the GPU under NCCL, which reduces no CPU tensor)."""
+    nccl = torch.distributed.get_backend() == "nccl"
+    device = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
+    summed = torch.from_numpy(np.ascontiguousarray(tallies, dtype=np.float64)).to(device)
+    torch.distributed.all_reduce(summed, op=torch.distributed.ReduceOp.SUM)
+    return summed.cpu().numpy()
 
 
 def _completed(store: Any, labels: SeriesLabels, study: str) -> set[tuple[int, str, str]]:
