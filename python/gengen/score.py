@@ -383,9 +383,6 @@ class GengenBackend:
         Default: the first checkpoint's.
     swap_adapters : bool
         Load a LoRA base once for the whole series and swap adapters (see :class:`SeriesLoader`).
-    encoded : sequence of EncodedTestset, optional
-        The study's test sets already tokenised by the live model's tokenizer (gengen's trainer has them);
-        default: encoded by :meth:`prepare` or :meth:`attach`.
     """
 
     name: ClassVar[str] = "gengen"
@@ -399,14 +396,12 @@ class GengenBackend:
         store: Any = None,
         tokenizer_path: str | None = None,
         swap_adapters: bool = True,
-        encoded: Sequence[EncodedTestset] | None = None,
     ):
         self.config = config
         self.store = store
         self.tokenizer_path = tokenizer_path
         self.swap_adapters = swap_adapters
         self.metrics = list(config.evaluation.metrics)
-        self.encoded = list(encoded) if encoded is not None else None
         self._session: _Session | None = None
 
     @classmethod
@@ -465,8 +460,9 @@ class GengenBackend:
         first = checkpoints[0]
         tokenizer = load_tokenizer(self.tokenizer_path or first.path, None if self.tokenizer_path else first.revision)
         answer_ids = answer_token_ids(tokenizer, config.task.answers)
-        testsets = self.encoded if self.encoded is not None else encode_testsets(config, tokenizer)
-        self._session = _Session(device, precision, answer_ids, tokenizer.pad_token_id, testsets)
+        self._session = _Session(
+            device, precision, answer_ids, tokenizer.pad_token_id, encode_testsets(config, tokenizer)
+        )
         return SeriesLoader(
             precision, device, swap_adapters=self.swap_adapters, device_map=config.evaluation.device_map
         )
@@ -474,7 +470,7 @@ class GengenBackend:
     def attach(self, tokenizer: Any, device: torch.device, precision: Precision) -> None:
         """Score a live model: its tokenizer (the test sets encoded with it), device and autocast."""
         answer_ids = answer_token_ids(tokenizer, self.config.task.answers)
-        testsets = self.encoded if self.encoded is not None else encode_testsets(self.config, tokenizer)
+        testsets = encode_testsets(self.config, tokenizer)
         self._session = _Session(device, precision, answer_ids, tokenizer.pad_token_id, testsets)
 
     def _live(self) -> _Session:

@@ -63,8 +63,8 @@ from gengen.schedule import (
     update_batches,
     update_indices,
 )
-from gengen.score import EncodedTestset, GengenBackend, encode_testsets
-from gengen.scoring import SeriesLabels
+from gengen.score import EncodedTestset, encode_testsets
+from gengen.scoring import SeriesLabels, training_backend
 from gengen.scoring.hook import EvaluationHook
 
 __all__ = [
@@ -304,9 +304,9 @@ class Trainer:
         self.strategy: Strategy = strategy_for(self.world, self.training)
         self.record: dict[str, Any] = {}
         self.state = TrainerState()
-        # The evaluation hook of every training loop (gengen.integrations' too), over the study's scoring backend.
+        # The evaluation hook of every training loop (gengen.integrations' too), over the registry's training backend.
         self.hook = EvaluationHook(
-            [GengenBackend(config, store=store, encoded=self.testsets)],
+            [training_backend(config)],
             store,
             SeriesLabels(run.model.name, run.model.family, run.model.size, run.key, study=config.name),
             world=self.world,

@@ -54,6 +54,7 @@ __all__ = [
     "score_after_training",
     "score_request",
     "score_series",
+    "training_backend",
 ]
 
 Log = Callable[[str], None]
@@ -485,6 +486,27 @@ def check_trainable(config: StudyConfig, *, trust_task_code: bool = False) -> No
     name = config.evaluation.backend
     if not REGISTRY[name].during_training:
         backend_class(name).check_trainable(config, trust_task_code=trust_task_code)
+
+
+def training_backend(config: StudyConfig) -> ScoringBackend:
+    """The backend that scores a run of ``config`` at its evaluation steps while it trains (``gengen train``).
+
+    The study's ``evaluation.backend`` when its registry entry scores during training, else gengen's own scorer
+    (the study's ``[[testsets]]`` are scored in training whatever scores the kept checkpoints afterwards).
+
+    Parameters
+    ----------
+    config : StudyConfig
+
+    Returns
+    -------
+    ScoringBackend
+        Built for the study; the trainer attaches it to its model (:class:`gengen.scoring.hook.EvaluationHook`).
+    """
+    name = config.evaluation.backend
+    if not REGISTRY[name].during_training:
+        name = "gengen"
+    return backend_class(name).from_request(ScoreRequest(study=config))
 
 
 def score_after_training(
