@@ -382,7 +382,7 @@ class GengenCallback(TrainerCallback):
         options = {"seed": args.seed, "data_seed": args.data_seed, **self.options}
         self.evaluator = Evaluator(**options)
         tokenizer = self.tokenizer if self.tokenizer is not None else kwargs.get("processing_class")
-        arguments = {name: _plain(getattr(args, name, None)) for name in TRAINING_ARGUMENTS}
+        arguments = _training_arguments(args)
         precision = "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32"
         hook = self.evaluator.start(model, tokenizer, precision=precision, record={"training": arguments})
         self.steps = set(self.evaluator.schedule.at(state.max_steps))
@@ -404,6 +404,17 @@ class GengenCallback(TrainerCallback):
         if state.global_step >= state.max_steps:
             hook.begin({"status": "complete"})
         hook.log(f"gengen: {hook.overhead()}")
+
+
+def _training_arguments(args: Any) -> dict[str, Any]:
+    """The manifest's record of the TrainingArguments that change the scores (:data:`TRAINING_ARGUMENTS`)."""
+    found = {name: _plain(getattr(args, name, None)) for name in TRAINING_ARGUMENTS if name != "gradient_checkpointing"}
+    # transformers 5 renamed it (reading the old name warns); 4.x has only the old one.
+    renamed = (
+        "activation_checkpointing" if hasattr(type(args), "activation_checkpointing") else "gradient_checkpointing"
+    )
+    found["gradient_checkpointing"] = _plain(getattr(args, renamed, None))
+    return found
 
 
 def _refuse_sharded(args: Any) -> None:
