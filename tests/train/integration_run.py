@@ -3,6 +3,7 @@
 Run as a script (one process, ``torchrun`` on gloo, or to be killed mid-run) or call :func:`train` in-process::
 
     python tests/train/integration_run.py --study STUDY --model FOLDER --out DIR [--lora] [--kill-at N] [--resume]
+    python tests/train/integration_run.py --study STUDY --model FOLDER --out DIR --loop   # evaluate() in a loop
 
 ``--kill-at N`` ends the process with ``os._exit`` right after step N's update (after the callback scored it, if it
 was due, before the Trainer saves anything of that step): a hard kill, no clean-up.
@@ -134,6 +135,46 @@ def train(
     return callback
 
 
+def plain_loop(study: str, model_folder: str, out: Path, *, steps: int = 4, every: int = 2) -> int:
+    """A plain PyTorch loop (DistributedDataParallel under torchrun) calling gengen.integrations.evaluate at
+    every step; the weights saved at the scheduled steps by process 0. Returns the rows this process wrote."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from gengen.config import load_config
+    from gengen.integrations import Schedule, evaluate
+
+    torch.set_num_threads(1)
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size > 1:
+        torch.distributed.init_process_group("gloo")
+    rank = torch.distributed.get_rank() if size > 1 else 0
+    tokenizer = AutoTokenizer.from_pretrained(model_folder)
+    torch.manual_seed(1)
+    model = AutoModelForCausalLM.from_pretrained(model_folder)
+    trained = torch.nn.parallel.DistributedDataParallel(model) if size > 1 else model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3)
+    texts = training_texts(str(load_config(study).task.train.path), n=8 * steps)
+    options = {"study": study, "schedule": Schedule(every=every), "seed": 1, "model_name": "loop"}
+    written = 0
+    for step in range(steps + 1):
+        written += evaluate(trained, tokenizer, step, total_steps=steps, **options)
+        if step == steps:
+            break
+        mine = texts[8 * step : 8 * step + 8][rank::size]  # this process's share of the step's batch
+        batch = tokenizer(mine, return_tensors="pt", padding=True)
+        labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+        trained(**batch, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if rank == 0 and (step + 1) % every == 0:
+            model.save_pretrained(out / f"checkpoint-{step + 1}")
+            tokenizer.save_pretrained(out / f"checkpoint-{step + 1}")
+    if size > 1:
+        torch.distributed.destroy_process_group()
+    return written
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--study", required=True)
@@ -147,7 +188,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--bf16", action="store_true", help="mixed precision (the callback scores under it too)")
+    parser.add_argument("--loop", action="store_true", help="a plain PyTorch loop calling evaluate(), no Trainer")
     args = parser.parse_args(argv)
+    if args.loop:
+        print(f"done {plain_loop(args.study, args.model, args.out)} rows written", flush=True)
+        return
     callback = train(
         args.study, args.model, args.out, lora=args.lora, sft=args.sft, kill_at=args.kill_at, resume=args.resume,
         batch=args.batch, store=args.store, device=args.device, bf16=args.bf16,

@@ -154,6 +154,26 @@ def test_two_processes_on_gloo_score_shards_and_one_writes(
     assert manifest is not None and manifest["training"]["world_size"] == 2
 
 
+@pytest.mark.distributed
+def test_evaluate_in_a_plain_ddp_loop_on_two_processes(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
+    study = _study(assets, study_toml, tmp_path)
+    launcher = ("-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29632")
+    args = ("--study", str(study), "--model", str(assets["models"]["opt"]), "--out", str(tmp_path / "loop"), "--loop")
+    result = _script(*args, launcher=launcher)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # Process 0 wrote 3 evaluations x 3 test sets x 2 metrics; the other wrote nothing.
+    assert sorted(line for line in result.stdout.splitlines() if line.startswith("done")) == [
+        "done 0 rows written",
+        "done 18 rows written",
+    ]
+    got = _loaded(tmp_path / "out")
+    config = load_config(study)
+    reference = Store(tmp_path / "ref")
+    series = [Checkpoint(str(assets["models"]["opt"]), 0), *find_checkpoints([tmp_path / "loop"])]
+    score_checkpoints(config, series, model_name="loop", run="seed=1", store=reference, log=lambda _: None)
+    _assert_same_scores(got, _loaded(tmp_path / "ref"))
+
+
 def test_evaluate_in_a_plain_loop(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
