@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -54,6 +55,7 @@ class _Toy:
         self.fail_at = fail_at
         self.begun: list[SeriesLabels] = []
         self.scored: list[tuple[int, tuple[str, ...]]] = []
+        self.attached: tuple[Any, ...] = ()
 
     @classmethod
     def from_request(cls, request: ScoreRequest) -> _Toy:
@@ -82,6 +84,9 @@ class _Toy:
 
     def prepare(self, checkpoints: Sequence[Checkpoint]) -> _Loader:
         return _Loader()
+
+    def attach(self, tokenizer: Any, device: Any, precision: Any) -> None:
+        self.attached = (tokenizer, device, precision)
 
     def score_checkpoint(
         self, model: Any, checkpoint: Checkpoint, units: Sequence[str], *, base: dict[str, Any], log: Any
@@ -258,3 +263,23 @@ def test_header_entries_are_checked_against_the_data(tmp_path: Path) -> None:
     path.write_bytes(struct.pack("<Q", len(header)) + header.encode() + b"\x00" * 4)
     with pytest.raises(InputError, match=r"tensor 'w': its data lie outside the file"):
         check_safetensors(path)
+
+
+def test_the_evaluation_hook_scores_a_live_model_through_the_backend(tmp_path: Path) -> None:
+    """The hook of gengen.integrations and gengen train: the backend's rows at each step, none written twice."""
+    pytest.importorskip("torch")
+    from gengen.scoring.hook import EvaluationHook
+
+    store = Store(tmp_path / "s")
+    backend = _Toy(store)
+    hook = EvaluationHook([backend], store, LABELS, log=lambda _: None)
+    hook.attach("tokenizer", "cpu", "fp32")
+    assert backend.attached == ("tokenizer", "cpu", "fp32")
+    assert hook.evaluate({"weights": 0}, 0) == 2
+    assert hook.evaluate({"weights": 10}, 10, {"seed": 1}) == 2
+    assert hook.evaluate({"weights": 99}, 10) == 0  # stored already: not scored, not written
+    again = EvaluationHook([_Toy(store)], store, LABELS, log=lambda _: None)  # a resumed run
+    assert again.pending(10) == [[]] and again.pending(20) == [["a", "bb"]]
+    rows = store.load().sort_values(["step", "testset"])
+    np.testing.assert_allclose(rows["value"], [0.1, 0.2, 0.11, 0.21], rtol=0, atol=1e-12)  # s / 1000 + len / 10
+    assert backend.scored == [(0, ("a", "bb")), (10, ("a", "bb"))]

@@ -4,7 +4,7 @@
 that differs between a whole model in each process (one process, or data parallel with the gradients
 summed: :class:`Strategy` itself) and a model sharded over them (:class:`Sharded`: PyTorch FSDP2): where the model is
 loaded, how it is wrapped, which examples of a micro-batch this process computes, how the loss is scaled,
-who scores, and how the full states are gathered for a checkpoint. :func:`strategy_for` picks it from the
+how the scoring is shared, and how the full states are gathered for a checkpoint. :func:`strategy_for` picks it from the
 world and ``training.strategy``; the trainer asks it and never tests a flag.
 
 Imports torch.
@@ -33,8 +33,8 @@ class World:
 
     Data parallel: every process holds the whole model, computes the gradient of its share of each micro-batch
     (examples ``rank::size``), the gradients are summed across processes, and every process takes the same
-    optimiser step. Process 0 alone scores, writes the store and saves checkpoints (one writer), the others
-    wait for it.
+    optimiser step. Each process scores a shard of every test set; process 0 alone writes the store and saves
+    checkpoints (one writer), the others wait for it.
     """
 
     rank: int = 0
@@ -117,9 +117,9 @@ class Strategy:
         """Sum the gradients over the processes after the backward passes."""
         self.world.sum_gradients(params)
 
-    def scores_here(self) -> bool:
-        """Whether this process takes part in scoring (process 0 alone for a whole model)."""
-        return self.world.main
+    def splits_scoring(self) -> bool:
+        """Whether each process scores a shard of every test set (a whole model in each process)."""
+        return True
 
     def gather(self, model: Any, optimizer: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """Full model and optimiser states for a checkpoint (None: the model holds them already)."""
@@ -170,9 +170,9 @@ class Sharded(Strategy):
     def reduce(self, params: Sequence[torch.Tensor]) -> None:
         """Nothing: FSDP reduced the gradients in the backward pass."""
 
-    def scores_here(self) -> bool:
-        """Every process: the sharded forward pass is collective."""
-        return True
+    def splits_scoring(self) -> bool:
+        """No: the sharded forward pass is collective, so every process scores every example."""
+        return False
 
     def gather(self, model: Any, optimizer: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """The full states, on the CPU (every process must call this)."""

@@ -56,6 +56,7 @@ __all__ = [
     "score_checkpoints",
     "score_encoded",
     "score_rows",
+    "tally_encoded",
 ]
 
 
@@ -152,8 +153,40 @@ def score_encoded(
     labels = np.asarray(labels, dtype=np.int64)
     if len(encoded) != len(labels) or len(labels) == 0:
         raise InputError(f"scoring: {len(encoded)} prompts and {len(labels)} labels (need as many, at least one)")
-    device = device or next(model.parameters()).device
     start = time.perf_counter()
+    correct, total_logprob = tally_encoded(
+        model, encoded, labels, answer_ids, pad_id=pad_id, batch_size=batch_size, device=device,
+        max_tokens=max_tokens, ties=ties,
+    )  # fmt: skip
+    n = len(labels)
+    return ScoreResult(correct / n, total_logprob / n, n, time.perf_counter() - start)
+
+
+def tally_encoded(
+    model: Any,
+    encoded: Sequence[Sequence[int]],
+    labels: np.ndarray,
+    answer_ids: tuple[int, int],
+    *,
+    pad_id: int,
+    batch_size: int = 32,
+    device: torch.device | None = None,
+    max_tokens: int | None = None,
+    ties: str = "No",
+) -> tuple[int, float]:
+    """The sums behind :func:`score_encoded`: examples answered right, and the gold answers' summed log-probability.
+
+    Sums, so that the shards of a test set scored by several processes add up to the whole set's; the
+    arguments are :func:`score_encoded`'s (no examples: ``(0, 0.0)``).
+
+    Returns
+    -------
+    (int, float)
+        Correct answers, and the sum of ``log softmax(logits)[gold answer]`` over the examples.
+    """
+    if len(encoded) == 0:
+        return 0, 0.0
+    device = device or next(model.parameters()).device
     batches = length_batches([len(e) for e in encoded], batch_size, max_tokens)
     yes, no = answer_ids
     correct = 0
@@ -178,8 +211,7 @@ def score_encoded(
                 total_logprob += float((gold_logit - normaliser).sum(dtype=torch.float64))
     finally:
         model.train(was_training)
-    n = len(labels)
-    return ScoreResult(correct / n, total_logprob / n, n, time.perf_counter() - start)
+    return correct, total_logprob
 
 
 @dataclass(frozen=True)
@@ -435,13 +467,56 @@ class GengenBackend:
             precision, device, swap_adapters=self.swap_adapters, device_map=config.evaluation.device_map
         )
 
+    def attach(self, tokenizer: Any, device: torch.device, precision: Precision) -> None:
+        """Score a live model: its tokenizer (the test sets encoded with it), device and autocast."""
+        answer_ids = answer_token_ids(tokenizer, self.config.task.answers)
+        testsets = encode_testsets(self.config, tokenizer)
+        self._session = _Session(device, precision, answer_ids, tokenizer.pad_token_id, testsets)
+
+    def _live(self) -> _Session:
+        if self._session is None:
+            raise RuntimeError("GengenBackend: call prepare (checkpoints) or attach (a live model) first")
+        return self._session
+
+    def tally(self, model: Any, units: Sequence[str], shard: Any) -> np.ndarray:
+        """Per test set of ``units``, over this process's shard of its examples (``shard.indices``): examples,
+        correct answers and summed gold log-probability (:func:`tally_encoded`); shape ``(len(units), 3)``."""
+        session = self._live()
+        evaluation = self.config.evaluation
+        by_name = {testset.name: testset for testset in session.testsets}
+        tallies = np.zeros((len(units), 3), dtype=np.float64)
+        with session.precision.context(session.device):
+            for row, name in enumerate(units):
+                testset = by_name[name]
+                mine = shard.indices(len(testset.labels))
+                correct, logprob = tally_encoded(
+                    model,
+                    [testset.encoded[i] for i in mine],
+                    testset.labels[mine],
+                    session.answer_ids,
+                    pad_id=session.pad_id,
+                    batch_size=evaluation.batch_size,
+                    device=session.device,
+                    max_tokens=evaluation.max_tokens,
+                    ties=evaluation.ties,
+                )
+                tallies[row] = (len(mine), correct, logprob)
+        return tallies
+
+    def rows(self, tallies: np.ndarray, units: Sequence[str], base: Mapping[str, Any]) -> pd.DataFrame:
+        """Score-table rows of summed tallies: ``acc`` = correct / examples, ``logprob`` = summed / examples."""
+        rows = []
+        for (n, correct, logprob), name in zip(tallies, units, strict=True):
+            values = {"acc": correct / n, "logprob": logprob / n}
+            for metric in self.metrics:
+                rows.append({**base, "testset": name, "metric": metric, "value": values[metric], "n_examples": int(n)})
+        return pd.DataFrame(rows)
+
     def score_checkpoint(
         self, model: Any, checkpoint: Checkpoint, units: Sequence[str], *, base: dict[str, Any], log: Any
     ) -> Iterator[pd.DataFrame]:
         """The rows of ``units`` (test sets), all in one frame."""
-        session = self._session
-        if session is None:
-            raise RuntimeError("GengenBackend.prepare was not called")
+        session = self._live()
         evaluation = self.config.evaluation
         with session.precision.context(session.device):
             rows = score_rows(

@@ -63,7 +63,9 @@ from gengen.schedule import (
     update_batches,
     update_indices,
 )
-from gengen.score import EncodedTestset, encode_testsets, score_rows
+from gengen.score import EncodedTestset, encode_testsets
+from gengen.scoring import SeriesLabels, training_backend
+from gengen.scoring.hook import EvaluationHook
 
 __all__ = [
     "STATE_FILE",
@@ -302,6 +304,15 @@ class Trainer:
         self.strategy: Strategy = strategy_for(self.world, self.training)
         self.record: dict[str, Any] = {}
         self.state = TrainerState()
+        # The evaluation hook of every training loop (gengen.integrations' too), over the registry's training backend.
+        self.hook = EvaluationHook(
+            [training_backend(config)],
+            store,
+            SeriesLabels(run.model.name, run.model.family, run.model.size, run.key, study=config.name),
+            world=self.world,
+            split_examples=self.strategy.splits_scoring(),
+            log=_silent,
+        )
 
     # ------------------------------------------------------------------ state
     def complete(self) -> bool:
@@ -340,6 +351,7 @@ class Trainer:
 
         self.device = select_device(training.device)
         self.precision = precision_for(training.precision, training.method, self.device)
+        self.hook.attach(self.tokenizer, self.device, self.precision)
         self.state.resume_step, resume_path = checkpoints[-1] if checkpoints else (0, None)
 
         torch.manual_seed(run.seed)
@@ -426,50 +438,27 @@ class Trainer:
     def evaluate(self, step: int) -> None:
         """Score every test set at ``step`` not yet stored and commit the rows to the store at once.
 
-        A sharded model needs every process in its forward passes; otherwise process 0 scores alone.
+        Through the evaluation hook (:class:`gengen.scoring.hook.EvaluationHook`), as users' own loops do: each
+        process scores a shard of every test set (all of it when the model is sharded: its forward passes need
+        every process) and process 0 writes.
 
         Parameters
         ----------
         step : int
             The optimiser steps taken (0: before training), recorded with the scores.
         """
-        world, run = self.world, self.run
-        if not self.strategy.scores_here() or all(
-            (step, t.name, m) in self.done for t in self.testsets for m in self.metrics
-        ):
-            return
-        base = {
-            "study": self.config.name,
-            "model": run.model.name,
-            "family": run.model.family,
-            "size": run.model.size,
-            "run": run.key,
-            "seed": run.seed,
-            "shots": run.shots,
-            "step": step,
+        columns = {
+            "seed": self.run.seed,
+            "shots": self.run.shots,
             "tokens": self.state.tokens,
             "epoch": step / steps_per_epoch(self.training, len(self.train_set)),
         }
-        began = time.perf_counter()
-        with self.precision.context(self.device):
-            rows = score_rows(
-                self.model,
-                self.testsets,
-                self.answers,
-                pad_id=self.tokenizer.pad_token_id,
-                batch_size=self.config.evaluation.batch_size,
-                metrics=self.metrics,
-                base=base,
-                skip=self.done,
-                log=None,
-                max_tokens=self.config.evaluation.max_tokens,
-                ties=self.config.evaluation.ties,
-            )
-        self.state.scoring_seconds += time.perf_counter() - began
-        self.state.scored_examples += sum(int(r["n_examples"]) for r in rows if r["metric"] == self.metrics[0])
-        if rows and world.main:
-            self.state.written += self.store.write_scores(pd.DataFrame(rows))
-            self.done = self.done | {(step, r["testset"], r["metric"]) for r in rows}
+        seconds = self.hook.seconds
+        sizes = {testset.name: len(testset.labels) for testset in self.testsets}
+        pending = self.hook.pending(step)[0]
+        self.state.written += self.hook.evaluate(self.model, step, columns)
+        self.state.scoring_seconds += self.hook.seconds - seconds
+        self.state.scored_examples += sum(sizes[name] for name in pending)
 
     def save(self, step: int) -> None:
         """Save ``checkpoint-<step>`` when one is due (every ``checkpoint_every`` steps and at the end).

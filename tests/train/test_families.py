@@ -109,11 +109,11 @@ def test_the_strategy_is_chosen_once_from_the_world_and_the_setting() -> None:
     assert type(strategy_for(World(0, 1), fsdp)) is Strategy  # alone: nothing to shard over
     assert type(strategy_for(World(0, 2), ddp)) is Strategy
     sharded = strategy_for(World(1, 2), fsdp)
-    assert isinstance(sharded, Sharded) and sharded.loss_factor() == 2.0 and sharded.scores_here()
+    assert isinstance(sharded, Sharded) and sharded.loss_factor() == 2.0 and not sharded.splits_scoring()
     micro = np.array([7])
     # Rank 1 of 2 has no example of a one-example micro-batch: a whole model skips it, a sharded one takes part
     # with that example weighted 0 (its forward and backward passes are collective).
-    assert Strategy(World(1, 2)).share(micro) is None and not Strategy(World(1, 2)).scores_here()
+    assert Strategy(World(1, 2)).share(micro) is None and Strategy(World(1, 2)).splits_scoring()
     share, weight = sharded.share(micro) or (None, None)
     assert share is not None and share.tolist() == [7] and weight == 0.0
     share, weight = Strategy(World(0, 2)).share(np.array([1, 2, 3])) or (None, None)

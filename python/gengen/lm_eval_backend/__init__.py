@@ -211,6 +211,10 @@ class LmEvalBackend:
         self._session = _Session(device, dtypes, tokenizer)
         return SeriesLoader(dtypes, device, device_map=self.device_map)
 
+    def attach(self, tokenizer: Any, device: Any, precision: Any) -> None:
+        """Score a live model (:class:`gengen.scoring.hook.EvaluationHook`): its tokenizer, device and autocast."""
+        self._session = _Session(device, precision, tokenizer)
+
     def score_checkpoint(
         self,
         model: Any,

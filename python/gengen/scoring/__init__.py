@@ -13,6 +13,9 @@ does the rest, once for all of them:
 4. load each remaining checkpoint (a LoRA base once for a series of adapters), score it, write each batch of
    rows the backend yields in one transaction, and log one line per checkpoint and one for the series.
 
+A model being trained is scored by the same backends without any checkpoint: :class:`gengen.scoring.hook.EvaluationHook`
+(``attach`` instead of ``prepare``), the one code path of gengen's trainer and of :mod:`gengen.integrations`.
+
 Backends are chosen by name from :data:`gengen.scoring.registry.REGISTRY` (:func:`backend_class`); the CLI
 passes the name and the options it was given (:class:`ScoreRequest`) and nothing else.
 """
@@ -51,6 +54,7 @@ __all__ = [
     "score_after_training",
     "score_request",
     "score_series",
+    "training_backend",
 ]
 
 Log = Callable[[str], None]
@@ -206,6 +210,13 @@ class ScoringBackend(Protocol):
     ) -> Iterator[pd.DataFrame]:
         """Score ``model`` on ``units``, yielding score-table rows (``base`` holds the label columns and the
         step); each frame yielded is written in one transaction before the next is computed."""
+        ...
+
+    def attach(self, tokenizer: Any, device: Any, precision: Any) -> None:
+        """Set up scoring of a live model (the one being trained; no checkpoint is loaded): its tokenizer, its
+        device and the :class:`gengen.models.Precision` of its forward passes. Then :meth:`score_checkpoint`
+        takes the live model with ``Checkpoint(gengen.scoring.hook.LIVE, step)`` (see
+        :class:`gengen.scoring.hook.EvaluationHook`)."""
         ...
 
 
@@ -475,6 +486,27 @@ def check_trainable(config: StudyConfig, *, trust_task_code: bool = False) -> No
     name = config.evaluation.backend
     if not REGISTRY[name].during_training:
         backend_class(name).check_trainable(config, trust_task_code=trust_task_code)
+
+
+def training_backend(config: StudyConfig) -> ScoringBackend:
+    """The backend that scores a run of ``config`` at its evaluation steps while it trains (``gengen train``).
+
+    The study's ``evaluation.backend`` when its registry entry scores during training, else gengen's own scorer
+    (the study's ``[[testsets]]`` are scored in training whatever scores the kept checkpoints afterwards).
+
+    Parameters
+    ----------
+    config : StudyConfig
+
+    Returns
+    -------
+    ScoringBackend
+        Built for the study; the trainer attaches it to its model (:class:`gengen.scoring.hook.EvaluationHook`).
+    """
+    name = config.evaluation.backend
+    if not REGISTRY[name].during_training:
+        name = "gengen"
+    return backend_class(name).from_request(ScoreRequest(study=config))
 
 
 def score_after_training(
