@@ -365,6 +365,25 @@ def _paragraph(
     return text
 
 
+def _without_related(pairs: pd.DataFrame, keep: bool) -> tuple[pd.DataFrame, str]:
+    """The pairs table less its related pairs (unless ``keep``), and the sentence that says what was left out."""
+    if "related" not in pairs.columns:
+        return pairs, ""
+    related = pairs["related"].fillna(False).astype(bool).to_numpy()
+    names = pairs.loc[related, ["testset_a", "testset_b"]].drop_duplicates()
+    if not len(names):
+        return pairs, ""
+    if keep:
+        return pairs, f"{len(names)} pair(s) of related test sets are included (keep_related)."
+    first = pairs.loc[related].iloc[0]
+    note = (
+        f"{len(names)} pair(s) of related test sets (splits of one task, nested sets, near-duplicates; e.g. "
+        f"{first['testset_a']} / {first['testset_b']}: {first['related_reason']}) are left out (keep_related "
+        "keeps them)."
+    )
+    return pairs.loc[~related], note
+
+
 def build_verdict(
     source: Analysis | pd.DataFrame,
     comparison: Comparison | None = None,
@@ -374,6 +393,7 @@ def build_verdict(
     n_perm: int = 999,
     seed: int = 0,
     n_examples: int = 3,
+    keep_related: bool | None = None,
 ) -> Verdict:
     """Classify every pair as consistent positive, consistent negative, model-dependent or undetermined.
 
@@ -394,6 +414,10 @@ def build_verdict(
         Their seed.
     n_examples : int
         Strongest pairs kept per class.
+    keep_related : bool, optional
+        Classify the pairs whose ``related`` column is true (splits of one task, nested sets, near-duplicates:
+        :mod:`gengen.analyse.related`) too; default the analysis' ``keep_related``, else False (they are left out
+        and the paragraph says how many).
 
     Returns
     -------
@@ -427,6 +451,8 @@ def build_verdict(
         adjust = str(settings.get("adjust", "holm"))
         adjust = "holm" if adjust == "maxT" else adjust
     pairs_table = source if isinstance(source, pd.DataFrame) else source.pairs
+    keep_related = bool(settings.get("keep_related", False)) if keep_related is None else keep_related
+    pairs_table, related_note = _without_related(pairs_table, keep_related)
     estimates = group_estimates(pairs_table)
     groups = list(dict.fromkeys(map(str, estimates["unit"])))
     pairs = _pair_table(estimates, _cell_matrices(estimates, ("model",)), alpha, adjust)
@@ -445,12 +471,13 @@ def build_verdict(
         )
     else:
         text = _paragraph(counts, groups, len(pairs), agreement, alpha, adjust)
+    text = f"{text} {related_note}".strip()
     return Verdict(
         pairs=pairs,
         counts=counts,
         examples=_examples(pairs, n_examples),
         agreement=agreement,
         groups=groups,
-        settings={"alpha": alpha, "adjust": adjust, "n_perm": n_perm, "seed": seed},
+        settings={"alpha": alpha, "adjust": adjust, "n_perm": n_perm, "seed": seed, "keep_related": keep_related},
         text=text,
     )

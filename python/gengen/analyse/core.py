@@ -52,6 +52,7 @@ from gengen.analyse.options import (
 )
 from gengen.analyse.pairs import analyse_group, independence_methods, repeated_diagnostics
 from gengen.analyse.pooled import meta_table, pooled_residual_groups
+from gengen.analyse.related import mark_related, related_pairs, stacked_series
 from gengen.analyse.result import Analysis
 from gengen.stats import options as stats_defaults  # the statistics' defaults, which the analysis keeps
 from gengen.stats.control_choice import choose_control
@@ -153,6 +154,7 @@ def analyse(
     gam_method: str = stats_defaults.DEFAULT_GAM_METHOD,
     gam_basis: str = stats_defaults.DEFAULT_GAM_BASIS,
     max_edf: float | str | None = stats_defaults.DEFAULT_GAM_MAX_EDF,
+    keep_related: bool = False,
     jobs: int | None = None,
     progress: bool = False,
 ) -> Analysis:
@@ -244,6 +246,10 @@ def analyse(
     max_edf : float, "auto" or None
         Cap on each smooth's effective degrees of freedom: ``"auto"`` (:func:`gengen.stats.default_max_edf` of
         n), None (uncapped), or a number of at least 2.
+    keep_related : bool
+        Keep pairs of related test sets (splits of one task, nested sets, near-duplicate series:
+        :func:`gengen.analyse.related.related_pairs`; ``related`` and ``related_reason`` in the pairs table) in the
+        verdict. They are always in the pairs table.
     jobs : int, optional
         Groups analysed at once, each in a worker process (:mod:`gengen.analyse.group_pool`; the tables are the
         same for any number). Default: one per available CPU when there are at least 4 groups with enough work
@@ -298,6 +304,8 @@ def analyse(
     if settings.fit == "auto" and chosen:
         warnings.insert(0, control_summary(groups, chosen))
     pairs = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=list(PAIR_COLUMNS))
+    related = related_pairs(ood_names, scores=stacked_series(scores, ood_names))
+    pairs = mark_related(pairs, related)
     pairs = pairs[[column for column in PAIR_COLUMNS if column in pairs.columns]]
     pooled = pd.DataFrame()
     pooled_residuals = pd.DataFrame()
@@ -308,6 +316,13 @@ def analyse(
     record = settings.as_dict()
     record["mode_resolved"] = resolved_mode
     record["ood_resolved"] = list(ood_names)
+    record["related_pairs"] = related.to_dict(orient="records")
+    if len(related):
+        verdict_use = "kept in the verdict (keep_related)" if settings.keep_related else "left out of the verdict"
+        warnings.append(
+            f"{len(related)} pair(s) of related OOD test sets ({_related_summary(related)}): marked in the pairs "
+            f"table's related column and {verdict_use}"
+        )
     return Analysis(
         pairs=pairs,
         pooled=pooled,
@@ -316,6 +331,14 @@ def analyse(
         settings=record,
         scores=scores,
     )
+
+
+def _related_summary(related: pd.DataFrame) -> str:
+    """'3 splits of one task, 2 nested, e.g. arc_easy_test / arc_easy_val': the kinds of related pairs."""
+    kinds = related["reason"].str.split(r"[:(]", n=1, regex=True).str[0].str.strip().value_counts()
+    first = related.iloc[0]
+    counted = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
+    return f"{counted}; e.g. {first['testset_a']} / {first['testset_b']}: {first['reason']}"
 
 
 def _groups(scores: pd.DataFrame, settings: Settings, ood: tuple[str, ...]) -> tuple[str, list[Group], list[str]]:

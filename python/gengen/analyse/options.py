@@ -454,6 +454,9 @@ ANALYSIS_OPTIONS: tuple[Option, ...] = (
            study=True),
     Option("max_edf", "edf", DEFAULT_GAM_MAX_EDF, "GAM control: cap on each smooth's effective degrees of "
            "freedom: auto (from n), none, or a number.", study=True),
+    Option("keep_related", "flag", False, "Keep related test sets (splits of one task, nested sets, declared "
+           "groups, near-duplicate series; marked in the pairs table's related column) in the verdict.",
+           study=True),
     Option("jobs", "integer", None, "Groups analysed at once in worker processes (default: one per CPU when "
            "there are 4 or more groups with enough work; 1: in this process). The tables do not depend on it.",
            bounds=(1, 1024), optional=True),
@@ -503,6 +506,7 @@ class Settings:
     gam_method: str
     gam_basis: str
     max_edf: float | str | None
+    keep_related: bool
     jobs: int | None
     #: Set on a group's copy of the settings when ``fit="auto"`` chose its control (then ``fit`` is the choice).
     fit_chosen: bool = False

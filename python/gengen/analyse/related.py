@@ -1,0 +1,194 @@
+"""Which OOD test sets are related by construction, so that their partial correlation says nothing about
+generalisation: splits of one task, a set nested in another (an aggregate beside its parts), declared task
+groups, and near-duplicate series.
+
+Two splits of one task (``arc_easy_test`` / ``arc_easy_val``), a benchmark and its own subsets (McCoy et al.'s
+``hans`` against ``hans_lexical_nonent``, and that against ``hans_ln_subsequence``) or the same examples under two
+names co-move because they measure the same thing, not because improvement on one carries over to another. On
+OLMo-2 7B/13B every "consistent" pair of the default analysis was of this kind. :func:`related_pairs` finds them
+from the names (and, given scores, from the series); the analysis marks them in the pairs table (``related``,
+``related_reason``) and the verdict leaves them out unless asked to keep them (``keep_related``).
+
+The rules, in the order a pair's reason is given:
+
+1. **Declared groups** (``groups``, a study file's ``[analysis.related_groups]``): every two members of a group,
+   and the group's own name beside a member.
+2. **Splits of one task**: the names are equal once the split words ``test``, ``val``, ``valid``,
+   ``validation`` and ``dev`` are removed (names are split into words at ``_``, ``-``, ``.``, ``/`` and blanks,
+   compared case-insensitively): ``arc_easy_test`` / ``arc_easy_val``, ``mmlu_humanities_test`` /
+   ``mmlu_humanities_val``, ``arc_easy_val_rc_5shot`` / ``arc_easy_test_rc_5shot``, ``c4_en-validation`` /
+   ``c4_en``.
+3. **Nested sets**: the words of one name (split words removed) are a proper prefix of the other's
+   (``hans`` / ``hans_lexical_nonent``; ``crows_pairs_english`` / ``crows_pairs_english_age``), also when the
+   trailing words of the shorter name are written as their initials in the longer (``hans_lexical_nonent`` /
+   ``hans_ln_subsequence``); and lm-eval's groups beside their subtasks (:data:`LM_EVAL_GROUPS`: ``mmlu`` /
+   ``hendrycksTest-anatomy``). Sibling subtasks of one group (``hendrycksTest-anatomy`` /
+   ``hendrycksTest-astronomy``) are different examples of different subjects and are *not* related.
+4. **Near-duplicate series** (only with ``scores``): raw correlation ≥ :data:`NEAR_DUPLICATE_R` *and* a mean
+   absolute difference within :data:`NEAR_DUPLICATE_SHARE` of the larger of the two series' ranges. Both are
+   needed: on the shared Pythia files (27 checkpoints, 2 sizes) distinct tasks reach a raw correlation of 0.994
+   (arc_easy / sciq, arc_easy / piqa) because training drives them all, but their values differ by 0.20 on
+   average, about half of their range; the same examples under two names differ by nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "LM_EVAL_GROUPS",
+    "NEAR_DUPLICATE_R",
+    "NEAR_DUPLICATE_SHARE",
+    "RELATED_COLUMNS",
+    "SPLIT_WORDS",
+    "mark_related",
+    "related_pairs",
+    "stacked_series",
+]
+
+#: Words that name a split of a task rather than the task.
+SPLIT_WORDS = frozenset({"test", "val", "valid", "validation", "dev"})
+#: lm-eval group names and the name prefixes of their subtasks (v0.3 wrote MMLU's as ``hendrycksTest-<subject>``).
+LM_EVAL_GROUPS: dict[str, tuple[str, ...]] = {
+    "mmlu": ("hendrycksTest-", "mmlu_"),
+    "hendrycksTest": ("hendrycksTest-",),
+    "blimp": ("blimp_",),
+    "crows_pairs": ("crows_pairs_",),
+    "bbh": ("bbh_",),
+    "agieval": ("agieval_",),
+}
+#: Raw correlation from which two series may be the same examples under two names (with near-equal values).
+NEAR_DUPLICATE_R = 0.995
+#: Largest mean absolute difference of two near-duplicate series, as a share of the larger series' range.
+NEAR_DUPLICATE_SHARE = 0.05
+#: The columns of :func:`related_pairs`' table.
+RELATED_COLUMNS = ("testset_a", "testset_b", "reason")
+
+_WORD_SEPARATORS = re.compile(r"[\s_\-./]+")
+
+
+def _words(name: str) -> tuple[str, ...]:
+    """The words of a test set's name, lower-cased, split words left out."""
+    return tuple(word for word in _WORD_SEPARATORS.split(name.lower()) if word and word not in SPLIT_WORDS)
+
+
+def _abbreviations(words: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The name with two or more trailing words written as their initials (``hans lexical nonent`` ->
+    ``hans ln``), keeping at least one word whole."""
+    return [(*words[:cut], "".join(word[0] for word in words[cut:])) for cut in range(1, len(words) - 1)]
+
+
+def _is_proper_prefix(short: tuple[str, ...], long: tuple[str, ...]) -> bool:
+    return len(short) < len(long) and long[: len(short)] == short
+
+
+def _name_reason(a: str, b: str, groups: Mapping[str, Sequence[str]]) -> str:
+    """Why ``a`` and ``b`` are related by their names (or a declared group), or ``""``."""
+    for group, members in groups.items():
+        names = {str(member) for member in members}
+        if {a, b} <= names:
+            return f"declared group {group!r}"
+        if (a == group and b in names) or (b == group and a in names):
+            return f"declared group {group!r} beside its member"
+    words_a, words_b = _words(a), _words(b)
+    if words_a and words_a == words_b:
+        return f"splits of one task ({'_'.join(words_a)})"
+    for short, long, outer, inner in ((words_a, words_b, a, b), (words_b, words_a, b, a)):
+        if short and (_is_proper_prefix(short, long) or any(_is_proper_prefix(x, long) for x in _abbreviations(short))):
+            return f"nested: {inner} within {outer}"
+    for group, prefixes in LM_EVAL_GROUPS.items():
+        for outer, inner in ((a, b), (b, a)):
+            if outer.lower() == group.lower() and any(inner.startswith(prefix) for prefix in prefixes):
+                return f"nested: {inner} is a subtask of lm-eval group {outer}"
+    return ""
+
+
+def _near_duplicates(scores: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """Pairs of columns of ``scores`` (rows: checkpoints, possibly of several runs) that are near-duplicate
+    series, with their reason."""
+    values = scores.to_numpy(dtype=float)
+    out: dict[tuple[str, str], str] = {}
+    names = [str(name) for name in scores.columns]
+    for i, j in itertools.combinations(range(len(names)), 2):
+        both = np.isfinite(values[:, i]) & np.isfinite(values[:, j])
+        if both.sum() < 3:
+            continue
+        a, b = values[both, i], values[both, j]
+        spread = max(float(np.ptp(a)), float(np.ptp(b)))
+        if spread <= 0:
+            continue
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = float(np.corrcoef(a, b)[0, 1])
+        gap = float(np.mean(np.abs(a - b)))
+        if np.isfinite(r) and r >= NEAR_DUPLICATE_R and gap <= NEAR_DUPLICATE_SHARE * spread:
+            out[(names[i], names[j])] = (
+                f"near-duplicate series (raw r = {r:.3f}, mean |difference| {gap:.3g} = "
+                f"{100 * gap / spread:.1f}% of the range)"
+            )
+    return out
+
+
+def related_pairs(
+    testsets: Iterable[str],
+    scores: pd.DataFrame | None = None,
+    groups: Mapping[str, Sequence[str]] | None = None,
+) -> pd.DataFrame:
+    """The pairs of test sets that are related by construction, with the reason (see the module's rules).
+
+    Parameters
+    ----------
+    testsets : iterable of str
+        The OOD test sets, in the order pairs are formed (``testset_a`` precedes ``testset_b`` in it).
+    scores : DataFrame, optional
+        One column per test set (others ignored), one row per checkpoint (the checkpoints of several runs may
+        be stacked): near-duplicate series are looked for in it.
+    groups : mapping of str to list of str, optional
+        Declared task groups: group name -> its test sets.
+
+    Returns
+    -------
+    DataFrame
+        ``testset_a, testset_b, reason``, one row per related pair (none when nothing is related).
+
+    Examples
+    --------
+    >>> names = ["arc_easy_test", "arc_easy_val", "hans", "hans_lexical_nonent", "hans_ln_subsequence", "piqa"]
+    >>> for row in related_pairs(names).itertuples(index=False):
+    ...     print(row.testset_a, row.testset_b, "|", row.reason)
+    arc_easy_test arc_easy_val | splits of one task (arc_easy)
+    hans hans_lexical_nonent | nested: hans_lexical_nonent within hans
+    hans hans_ln_subsequence | nested: hans_ln_subsequence within hans
+    hans_lexical_nonent hans_ln_subsequence | nested: hans_ln_subsequence within hans_lexical_nonent
+    """
+    names = list(dict.fromkeys(str(name) for name in testsets))
+    declared = dict(groups or {})
+    duplicates = {} if scores is None else _near_duplicates(scores[[n for n in names if n in scores.columns]])
+    rows = []
+    for a, b in itertools.combinations(names, 2):
+        reason = _name_reason(a, b, declared) or duplicates.get((a, b), "") or duplicates.get((b, a), "")
+        if reason:
+            rows.append((a, b, reason))
+    return pd.DataFrame(rows, columns=list(RELATED_COLUMNS))
+
+
+def stacked_series(scores: pd.DataFrame, testsets: Sequence[str]) -> pd.DataFrame:
+    """The OOD scores of a prepared long table (:func:`gengen.analyse.data.prepare`) as one column per test set,
+    one row per (model, run, step): the series :func:`related_pairs` looks for near-duplicates in."""
+    rows = scores[scores["testset"].isin(list(testsets))]
+    return rows.pivot_table(index=["model", "run", "step"], columns="testset", values="value", aggfunc="first")
+
+
+def mark_related(pairs: pd.DataFrame, related: pd.DataFrame) -> pd.DataFrame:
+    """``pairs`` with ``related`` (bool) and ``related_reason`` columns from :func:`related_pairs`' table (a pair
+    is matched whichever of its test sets comes first)."""
+    reasons: dict[tuple[str, str], str] = {}
+    for a, b, reason in related[list(RELATED_COLUMNS)].itertuples(index=False):
+        reasons[(a, b)] = reasons[(b, a)] = reason
+    keys = zip(pairs["testset_a"].astype(str), pairs["testset_b"].astype(str), strict=True)
+    reason_column = [reasons.get(key, "") for key in keys]
+    return pairs.assign(related=[bool(text) for text in reason_column], related_reason=reason_column)
