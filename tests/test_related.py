@@ -1,0 +1,130 @@
+"""Related OOD test sets (issue 33, item 2): found from names and series, kept in the pairs table, left out of
+the verdict unless ``keep_related``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gengen
+from gengen.analyse.related import related_pairs
+from gengen.simulate import simulate_trajectories
+from gengen.verdict import build_verdict
+
+
+def _reasons(names: list[str], **kwargs: object) -> dict[frozenset[str], str]:
+    table = related_pairs(names, **kwargs)  # type: ignore[arg-type]
+    return {frozenset((a, b)): reason for a, b, reason in table.itertuples(index=False)}
+
+
+def test_splits_of_one_task_by_name() -> None:
+    names = [
+        "arc_easy_test", "arc_easy_val", "mmlu_humanities_test", "mmlu_humanities_val", "c4_en-validation", "c4_en",
+        "arc_easy_val_rc_5shot", "arc_easy_test_rc_5shot", "boolq_dev", "boolq", "arc_challenge_test",
+    ]  # fmt: skip
+    found = _reasons(names)
+    for a, b in [
+        ("arc_easy_test", "arc_easy_val"),
+        ("mmlu_humanities_test", "mmlu_humanities_val"),
+        ("c4_en-validation", "c4_en"),
+        ("arc_easy_val_rc_5shot", "arc_easy_test_rc_5shot"),
+        ("boolq_dev", "boolq"),
+    ]:
+        assert found[frozenset((a, b))].startswith("splits of one task"), (a, b)
+    assert frozenset(("arc_easy_test", "arc_challenge_test")) not in found
+    # arc_easy is a prefix of arc_easy_rc_5shot: the 5-shot variant is nested in it, not a split
+    assert found[frozenset(("arc_easy_test", "arc_easy_val_rc_5shot"))].startswith("nested")
+
+
+def test_nested_sets_and_groups() -> None:
+    names = [
+        "hans", "hans_lexical_nonent", "hans_ln_subsequence", "hans_ln_preposition", "mmlu",
+        "hendrycksTest-anatomy", "hendrycksTest-astronomy", "hendrycksTest-high_school_physics",
+        "hendrycksTest-high_school_psychology", "piqa", "crows_pairs_english", "crows_pairs_english_age",
+    ]  # fmt: skip
+    found = _reasons(names)
+    assert found[frozenset(("hans", "hans_lexical_nonent"))] == "nested: hans_lexical_nonent within hans"
+    assert "within hans_lexical_nonent" in found[frozenset(("hans_lexical_nonent", "hans_ln_subsequence"))]
+    assert "lm-eval group mmlu" in found[frozenset(("mmlu", "hendrycksTest-anatomy"))]
+    assert found[frozenset(("crows_pairs_english", "crows_pairs_english_age"))].startswith("nested")
+    # sibling subtasks are different examples; two subtasks whose initials collide are not related either
+    assert frozenset(("hendrycksTest-anatomy", "hendrycksTest-astronomy")) not in found
+    assert frozenset(("hendrycksTest-high_school_physics", "hendrycksTest-high_school_psychology")) not in found
+    assert frozenset(("hans_ln_subsequence", "hans_ln_preposition")) not in found
+    assert not any("piqa" in pair for pair in found)
+    declared = _reasons(["a", "b", "c"], groups={"abc": ["a", "b"]})
+    assert declared == {frozenset(("a", "b")): "declared group 'abc'"}
+
+
+def test_near_duplicates_need_both_correlation_and_equal_values() -> None:
+    rng = np.random.default_rng(3)
+    trend = np.linspace(0.3, 0.7, 30)
+    copy_noise = rng.normal(0, 0.002, 30)
+    scores = pd.DataFrame(
+        {
+            "x": trend + rng.normal(0, 0.003, 30),
+            "renamed_x": trend + rng.normal(0, 0.003, 30) + copy_noise,
+            "shifted": trend + 0.2 + rng.normal(0, 0.002, 30),  # r ≈ 1 but 0.2 apart: another task that tracks x
+        }
+    )
+    found = _reasons(list(scores.columns), scores=scores)
+    r = np.corrcoef(scores["x"], scores["renamed_x"])[0, 1]
+    assert r >= 0.995
+    assert found[frozenset(("x", "renamed_x"))].startswith("near-duplicate series")
+    assert np.corrcoef(scores["x"], scores["shifted"])[0, 1] >= 0.995
+    assert frozenset(("x", "shifted")) not in found
+
+
+def _two_models_with_related_sets() -> pd.DataFrame:
+    """Two models; ``task_test``/``task_val`` are two samples of one task and ``hans_lexical_nonent`` a subset of
+    ``hans`` (their residuals share most of their noise); ``ood_3``, ``ood_4`` independent."""
+    frames = []
+    for index, model in enumerate(["m1", "m2"]):
+        scores = simulate_trajectories(n=40, n_testsets=4, shared=0.0, seed=11 + index, model=model)
+        wide = scores.pivot(index="step", columns="testset", values="value")
+        rng = np.random.default_rng(100 + index)
+        renamed = {"ood_1": "task_test", "ood_2": "hans"}
+        wide = wide.rename(columns=renamed)
+        wide["task_val"] = wide["task_test"] + rng.normal(0, 0.004, len(wide))
+        wide["hans_lexical_nonent"] = wide["hans"] + rng.normal(0, 0.006, len(wide))
+        long = wide.reset_index().melt(id_vars="step", var_name="testset", value_name="value")
+        frames.append(long.assign(model=model, run="main", metric="accuracy"))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_verdict_leaves_related_pairs_out_and_says_so() -> None:
+    table = _two_models_with_related_sets()
+    analysis = gengen.analyse(table, id_testset="id", metric="accuracy", fit="linear", n_boot=199)
+    related = analysis.pairs.loc[analysis.pairs["related"], ["testset_a", "testset_b"]].drop_duplicates()
+    assert {frozenset(row) for row in related.itertuples(index=False)} == {
+        frozenset(("task_test", "task_val")),
+        frozenset(("hans", "hans_lexical_nonent")),
+    }
+    assert analysis.settings["ood_resolved"] == sorted(["task_test", "task_val", "hans", "hans_lexical_nonent",
+                                                        "ood_3", "ood_4"])  # fmt: skip
+    assert len(analysis.settings["related_pairs"]) == 2
+    assert any("2 pair(s) of related OOD test sets" in warning for warning in analysis.warnings)
+
+    verdict = build_verdict(analysis, n_perm=99)
+    kept = {frozenset(pair) for pair in verdict.pairs[["testset_a", "testset_b"]].itertuples(index=False)}
+    assert len(kept) == 15 - 2
+    assert frozenset(("task_test", "task_val")) not in kept
+    assert "2 pair(s) of related test sets" in verdict.text and "left out" in verdict.text
+
+    # kept on request, the split pair is the "consistent positive" it trivially is
+    with_related = build_verdict(analysis, n_perm=99, keep_related=True)
+    assert len(with_related.pairs) == 15
+    row = with_related.pairs.set_index(["testset_a", "testset_b"]).loc[("task_test", "task_val")]
+    assert row["verdict"] == "consistent positive"
+    assert with_related.settings["keep_related"] is True
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_keep_related_option_is_recorded(keep: bool) -> None:
+    table = _two_models_with_related_sets()
+    analysis = gengen.analyse(
+        table, id_testset="id", metric="accuracy", fit="linear", n_boot=99, keep_related=keep, pooling="none"
+    )
+    assert analysis.settings["keep_related"] is keep
+    assert len(build_verdict(analysis, n_perm=19).pairs) == (15 if keep else 13)
