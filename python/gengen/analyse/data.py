@@ -450,6 +450,7 @@ def make_group(
             n_examples=n_examples,
             signs=signs,
         )
+        notes.extend(f"{label}: {info.note}" for info in information.values() if info.note)
     group = Group(
         level,
         meta,
@@ -504,8 +505,7 @@ def run_tables(
     value = scores["value"].to_numpy(dtype=float)
     ood_rows = (scores["role"] == "ood").to_numpy(dtype=bool)
     sign = scores["sign"].to_numpy(dtype=float)
-    has_examples = "n_examples" in scores.columns
-    examples = pd.to_numeric(scores["n_examples"], errors="coerce").to_numpy(dtype=float) if has_examples else None
+    examples = examples_per_row(scores)
     for start, stop in zip(starts, stops, strict=True):
         rows = order[start:stop]
         steps, step_position = np.unique(step[rows], return_inverse=True)
@@ -527,6 +527,24 @@ def run_tables(
             n_examples = {names[j]: float(m) for j, m in zip(ood_columns, medians, strict=True) if np.isfinite(m)}
         meta = run_meta(scores.iloc[rows[:1]])
         yield meta, pd.DataFrame(matrix, index=pd.Index(steps, name="step"), columns=columns), n_examples, signs
+
+
+def examples_per_row(scores: pd.DataFrame) -> np.ndarray | None:
+    """Each score's number of examples: its ``n_examples``, else, for an accuracy p with a standard error s (lm-eval
+    v0.3 stores no count), the N that lm-eval's s = √(p(1 − p)/(N − 1)) implies, N = p(1 − p)/s² + 1, rounded;
+    NaN where neither is known (None when the table has neither column)."""
+    if "n_examples" not in scores.columns and "stderr" not in scores.columns:
+        return None
+    count = np.full(len(scores), np.nan)
+    if "n_examples" in scores.columns:
+        count = pd.to_numeric(scores["n_examples"], errors="coerce").to_numpy(dtype=float)
+    if "stderr" in scores.columns:
+        p = (scores["value"] * scores["sign"]).to_numpy(dtype=float)
+        se = pd.to_numeric(scores["stderr"], errors="coerce").to_numpy(dtype=float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            implied = np.where((p > 0) & (p < 1) & (se > 0), np.round(p * (1 - p) / se**2 + 1), np.nan)
+        count = np.where(np.isfinite(count), count, implied)
+    return count
 
 
 def _column_medians(values: np.ndarray) -> np.ndarray:
