@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from gengen._pfloor import floor_p_columns, p_text
 from gengen.analyse.result import _json_safe
 
 if TYPE_CHECKING:
@@ -270,7 +271,7 @@ def _examples(pairs: pd.DataFrame, n_examples: int) -> dict[str, list[dict[str, 
             if name == "model-dependent":
                 label = (
                     f"{row.testset_a} / {row.testset_b}: r from {row.r_min:.2f} to {row.r_max:.2f} across models "
-                    f"(Q = {row.q_heterogeneity:.1f}, adjusted p = {row.p_heterogeneity_adjusted:.2g})"
+                    f"(Q = {row.q_heterogeneity:.1f}, adjusted p = {p_text(row.p_heterogeneity_adjusted)})"
                 )
             else:
                 label = (
@@ -455,7 +456,7 @@ def build_verdict(
     pairs_table, related_note = _without_related(pairs_table, keep_related)
     estimates = group_estimates(pairs_table)
     groups = list(dict.fromkeys(map(str, estimates["unit"])))
-    pairs = _pair_table(estimates, _cell_matrices(estimates, ("model",)), alpha, adjust)
+    pairs = floor_p_columns(_pair_table(estimates, _cell_matrices(estimates, ("model",)), alpha, adjust))
     counts = {name: int((pairs["verdict"] == name).sum()) for name in CLASSES}
     agreement: dict[str, Any] = {}
     if len(groups) > 1:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from gengen._pfloor import floor_p_columns
 from gengen.analyse.across_runs import across_run_groups, is_single_score_per_run
 from gengen.analyse.data import Group, prepare, run_groups
 from gengen.analyse.group_plan import (
@@ -324,9 +325,9 @@ def analyse(
             f"table's related column and {verdict_use}"
         )
     return Analysis(
-        pairs=pairs,
-        pooled=pooled,
-        pooled_residuals=pooled_residuals,
+        pairs=floor_p_columns(pairs),
+        pooled=floor_p_columns(pooled),
+        pooled_residuals=floor_p_columns(pooled_residuals),
         warnings=warnings,
         settings=record,
         scores=scores,
