@@ -88,7 +88,8 @@ class Verdict:
     groups : list of str
         The models compared.
     settings : dict
-        ``alpha``, ``adjust``, ``n_perm``, ``seed``.
+        ``alpha``, ``adjust``, ``n_perm``, ``seed``, ``keep_related`` and ``pooled_over`` (per model, or model and
+        condition, estimated from several runs: the runs pooled as its replicates).
     text : str
         One paragraph stating the answer.
     """
@@ -366,6 +367,16 @@ def _paragraph(
     return text
 
 
+def _pooled_over(estimates: pd.DataFrame) -> dict[str, str]:
+    """Per model (and condition) estimated from several runs: the runs pooled as its replicates."""
+    units = estimates.drop_duplicates("unit")
+    return {
+        str(unit): f"{len(runs.split(';'))} runs pooled as replicates: {runs.replace(';', ', ')}"
+        for unit, runs in zip(units["unit"], units["runs"], strict=True)
+        if ";" in str(runs)
+    }
+
+
 def _without_related(pairs: pd.DataFrame, keep: bool) -> tuple[pd.DataFrame, str]:
     """The pairs table less its related pairs (unless ``keep``), and the sentence that says what was left out."""
     if "related" not in pairs.columns:
@@ -456,6 +467,7 @@ def build_verdict(
     pairs_table, related_note = _without_related(pairs_table, keep_related)
     estimates = group_estimates(pairs_table)
     groups = list(dict.fromkeys(map(str, estimates["unit"])))
+    pooled_over = _pooled_over(estimates)
     pairs = floor_p_columns(_pair_table(estimates, _cell_matrices(estimates, ("model",)), alpha, adjust))
     counts = {name: int((pairs["verdict"] == name).sum()) for name in CLASSES}
     agreement: dict[str, Any] = {}
@@ -479,6 +491,13 @@ def build_verdict(
         examples=_examples(pairs, n_examples),
         agreement=agreement,
         groups=groups,
-        settings={"alpha": alpha, "adjust": adjust, "n_perm": n_perm, "seed": seed, "keep_related": keep_related},
+        settings={
+            "alpha": alpha,
+            "adjust": adjust,
+            "n_perm": n_perm,
+            "seed": seed,
+            "keep_related": keep_related,
+            "pooled_over": pooled_over,
+        },
         text=text,
     )

@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from gengen._pfloor import floor_p_columns
+from gengen._run_keys import REPLICATE_KEYS
 from gengen.analyse.across_runs import across_run_groups, is_single_score_per_run
 from gengen.analyse.data import Group, prepare, run_groups
 from gengen.analyse.group_plan import (
@@ -55,6 +56,7 @@ from gengen.analyse.pairs import analyse_group, independence_methods, repeated_d
 from gengen.analyse.pooled import meta_table, pooled_residual_groups
 from gengen.analyse.related import mark_related, related_pairs, stacked_series
 from gengen.analyse.result import Analysis
+from gengen.analyse.runs import CONDITION, pooled_over, with_run_design
 from gengen.stats import options as stats_defaults  # the statistics' defaults, which the analysis keeps
 from gengen.stats.control_choice import choose_control
 
@@ -140,6 +142,7 @@ def analyse(
     adjust: str = stats_defaults.DEFAULT_ADJUSTMENT,
     alpha: float = DEFAULT_ALPHA,
     by: str | Iterable[str] | None = None,
+    replicate_key: str | Iterable[str] = REPLICATE_KEYS,
     pooling: str | Iterable[str] | None = DEFAULT_POOLING,
     mode: str = DEFAULT_MODE,
     lower_is_better: Iterable[str] | None = None,
@@ -211,9 +214,14 @@ def analyse(
     alpha : float
         Level for the ``significant`` column.
     by : str or list of str, optional
-        Columns that define a pooling cell: runs of the same cell are pooled (in across-run mode a cell is one
-        group). Any of study, model, family, size, shots; default model, size and shots (those the table has),
-        so that the seeds of one model/size/shot count are pooled.
+        Run attributes that define a pooling cell: runs of the same cell are pooled (in across-run mode a cell
+        is one group). Any column of the score table (study, model, family, size, shots, seed, data_seed, run…)
+        or key of the run labels (``lr`` of ``"lr=1e-4,seed=1"``); default model, size and shots (those the
+        table has). Runs of different conditions are never pooled (:mod:`gengen.analyse.runs`): the cells are
+        split by ``condition`` whatever ``by`` says.
+    replicate_key : str or list of str
+        The run attributes that vary between replicates of one condition (default ``seed`` and ``data_seed``;
+        ``"run"``: the run labels themselves name replicates). Every other attribute is the run's condition.
     pooling : str or list of str, optional
         ``"meta"`` (Fisher-z fixed and random effects with I², in :attr:`Analysis.pooled`) and/or
         ``"residuals"`` (residualise within each run and correlate the pooled residuals, in
@@ -294,7 +302,12 @@ def analyse(
         options["by"] = tuple(column for column in DEFAULT_BY if isinstance(df, pd.DataFrame) and column in df.columns)
     settings = make_settings(**options)
     scores, ood_names = prepare(df, settings)
+    scores, design = with_run_design(scores, settings.by, settings.replicate_key)
+    given = settings
+    if design.has_conditions and CONDITION not in settings.by:
+        settings = replace(settings, by=(*settings.by, CONDITION))  # conditions are never pooled as replicates
     resolved_mode, groups, warnings = _groups(scores, settings, ood_names)
+    warnings[:0] = design.warnings
     tables, chosen = [], []
     workers = worker_count(settings.jobs, groups)
     show = partial(_progress, enabled=progress, description="analysing groups")
@@ -307,14 +320,19 @@ def analyse(
     pairs = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=list(PAIR_COLUMNS))
     related = related_pairs(ood_names, scores=stacked_series(scores, ood_names))
     pairs = mark_related(pairs, related)
-    pairs = pairs[[column for column in PAIR_COLUMNS if column in pairs.columns]]
+    extra = [column for column in settings.by if column in pairs.columns and column not in PAIR_COLUMNS]
+    columns = [column for column in PAIR_COLUMNS if column in pairs.columns]
+    after = columns.index("run") + 1
+    pairs = pairs[[*columns[:after], *extra, *columns[after:]]]
     pooled = pd.DataFrame()
     pooled_residuals = pd.DataFrame()
     if resolved_mode == "checkpoints" and "meta" in settings.pooling:
-        pooled = meta_table(pairs, settings)
+        pooled = pooled_over(meta_table(pairs, settings), design, settings.replicate_key)
     if resolved_mode == "checkpoints" and "residuals" in settings.pooling:
         pooled_residuals = _pooled_residuals(groups, settings, chosen)
-    record = settings.as_dict()
+    record = given.as_dict()
+    record["pooling_cells"] = list(settings.by)
+    record["conditions"] = sorted(set(design.runs[CONDITION]) - {""})
     record["mode_resolved"] = resolved_mode
     record["ood_resolved"] = list(ood_names)
     record["related_pairs"] = related.to_dict(orient="records")

@@ -22,6 +22,7 @@ from numbers import Integral as _Integral
 from numbers import Real as _Real
 from typing import Any, Final, Literal, get_args
 
+from gengen._run_keys import REPLICATE_KEYS
 from gengen.errors import GengenError
 from gengen.limits import MAX_RESAMPLES
 from gengen.stats.controls import Control, Gam, Linear
@@ -174,10 +175,13 @@ _BOOTSTRAP_SCHEME = {"free": "iid", "iid": "iid", "block": "block", "circular": 
 
 #: What an option's value is, which decides its check (:func:`check_option`) and its command-line form:
 #: ``text`` a name; ``choice`` one of ``choices``; ``choices`` a comma-separated list of them; ``names`` a list
-#: of test sets; ``patterns`` glob patterns (repeatable flag); ``metric_names`` metric names (repeatable flag);
-#: ``integer`` a whole number within ``bounds``; ``level`` a number strictly between 0 and 1; ``flag`` true or
-#: false; ``edf`` the GAM's cap ("auto", "none" or a number >= 2).
-Kind = Literal["text", "choice", "choices", "names", "patterns", "metric_names", "integer", "level", "flag", "edf"]
+#: of test sets; ``columns`` a list of run attributes (score-table columns or run-label keys); ``patterns``
+#: glob patterns (repeatable flag); ``metric_names`` metric names (repeatable flag); ``integer`` a whole number
+#: within ``bounds``; ``level`` a number strictly between 0 and 1; ``flag`` true or false; ``edf`` the GAM's
+#: cap ("auto", "none" or a number >= 2).
+Kind = Literal[
+    "text", "choice", "choices", "names", "columns", "patterns", "metric_names", "integer", "level", "flag", "edf"
+]
 
 
 @dataclass(frozen=True)
@@ -298,6 +302,15 @@ def _check_test_sets(option: Option, value: Any) -> tuple[str, ...]:
     return names
 
 
+def _check_columns(option: Option, value: Any) -> tuple[str, ...]:
+    """Run attributes by name: checked against the score table when it is read (:func:`gengen.analyse.data.prepare`)."""
+    names = _names(option, value)
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise GengenError(option=option.name, problem=f"lists {duplicates[0]!r} twice")
+    return names
+
+
 def _check_patterns(option: Option, value: Any) -> tuple[str, ...]:
     """Selection patterns (globs) as a tuple of strings; integers (shot counts) are written out."""
     if isinstance(value, bool):
@@ -367,6 +380,7 @@ _CHECKS: dict[str, Callable[[Option, Any], Any]] = {
     "choice": _check_choice,
     "choices": _check_choices,
     "names": _check_test_sets,
+    "columns": _check_columns,
     "patterns": _check_patterns,
     "metric_names": _check_metric_names,
     "integer": _check_integer,
@@ -427,8 +441,13 @@ ANALYSIS_OPTIONS: tuple[Option, ...] = (
            choices=BOOT_CI_METHODS),
     Option("adjust", "choice", DEFAULT_ADJUSTMENT, "p-value adjustment: {choices}.", choices=ADJUST_METHODS),
     Option("alpha", "level", DEFAULT_ALPHA, "Significance level on adjusted p-values."),
-    Option("by", "choices", None, "Columns defining a pooling cell, comma-separated: {choices} (default: "
-           f"{','.join(DEFAULT_BY)}, those the table has).", choices=BY_COLUMNS),
+    Option("by", "columns", None, "Run attributes defining a pooling cell, comma-separated: columns of the score "
+           "table (study, model, family, size, shots, seed, data_seed, run...) or keys of run labels (lr in "
+           f"'lr=1e-4,seed=1') (default: {','.join(DEFAULT_BY)}, those the table has). Runs of different "
+           "conditions are never pooled, whatever it says."),
+    Option("replicate_key", "columns", REPLICATE_KEYS, "Run attributes that vary between replicates of one "
+           "condition, comma-separated (default: seed,data_seed; run: the run labels name replicates). Every other "
+           "attribute of a run (shots, compute, lr, prompt...) is its condition."),
     Option("pooling", "choices", DEFAULT_POOLING, "{choices}, both comma-separated, or none.", choices=POOLING),
     Option("mode", "choice", DEFAULT_MODE, "{choices} (auto: across runs when every run has one step).",
            choices=MODES),
@@ -491,6 +510,7 @@ class Settings:
     adjust: str
     alpha: float
     by: tuple[str, ...]
+    replicate_key: tuple[str, ...]
     pooling: tuple[str, ...]
     mode: str
     lower_is_better: tuple[str, ...]

@@ -27,7 +27,7 @@ def _annotation(option: Option) -> tuple[Any, Any]:
     """The option's command-line type and default (:data:`~gengen.cli._common.REQUIRED` for a required one)."""
     if option.kind in _LISTS:
         return list[str] | None, None
-    if option.kind in ("choices", "names"):
+    if option.kind in ("choices", "names", "columns"):
         return str | None, None if option.default is None else ",".join(option.default)
     if option.kind == "edf":
         return str, str(option.default)
