@@ -56,7 +56,7 @@ from gengen.analyse.pairs import analyse_group, independence_methods, repeated_d
 from gengen.analyse.pooled import meta_table, pooled_residual_groups
 from gengen.analyse.related import mark_related, related_pairs, stacked_series
 from gengen.analyse.result import Analysis
-from gengen.analyse.runs import CONDITION, pooled_over, with_run_design
+from gengen.analyse.runs import CONDITION, label_keys, pooled_over, with_run_design
 from gengen.stats import options as stats_defaults  # the statistics' defaults, which the analysis keeps
 from gengen.stats.control_choice import choose_control
 
@@ -298,8 +298,9 @@ def analyse(
     """
     # The keywords above are the option table's (gengen.analyse.options.ANALYSIS_OPTIONS), in its order.
     options = {name: value for name, value in locals().items() if name in OPTIONS}
-    if options["by"] is None:
-        options["by"] = tuple(column for column in DEFAULT_BY if isinstance(df, pd.DataFrame) and column in df.columns)
+    if options["by"] is None:  # the default cells' columns the table has, or its run labels give (five-shot)
+        present = set(df.columns) | label_keys(df) if isinstance(df, pd.DataFrame) else set()
+        options["by"] = tuple(column for column in DEFAULT_BY if column in present)
     settings = make_settings(**options)
     scores, ood_names = prepare(df, settings)
     scores, design = with_run_design(scores, settings.by, settings.replicate_key)

@@ -206,14 +206,12 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
 def _check_run_attributes(df: pd.DataFrame, settings: Settings) -> None:
     """Raise a :class:`~gengen.errors.GengenError` naming ``by`` or ``replicate_key`` when it names an attribute
     that is neither a column of the score table nor a key of its run labels."""
-    from gengen._run_keys import run_attributes
+    from gengen.analyse.runs import label_keys
 
     wanted = [(option, name) for option in ("by", "replicate_key") for name in getattr(settings, option)]
     if all(name in df.columns or name == "condition" for _, name in wanted):
         return
-    keys: dict[str, None] = {}
-    for run in pd.unique(df["run"].astype(str)):
-        keys.update(dict.fromkeys(run_attributes(run)[0]))
+    keys = label_keys(df)
     for option, name in wanted:
         if name not in df.columns and name not in keys and name != "condition":
             if option == "replicate_key" and name in ("seed", "data_seed"):

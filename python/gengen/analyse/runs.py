@@ -24,7 +24,7 @@ import pandas as pd
 
 from gengen._run_keys import run_attributes
 
-__all__ = ["CONDITION", "RunDesign", "pooled_over", "run_design", "with_run_design"]
+__all__ = ["CONDITION", "RunDesign", "label_keys", "pooled_over", "run_design", "with_run_design"]
 
 #: The column that names a run's condition (its attributes other than the replicate keys; ``""`` for none).
 CONDITION = "condition"
@@ -56,6 +56,16 @@ class RunDesign:
     def has_conditions(self) -> bool:
         """Whether some run has a condition (else the pooling cells are the ``by`` cells as they were)."""
         return bool((self.runs[CONDITION] != "").any())
+
+
+def label_keys(scores: pd.DataFrame) -> set[str]:
+    """The attributes the run labels of a score table carry (:func:`gengen._run_keys.run_attributes`)."""
+    if not isinstance(scores, pd.DataFrame) or "run" not in scores.columns:
+        return set()
+    keys: set[str] = set()
+    for run in pd.unique(scores["run"].astype(str)):
+        keys.update(run_attributes(run)[0])
+    return keys
 
 
 def _text(value: object) -> str:
@@ -168,7 +178,9 @@ def with_run_design(
     """``scores`` with the run attributes that ``by`` names and the table lacks (keys of run labels), and
     ``condition`` when some run has one; and the :class:`RunDesign` they come from."""
     design = run_design(scores, by, replicate_key)
-    wanted = [name for name in by if name not in scores.columns and name in design.runs.columns]
+    wanted = [
+        name for name in by if name not in scores.columns and name in design.runs.columns and name not in _STORED
+    ]
     if design.has_conditions:
         wanted.append(CONDITION)
     # stored keys the table lacks but the labels give (a score table of runs "zero-shot", "five-shot")
