@@ -1,7 +1,8 @@
 r"""The answer at a glance: which pairs' partial correlations hold across models, which depend on the model.
 
-Every pair of OOD test sets gets one of four classes, from one estimate per model (its seeds pooled,
-:func:`gengen.heterogeneity.group_estimates`) and the across-model tests of :mod:`gengen.heterogeneity`:
+Every pair of OOD test sets gets one of four classes, from one estimate per model and condition (its replicates
+pooled, :func:`gengen.heterogeneity.group_estimates`) and the across-model tests of :mod:`gengen.heterogeneity`;
+pairs of related test sets (``related`` in the pairs table) are left out unless ``keep_related``:
 
 * **model-dependent**: the partial correlation differs between models — Cochran's Q, adjusted across pairs
   with the analysis' method (Holm when it used maxT), below :math:`\alpha`;

@@ -178,9 +178,7 @@ def with_run_design(
     """``scores`` with the run attributes that ``by`` names and the table lacks (keys of run labels), and
     ``condition`` when some run has one; and the :class:`RunDesign` they come from."""
     design = run_design(scores, by, replicate_key)
-    wanted = [
-        name for name in by if name not in scores.columns and name in design.runs.columns and name not in _STORED
-    ]
+    wanted = [name for name in by if name not in scores.columns and name in design.runs.columns and name not in _STORED]
     if design.has_conditions:
         wanted.append(CONDITION)
     # stored keys the table lacks but the labels give (a score table of runs "zero-shot", "five-shot")

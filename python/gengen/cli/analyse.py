@@ -72,6 +72,8 @@ def _analyse(store: Path, *, study: str | None = None, out: Path = Path("gengen-
     analysis.to_dir(out)
     for warning in analysis.warnings:
         typer.echo(f"warning: {warning}", err=True)
+    ood = analysis.settings["ood_resolved"]
+    typer.echo(f"OOD test sets ({len(ood)}, metric {analysis.settings['metric']}): {', '.join(ood)}")
     for group in analysis.summary()["groups"]:
         typer.echo(
             f"{group['model']} / {group['run']}: {group['n_pairs']} pairs, n = {group['n']}, "
