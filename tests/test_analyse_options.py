@@ -119,6 +119,7 @@ BAD_VALUE = {
     "choices": "nonsense",
     "names": "only-one",
     "columns": "seed,seed",
+    "groups": "no-equals-sign",
     "patterns": True,
     "metric_names": ["--"],
     "integer": -5,

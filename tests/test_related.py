@@ -3,12 +3,17 @@ the verdict unless ``keep_related``."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
 import gengen
 from gengen.analyse.related import related_pairs
+from gengen.cli import app
 from gengen.simulate import simulate_trajectories
 from gengen.verdict import build_verdict
 
@@ -128,3 +133,52 @@ def test_keep_related_option_is_recorded(keep: bool) -> None:
     )
     assert analysis.settings["keep_related"] is keep
     assert len(build_verdict(analysis, n_perm=19).pairs) == (15 if keep else 13)
+
+
+def test_declared_groups_from_python_cli_and_study_option() -> None:
+    from gengen.analyse.options import make_settings
+
+    table = _two_models_with_related_sets()
+    analysis = gengen.analyse(
+        table, id_testset="id", metric="accuracy", fit="linear", n_boot=99, pooling="none",
+        related_groups={"mine": ["ood_3", "ood_4"]},
+    )  # fmt: skip
+    row = analysis.pairs[(analysis.pairs["testset_a"] == "ood_3") & (analysis.pairs["testset_b"] == "ood_4")]
+    assert row["related"].all() and set(row["related_reason"]) == {"declared group 'mine'"}
+    assert analysis.settings["related_groups"] == {"mine": ["ood_3", "ood_4"]}
+    assert make_settings(id_testset="id", related_groups=["g=a,b"]).related_groups == (("g", ("a", "b")),)
+    with pytest.raises(gengen.GengenError, match="related_groups group 'g' needs at least 2 test sets"):
+        make_settings(id_testset="id", related_groups=["g=a"])
+
+
+def test_a_study_file_and_the_cli_declare_task_groups(tmp_path: Path) -> None:
+    from gengen.config import load_config
+
+    text = (Path(gengen.__file__).parent / "demo" / "study.toml").read_text()
+    for path in re.findall(r'path = "([^"]+)"', text):  # the demo's data files and model folders, empty
+        target = tmp_path / path
+        if target.suffix:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("")
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+    study = tmp_path / "study.toml"
+    study.write_text(text + '\n[analysis]\nrelated_groups = { hans = ["hans", "hans_x"] }\nkeep_related = true\n')
+    options = load_config(study).analysis.options()
+    assert options["related_groups"] == (("hans", ("hans", "hans_x")),) and options["keep_related"] is True
+
+    path = tmp_path / "scores.csv"
+    _two_models_with_related_sets().to_csv(path, index=False)
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", str(path), "--store", str(tmp_path / "store")]).exit_code == 0
+    result = runner.invoke(app, ["analyse", str(tmp_path / "store"), "--id", "id", "--metric", "accuracy",
+                                 "--related-group", "mine=ood_3,ood_4", "--n-boot", "99", "--out",
+                                 str(tmp_path / "out")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "OOD test sets (6, metric accuracy): hans, hans_lexical_nonent, ood_3, ood_4, task_test, task_val" in (
+        result.output
+    )
+    assert "3 pair(s) of related test sets" in result.output
+    bad = runner.invoke(app, ["analyse", str(tmp_path / "store"), "--id", "id", "--metric", "accuracy",
+                              "--related-group", "mine", "--out", str(tmp_path / "bad")])  # fmt: skip
+    assert bad.exit_code == 2 and "--related-group must be NAME=TESTSET" in bad.output and "Traceback" not in bad.output

@@ -16,7 +16,7 @@ scores and their groups (:mod:`gengen.analyse.data`), choose each group's contro
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -158,6 +158,7 @@ def analyse(
     gam_method: str = stats_defaults.DEFAULT_GAM_METHOD,
     gam_basis: str = stats_defaults.DEFAULT_GAM_BASIS,
     max_edf: float | str | None = stats_defaults.DEFAULT_GAM_MAX_EDF,
+    related_groups: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
     keep_related: bool = False,
     jobs: int | None = None,
     progress: bool = False,
@@ -255,6 +256,9 @@ def analyse(
     max_edf : float, "auto" or None
         Cap on each smooth's effective degrees of freedom: ``"auto"`` (:func:`gengen.stats.default_max_edf` of
         n), None (uncapped), or a number of at least 2.
+    related_groups : mapping of str to list of str, or list of str, optional
+        Declared groups of related test sets (group name -> test sets, or texts ``"NAME=A,B,..."``): every two
+        of a group's test sets are related (``related_reason`` "declared group NAME").
     keep_related : bool
         Keep pairs of related test sets (splits of one task, nested sets, near-duplicate series:
         :func:`gengen.analyse.related.related_pairs`; ``related`` and ``related_reason`` in the pairs table) in the
@@ -319,7 +323,7 @@ def analyse(
     if settings.fit == "auto" and chosen:
         warnings.insert(0, control_summary(groups, chosen))
     pairs = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=list(PAIR_COLUMNS))
-    related = related_pairs(ood_names, scores=stacked_series(scores, ood_names))
+    related = related_pairs(ood_names, scores=stacked_series(scores, ood_names), groups=dict(settings.related_groups))
     pairs = mark_related(pairs, related)
     extra = [column for column in settings.by if column in pairs.columns and column not in PAIR_COLUMNS]
     columns = [column for column in PAIR_COLUMNS if column in pairs.columns]

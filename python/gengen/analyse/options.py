@@ -175,12 +175,24 @@ _BOOTSTRAP_SCHEME = {"free": "iid", "iid": "iid", "block": "block", "circular": 
 
 #: What an option's value is, which decides its check (:func:`check_option`) and its command-line form:
 #: ``text`` a name; ``choice`` one of ``choices``; ``choices`` a comma-separated list of them; ``names`` a list
-#: of test sets; ``columns`` a list of run attributes (score-table columns or run-label keys); ``patterns``
+#: of test sets; ``columns`` a list of run attributes (score-table columns or run-label keys); ``groups`` named
+#: lists of test sets (``NAME=A,B,...``, repeatable flag; a table in a study file); ``patterns``
 #: glob patterns (repeatable flag); ``metric_names`` metric names (repeatable flag); ``integer`` a whole number
 #: within ``bounds``; ``level`` a number strictly between 0 and 1; ``flag`` true or false; ``edf`` the GAM's
 #: cap ("auto", "none" or a number >= 2).
 Kind = Literal[
-    "text", "choice", "choices", "names", "columns", "patterns", "metric_names", "integer", "level", "flag", "edf"
+    "text",
+    "choice",
+    "choices",
+    "names",
+    "columns",
+    "groups",
+    "patterns",
+    "metric_names",
+    "integer",
+    "level",
+    "flag",
+    "edf",
 ]
 
 
@@ -311,6 +323,35 @@ def _check_columns(option: Option, value: Any) -> tuple[str, ...]:
     return names
 
 
+def _check_groups(option: Option, value: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Named groups of test sets: a mapping name -> names, or texts ``"NAME=A,B,..."``; as ``((name, names), ...)``."""
+    if value is None:
+        return ()
+    if isinstance(value, Mapping):
+        items = list(value.items())
+    elif isinstance(value, str | Iterable) and not isinstance(value, bytes):
+        items = []
+        for text in [value] if isinstance(value, str) else list(value):
+            if isinstance(text, tuple | list) and len(text) == 2 and isinstance(text[0], str):
+                items.append((text[0], text[1]))  # an already checked (name, names) pair
+                continue
+            if not isinstance(text, str) or "=" not in text:
+                raise option.problem("must be NAME=TESTSET,TESTSET,... (or a mapping of names to test sets)", text)
+            name, _, members = text.partition("=")
+            items.append((name, members))
+    else:
+        raise option.problem("must be a mapping of group names to test sets", value)
+    groups = []
+    for name, members in items:
+        if not isinstance(name, str) or not name.strip():
+            raise option.problem("needs a name for every group", name)
+        names = _names(option, members)
+        if len(names) < 2:
+            raise option.problem(f"group {name.strip()!r} needs at least 2 test sets", members)
+        groups.append((name.strip(), names))
+    return tuple(groups)
+
+
 def _check_patterns(option: Option, value: Any) -> tuple[str, ...]:
     """Selection patterns (globs) as a tuple of strings; integers (shot counts) are written out."""
     if isinstance(value, bool):
@@ -381,6 +422,7 @@ _CHECKS: dict[str, Callable[[Option, Any], Any]] = {
     "choices": _check_choices,
     "names": _check_test_sets,
     "columns": _check_columns,
+    "groups": _check_groups,
     "patterns": _check_patterns,
     "metric_names": _check_metric_names,
     "integer": _check_integer,
@@ -473,6 +515,9 @@ ANALYSIS_OPTIONS: tuple[Option, ...] = (
            study=True),
     Option("max_edf", "edf", DEFAULT_GAM_MAX_EDF, "GAM control: cap on each smooth's effective degrees of "
            "freedom: auto (from n), none, or a number.", study=True),
+    Option("related_groups", "groups", None, "Declared groups of related test sets, NAME=A,B,... (repeatable): "
+           "their pairs are related and left out of the verdict like splits of one task.", study=True,
+           flag="--related-group"),
     Option("keep_related", "flag", False, "Keep related test sets (splits of one task, nested sets, declared "
            "groups, near-duplicate series; marked in the pairs table's related column) in the verdict.",
            study=True),
@@ -526,6 +571,7 @@ class Settings:
     gam_method: str
     gam_basis: str
     max_edf: float | str | None
+    related_groups: tuple[tuple[str, tuple[str, ...]], ...]
     keep_related: bool
     jobs: int | None
     #: Set on a group's copy of the settings when ``fit="auto"`` chose its control (then ``fit`` is the choice).
@@ -575,6 +621,7 @@ class Settings:
         for key, value in out.items():
             if isinstance(value, tuple):
                 out[key] = list(value)
+        out["related_groups"] = {name: list(members) for name, members in self.related_groups}
         out["primary_p"] = self.primary_p
         out["permutation_scheme"] = self.permutation_scheme
         out["bootstrap_scheme"] = self.bootstrap_scheme

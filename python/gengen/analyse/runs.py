@@ -60,10 +60,13 @@ class RunDesign:
 
 def label_keys(scores: pd.DataFrame) -> set[str]:
     """The attributes the run labels of a score table carry (:func:`gengen._run_keys.run_attributes`)."""
-    if not isinstance(scores, pd.DataFrame) or "run" not in scores.columns:
+    if not isinstance(scores, pd.DataFrame) or isinstance(scores.columns, pd.MultiIndex) or "run" not in scores:
+        return set()
+    runs = scores["run"]
+    if not isinstance(runs, pd.Series):  # a column named twice: the table's own check says so
         return set()
     keys: set[str] = set()
-    for run in pd.unique(scores["run"].astype(str)):
+    for run in pd.unique(runs.astype(str)):
         keys.update(run_attributes(run)[0])
     return keys
 
