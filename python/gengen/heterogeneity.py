@@ -384,6 +384,7 @@ def comparison_cells(estimates: pd.DataFrame, across: str) -> list[tuple[str, pd
         The cell's label (``"all"``, ``"shots=5"``, ``"family=pythia, shots=0"``) and its rows.
     """
     within, varying = CELLS[across]
+    within = tuple(column for column in within if column in estimates.columns)  # estimates without conditions
     columns = list(within)
     codes = estimates.groupby(columns, dropna=False, sort=False).ngroup().to_numpy()
     _, first = np.unique(codes, return_index=True)
