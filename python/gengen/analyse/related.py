@@ -110,24 +110,24 @@ def _name_reason(a: str, b: str, groups: Mapping[str, Sequence[str]]) -> str:
 
 def _near_duplicates(scores: pd.DataFrame) -> dict[tuple[str, str], str]:
     """Pairs of columns of ``scores`` (rows: checkpoints, possibly of several runs) that are near-duplicate
-    series, with their reason."""
-    values = scores.to_numpy(dtype=float)
+    series, with their reason. The correlations come from one pairwise-complete matrix; the values are compared
+    only for the few pairs whose correlation qualifies."""
     out: dict[tuple[str, str], str] = {}
+    if scores.shape[1] < 2:
+        return out
+    with np.errstate(invalid="ignore", divide="ignore"):
+        correlation = scores.astype(float).corr(min_periods=3).to_numpy()
     names = [str(name) for name in scores.columns]
-    for i, j in itertools.combinations(range(len(names)), 2):
+    rows, cols = np.nonzero(np.triu(np.nan_to_num(correlation, nan=-1.0) >= NEAR_DUPLICATE_R, k=1))
+    values = scores.to_numpy(dtype=float)
+    for i, j in zip(rows.tolist(), cols.tolist(), strict=True):
         both = np.isfinite(values[:, i]) & np.isfinite(values[:, j])
-        if both.sum() < 3:
-            continue
         a, b = values[both, i], values[both, j]
         spread = max(float(np.ptp(a)), float(np.ptp(b)))
-        if spread <= 0:
-            continue
-        with np.errstate(invalid="ignore", divide="ignore"):
-            r = float(np.corrcoef(a, b)[0, 1])
         gap = float(np.mean(np.abs(a - b)))
-        if np.isfinite(r) and r >= NEAR_DUPLICATE_R and gap <= NEAR_DUPLICATE_SHARE * spread:
+        if spread > 0 and gap <= NEAR_DUPLICATE_SHARE * spread:
             out[(names[i], names[j])] = (
-                f"near-duplicate series (raw r = {r:.3f}, mean |difference| {gap:.3g} = "
+                f"near-duplicate series (raw r = {correlation[i, j]:.3f}, mean |difference| {gap:.3g} = "
                 f"{100 * gap / spread:.1f}% of the range)"
             )
     return out
@@ -180,7 +180,8 @@ def stacked_series(scores: pd.DataFrame, testsets: Sequence[str]) -> pd.DataFram
     """The OOD scores of a prepared long table (:func:`gengen.analyse.data.prepare`) as one column per test set,
     one row per (model, run, step): the series :func:`related_pairs` looks for near-duplicates in."""
     rows = scores[scores["testset"].isin(list(testsets))]
-    return rows.pivot_table(index=["model", "run", "step"], columns="testset", values="value", aggfunc="first")
+    # one value per (model, run, step, test set): prepare() refuses a table with more
+    return rows.set_index(["model", "run", "step", "testset"])["value"].unstack("testset")
 
 
 def mark_related(pairs: pd.DataFrame, related: pd.DataFrame) -> pd.DataFrame:
