@@ -106,3 +106,10 @@ def test_by_accepts_any_run_attribute(tmp_path: Path) -> None:
     bad = runner.invoke(app, ["analyse", str(tmp_path / "store"), "--id", "id", "--metric", "accuracy", "--by",
                               "model,colour", "--out", str(tmp_path / "bad")])  # fmt: skip
     assert bad.exit_code == 2 and "Traceback" not in bad.output and "'colour'" in bad.output
+
+
+def test_the_verdict_paragraph_names_what_was_pooled() -> None:
+    table = _runs({"seed=1": 0.0, "seed=2": 0.0})
+    analysis = gengen.analyse(table, id_testset="id", metric="accuracy", fit="linear", n_boot=99)
+    text = build_verdict(analysis, n_perm=19).text
+    assert text.endswith("Runs pooled as replicates of one model and condition (a: seed=1, seed=2; b: seed=1, seed=2).")

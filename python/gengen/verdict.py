@@ -378,6 +378,15 @@ def _pooled_over(estimates: pd.DataFrame) -> dict[str, str]:
     }
 
 
+def _pooled_note(pooled_over: dict[str, str]) -> str:
+    """One sentence naming what was pooled as replicates of which model (and condition), or ``""``."""
+    if not pooled_over:
+        return ""
+    shown = [f"{unit}: {text.split(': ', 1)[-1]}" for unit, text in list(pooled_over.items())[:3]]
+    more = f"; and {len(pooled_over) - 3} more" if len(pooled_over) > 3 else ""
+    return f"Runs pooled as replicates of one model and condition ({'; '.join(shown)}{more})."
+
+
 def _without_related(pairs: pd.DataFrame, keep: bool) -> tuple[pd.DataFrame, str]:
     """The pairs table less its related pairs (unless ``keep``), and the sentence that says what was left out."""
     if "related" not in pairs.columns:
@@ -485,7 +494,7 @@ def build_verdict(
         )
     else:
         text = _paragraph(counts, groups, len(pairs), agreement, alpha, adjust)
-    text = f"{text} {related_note}".strip()
+    text = f"{text} {related_note} {_pooled_note(pooled_over)}".strip()
     return Verdict(
         pairs=pairs,
         counts=counts,
