@@ -73,12 +73,19 @@ def test_near_duplicates_need_both_correlation_and_equal_values() -> None:
             "shifted": trend + 0.2 + rng.normal(0, 0.002, 30),  # r ≈ 1 but 0.2 apart: another task that tracks x
         }
     )
-    found = _reasons(list(scores.columns), scores=scores)
+    noise = {"x": 0.003, "renamed_x": 0.0036, "shifted": 0.002}  # each series' measurement sd
+    found = _reasons(list(scores.columns), scores=scores, noise=noise)
     r = np.corrcoef(scores["x"], scores["renamed_x"])[0, 1]
     assert r >= 0.995
     assert found[frozenset(("x", "renamed_x"))].startswith("near-duplicate series")
     assert np.corrcoef(scores["x"], scores["shifted"])[0, 1] >= 0.995
     assert frozenset(("x", "shifted")) not in found
+    # without noise information only equal values are duplicates (as the information counts compare scores)
+    assert _reasons(list(scores.columns), scores=scores) == {}
+    same = scores.assign(copy=scores["x"])
+    assert _reasons(list(same.columns), scores=same) == {
+        frozenset(("x", "copy")): "near-duplicate series (raw r = 1.000, mean |difference| 0: equal values)"
+    }
 
 
 def _two_models_with_related_sets() -> pd.DataFrame:

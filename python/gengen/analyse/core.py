@@ -54,7 +54,7 @@ from gengen.analyse.options import (
 )
 from gengen.analyse.pairs import analyse_group, independence_methods, repeated_diagnostics
 from gengen.analyse.pooled import meta_table, pooled_residual_groups
-from gengen.analyse.related import mark_related, related_pairs, stacked_series
+from gengen.analyse.related import mark_related, measurement_sd, related_pairs, stacked_series
 from gengen.analyse.result import Analysis
 from gengen.analyse.runs import CONDITION, label_keys, pooled_over, with_run_design
 from gengen.stats import options as stats_defaults  # the statistics' defaults, which the analysis keeps
@@ -323,7 +323,12 @@ def analyse(
     if settings.fit == "auto" and chosen:
         warnings.insert(0, control_summary(groups, chosen))
     pairs = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=list(PAIR_COLUMNS))
-    related = related_pairs(ood_names, scores=stacked_series(scores, ood_names), groups=dict(settings.related_groups))
+    related = related_pairs(
+        ood_names,
+        scores=stacked_series(scores, ood_names),
+        groups=dict(settings.related_groups),
+        noise=measurement_sd(scores, ood_names),
+    )
     pairs = mark_related(pairs, related)
     extra = [column for column in settings.by if column in pairs.columns and column not in PAIR_COLUMNS]
     columns = [column for column in PAIR_COLUMNS if column in pairs.columns]

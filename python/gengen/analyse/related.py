@@ -24,16 +24,20 @@ The rules, in the order a pair's reason is given:
    ``hans_ln_subsequence``); and lm-eval's groups beside their subtasks (:data:`LM_EVAL_GROUPS`: ``mmlu`` /
    ``hendrycksTest-anatomy``). Sibling subtasks of one group (``hendrycksTest-anatomy`` /
    ``hendrycksTest-astronomy``) are different examples of different subjects and are *not* related.
-4. **Near-duplicate series** (only with ``scores``): raw correlation ≥ :data:`NEAR_DUPLICATE_R` *and* a mean
-   absolute difference within :data:`NEAR_DUPLICATE_SHARE` of the larger of the two series' ranges. Both are
-   needed: on the shared Pythia files (27 checkpoints, 2 sizes) distinct tasks reach a raw correlation of 0.994
-   (arc_easy / sciq, arc_easy / piqa) because training drives them all, but their values differ by 0.20 on
-   average, about half of their range; the same examples under two names differ by nothing.
+4. **Near-duplicate series** (only with ``scores``): raw correlation ≥ :data:`NEAR_DUPLICATE_R` *and* values
+   equal within measurement noise: a mean absolute difference no larger than :data:`NEAR_DUPLICATE_NOISE` times
+   what two independent measurements give, E|a − b| = √(2/π)·√(σ_a² + σ_b²), with each test set's σ from its
+   standard errors or binomial noise (``noise``); without them, exactly equal values (as
+   :mod:`gengen.analyse.information` compares scores without noise information). Both are needed: on the shared
+   Pythia files (27 checkpoints, 2 sizes) distinct tasks reach a raw correlation of 0.994 (arc_easy / sciq,
+   arc_easy / piqa) because training drives them all, but their values differ by 0.20 on average, twenty times
+   their noise; the same examples under two names differ by nothing, a re-scored copy by its noise.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -42,11 +46,12 @@ import pandas as pd
 
 __all__ = [
     "LM_EVAL_GROUPS",
+    "NEAR_DUPLICATE_NOISE",
     "NEAR_DUPLICATE_R",
-    "NEAR_DUPLICATE_SHARE",
     "RELATED_COLUMNS",
     "SPLIT_WORDS",
     "mark_related",
+    "measurement_sd",
     "related_pairs",
     "stacked_series",
 ]
@@ -64,8 +69,8 @@ LM_EVAL_GROUPS: dict[str, tuple[str, ...]] = {
 }
 #: Raw correlation from which two series may be the same examples under two names (with near-equal values).
 NEAR_DUPLICATE_R = 0.995
-#: Largest mean absolute difference of two near-duplicate series, as a share of the larger series' range.
-NEAR_DUPLICATE_SHARE = 0.05
+#: Largest mean absolute difference of two near-duplicate series, in units of what measurement noise alone gives.
+NEAR_DUPLICATE_NOISE = 2.0
 #: The columns of :func:`related_pairs`' table.
 RELATED_COLUMNS = ("testset_a", "testset_b", "reason")
 
@@ -108,7 +113,7 @@ def _name_reason(a: str, b: str, groups: Mapping[str, Sequence[str]]) -> str:
     return ""
 
 
-def _near_duplicates(scores: pd.DataFrame) -> dict[tuple[str, str], str]:
+def _near_duplicates(scores: pd.DataFrame, noise: Mapping[str, float]) -> dict[tuple[str, str], str]:
     """Pairs of columns of ``scores`` (rows: checkpoints, possibly of several runs) that are near-duplicate
     series, with their reason. The correlations come from one pairwise-complete matrix; the values are compared
     only for the few pairs whose correlation qualifies."""
@@ -123,12 +128,14 @@ def _near_duplicates(scores: pd.DataFrame) -> dict[tuple[str, str], str]:
     for i, j in zip(rows.tolist(), cols.tolist(), strict=True):
         both = np.isfinite(values[:, i]) & np.isfinite(values[:, j])
         a, b = values[both, i], values[both, j]
-        spread = max(float(np.ptp(a)), float(np.ptp(b)))
         gap = float(np.mean(np.abs(a - b)))
-        if spread > 0 and gap <= NEAR_DUPLICATE_SHARE * spread:
+        sd = math.hypot(noise.get(names[i], 0.0), noise.get(names[j], 0.0))
+        expected = math.sqrt(2 / math.pi) * sd
+        exact = 1e-12 * max(1.0, float(np.abs(np.concatenate([a, b])).max(initial=0.0)))
+        if gap <= max(NEAR_DUPLICATE_NOISE * expected, exact):
+            within = f"{gap / expected:.1f}× the noise of two measurements" if expected > 0 else "equal values"
             out[(names[i], names[j])] = (
-                f"near-duplicate series (raw r = {correlation[i, j]:.3f}, mean |difference| {gap:.3g} = "
-                f"{100 * gap / spread:.1f}% of the range)"
+                f"near-duplicate series (raw r = {correlation[i, j]:.3f}, mean |difference| {gap:.3g}: {within})"
             )
     return out
 
@@ -137,6 +144,7 @@ def related_pairs(
     testsets: Iterable[str],
     scores: pd.DataFrame | None = None,
     groups: Mapping[str, Sequence[str]] | None = None,
+    noise: Mapping[str, float] | None = None,
 ) -> pd.DataFrame:
     """The pairs of test sets that are related by construction, with the reason (see the module's rules).
 
@@ -149,6 +157,9 @@ def related_pairs(
         be stacked): near-duplicate series are looked for in it.
     groups : mapping of str to list of str, optional
         Declared task groups: group name -> its test sets.
+    noise : mapping of str to float, optional
+        Test set -> the standard deviation of one measurement of its score (:func:`measurement_sd`); without
+        it, near-duplicates must have equal values.
 
     Returns
     -------
@@ -167,7 +178,8 @@ def related_pairs(
     """
     names = list(dict.fromkeys(str(name) for name in testsets))
     declared = dict(groups or {})
-    duplicates = {} if scores is None else _near_duplicates(scores[[n for n in names if n in scores.columns]])
+    columns = [name for name in names if scores is not None and name in scores.columns]
+    duplicates = {} if scores is None else _near_duplicates(scores[columns], dict(noise or {}))
     rows = []
     for a, b in itertools.combinations(names, 2):
         reason = _name_reason(a, b, declared) or duplicates.get((a, b), "") or duplicates.get((b, a), "")
@@ -193,3 +205,20 @@ def mark_related(pairs: pd.DataFrame, related: pd.DataFrame) -> pd.DataFrame:
     keys = zip(pairs["testset_a"].astype(str), pairs["testset_b"].astype(str), strict=True)
     reason_column = [reasons.get(key, "") for key in keys]
     return pairs.assign(related=[bool(text) for text in reason_column], related_reason=reason_column)
+
+
+def measurement_sd(scores: pd.DataFrame, testsets: Sequence[str]) -> dict[str, float]:
+    """Each test set's measurement noise in a prepared long table: the median over its scores of the binomial
+    sd √(p(1 − p)/N), N from ``n_examples`` or implied by lm-eval's ``stderr``
+    (:func:`gengen.analyse.data.examples_per_row`); test sets without either are left out."""
+    from gengen.analyse.data import examples_per_row
+
+    examples = examples_per_row(scores)
+    if examples is None:
+        return {}
+    p = (scores["value"] * scores["sign"]).to_numpy(dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sd = np.sqrt(np.clip(p * (1 - p), 0, None) / examples)
+    frame = pd.DataFrame({"testset": scores["testset"].to_numpy(), "sd": sd})
+    frame = frame[frame["testset"].isin(list(testsets)) & np.isfinite(frame["sd"])]
+    return {str(name): float(value) for name, value in frame.groupby("testset")["sd"].median().items()}
