@@ -30,8 +30,9 @@ The rules, in the order a pair's reason is given:
    standard errors or binomial noise (``noise``); without them, exactly equal values (as
    :mod:`gengen.analyse.information` compares scores without noise information). Both are needed: on the shared
    Pythia files (27 checkpoints, 2 sizes) distinct tasks reach a raw correlation of 0.994 (arc_easy / sciq,
-   arc_easy / piqa) because training drives them all, but their values differ by 0.20 on average, twenty times
-   their noise; the same examples under two names differ by nothing, a re-scored copy by its noise.
+   arc_easy / piqa) because training drives them all, but their values differ by 0.19–0.22 on average, 14–18
+   times what their noise gives; the same examples under two names differ by nothing, a re-scored copy by its
+   noise.
 """
 
 from __future__ import annotations
