@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -113,3 +114,17 @@ def test_the_verdict_paragraph_names_what_was_pooled() -> None:
     analysis = gengen.analyse(table, id_testset="id", metric="accuracy", fit="linear", n_boot=99)
     text = build_verdict(analysis, n_perm=19).text
     assert text.endswith("Runs pooled as replicates of one model and condition (a: seed=1, seed=2; b: seed=1, seed=2).")
+
+
+def test_across_runs_the_runs_of_a_cell_are_its_observations() -> None:
+    """Final scores of 12 runs with free labels: exchangeable observations, analysed together (not kept apart)."""
+    rng = np.random.default_rng(4)
+    rows = []
+    for index in range(12):
+        latent = rng.normal()
+        for name in ("id", "x", "y", "z"):
+            rows.append(("m", f"run-{index}", 0, name, "accuracy", 0.5 + 0.05 * latent + rng.normal(0, 0.02)))
+    table = pd.DataFrame(rows, columns=["model", "run", "step", "testset", "metric", "value"])
+    analysis = gengen.analyse(table, id_testset="id", metric="accuracy", fit="linear")
+    assert set(analysis.pairs["level"]) == {"across_runs"} and set(analysis.pairs["run"]) == {"across 12 runs"}
+    assert not any("carry no" in warning for warning in analysis.warnings)

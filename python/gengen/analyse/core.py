@@ -307,7 +307,9 @@ def analyse(
         options["by"] = tuple(column for column in DEFAULT_BY if column in present)
     settings = make_settings(**options)
     scores, ood_names = prepare(df, settings)
-    scores, design = with_run_design(scores, settings.by, settings.replicate_key)
+    # across runs, the runs of a cell are the observations: exchangeable, so labels need not name replicates
+    across = settings.mode == "across_runs" or (settings.mode == "auto" and is_single_score_per_run(scores))
+    scores, design = with_run_design(scores, settings.by, settings.replicate_key, unnamed_apart=not across)
     given = settings
     if design.has_conditions and CONDITION not in settings.by:
         settings = replace(settings, by=(*settings.by, CONDITION))  # conditions are never pooled as replicates

@@ -79,7 +79,9 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def run_design(scores: pd.DataFrame, by: tuple[str, ...], replicate_key: tuple[str, ...]) -> RunDesign:
+def run_design(
+    scores: pd.DataFrame, by: tuple[str, ...], replicate_key: tuple[str, ...], *, unnamed_apart: bool = True
+) -> RunDesign:
     """Each (model, run)'s attributes and condition (see the module).
 
     Parameters
@@ -90,6 +92,9 @@ def run_design(scores: pd.DataFrame, by: tuple[str, ...], replicate_key: tuple[s
         The pooling cells' columns: runs that differ in them are never pooled anyway.
     replicate_key : tuple of str
         The attributes that vary between replicates (``"run"``: the labels themselves name replicates).
+    unnamed_apart : bool
+        Keep runs that no replicate key tells apart in conditions of their own (False across runs, where the
+        runs of a cell are its exchangeable observations).
 
     Returns
     -------
@@ -123,7 +128,7 @@ def run_design(scores: pd.DataFrame, by: tuple[str, ...], replicate_key: tuple[s
         for record in records
     ]
     warnings: list[str] = []
-    if "run" not in replicates:
+    if "run" not in replicates and unnamed_apart:
         _separate_unnamed_replicates(table, records, replicates, by, warnings)
     cell = ["model", *[column for column in by if column in table.columns and column != "model"]]
     for key, rows in table.groupby(cell, sort=True, dropna=False):
@@ -176,11 +181,11 @@ def _separate_unnamed_replicates(
 
 
 def with_run_design(
-    scores: pd.DataFrame, by: tuple[str, ...], replicate_key: tuple[str, ...]
+    scores: pd.DataFrame, by: tuple[str, ...], replicate_key: tuple[str, ...], *, unnamed_apart: bool = True
 ) -> tuple[pd.DataFrame, RunDesign]:
     """``scores`` with the run attributes that ``by`` names and the table lacks (keys of run labels), and
     ``condition`` when some run has one; and the :class:`RunDesign` they come from."""
-    design = run_design(scores, by, replicate_key)
+    design = run_design(scores, by, replicate_key, unnamed_apart=unnamed_apart)
     wanted = [name for name in by if name not in scores.columns and name in design.runs.columns and name not in _STORED]
     if design.has_conditions:
         wanted.append(CONDITION)
