@@ -429,7 +429,12 @@ def test_pooled_residuals_against_numpy() -> None:
         ({"id_testset": "id", "inference": "bayes"}, "inference must be one of sieve, lagged, t-test,"),
         ({"id_testset": "id", "adjust": "magic"}, "adjust must be one of holm,"),
         ({"id_testset": "id", "method": "kendall"}, "method kendall comes with the t-test only"),
-        ({"id_testset": "id", "by": "colour"}, "by must be one of study, model, family, size, shots, got 'colour'"),
+        (
+            {"id_testset": "id", "by": "colour"},
+            "by names 'colour', which is neither a column of the score table nor a key of its run labels (run "
+            "attributes: ",
+        ),
+        ({"id_testset": "id", "replicate_key": "lr"}, "replicate_key names 'lr', which is neither a column"),
         (
             {"id_testset": "id", "metric": "f1", "id_metric": "acc"},
             "metric 'f1' is not a metric of the score table, so fewer than two",

@@ -79,7 +79,7 @@ def test_the_settings_record_has_one_field_per_option_in_the_tables_order() -> N
 
 
 def cli_default(option: Option) -> Any:
-    if option.kind in ("choices", "names"):
+    if option.kind in ("choices", "names", "columns"):
         return None if option.default is None else ",".join(option.default)
     if option.kind == "edf":
         return str(option.default)
@@ -118,6 +118,8 @@ BAD_VALUE = {
     "choice": "nonsense",
     "choices": "nonsense",
     "names": "only-one",
+    "columns": "seed,seed",
+    "groups": "no-equals-sign",
     "patterns": True,
     "metric_names": ["--"],
     "integer": -5,

@@ -149,10 +149,14 @@ def test_pooled_table_equals_per_pair_loop_on_pythia(tmp_path: Path) -> None:
     second = scores.copy()
     second["run"] = second["run"].astype(str) + "-copy"
     second["value"] = second["value"] * (1 + rng.normal(0, 0.02, len(second)))
-    result = analyse(pd.concat([scores, second], ignore_index=True), id_testset="lambada_openai")
+    # "main" and "main-copy" carry no seed: declared replicates, as the analysis refuses to guess
+    table = pd.concat([scores, second], ignore_index=True)
+    result = analyse(table, id_testset="lambada_openai", replicate_key="run")
     settings = _settings(by=tuple(result.settings["by"]))
     assert len(result.pooled) > 0
-    pd.testing.assert_frame_equal(result.pooled, per_pair_meta_table(result.pairs, settings), rtol=1e-12)
+    assert set(result.pooled["pooled_over"]) == {"run labels: main, main-copy"}
+    pooled = result.pooled.drop(columns="pooled_over")
+    pd.testing.assert_frame_equal(pooled, per_pair_meta_table(result.pairs, settings), rtol=1e-12)
 
 
 def test_fisher_meta_rows_equals_fisher_meta_row_by_row() -> None:

@@ -12,11 +12,25 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["RUN_KEYS", "parse_run_label", "run_label"]
+__all__ = ["REPLICATE_KEYS", "RUN_KEYS", "parse_run_label", "run_attributes", "run_label"]
 
 RUN_KEYS: tuple[str, ...] = ("seed", "shots", "data_seed")
 """The keys of a run stored as their own integer columns, in the order :func:`run_label` writes them."""
 
+#: The run attributes that vary between replicates of one condition unless told otherwise (``replicate_key``):
+#: the training seed and the few-shot data seed. Every other attribute (shots, prompt format, compute
+#: multiplier, learning rate…) names a condition, whose runs are never pooled as replicates.
+REPLICATE_KEYS: tuple[str, ...] = ("seed", "data_seed")
+
+_NUMBER_WORDS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "ten": 10, "few": -1,
+}  # fmt: skip
+_SHOT_WORD = re.compile(
+    r"(?<![A-Za-z0-9])(?P<count>\d+|" + "|".join(_NUMBER_WORDS) + r")[-_ ]?shots?(?![A-Za-z0-9])", re.IGNORECASE
+)
+_COMPUTE = re.compile(r"(?<![A-Za-z0-9.])(?P<multiple>\d+(?:\.\d+)?)x(?P<unit>C)(?![A-Za-z0-9])")
+_KEY_VALUE = re.compile(r"(?:^|(?<=[,;\s]))\s*(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(?P<value>[^,;\s=]+)")
 _RUN_KEY_PATTERN = re.compile(r"(?:^|[,;\s])\s*(?P<key>seed|shots|data_seed)\s*=\s*(?P<value>-?\d+)\s*(?=$|[,;\s])")
 
 
@@ -40,7 +54,68 @@ def parse_run_label(run: str) -> dict[str, int]:
     >>> parse_run_label("main")
     {}
     """
-    return {m.group("key"): int(m.group("value")) for m in _RUN_KEY_PATTERN.finditer(run)}
+    keys = {m.group("key"): int(m.group("value")) for m in _RUN_KEY_PATTERN.finditer(run)}
+    if "shots" not in keys:
+        shots = _shot_count(run)
+        if shots is not None:
+            keys["shots"] = shots
+    return keys
+
+
+def _shot_count(run: str) -> int | None:
+    """The shot count a label writes as words (``zero-shot``, ``five-shot``, ``5shot``, ``5-shot``), if one."""
+    found = _SHOT_WORD.search(run)
+    if found is None:
+        return None
+    count = found.group("count").lower()
+    number = int(count) if count.isdigit() else _NUMBER_WORDS[count]
+    return None if number < 0 else number
+
+
+def run_attributes(run: str) -> tuple[dict[str, str], str]:
+    """The attributes a run label carries, and the rest of the label that carries none.
+
+    Read: ``key=value`` lists (any key; separated by commas, semicolons or blanks), shot counts written as words
+    (``zero-shot``, ``five-shot``, ``5shot``: ``shots``) and compute multipliers (``0.5xC``, ``10xC``:
+    ``compute``). Values are kept as written (``lr=1e-4``), shot counts as whole numbers.
+
+    Parameters
+    ----------
+    run : str
+        A run label.
+
+    Returns
+    -------
+    attributes : dict of str to str
+        Attribute -> value.
+    rest : str
+        The label without the attributes found (``""`` when they are all of it): free text such as ``"main"``.
+
+    Examples
+    --------
+    >>> run_attributes("seed=1,shots=64,data_seed=0")
+    ({'seed': '1', 'shots': '64', 'data_seed': '0'}, '')
+    >>> run_attributes("five-shot")
+    ({'shots': '5'}, '')
+    >>> run_attributes("OLMo-2-1B-0.5xC seed=3")
+    ({'seed': '3', 'compute': '0.5xC'}, 'OLMo-2-1B')
+    >>> run_attributes("main")
+    ({}, 'main')
+    """
+    attributes: dict[str, str] = {}
+    rest = run
+    for found in _KEY_VALUE.finditer(run):
+        attributes[found.group("key")] = found.group("value")
+        rest = rest.replace(found.group(0).strip(), " ", 1)
+    shots = _shot_count(rest)
+    if shots is not None and "shots" not in attributes:
+        attributes["shots"] = str(shots)
+        rest = _SHOT_WORD.sub(" ", rest, count=1)
+    compute = _COMPUTE.search(rest)
+    if compute is not None and "compute" not in attributes:
+        attributes["compute"] = compute.group(0)
+        rest = rest[: compute.start()] + " " + rest[compute.end() :]
+    return attributes, re.sub(r"^[\s,;_-]+|[\s,;_-]+$", "", re.sub(r"[\s,;]+", " ", rest))
 
 
 def run_label(seed: int, shots: int | None = None, data_seed: int | None = None) -> str:

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from gengen._pfloor import floor_p_columns
 from gengen.errors import GengenError, InputError
 from gengen.stats.correlation import partial_corr
 from gengen.stats.options import ALTERNATIVES, DEFAULT_ALTERNATIVE, DEFAULT_N_PERM_MANTEL
@@ -496,13 +497,13 @@ def compare(
         "groups": groups,
     }
     return Comparison(
-        per_pair=long,
-        wide=_with_heterogeneity(_wide_table(long, groups), heterogeneity),
-        agreement=agreement,
-        conflicts=_conflicts(long),
+        per_pair=floor_p_columns(long),
+        wide=floor_p_columns(_with_heterogeneity(_wide_table(long, groups), heterogeneity)),
+        agreement=floor_p_columns(agreement),
+        conflicts=floor_p_columns(_conflicts(long)),
         settings=settings,
-        heterogeneity=heterogeneity,
-        differences=differences,
+        heterogeneity=floor_p_columns(heterogeneity),
+        differences=floor_p_columns(differences),
     )
 
 

@@ -196,6 +196,8 @@ class AnalysisConfig:
     gam_method: str = OPTIONS["gam_method"].default
     gam_basis: str = OPTIONS["gam_basis"].default
     max_edf: float | str | None = OPTIONS["max_edf"].default
+    related_groups: tuple[tuple[str, tuple[str, ...]], ...] | None = OPTIONS["related_groups"].default
+    keep_related: bool = OPTIONS["keep_related"].default
 
     def options(self) -> dict[str, Any]:
         """Keyword arguments for :func:`gengen.pipeline.run_study_analysis`."""

@@ -68,12 +68,12 @@ __all__ = [
 #: The comparisons: across models (within a shot regime), across the sizes of a family, across shot regimes.
 ACROSS = ("model", "size", "shots")
 #: The columns that identify a group (a pooling cell of the analysis).
-UNIT_COLUMNS = ("family", "model", "size", "shots")
+UNIT_COLUMNS = ("family", "model", "size", "shots", "condition")
 #: For each comparison, the columns that must be equal within one test (its cell) and the one that varies.
 CELLS: dict[str, tuple[tuple[str, ...], str]] = {
-    "model": (("shots",), "unit"),
-    "size": (("family", "shots"), "size"),
-    "shots": (("model", "size"), "shots"),
+    "model": (("shots", "condition"), "unit"),
+    "size": (("family", "shots", "condition"), "size"),
+    "shots": (("model", "size", "condition"), "shots"),
 }
 #: How a group's variance of z was obtained, as in the ``variance_method`` column.
 SIEVE = "se_z² (AR-sieve, autocorrelation-aware)"
@@ -249,24 +249,36 @@ def group_estimates(pairs: pd.DataFrame) -> pd.DataFrame:
     1    b       1 -0.2027    0.0400
     """
     rows = _run_rows(pairs)
-    keys = ["family", "model", "size", "shots"]
+    keys = ["family", "model", "size", "shots", "condition"]
     shots_per_model = rows.groupby("model", dropna=False)["shots"].nunique(dropna=False)
     several_shots = set(shots_per_model.index[shots_per_model > 1])
+    conditions_per_model = rows.groupby("model", dropna=False)["condition"].nunique(dropna=False)
+    several_conditions = set(conditions_per_model.index[conditions_per_model > 1])
     has_se = "se_z" in rows.columns and np.isfinite(rows["se_z"].to_numpy(dtype=float)).any()
     can_count = "n" in rows.columns and "k" in rows.columns
     if not has_se and not can_count:
         raise InputError("pairs: neither se_z nor n and k; cannot give each estimate a variance")
-    columns = ["unit", *keys, "testset_a", "testset_b", "n_runs", "r", "z", "variance", "df", "variance_method"]
+    columns = ["unit", *keys, "testset_a", "testset_b", "n_runs", "r", "z", "variance", "df", "variance_method", "runs"]
     out: dict[str, list[Any]] = {name: [] for name in columns}
     for key, cell in rows.groupby(keys, sort=False, dropna=False):
-        family, model, size, shots = key
+        family, model, size, shots, condition = key
         unit = str(model) if model not in several_shots else f"{model} shots={_text(shots)}"
-        identity = {"unit": unit, "family": family, "model": model, "size": size, "shots": shots}
+        if model in several_conditions:  # a condition is never pooled with another as if it were a seed
+            unit = f"{unit} {_text(condition) or 'no condition'}"
+        identity = {
+            "unit": unit,
+            "family": family,
+            "model": model,
+            "size": size,
+            "shots": shots,
+            "condition": condition,
+        }
         if cell["run"].nunique() == 1:
             estimates = _single_run_estimates(cell, has_se)
         else:
             estimates = _pooled_run_estimates(cell)
         count = len(estimates["testset_a"])
+        identity["runs"] = ";".join(sorted(map(str, cell["run"].unique())))  # what was pooled as replicates
         for name, value in identity.items():
             out[name].extend([value] * count)
         for name, values in estimates.items():
@@ -372,6 +384,7 @@ def comparison_cells(estimates: pd.DataFrame, across: str) -> list[tuple[str, pd
         The cell's label (``"all"``, ``"shots=5"``, ``"family=pythia, shots=0"``) and its rows.
     """
     within, varying = CELLS[across]
+    within = tuple(column for column in within if column in estimates.columns)  # estimates without conditions
     columns = list(within)
     codes = estimates.groupby(columns, dropna=False, sort=False).ngroup().to_numpy()
     _, first = np.unique(codes, return_index=True)

@@ -35,6 +35,7 @@ import pandas as pd
 
 from gengen import _core
 from gengen._per_pair import oriented_pairs
+from gengen._pfloor import floor_p_columns
 from gengen.errors import GengenError
 
 if TYPE_CHECKING:
@@ -212,7 +213,7 @@ class PhaseComparison:
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / "compare_phases.csv"
-        self.table.to_csv(path, index=False)
+        floor_p_columns(self.table).to_csv(path, index=False)  # no p written as 0
         return {"compare_phases.csv": path}
 
 

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gengen._run_keys import RUN_KEYS, parse_run_label, run_label
+from gengen._run_keys import RUN_KEYS, parse_run_label, run_attributes, run_label
 from gengen._store_rows import (
     CODENAME_UNITS,
     COLUMNS,
@@ -91,6 +91,7 @@ __all__ = [
     "load",
     "normalise_scores",
     "parse_run_label",
+    "run_attributes",
     "run_label",
     "shown",
     "split_model_name",

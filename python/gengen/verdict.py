@@ -1,7 +1,8 @@
 r"""The answer at a glance: which pairs' partial correlations hold across models, which depend on the model.
 
-Every pair of OOD test sets gets one of four classes, from one estimate per model (its seeds pooled,
-:func:`gengen.heterogeneity.group_estimates`) and the across-model tests of :mod:`gengen.heterogeneity`:
+Every pair of OOD test sets gets one of four classes, from one estimate per model and condition (its replicates
+pooled, :func:`gengen.heterogeneity.group_estimates`) and the across-model tests of :mod:`gengen.heterogeneity`;
+pairs of related test sets (``related`` in the pairs table) are left out unless ``keep_related``:
 
 * **model-dependent**: the partial correlation differs between models — Cochran's Q, adjusted across pairs
   with the analysis' method (Holm when it used maxT), below :math:`\alpha`;
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from gengen._pfloor import floor_p_columns, p_text
 from gengen.analyse.result import _json_safe
 
 if TYPE_CHECKING:
@@ -87,7 +89,8 @@ class Verdict:
     groups : list of str
         The models compared.
     settings : dict
-        ``alpha``, ``adjust``, ``n_perm``, ``seed``.
+        ``alpha``, ``adjust``, ``n_perm``, ``seed``, ``keep_related`` and ``pooled_over`` (per model, or model and
+        condition, estimated from several runs: the runs pooled as its replicates).
     text : str
         One paragraph stating the answer.
     """
@@ -270,7 +273,7 @@ def _examples(pairs: pd.DataFrame, n_examples: int) -> dict[str, list[dict[str, 
             if name == "model-dependent":
                 label = (
                     f"{row.testset_a} / {row.testset_b}: r from {row.r_min:.2f} to {row.r_max:.2f} across models "
-                    f"(Q = {row.q_heterogeneity:.1f}, adjusted p = {row.p_heterogeneity_adjusted:.2g})"
+                    f"(Q = {row.q_heterogeneity:.1f}, adjusted p = {p_text(row.p_heterogeneity_adjusted)})"
                 )
             else:
                 label = (
@@ -365,6 +368,44 @@ def _paragraph(
     return text
 
 
+def _pooled_over(estimates: pd.DataFrame) -> dict[str, str]:
+    """Per model (and condition) estimated from several runs: the runs pooled as its replicates."""
+    units = estimates.drop_duplicates("unit")
+    return {
+        str(unit): f"{len(runs.split(';'))} runs pooled as replicates: {runs.replace(';', ', ')}"
+        for unit, runs in zip(units["unit"], units["runs"], strict=True)
+        if ";" in str(runs)
+    }
+
+
+def _pooled_note(pooled_over: dict[str, str]) -> str:
+    """One sentence naming what was pooled as replicates of which model (and condition), or ``""``."""
+    if not pooled_over:
+        return ""
+    shown = [f"{unit}: {text.split(': ', 1)[-1]}" for unit, text in list(pooled_over.items())[:3]]
+    more = f"; and {len(pooled_over) - 3} more" if len(pooled_over) > 3 else ""
+    return f"Runs pooled as replicates of one model and condition ({'; '.join(shown)}{more})."
+
+
+def _without_related(pairs: pd.DataFrame, keep: bool) -> tuple[pd.DataFrame, str]:
+    """The pairs table less its related pairs (unless ``keep``), and the sentence that says what was left out."""
+    if "related" not in pairs.columns:
+        return pairs, ""
+    related = pairs["related"].fillna(False).astype(bool).to_numpy()
+    names = pairs.loc[related, ["testset_a", "testset_b"]].drop_duplicates()
+    if not len(names):
+        return pairs, ""
+    if keep:
+        return pairs, f"{len(names)} pair(s) of related test sets are included (keep_related)."
+    first = pairs.loc[related].iloc[0]
+    note = (
+        f"{len(names)} pair(s) of related test sets (splits of one task, nested sets, near-duplicates; e.g. "
+        f"{first['testset_a']} / {first['testset_b']}: {first['related_reason']}) are left out (keep_related "
+        "keeps them)."
+    )
+    return pairs.loc[~related], note
+
+
 def build_verdict(
     source: Analysis | pd.DataFrame,
     comparison: Comparison | None = None,
@@ -374,6 +415,7 @@ def build_verdict(
     n_perm: int = 999,
     seed: int = 0,
     n_examples: int = 3,
+    keep_related: bool | None = None,
 ) -> Verdict:
     """Classify every pair as consistent positive, consistent negative, model-dependent or undetermined.
 
@@ -394,6 +436,10 @@ def build_verdict(
         Their seed.
     n_examples : int
         Strongest pairs kept per class.
+    keep_related : bool, optional
+        Classify the pairs whose ``related`` column is true (splits of one task, nested sets, near-duplicates:
+        :mod:`gengen.analyse.related`) too; default the analysis' ``keep_related``, else False (they are left out
+        and the paragraph says how many).
 
     Returns
     -------
@@ -427,9 +473,12 @@ def build_verdict(
         adjust = str(settings.get("adjust", "holm"))
         adjust = "holm" if adjust == "maxT" else adjust
     pairs_table = source if isinstance(source, pd.DataFrame) else source.pairs
+    keep_related = bool(settings.get("keep_related", False)) if keep_related is None else keep_related
+    pairs_table, related_note = _without_related(pairs_table, keep_related)
     estimates = group_estimates(pairs_table)
     groups = list(dict.fromkeys(map(str, estimates["unit"])))
-    pairs = _pair_table(estimates, _cell_matrices(estimates, ("model",)), alpha, adjust)
+    pooled_over = _pooled_over(estimates)
+    pairs = floor_p_columns(_pair_table(estimates, _cell_matrices(estimates, ("model",)), alpha, adjust))
     counts = {name: int((pairs["verdict"] == name).sum()) for name in CLASSES}
     agreement: dict[str, Any] = {}
     if len(groups) > 1:
@@ -445,12 +494,20 @@ def build_verdict(
         )
     else:
         text = _paragraph(counts, groups, len(pairs), agreement, alpha, adjust)
+    text = f"{text} {related_note} {_pooled_note(pooled_over)}".strip()
     return Verdict(
         pairs=pairs,
         counts=counts,
         examples=_examples(pairs, n_examples),
         agreement=agreement,
         groups=groups,
-        settings={"alpha": alpha, "adjust": adjust, "n_perm": n_perm, "seed": seed},
+        settings={
+            "alpha": alpha,
+            "adjust": adjust,
+            "n_perm": n_perm,
+            "seed": seed,
+            "keep_related": keep_related,
+            "pooled_over": pooled_over,
+        },
         text=text,
     )

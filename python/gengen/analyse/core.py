@@ -16,13 +16,15 @@ scores and their groups (:mod:`gengen.analyse.data`), choose each group's contro
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from functools import partial
 from typing import Any
 
 import pandas as pd
 
+from gengen._pfloor import floor_p_columns
+from gengen._run_keys import REPLICATE_KEYS
 from gengen.analyse.across_runs import across_run_groups, is_single_score_per_run
 from gengen.analyse.data import Group, prepare, run_groups
 from gengen.analyse.group_plan import (
@@ -52,7 +54,9 @@ from gengen.analyse.options import (
 )
 from gengen.analyse.pairs import analyse_group, independence_methods, repeated_diagnostics
 from gengen.analyse.pooled import meta_table, pooled_residual_groups
+from gengen.analyse.related import mark_related, measurement_sd, related_pairs, stacked_series
 from gengen.analyse.result import Analysis
+from gengen.analyse.runs import CONDITION, label_keys, pooled_over, with_run_design
 from gengen.stats import options as stats_defaults  # the statistics' defaults, which the analysis keeps
 from gengen.stats.control_choice import choose_control
 
@@ -138,6 +142,7 @@ def analyse(
     adjust: str = stats_defaults.DEFAULT_ADJUSTMENT,
     alpha: float = DEFAULT_ALPHA,
     by: str | Iterable[str] | None = None,
+    replicate_key: str | Iterable[str] = REPLICATE_KEYS,
     pooling: str | Iterable[str] | None = DEFAULT_POOLING,
     mode: str = DEFAULT_MODE,
     lower_is_better: Iterable[str] | None = None,
@@ -153,6 +158,8 @@ def analyse(
     gam_method: str = stats_defaults.DEFAULT_GAM_METHOD,
     gam_basis: str = stats_defaults.DEFAULT_GAM_BASIS,
     max_edf: float | str | None = stats_defaults.DEFAULT_GAM_MAX_EDF,
+    related_groups: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
+    keep_related: bool = False,
     jobs: int | None = None,
     progress: bool = False,
 ) -> Analysis:
@@ -208,9 +215,14 @@ def analyse(
     alpha : float
         Level for the ``significant`` column.
     by : str or list of str, optional
-        Columns that define a pooling cell: runs of the same cell are pooled (in across-run mode a cell is one
-        group). Any of study, model, family, size, shots; default model, size and shots (those the table has),
-        so that the seeds of one model/size/shot count are pooled.
+        Run attributes that define a pooling cell: runs of the same cell are pooled (in across-run mode a cell
+        is one group). Any column of the score table (study, model, family, size, shots, seed, data_seed, run…)
+        or key of the run labels (``lr`` of ``"lr=1e-4,seed=1"``); default model, size and shots (those the
+        table has). Runs of different conditions are never pooled (:mod:`gengen.analyse.runs`): the cells are
+        split by ``condition`` whatever ``by`` says.
+    replicate_key : str or list of str
+        The run attributes that vary between replicates of one condition (default ``seed`` and ``data_seed``;
+        ``"run"``: the run labels themselves name replicates). Every other attribute is the run's condition.
     pooling : str or list of str, optional
         ``"meta"`` (Fisher-z fixed and random effects with I², in :attr:`Analysis.pooled`) and/or
         ``"residuals"`` (residualise within each run and correlate the pooled residuals, in
@@ -244,6 +256,13 @@ def analyse(
     max_edf : float, "auto" or None
         Cap on each smooth's effective degrees of freedom: ``"auto"`` (:func:`gengen.stats.default_max_edf` of
         n), None (uncapped), or a number of at least 2.
+    related_groups : mapping of str to list of str, or list of str, optional
+        Declared groups of related test sets (group name -> test sets, or texts ``"NAME=A,B,..."``): every two
+        of a group's test sets are related (``related_reason`` "declared group NAME").
+    keep_related : bool
+        Keep pairs of related test sets (splits of one task, nested sets, near-duplicate series:
+        :func:`gengen.analyse.related.related_pairs`; ``related`` and ``related_reason`` in the pairs table) in the
+        verdict. They are always in the pairs table.
     jobs : int, optional
         Groups analysed at once, each in a worker process (:mod:`gengen.analyse.group_pool`; the tables are the
         same for any number). Default: one per available CPU when there are at least 4 groups with enough work
@@ -283,11 +302,19 @@ def analyse(
     """
     # The keywords above are the option table's (gengen.analyse.options.ANALYSIS_OPTIONS), in its order.
     options = {name: value for name, value in locals().items() if name in OPTIONS}
-    if options["by"] is None:
-        options["by"] = tuple(column for column in DEFAULT_BY if isinstance(df, pd.DataFrame) and column in df.columns)
+    if options["by"] is None:  # the default cells' columns the table has, or its run labels give (five-shot)
+        present = set(df.columns) | label_keys(df) if isinstance(df, pd.DataFrame) else set()
+        options["by"] = tuple(column for column in DEFAULT_BY if column in present)
     settings = make_settings(**options)
     scores, ood_names = prepare(df, settings)
+    # across runs, the runs of a cell are the observations: exchangeable, so labels need not name replicates
+    across = settings.mode == "across_runs" or (settings.mode == "auto" and is_single_score_per_run(scores))
+    scores, design = with_run_design(scores, settings.by, settings.replicate_key, unnamed_apart=not across)
+    given = settings
+    if design.has_conditions and CONDITION not in settings.by:
+        settings = replace(settings, by=(*settings.by, CONDITION))  # conditions are never pooled as replicates
     resolved_mode, groups, warnings = _groups(scores, settings, ood_names)
+    warnings[:0] = design.warnings
     tables, chosen = [], []
     workers = worker_count(settings.jobs, groups)
     show = partial(_progress, enabled=progress, description="analysing groups")
@@ -298,24 +325,51 @@ def analyse(
     if settings.fit == "auto" and chosen:
         warnings.insert(0, control_summary(groups, chosen))
     pairs = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=list(PAIR_COLUMNS))
-    pairs = pairs[[column for column in PAIR_COLUMNS if column in pairs.columns]]
+    related = related_pairs(
+        ood_names,
+        scores=stacked_series(scores, ood_names),
+        groups=dict(settings.related_groups),
+        noise=measurement_sd(scores, ood_names),
+    )
+    pairs = mark_related(pairs, related)
+    extra = [column for column in settings.by if column in pairs.columns and column not in PAIR_COLUMNS]
+    columns = [column for column in PAIR_COLUMNS if column in pairs.columns]
+    after = columns.index("run") + 1
+    pairs = pairs[[*columns[:after], *extra, *columns[after:]]]
     pooled = pd.DataFrame()
     pooled_residuals = pd.DataFrame()
     if resolved_mode == "checkpoints" and "meta" in settings.pooling:
-        pooled = meta_table(pairs, settings)
+        pooled = pooled_over(meta_table(pairs, settings), design, settings.replicate_key)
     if resolved_mode == "checkpoints" and "residuals" in settings.pooling:
         pooled_residuals = _pooled_residuals(groups, settings, chosen)
-    record = settings.as_dict()
+    record = given.as_dict()
+    record["pooling_cells"] = list(settings.by)
+    record["conditions"] = sorted(set(design.runs[CONDITION]) - {""})
     record["mode_resolved"] = resolved_mode
     record["ood_resolved"] = list(ood_names)
+    record["related_pairs"] = related.to_dict(orient="records")
+    if len(related):
+        verdict_use = "kept in the verdict (keep_related)" if settings.keep_related else "left out of the verdict"
+        warnings.append(
+            f"{len(related)} pair(s) of related OOD test sets ({_related_summary(related)}): marked in the pairs "
+            f"table's related column and {verdict_use}"
+        )
     return Analysis(
-        pairs=pairs,
-        pooled=pooled,
-        pooled_residuals=pooled_residuals,
+        pairs=floor_p_columns(pairs),
+        pooled=floor_p_columns(pooled),
+        pooled_residuals=floor_p_columns(pooled_residuals),
         warnings=warnings,
         settings=record,
         scores=scores,
     )
+
+
+def _related_summary(related: pd.DataFrame) -> str:
+    """'3 splits of one task, 2 nested, e.g. arc_easy_test / arc_easy_val': the kinds of related pairs."""
+    kinds = related["reason"].str.split(r"[:(]", n=1, regex=True).str[0].str.strip().value_counts()
+    first = related.iloc[0]
+    counted = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
+    return f"{counted}; e.g. {first['testset_a']} / {first['testset_b']}: {first['reason']}"
 
 
 def _groups(scores: pd.DataFrame, settings: Settings, ood: tuple[str, ...]) -> tuple[str, list[Group], list[str]]:

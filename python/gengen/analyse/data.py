@@ -43,7 +43,7 @@ REQUIRED_COLUMNS = ("model", "run", "step", "testset", "metric", "value")
 #: Selection options of :class:`~gengen.analyse.options.Settings` and the score-table column each one filters.
 SELECTIONS = (("models", "model"), ("runs", "run"), ("sizes", "size"), ("shots", "shots"))
 #: Run-level columns carried from the score table into the pairs table when present.
-RUN_COLUMNS = ("study", "family", "size", "seed", "shots")
+RUN_COLUMNS = ("study", "family", "size", "seed", "shots", "condition")
 
 
 @dataclass(frozen=True)
@@ -139,9 +139,7 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
         The OOD test sets, in the order given (or sorted when taken from the table).
     """
     check_table(df)
-    for column in settings.by:
-        if column not in df.columns:
-            raise GengenError(option="by", problem=f"names {column!r}, a column the score table lacks")
+    _check_run_attributes(df, settings)
     table = select(df, settings).copy()
     for column in ("model", "run", "testset", "metric"):
         empty = table[column].isna().to_numpy()
@@ -203,6 +201,27 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
     used["sign"] = np.array([settings.sign(metric) for metric in metric_names], dtype=np.int64)[metric_codes]
     used["value"] = used["value"] * used["sign"]
     return sorted_scores(used.dropna(subset=["value"])), ood
+
+
+def _check_run_attributes(df: pd.DataFrame, settings: Settings) -> None:
+    """Raise a :class:`~gengen.errors.GengenError` naming ``by`` or ``replicate_key`` when it names an attribute
+    that is neither a column of the score table nor a key of its run labels."""
+    from gengen.analyse.runs import label_keys
+
+    wanted = [(option, name) for option in ("by", "replicate_key") for name in getattr(settings, option)]
+    if all(name in df.columns or name == "condition" for _, name in wanted):
+        return
+    keys = label_keys(df)
+    for option, name in wanted:
+        if name not in df.columns and name not in keys and name != "condition":
+            if option == "replicate_key" and name in ("seed", "data_seed"):
+                continue  # the defaults: a table without seeds simply has none
+            known = sorted(set(RUN_COLUMNS) & set(df.columns) | {"model", "run"} | set(keys))
+            raise GengenError(
+                option=option,
+                problem=f"names {name!r}, which is neither a column of the score table nor a key of its run labels "
+                f"(run attributes: {', '.join(known)})",
+            )
 
 
 def sorted_scores(used: pd.DataFrame) -> pd.DataFrame:
@@ -336,10 +355,11 @@ def _short_list(names: list[str], limit: int = 12) -> str:
     return shown + (f", … ({len(names)} in all)" if len(names) > limit else "") if names else "none"
 
 
-def run_meta(rows: pd.DataFrame) -> dict[str, Any]:
-    """The identity of one run (model, run and the run-level columns present), from its rows."""
+def run_meta(rows: pd.DataFrame, extra: Sequence[str] = ()) -> dict[str, Any]:
+    """The identity of one run (model, run, the run-level columns present and the ``extra`` ones, e.g. the
+    run attributes ``by`` names), from its rows."""
     meta: dict[str, Any] = {"model": rows["model"].iloc[0], "run": rows["run"].iloc[0]}
-    for column in RUN_COLUMNS:
+    for column in dict.fromkeys([*RUN_COLUMNS, *extra]):
         if column in rows.columns:
             value = rows[column].iloc[0]
             meta[column] = None if pd.isna(value) else value
@@ -450,6 +470,7 @@ def make_group(
             n_examples=n_examples,
             signs=signs,
         )
+        notes.extend(f"{label}: {info.note}" for info in information.values() if info.note)
     group = Group(
         level,
         meta,
@@ -467,7 +488,7 @@ def run_groups(scores: pd.DataFrame, settings: Settings, ood: tuple[str, ...]) -
     """One :class:`Group` per (model, run): rows are checkpoints in step order."""
     groups: list[Group] = []
     notes: list[str] = []
-    for meta, table, n_examples, signs in run_tables(scores):
+    for meta, table, n_examples, signs in run_tables(scores, settings.by):
         group, group_notes = make_group(
             "run",
             meta,
@@ -485,6 +506,7 @@ def run_groups(scores: pd.DataFrame, settings: Settings, ood: tuple[str, ...]) -
 
 def run_tables(
     scores: pd.DataFrame,
+    extra: Sequence[str] = (),
 ) -> Iterator[tuple[dict[str, Any], pd.DataFrame, dict[str, float] | None, dict[str, float]]]:
     """Per (model, run), in sorted order: its identity (:func:`run_meta`), its (step × testset) values
     (:func:`wide`), the median ``n_examples`` of each OOD test set (None without that column) and each OOD test
@@ -504,8 +526,7 @@ def run_tables(
     value = scores["value"].to_numpy(dtype=float)
     ood_rows = (scores["role"] == "ood").to_numpy(dtype=bool)
     sign = scores["sign"].to_numpy(dtype=float)
-    has_examples = "n_examples" in scores.columns
-    examples = pd.to_numeric(scores["n_examples"], errors="coerce").to_numpy(dtype=float) if has_examples else None
+    examples = examples_per_row(scores)
     for start, stop in zip(starts, stops, strict=True):
         rows = order[start:stop]
         steps, step_position = np.unique(step[rows], return_inverse=True)
@@ -525,8 +546,26 @@ def run_tables(
             counts[step_position[ood], column_position[ood]] = examples[rows[ood]]
             medians = _column_medians(counts[:, ood_columns])
             n_examples = {names[j]: float(m) for j, m in zip(ood_columns, medians, strict=True) if np.isfinite(m)}
-        meta = run_meta(scores.iloc[rows[:1]])
+        meta = run_meta(scores.iloc[rows[:1]], extra)
         yield meta, pd.DataFrame(matrix, index=pd.Index(steps, name="step"), columns=columns), n_examples, signs
+
+
+def examples_per_row(scores: pd.DataFrame) -> np.ndarray | None:
+    """Each score's number of examples: its ``n_examples``, else, for an accuracy p with a standard error s (lm-eval
+    v0.3 stores no count), the N that lm-eval's s = √(p(1 − p)/(N − 1)) implies, N = p(1 − p)/s² + 1, rounded;
+    NaN where neither is known (None when the table has neither column)."""
+    if "n_examples" not in scores.columns and "stderr" not in scores.columns:
+        return None
+    count = np.full(len(scores), np.nan)
+    if "n_examples" in scores.columns:
+        count = pd.to_numeric(scores["n_examples"], errors="coerce").to_numpy(dtype=float)
+    if "stderr" in scores.columns:
+        p = (scores["value"] * scores["sign"]).to_numpy(dtype=float)
+        se = pd.to_numeric(scores["stderr"], errors="coerce").to_numpy(dtype=float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            implied = np.where((p > 0) & (p < 1) & (se > 0), np.round(p * (1 - p) / se**2 + 1), np.nan)
+        count = np.where(np.isfinite(count), count, implied)
+    return count
 
 
 def _column_medians(values: np.ndarray) -> np.ndarray:

@@ -27,6 +27,8 @@ PAIR_COLUMNS = (
     "id_metric",
     "testset_a",
     "testset_b",
+    "related",
+    "related_reason",
     "metric",
     "sign",
     "n",

@@ -37,10 +37,17 @@ class ColumnInformation:
         function of the ID score.
     reason : str
         Why the test set cannot support a test (empty when it can), in one line naming it.
+    on_priors : int
+        Checkpoints at which the score sits on the test set's class priors (:func:`class_prior_checkpoints`),
+        counted as carrying no information.
+    note : str
+        One line naming those checkpoints (empty when there are none).
     """
 
     informative: int
     reason: str
+    on_priors: int = 0
+    note: str = ""
 
 
 #: Values closer than this (relative to their size) are taken as equal: scores stored as decimals.
@@ -133,6 +140,71 @@ def longest_plateaus(values: np.ndarray, tolerances: np.ndarray) -> tuple[np.nda
     return starts, starts + lengths
 
 
+#: A pair of complementary scores k/N and 1 − k/N is taken for a binary task's class priors only when it lies
+#: beyond this many binomial standard deviations of chance (√(0.25/N)) from 0.5: nearer, "always one answer"
+#: cannot be told from guessing.
+PRIOR_DISTANCE_SD = 2.0
+#: Fewest checkpoints on a pair of complementary scores for them to be read as class priors (two could meet by
+#: chance).
+PRIOR_MINIMUM = 3
+
+
+def class_prior_checkpoints(values: np.ndarray, n_examples: float | None) -> tuple[np.ndarray, tuple[float, float]]:
+    """The checkpoints at which an accuracy on ``n_examples`` examples sits on the class priors of a binary task.
+
+    A model that gives every example of a two-class test set the same answer scores exactly the share of that
+    class, k/N, or of the other, 1 − k/N. A test set whose scores are whole counts out of N and take both
+    complementary values k/N and (N − k)/N at :data:`PRIOR_MINIMUM` or more checkpoints in all, with k/N more
+    than :data:`PRIOR_DISTANCE_SD` binomial standard deviations of chance from 0.5, is read as sitting on its
+    priors there (Pythia's 104-example wsc: 38/104 = 0.365 and 66/104 = 0.635): those checkpoints say which
+    answer the model prefers, not how well it reads. The most frequent such pair is taken.
+
+    Parameters
+    ----------
+    values : ndarray, shape (n,)
+        The test set's accuracies as stored (in [0, 1]).
+    n_examples : float, optional
+        Examples it was scored on (None or NaN: nothing is detected).
+
+    Returns
+    -------
+    on_priors : ndarray of bool, shape (n,)
+        The checkpoints on the priors.
+    priors : tuple of float
+        The two prior scores (NaN when none were found).
+
+    Examples
+    --------
+    >>> wsc = np.array([38, 66, 38, 66, 52, 38, 38, 60, 66, 38]) / 104
+    >>> on, priors = class_prior_checkpoints(wsc, 104)
+    >>> int(on.sum()), tuple(round(p, 3) for p in priors)
+    (8, (0.365, 0.635))
+    """
+    none = (np.zeros(values.shape, dtype=bool), (math.nan, math.nan))
+    if n_examples is None or not math.isfinite(n_examples) or n_examples < 2 or values.size == 0:
+        return none
+    if not np.isfinite(values).all() or values.min() < 0 or values.max() > 1:
+        return none
+    n = float(round(n_examples))
+    counts = values * n
+    whole = np.round(counts)
+    if np.abs(counts - whole).max() > 1e-6 * n:  # not whole counts out of N: not a plain accuracy on N examples
+        return none
+    found, size = np.unique(whole, return_counts=True)
+    frequency = dict(zip(found.tolist(), size.tolist(), strict=True))
+    far = PRIOR_DISTANCE_SD * math.sqrt(0.25 / n)
+    best, best_count = None, 0
+    for low in found.tolist():
+        high = n - low
+        if low < high and high in frequency and abs(low / n - 0.5) > far:
+            together = frequency[low] + frequency[high]
+            if together >= PRIOR_MINIMUM and together > best_count:
+                best, best_count = (low, high), together
+    if best is None:
+        return none
+    return np.isin(whole, best), (best[0] / n, best[1] / n)
+
+
 def _span(steps: np.ndarray, start: int, stop: int) -> str:
     """'checkpoints 4–11 (steps 300–3000)' in 1-based checkpoint numbers."""
     first, last = steps[start], steps[stop - 1]
@@ -195,6 +267,17 @@ def column_information(
                 f"{name}: {level:.3f} on {_span(steps, start, stop)}, {stop - start} of {n}{within}; "
                 "nothing left to correlate"
             )
+        on_priors, priors = class_prior_checkpoints(shown[:, j], (n_examples or {}).get(name))
+        prior_count = int(on_priors.sum())
+        note = ""
+        if prior_count:
+            informative = min(informative, n - prior_count)
+            note = (
+                f"{name}: on its class priors ({priors[0]:.3f} / {priors[1]:.3f}: one answer to every example) at "
+                f"{prior_count} of {n} checkpoints; counted as no information there"
+            )
+            if not reason and informative < minimum:
+                reason = f"{note}, which leaves {informative}: nothing left to correlate"
         if not reason and distinct[j] < 3:
             informative = min(informative, int(distinct[j]))
             shown_values = ", ".join(f"{value:.3f}" for value in sorted(set(np.round(shown[:, j], 6)))[:2])
@@ -206,7 +289,7 @@ def column_information(
                     f"{name}: a function of the ID score, which takes {distinct_id} distinct values over {n} "
                     "checkpoints; nothing left to correlate"
                 )
-        out[name] = ColumnInformation(informative=int(informative), reason=reason)
+        out[name] = ColumnInformation(informative=int(informative), reason=reason, on_priors=prior_count, note=note)
     return out
 
 

@@ -22,6 +22,7 @@ from numbers import Integral as _Integral
 from numbers import Real as _Real
 from typing import Any, Final, Literal, get_args
 
+from gengen._run_keys import REPLICATE_KEYS
 from gengen.errors import GengenError
 from gengen.limits import MAX_RESAMPLES
 from gengen.stats.controls import Control, Gam, Linear
@@ -174,10 +175,25 @@ _BOOTSTRAP_SCHEME = {"free": "iid", "iid": "iid", "block": "block", "circular": 
 
 #: What an option's value is, which decides its check (:func:`check_option`) and its command-line form:
 #: ``text`` a name; ``choice`` one of ``choices``; ``choices`` a comma-separated list of them; ``names`` a list
-#: of test sets; ``patterns`` glob patterns (repeatable flag); ``metric_names`` metric names (repeatable flag);
-#: ``integer`` a whole number within ``bounds``; ``level`` a number strictly between 0 and 1; ``flag`` true or
-#: false; ``edf`` the GAM's cap ("auto", "none" or a number >= 2).
-Kind = Literal["text", "choice", "choices", "names", "patterns", "metric_names", "integer", "level", "flag", "edf"]
+#: of test sets; ``columns`` a list of run attributes (score-table columns or run-label keys); ``groups`` named
+#: lists of test sets (``NAME=A,B,...``, repeatable flag; a table in a study file); ``patterns``
+#: glob patterns (repeatable flag); ``metric_names`` metric names (repeatable flag); ``integer`` a whole number
+#: within ``bounds``; ``level`` a number strictly between 0 and 1; ``flag`` true or false; ``edf`` the GAM's
+#: cap ("auto", "none" or a number >= 2).
+Kind = Literal[
+    "text",
+    "choice",
+    "choices",
+    "names",
+    "columns",
+    "groups",
+    "patterns",
+    "metric_names",
+    "integer",
+    "level",
+    "flag",
+    "edf",
+]
 
 
 @dataclass(frozen=True)
@@ -298,6 +314,44 @@ def _check_test_sets(option: Option, value: Any) -> tuple[str, ...]:
     return names
 
 
+def _check_columns(option: Option, value: Any) -> tuple[str, ...]:
+    """Run attributes by name: checked against the score table when it is read (:func:`gengen.analyse.data.prepare`)."""
+    names = _names(option, value)
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise GengenError(option=option.name, problem=f"lists {duplicates[0]!r} twice")
+    return names
+
+
+def _check_groups(option: Option, value: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Named groups of test sets: a mapping name -> names, or texts ``"NAME=A,B,..."``; as ``((name, names), ...)``."""
+    if value is None:
+        return ()
+    if isinstance(value, Mapping):
+        items = list(value.items())
+    elif isinstance(value, str | Iterable) and not isinstance(value, bytes):
+        items = []
+        for text in [value] if isinstance(value, str) else list(value):
+            if isinstance(text, tuple | list) and len(text) == 2 and isinstance(text[0], str):
+                items.append((text[0], text[1]))  # an already checked (name, names) pair
+                continue
+            if not isinstance(text, str) or "=" not in text:
+                raise option.problem("must be NAME=TESTSET,TESTSET,... (or a mapping of names to test sets)", text)
+            name, _, members = text.partition("=")
+            items.append((name, members))
+    else:
+        raise option.problem("must be a mapping of group names to test sets", value)
+    groups = []
+    for name, members in items:
+        if not isinstance(name, str) or not name.strip():
+            raise option.problem("needs a name for every group", name)
+        names = _names(option, members)
+        if len(names) < 2:
+            raise option.problem(f"group {name.strip()!r} needs at least 2 test sets", members)
+        groups.append((name.strip(), names))
+    return tuple(groups)
+
+
 def _check_patterns(option: Option, value: Any) -> tuple[str, ...]:
     """Selection patterns (globs) as a tuple of strings; integers (shot counts) are written out."""
     if isinstance(value, bool):
@@ -367,6 +421,8 @@ _CHECKS: dict[str, Callable[[Option, Any], Any]] = {
     "choice": _check_choice,
     "choices": _check_choices,
     "names": _check_test_sets,
+    "columns": _check_columns,
+    "groups": _check_groups,
     "patterns": _check_patterns,
     "metric_names": _check_metric_names,
     "integer": _check_integer,
@@ -427,8 +483,13 @@ ANALYSIS_OPTIONS: tuple[Option, ...] = (
            choices=BOOT_CI_METHODS),
     Option("adjust", "choice", DEFAULT_ADJUSTMENT, "p-value adjustment: {choices}.", choices=ADJUST_METHODS),
     Option("alpha", "level", DEFAULT_ALPHA, "Significance level on adjusted p-values."),
-    Option("by", "choices", None, "Columns defining a pooling cell, comma-separated: {choices} (default: "
-           f"{','.join(DEFAULT_BY)}, those the table has).", choices=BY_COLUMNS),
+    Option("by", "columns", None, "Run attributes defining a pooling cell, comma-separated: columns of the score "
+           "table (study, model, family, size, shots, seed, data_seed, run...) or keys of run labels (lr in "
+           f"'lr=1e-4,seed=1') (default: {','.join(DEFAULT_BY)}, those the table has). Runs of different "
+           "conditions are never pooled, whatever it says."),
+    Option("replicate_key", "columns", REPLICATE_KEYS, "Run attributes that vary between replicates of one "
+           "condition, comma-separated (default: seed,data_seed; run: the run labels name replicates). Every other "
+           "attribute of a run (shots, compute, lr, prompt...) is its condition."),
     Option("pooling", "choices", DEFAULT_POOLING, "{choices}, both comma-separated, or none.", choices=POOLING),
     Option("mode", "choice", DEFAULT_MODE, "{choices} (auto: across runs when every run has one step).",
            choices=MODES),
@@ -454,6 +515,12 @@ ANALYSIS_OPTIONS: tuple[Option, ...] = (
            study=True),
     Option("max_edf", "edf", DEFAULT_GAM_MAX_EDF, "GAM control: cap on each smooth's effective degrees of "
            "freedom: auto (from n), none, or a number.", study=True),
+    Option("related_groups", "groups", None, "Declared groups of related test sets, NAME=A,B,... (repeatable): "
+           "their pairs are related and left out of the verdict like splits of one task.", study=True,
+           flag="--related-group"),
+    Option("keep_related", "flag", False, "Keep related test sets (splits of one task, nested sets, declared "
+           "groups, near-duplicate series; marked in the pairs table's related column) in the verdict.",
+           study=True),
     Option("jobs", "integer", None, "Groups analysed at once in worker processes (default: one per CPU when "
            "there are 4 or more groups with enough work; 1: in this process). The tables do not depend on it.",
            bounds=(1, 1024), optional=True),
@@ -488,6 +555,7 @@ class Settings:
     adjust: str
     alpha: float
     by: tuple[str, ...]
+    replicate_key: tuple[str, ...]
     pooling: tuple[str, ...]
     mode: str
     lower_is_better: tuple[str, ...]
@@ -503,6 +571,8 @@ class Settings:
     gam_method: str
     gam_basis: str
     max_edf: float | str | None
+    related_groups: tuple[tuple[str, tuple[str, ...]], ...]
+    keep_related: bool
     jobs: int | None
     #: Set on a group's copy of the settings when ``fit="auto"`` chose its control (then ``fit`` is the choice).
     fit_chosen: bool = False
@@ -551,6 +621,7 @@ class Settings:
         for key, value in out.items():
             if isinstance(value, tuple):
                 out[key] = list(value)
+        out["related_groups"] = {name: list(members) for name, members in self.related_groups}
         out["primary_p"] = self.primary_p
         out["permutation_scheme"] = self.permutation_scheme
         out["bootstrap_scheme"] = self.bootstrap_scheme

@@ -237,7 +237,8 @@ def analyse_group(
     order = np.lexsort((table["testset_b"].map(position), table["testset_a"].map(position)))
     table = table.iloc[order].reset_index(drop=True)
     _identity_columns(table, group, settings, plan)
-    return table[[column for column in PAIR_COLUMNS if column in table.columns]], warnings
+    extra = [column for column in group.meta if column not in PAIR_COLUMNS]  # run attributes ``by`` names
+    return table[[column for column in PAIR_COLUMNS if column in table.columns] + extra], warnings
 
 
 def _tested_pairs(

@@ -21,13 +21,15 @@ from gengen.cli._common import REQUIRED, CliOption, check_output_folder, table_s
 FLAGS: dict[str, str] = {option.name: option.cli_flag for option in ANALYSIS_OPTIONS}
 
 _LISTS = ("patterns", "metric_names")
+#: Repeatable flags whose every value is kept whole (``--related-group hans=hans,hans_ln``).
+_WHOLE = ("groups",)
 
 
 def _annotation(option: Option) -> tuple[Any, Any]:
     """The option's command-line type and default (:data:`~gengen.cli._common.REQUIRED` for a required one)."""
-    if option.kind in _LISTS:
+    if option.kind in _LISTS or option.kind in _WHOLE:
         return list[str] | None, None
-    if option.kind in ("choices", "names"):
+    if option.kind in ("choices", "names", "columns"):
         return str | None, None if option.default is None else ",".join(option.default)
     if option.kind == "edf":
         return str, str(option.default)
@@ -49,6 +51,8 @@ def library_value(option: Option, value: Any) -> Any:
     ``--max-edf 3`` as a number (every check is the library's)."""
     if option.kind in _LISTS:
         return [item.strip() for text in value for item in text.split(",") if item.strip()] if value else None
+    if option.kind in _WHOLE:
+        return list(value) if value else None
     if option.kind == "edf":
         try:
             return float(value)
@@ -72,6 +76,8 @@ def _analyse(store: Path, *, study: str | None = None, out: Path = Path("gengen-
     analysis.to_dir(out)
     for warning in analysis.warnings:
         typer.echo(f"warning: {warning}", err=True)
+    ood = analysis.settings["ood_resolved"]
+    typer.echo(f"OOD test sets ({len(ood)}, metric {analysis.settings['metric']}): {', '.join(ood)}")
     for group in analysis.summary()["groups"]:
         typer.echo(
             f"{group['model']} / {group['run']}: {group['n_pairs']} pairs, n = {group['n']}, "

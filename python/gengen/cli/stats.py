@@ -60,7 +60,9 @@ def partial_corr_command(
         )
     except GengenError as error:
         raise InputError(f"{csv}: {_in_columns(str(error), x, y, covariates)}") from None
-    typer.echo(f"r = {result.r:.7g}  statistic = {result.statistic:.7g}  p = {result.p_value:.7g}")
+    from gengen._pfloor import p_text
+
+    typer.echo(f"r = {result.r:.7g}  statistic = {result.statistic:.7g}  p = {p_text(result.p_value, 7)}")
     typer.echo(
         f"n = {result.n}  k = {result.k}  df = {result.df:g}  method = {result.method}"
         f"  {result.ci_level:.0%} CI = [{result.ci[0]:.4f}, {result.ci[1]:.4f}]"

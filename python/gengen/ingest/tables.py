@@ -112,6 +112,9 @@ METRIC_NAMES = (
 ``len_norm``); the longest that fits wins."""
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
+STDERR_SUFFIX = "_stderr"
+"""A metric named ``<metric>_stderr`` (lm-eval's, and the columns of tables exported from it or from W&B) is the
+standard error of ``<metric>``: it fills that score's ``stderr`` instead of being stored as a metric."""
 _TEXT_COLUMNS = ("study", "model", "family", "size", "run", "run_id", "run_name", "testset", "metric")
 _MISSING_CELLS = ["", "NA", "N/A", "n/a", "null", "NULL", "None"]
 _TIMING = frozenset({"runtime", "samples_per_second", "steps_per_second", "timestamp"})
@@ -482,6 +485,7 @@ def parse_long(
         (str(m), str(r)): {"format": "long", "file": str(path)}
         for m, r in frame[["model", "run"]].drop_duplicates().itertuples(index=False)
     }
+    frame, labels = fold_stderr(path, frame, labels, notes)
     return Parsed(frame, labels, manifests, notes)
 
 
@@ -541,6 +545,9 @@ def _score_columns(
             )
         else:
             split = split_name(column)
+            if split is None and column.lower().endswith(STDERR_SUFFIX):
+                base = split_name(column[: -len(STDERR_SUFFIX)])  # arc_easy_acc_stderr: the stderr of arc_easy's acc
+                split = None if base is None else (base[0], base[1] + STDERR_SUFFIX)
         if split is None or not split[0] or not split[1]:
             skipped.append(column)
         else:
@@ -605,7 +612,59 @@ def _parse_scores(
     }
     if skipped:
         notes.append(f"{path}: skipped {count(len(skipped), 'column')} that are not scores: {short_list(skipped)}")
+    long, sources = fold_stderr(path, long, sources, notes)
     return Parsed(long, sources, manifests, notes)
+
+
+def fold_stderr(path: Path, frame: pd.DataFrame, labels: list[str], notes: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """The long rows of a table with each ``<metric>_stderr`` row folded into the ``stderr`` column of its
+    ``<metric>`` row (same model, run, step, test set and the other key columns present), and their labels.
+
+    A standard error without its score is left out with a note naming its line; one that differs from a
+    ``stderr`` the score's row already carries is an error. A note says how many were folded.
+    """
+    metric = frame["metric"].astype(str)
+    is_stderr = metric.str.lower().str.endswith(STDERR_SUFFIX).to_numpy() & (metric.str.len() > len(STDERR_SUFFIX))
+    if not is_stderr.any():
+        return frame, labels
+    keys = [c for c in ("study", "model", "run", "seed", "shots", "data_seed", "step", "testset") if c in frame.columns]
+    base = metric.where(~is_stderr, metric.str[: -len(STDERR_SUFFIX)])
+    key_frame = frame[keys].astype(str).assign(metric=base.to_numpy())
+    key_ids = key_frame.groupby(list(key_frame.columns), sort=False, dropna=False).ngroup().to_numpy()
+    score_rows = np.full(int(key_ids.max()) + 1, -1, dtype=np.int64)
+    score_rows[key_ids[~is_stderr]] = np.flatnonzero(~is_stderr)
+    positions = np.flatnonzero(is_stderr)
+    targets = score_rows[key_ids[positions]]
+    alone = targets < 0
+    if alone.any():
+        first = int(positions[np.argmax(alone)])
+        notes.append(
+            f"{labels[first]}: {count(int(alone.sum()), 'standard error')} without the score they belong to (e.g. "
+            f"{shown(metric.iloc[first])} with no {shown(base.iloc[first])} for that test set and step); left out"
+        )
+        positions, targets = positions[~alone], targets[~alone]
+    stderr = (
+        pd.to_numeric(frame["stderr"], errors="coerce").to_numpy(dtype=float).copy()
+        if "stderr" in frame.columns
+        else np.full(len(frame), np.nan)
+    )
+    values = pd.to_numeric(frame["value"], errors="coerce").to_numpy(dtype=float)
+    given, folded = stderr[targets], values[positions]
+    differ = np.isfinite(given) & np.isfinite(folded) & ~np.isclose(given, folded)
+    if differ.any():
+        at = int(np.argmax(differ))
+        raise InputError(
+            f"{labels[int(positions[at])]}: {shown(metric.iloc[int(positions[at])])} = {folded[at]:.6g}, but the "
+            f"score's stderr column says {given[at]:.6g}"
+        )
+    stderr[targets] = folded
+    keep = ~is_stderr
+    notes.append(
+        f"{path}: {count(len(positions), 'standard error')} (<metric>{STDERR_SUFFIX}) stored as the stderr of "
+        "their scores, not as metrics"
+    )
+    out = frame.assign(stderr=stderr)[keep].reset_index(drop=True)
+    return out, [label for label, kept in zip(labels, keep, strict=True) if kept]
 
 
 def _parses(value: Any) -> bool:

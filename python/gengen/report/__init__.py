@@ -325,9 +325,11 @@ def _settings_rows(analysis: Analysis, comparison: Comparison) -> list[tuple[str
     rows = [
         (key, ", ".join(map(str, value)) if isinstance(value, list) else value)
         for key, value in analysis.settings.items()
-        if key != "ood_resolved"
+        if key not in ("ood_resolved", "related_pairs")
     ]
     rows.append(("ood_resolved", ", ".join(analysis.settings.get("ood_resolved", []))))
+    related = analysis.settings.get("related_pairs", [])  # one row per pair in summary.json; counted here
+    rows.append(("related_pairs", f"{len(related)} (the pairs table's related column)"))
     rows += [(f"compare.{key}", value) for key, value in comparison.settings.items() if key != "groups"]
     return rows
 

@@ -24,6 +24,7 @@ from matplotlib.image import AxesImage
 from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter
 
+from gengen._pfloor import p_text
 from gengen.report.order import cluster_order, group_key, pooled_correlation, short_labels
 
 if TYPE_CHECKING:
@@ -331,7 +332,7 @@ def residual_scatter(analysis: Analysis, model: str, run: str, pairs: list[tuple
         n = int(match["n"].iloc[0]) if len(match) and "n" in match else len(steps)
         ax.set_xlabel(f"{a} residual", fontsize=8)
         ax.set_ylabel(f"{b} residual", fontsize=8)
-        ax.set_title(f"partial r = {r:.2f}, adjusted p = {p:.2g}, n = {n}", fontsize=9)
+        ax.set_title(f"partial r = {r:.2f}, adjusted p = {p_text(p)}, n = {n}", fontsize=9)
         ax.tick_params(labelsize=8)
     if not chosen:
         axes[0].text(0.5, 0.5, "no pairs to show", ha="center", va="center")

@@ -167,8 +167,8 @@ def comparison_figure_records(
                     f"forest_{figure_stem(a, b)}",
                     digest(rows),
                     partial(cf.forest, estimates, a, b),
-                    f"{a} / {b} ({name}): each model's partial correlation with its 95% interval (seeds pooled); "
-                    "dashed: the common estimate.",
+                    f"{a} / {b} ({name}): each model's partial correlation with its 95% interval (replicates of "
+                    "one condition pooled); dashed: the common estimate.",
                 )
             )
     return records
