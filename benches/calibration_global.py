@@ -1,0 +1,35 @@
+"""Calibration of the global share of co-moving pairs: writes docs/calibration_global.csv (docs/calibration.md).
+
+Run from the repository root (about 5 minutes of one core)::
+
+    RAYON_NUM_THREADS=1 python benches/calibration_global.py --out docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from gengen.calibration_global import global_share_study
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=Path("docs"))
+    parser.add_argument("--replicates", type=int, default=300)
+    parser.add_argument("--mixture-replicates", type=int, default=15)
+    parser.add_argument("--seed", type=int, default=20261205)
+    options = parser.parse_args()
+    start = time.perf_counter()
+    table = global_share_study(
+        replicates=options.replicates, mixture_replicates=options.mixture_replicates, seed=options.seed
+    )
+    options.out.mkdir(parents=True, exist_ok=True)
+    table.round(4).to_csv(options.out / "calibration_global.csv", index=False)
+    print(table.round(3).to_string())
+    print(f"{time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
