@@ -150,8 +150,9 @@ def global_share_study(
     DataFrame
         One row per cell × estimator: ``cell, estimator, true_share, replicates, mean, bias, rmse,
         coverage`` (of the interval, as reported: clipped to [0, 1]), ``coverage_unclipped``,
-        ``mean_width``, ``rejection`` (share of replicates with "share > 0" at one-sided 0.05: the type-I error
-        where the true share is 0, the power elsewhere), ``mc_se_coverage``.
+        ``mean_width``, ``lower_above_zero`` (share of replicates whose interval lies above 0: the answer's
+        "share > 0", a type-I error where the true share is 0 and power elsewhere), ``rejection`` (the same at
+        one-sided p < 0.05), ``mc_se_coverage``.
     """
     from scipy import stats as scipy_stats
 
@@ -208,6 +209,7 @@ def global_share_study(
                     "coverage_unclipped": float(covered_raw.mean()),
                     "mc_se_coverage": float(np.sqrt(0.95 * 0.05 / len(table))),
                     "mean_width": float(np.mean(high - low)),
+                    "lower_above_zero": float(np.mean(raw - quantile * se > 0)),
                     "rejection": float(np.mean(p_positive < 0.05)),
                 }
             )

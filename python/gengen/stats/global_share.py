@@ -299,8 +299,8 @@ def detectable_r(
     critical = np.where(normal, scipy_stats.norm.isf(level / 2), scipy_stats.t.isf(level / 2, finite_nu))
 
     def reached(delta: np.ndarray) -> np.ndarray:
-        # the far tail is negligible where scipy's nct.cdf returns NaN (far from the centre)
-        far_tail = np.nan_to_num(scipy_stats.nct.cdf(-critical, finite_nu, delta), nan=0.0)
+        # the far tail by symmetry, P(T_delta < -c) = P(T_-delta > c) (scipy's nct.cdf gives NaN far out)
+        far_tail = scipy_stats.nct.sf(critical, finite_nu, -delta)
         t_power = scipy_stats.nct.sf(critical, finite_nu, delta) + far_tail
         z_power = scipy_stats.norm.sf(critical - delta) + scipy_stats.norm.cdf(-critical - delta)
         return np.where(normal, z_power, t_power)
