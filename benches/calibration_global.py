@@ -11,7 +11,7 @@ import argparse
 import time
 from pathlib import Path
 
-from gengen.calibration_global import global_share_study
+from gengen.calibration_global import GLOBAL_GRID, GLOBAL_GRID_RUNS, global_share_study
 
 
 def main() -> None:
@@ -21,16 +21,21 @@ def main() -> None:
     parser.add_argument("--mixture-replicates", type=int, default=10)
     parser.add_argument("--n-boot", type=int, default=999)
     parser.add_argument("--seed", type=int, default=20261205)
+    parser.add_argument(
+        "--runs", action="store_true", help="the cells with three runs pooled (calibration_global_runs.csv)"
+    )
     options = parser.parse_args()
     start = time.perf_counter()
     table = global_share_study(
+        GLOBAL_GRID_RUNS if options.runs else GLOBAL_GRID,
         replicates=options.replicates,
         mixture_replicates=options.mixture_replicates,
         n_boot=options.n_boot,
         seed=options.seed,
     )
     options.out.mkdir(parents=True, exist_ok=True)
-    table.round(4).to_csv(options.out / "calibration_global.csv", index=False)
+    name = "calibration_global_runs.csv" if options.runs else "calibration_global.csv"
+    table.round(4).to_csv(options.out / name, index=False)
     print(table.round(3).to_string())
     print(f"{time.perf_counter() - start:.0f} s")
 

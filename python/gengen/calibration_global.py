@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,7 +28,7 @@ from numpy.typing import ArrayLike
 from gengen.simulate import _stationary_ar
 from gengen.stats.global_share import global_share
 
-__all__ = ["GLOBAL_GRID", "GlobalCell", "global_share_study", "mixture_share"]
+__all__ = ["GLOBAL_GRID", "GLOBAL_GRID_RUNS", "GlobalCell", "global_share_study", "mixture_share"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class GlobalCell:
     cliques: tuple[int, ...]
     s: float
     n_testsets: int = 20
+    runs: int = 1
 
     @property
     def true_share(self) -> float:
@@ -59,6 +61,12 @@ GLOBAL_GRID: tuple[GlobalCell, ...] = (
     GlobalCell("30% n=40 phi=0.5 s=0.5", 40, 0.5, (8, 8), 0.5),
     GlobalCell("10% n=26 phi=0.5 s=0.5", 26, 0.5, (4, 4, 4, 2), 0.5),
     GlobalCell("30% n=40 phi=0.5 s=0.3", 40, 0.5, (8, 8), 0.3),
+)
+
+#: Cells with three runs (seeds) pooled per pair before the share is estimated, as the verdict does.
+GLOBAL_GRID_RUNS: tuple[GlobalCell, ...] = (
+    GlobalCell("null n=40 phi=0.5 3 runs", 40, 0.5, (), 0.0, runs=3),
+    GlobalCell("10% n=40 phi=0.5 s=0.3 3 runs", 40, 0.5, (4, 4, 4, 2), 0.3, runs=3),
 )
 
 
@@ -122,6 +130,40 @@ def _mixture_jackknife(z: np.ndarray, se: np.ndarray, df: np.ndarray, a: np.ndar
     return float(np.sqrt((len(values) - 1) / len(values) * np.sum((values - values.mean()) ** 2)))
 
 
+def _pooled_share(cell: GlobalCell, rng: np.random.Generator, n_boot: int, a: np.ndarray, b: np.ndarray) -> Any:
+    """The global share of a replicate with several runs (seeds: the same cliques, fresh noise), pooled as the
+    verdict pools them (:func:`gengen.heterogeneity.group_estimates`, random effects per pair) and estimated
+    by :func:`gengen.global_share.global_share_table`'s p-values."""
+    from gengen.global_share import _p_values
+    from gengen.heterogeneity import group_estimates
+    from gengen.stats import sieve_partial_corr_matrix
+
+    names = np.array([f"t{j:02d}" for j in range(cell.n_testsets)], dtype=object)
+    tables = []
+    for run in range(cell.runs):
+        scores, id_scores = simulate_global(cell, rng)
+        fit = sieve_partial_corr_matrix(
+            scores, covar=id_scores, fit="linear", n_boot=n_boot, seed=int(rng.integers(2**31))
+        )
+        tables.append(
+            pd.DataFrame(
+                {
+                    "model": "m",
+                    "run": f"seed={run}",
+                    "testset_a": names[a],
+                    "testset_b": names[b],
+                    "r_partial": np.asarray(fit.r)[a, b],
+                    "se_z": np.asarray(fit.se_z)[a, b],
+                    "df_sieve": np.asarray(fit.df)[a, b],
+                    "n": cell.n,
+                    "k": 1,
+                }
+            )
+        )
+    estimates = group_estimates(pd.concat(tables, ignore_index=True))
+    return global_share(_p_values(estimates), estimates["testset_a"].to_numpy(), estimates["testset_b"].to_numpy())
+
+
 def global_share_study(
     cells: tuple[GlobalCell, ...] = GLOBAL_GRID,
     *,
@@ -165,6 +207,12 @@ def global_share_study(
         a, b = pairs[:, 0], pairs[:, 1]
         storey, mixture = [], []
         for replicate in range(replicates):
+            if cell.runs > 1:
+                result = _pooled_share(cell, rng, n_boot, a, b)
+                storey.append(
+                    (result.share, result.share_unclipped, result.ci_low, result.ci_high, result.se, result.p_positive)
+                )
+                continue
             scores, id_scores = simulate_global(cell, rng)
             fit = sieve_partial_corr_matrix(
                 scores, covar=id_scores, fit="linear", n_boot=n_boot, seed=int(rng.integers(2**31))
@@ -200,6 +248,7 @@ def global_share_study(
                     "phi": cell.phi,
                     "s": cell.s,
                     "n_testsets": cell.n_testsets,
+                    "runs": cell.runs,
                     "true_share": truth,
                     "replicates": len(table),
                     "mean": float(share.mean()),
