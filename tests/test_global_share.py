@@ -42,23 +42,27 @@ def test_storey_share_is_the_closed_form_count() -> None:
 
 
 def test_jackknife_matches_an_explicit_leave_one_test_set_out_loop() -> None:
-    a, b = _pairs(9)
+    a, b = _pairs(13)
     p = np.random.default_rng(3).beta(0.6, 1.0, len(a))
     result = global_share(p, a, b)
-    leave_out = np.array([storey_share(p[(a != j) & (b != j)]) for j in range(9)])
-    se = np.sqrt(8 / 9 * np.sum((leave_out - leave_out.mean()) ** 2))
-    q = scipy_stats.t.ppf(0.975, 8)
+    leave_out = np.array([storey_share(p[(a != j) & (b != j)]) for j in range(13)])
+    se = np.sqrt(12 / 13 * np.sum((leave_out - leave_out.mean()) ** 2))
+    q = scipy_stats.t.ppf(0.975, 12)
     assert result.se == pytest.approx(se, rel=1e-12)
     assert result.share_unclipped == pytest.approx(storey_share(p), abs=1e-15)
     assert result.ci_low == pytest.approx(max(0.0, result.share_unclipped - q * se), abs=1e-12)
     assert result.ci_high == pytest.approx(min(1.0, result.share_unclipped + q * se), abs=1e-12)
-    assert result.p_positive == pytest.approx(scipy_stats.t.sf(result.share_unclipped / se, 8), rel=1e-12)
-    assert (result.n_pairs, result.n_testsets) == (36, 9)
+    assert result.p_positive == pytest.approx(scipy_stats.t.sf(result.share_unclipped / se, 12), rel=1e-12)
+    assert (result.n_pairs, result.n_testsets) == (78, 13)
 
 
-def test_too_few_test_sets_give_no_interval_and_bad_p_values_are_refused() -> None:
-    result = global_share([0.01, 0.6, 0.2], ["a", "a", "b"], ["b", "c", "c"])
-    assert np.isnan(result.se) and np.isnan(result.ci_low)
+def test_too_few_test_sets_or_no_spread_give_no_interval_and_bad_p_values_are_refused() -> None:
+    a, b = _pairs(11)  # below the 12 test sets the calibration covers
+    result = global_share(np.linspace(0.001, 0.999, len(a)), a, b)
+    assert np.isnan(result.se) and np.isnan(result.ci_low) and np.isfinite(result.share)
+    a, b = _pairs(12)  # every pair below lambda: every leave-one-out share is 1, no spread to refer to
+    result = global_share(np.full(len(a), 0.01), a, b)
+    assert result.share == 1.0 and np.isnan(result.ci_low) and np.isnan(result.p_positive)
     with pytest.raises(ValueError, match="p: p-values must lie in"):
         global_share([0.1, 1.5], ["a", "b"], ["b", "c"])
     with pytest.raises(ValueError, match="testset_a, testset_b"):

@@ -96,14 +96,14 @@ def global_share_table(estimates: pd.DataFrame, *, alpha: float = 0.05, ci_level
     >>> import itertools
     >>> import numpy as np
     >>> import pandas as pd
-    >>> pairs = list(itertools.combinations([f"t{i}" for i in range(8)], 2))
+    >>> pairs = list(itertools.combinations([f"t{i}" for i in range(12)], 2))
     >>> z = np.random.default_rng(1).normal(0.0, 0.2, len(pairs))
     >>> estimates = pd.DataFrame({"unit": "m", "testset_a": [a for a, _ in pairs],
     ...                           "testset_b": [b for _, b in pairs], "n_runs": 1, "z": z,
     ...                           "variance": 0.04, "df": np.inf})
     >>> global_share_table(estimates)[["unit", "n_pairs", "share", "ci_low", "ci_high"]].round(2)
       unit  n_pairs  share  ci_low  ci_high
-    0    m       28    0.0     0.0     0.42
+    0    m       66    0.0     0.0     0.11
     """
     from gengen.stats.global_share import global_share
 
@@ -249,7 +249,7 @@ def _share_text(row: Any) -> str:
     if not np.isfinite(row.share):
         return "n/a"
     if not np.isfinite(row.ci_low):
-        return f"{100 * row.share:.0f}% (no interval: fewer than 4 test sets)"
+        return f"{100 * row.share:.0f}% (no interval: {row.n_testsets} test sets, or no spread between them)"
     level = f"{100 * row.ci_level:.0f}%"
     return f"{100 * row.share:.0f}% ({level} CI {100 * row.ci_low:.0f}–{100 * row.ci_high:.0f}%)"
 
@@ -281,9 +281,9 @@ def answer_sentence(
     head = f"An estimated {_share_text(first)} of OOD pairs co-move beyond ID in {first.unit}"
     if len(rows) > 4:
         head = (
-            f"Across {len(rows)} models, between {_share_text(first)} of OOD pairs co-move beyond ID (in {first.unit})"
+            f"Across {len(rows)} models, the estimated share of OOD pairs that co-move beyond ID ranges from "
+            f"{_share_text(first)} in {first.unit} to {_share_text(others[0])} in {others[0].unit}"
         )
-        head += f" and {_share_text(others[0])} (in {others[0].unit})"
     else:
         head += "".join(
             f"{' and' if index == len(others) - 1 else ','} {_share_text(row)} in {row.unit}"

@@ -25,6 +25,9 @@ __all__ = ["GlobalShare", "detectable_r", "global_share", "storey_share"]
 
 #: Storey's tuning point: p-values above it are counted as (mostly) null.
 DEFAULT_LAMBDA = 0.5
+#: The fewest test sets the jackknife interval is given for: the smallest number the calibration covers
+#: (docs/calibration.md); with fewer, the leave-one-out estimates are too few to measure a spread.
+MIN_TESTSETS_INTERVAL = 12
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,7 @@ def global_share(
     With :math:`A = \#\{p_i > \lambda\}` over the :math:`m` pairs, :math:`\hat\pi_1 = 1 - A/((1-\lambda)m)`
     (:func:`storey_share`). Leaving out test set :math:`j` (its :math:`m_j` pairs, :math:`A_j` of them above
     :math:`\lambda`) gives :math:`\hat\pi_{1(j)} = 1 - (A - A_j)/((1-\lambda)(m - m_j))`; over the :math:`p`
-    test sets,
+    test sets (at least :data:`MIN_TESTSETS_INTERVAL`),
 
     .. math::
 
@@ -149,8 +152,8 @@ def global_share(
     the jackknife variance of a statistic of a network's edges, whose dependence runs through the nodes
     (Efron and Stein, 1981; for dyadic data, Fafchamps and Gubert, 2007). Interval
     :math:`\hat\pi_1 \mp t_{p-1,(1+\text{level})/2}\,\mathrm{se}`, clipped to [0, 1]; "share > 0" is tested by
-    :math:`\hat\pi_1/\mathrm{se}` against :math:`t_{p-1}`. Needs at least 4 test sets (with 3, leaving one out
-    leaves a single pair).
+    :math:`\hat\pi_1/\mathrm{se}` against :math:`t_{p-1}`. With fewer test sets, or when every leave-one-out
+    estimate is the same (no spread to measure), the standard error, interval and test are NaN.
 
     References
     ----------
@@ -161,11 +164,11 @@ def global_share(
     --------
     >>> import itertools
     >>> import numpy as np
-    >>> pairs = list(itertools.combinations(range(10), 2))
+    >>> pairs = list(itertools.combinations(range(12), 2))
     >>> p = np.random.default_rng(0).uniform(size=len(pairs))
     >>> result = global_share(p, [a for a, _ in pairs], [b for _, b in pairs])
     >>> result.n_pairs, result.n_testsets, round(result.share_unclipped, 3), round(result.se, 3)
-    (45, 10, -0.156, 0.221)
+    (66, 12, -0.03, 0.15)
     """
     values = _checked_p(p)
     first, second = np.asarray(testset_a, dtype=object), np.asarray(testset_b, dtype=object)
@@ -184,7 +187,7 @@ def global_share(
         f"Storey's pi1 = 1 - pi0 (lambda = {lambda_:g}) on the pairs' p-values; interval and test from a "
         "delete-one-test-set jackknife (t on test sets - 1 df)"
     )
-    if n_testsets < 4:
+    if n_testsets < MIN_TESTSETS_INTERVAL:
         nan = float("nan")
         share = float(np.clip(estimate, 0.0, 1.0)) if np.isfinite(estimate) else nan
         return GlobalShare(share, estimate, nan, nan, nan, nan, m, n_testsets, ci_level, lambda_, method)
@@ -201,11 +204,13 @@ def global_share(
     from scipy import stats as scipy_stats
 
     quantile = float(scipy_stats.t.ppf((1 + ci_level) / 2, count - 1))
-    if se > 0:
-        p_positive = float(scipy_stats.t.sf(estimate / se, count - 1))
-        p_positive = max(p_positive, float(np.finfo(float).tiny))  # never 0: below the float range
-    else:  # every leave-one-out estimate equal: the test has no spread to refer to
-        p_positive = float("nan")
+    if not se > 0:  # every leave-one-out estimate equal: nothing to refer the share to
+        nan = float("nan")
+        return GlobalShare(
+            float(np.clip(estimate, 0.0, 1.0)), estimate, nan, nan, nan, nan, m, n_testsets, ci_level, lambda_, method
+        )
+    p_positive = float(scipy_stats.t.sf(estimate / se, count - 1))
+    p_positive = max(p_positive, float(np.finfo(float).tiny))  # never 0: below the float range
     return GlobalShare(
         share=float(np.clip(estimate, 0.0, 1.0)),
         share_unclipped=estimate,
