@@ -147,6 +147,13 @@ class Verdict:
             example = self.examples.get(name, [])
             hint = f"  e.g. {example[0]['label']}" if example else ""
             out.append(f"  {name:<20} {self.counts.get(name, 0):>6}{hint}")
+        if "p_common_fdr" in self.pairs.columns and n:
+            alpha = float(self.settings.get("alpha", 0.05))
+            screened = int((self.pairs["p_common_fdr"].to_numpy(dtype=float) < alpha).sum())
+            out.append(
+                f"  screening: {screened} pair(s) with Benjamini-Hochberg p_common_fdr < {alpha:g} (candidates to "
+                "follow up, not verdicts)"
+            )
         sign = self.agreement.get("sign_agreement", {})
         if sign:
             out.append(
