@@ -44,16 +44,42 @@ def test_storey_share_is_the_closed_form_count() -> None:
 def test_jackknife_matches_an_explicit_leave_one_test_set_out_loop() -> None:
     a, b = _pairs(13)
     p = np.random.default_rng(3).beta(0.6, 1.0, len(a))
-    result = global_share(p, a, b)
     leave_out = np.array([storey_share(p[(a != j) & (b != j)]) for j in range(13)])
-    se = np.sqrt(12 / 13 * np.sum((leave_out - leave_out.mean()) ** 2))
+    jackknife = 12 / 13 * np.sum((leave_out - leave_out.mean()) ** 2)
+    above = (p > 0.5).astype(float)
+    own = np.sum((above - above.mean()) ** 2) / (0.5 * len(a)) ** 2
     q = scipy_stats.t.ppf(0.975, 12)
+    assert global_share(p, a, b, variance="jackknife").se == pytest.approx(np.sqrt(jackknife), rel=1e-12)
+    result = global_share(p, a, b)
+    se = np.sqrt(max(jackknife - own, own))
     assert result.se == pytest.approx(se, rel=1e-12)
     assert result.share_unclipped == pytest.approx(storey_share(p), abs=1e-15)
     assert result.ci_low == pytest.approx(max(0.0, result.share_unclipped - q * se), abs=1e-12)
     assert result.ci_high == pytest.approx(min(1.0, result.share_unclipped + q * se), abs=1e-12)
     assert result.p_positive == pytest.approx(scipy_stats.t.sf(result.share_unclipped / se, 12), rel=1e-12)
     assert (result.n_pairs, result.n_testsets) == (78, 13)
+
+
+@pytest.mark.parametrize("effect", [0.0, 0.5, 1.0])
+def test_standard_error_matches_the_spread_of_the_share_over_draws(effect: float) -> None:
+    """P-values of 190 pairs of 20 test sets, independent (effect 0) or sharing test-set effects f_a + f_b:
+    the mean standard error lies between 0.9 and 1.15 times the standard deviation of the share over 1,500 draws
+    (whose own Monte-Carlo error is about 2%; measured 1.13, 0.98, 0.96: the floor at the independent pairs'
+    variance makes it conservative when the pairs are independent); the plain jackknife is 40% too large then."""
+    a, b = _pairs(20)
+    rng = np.random.default_rng(17)
+    shares, errors, plain = [], [], []
+    for _ in range(1500):
+        f = effect * rng.standard_normal(20)
+        z = f[a] + f[b] + rng.standard_normal(len(a))
+        p = scipy_stats.norm.cdf(z / np.sqrt(1 + 2 * effect**2))  # uniform margins: every pair null
+        result = global_share(p, a, b)
+        shares.append(result.share_unclipped)
+        errors.append(result.se)
+        plain.append(global_share(p, a, b, variance="jackknife").se)
+    assert 0.9 <= np.mean(errors) / np.std(shares) <= 1.15
+    if effect == 0.0:
+        assert np.mean(plain) / np.std(shares) > 1.3
 
 
 def test_too_few_test_sets_or_no_spread_give_no_interval_and_bad_p_values_are_refused() -> None:
@@ -215,7 +241,8 @@ def test_pythia_first_screen_states_the_answer_and_every_number_is_in_the_tables
     pairs = pd.read_csv(out / "verdict_pairs.csv")
     answer = verdict["answer"]
     for row in shares.itertuples(index=False):
-        share = f"{100 * row.share:.0f}% (95% CI {100 * row.ci_low:.0f}–{100 * row.ci_high:.0f}%)"
+        low = f"{100 * row.ci_low:.1f}" if 0 < row.ci_low < 0.01 else f"{100 * row.ci_low:.0f}"
+        share = f"{100 * row.share:.0f}% (95% CI {low}–{100 * row.ci_high:.0f}%)"
         assert share in answer and f"in {row.unit}" in answer, (share, answer)
     above = int((shares["ci_low"] > 0).sum())
     assert f"interval above zero in {above} of {len(shares)} models" in answer

@@ -205,7 +205,7 @@ def global_share_study(
         rng = np.random.default_rng([seed, index])
         pairs = np.array(list(combinations(range(cell.n_testsets), 2)))
         a, b = pairs[:, 0], pairs[:, 1]
-        storey, mixture = [], []
+        storey, mixture, jackknife = [], [], []
         for replicate in range(replicates):
             if cell.runs > 1:
                 result = _pooled_share(cell, rng, n_boot, a, b)
@@ -219,6 +219,17 @@ def global_share_study(
             )
             p = np.asarray(fit.p_value)[a, b]
             result = global_share(p, a, b)
+            jackknifed = global_share(p, a, b, variance="jackknife")
+            jackknife.append(
+                (
+                    jackknifed.share,
+                    jackknifed.share_unclipped,
+                    jackknifed.ci_low,
+                    jackknifed.ci_high,
+                    jackknifed.se,
+                    jackknifed.p_positive,
+                )
+            )
             storey.append(
                 (result.share, result.share_unclipped, result.ci_low, result.ci_high, result.se, result.p_positive)
             )
@@ -231,7 +242,7 @@ def global_share_study(
                 low, high = estimate - q * jack, estimate + q * jack
                 p_positive = float(scipy_stats.t.sf(estimate / jack, cell.n_testsets - 1)) if jack > 0 else 1.0
                 mixture.append((estimate, estimate, max(low, 0.0), min(high, 1.0), jack, p_positive))
-        for name, values in (("storey", storey), ("mixture", mixture)):
+        for name, values in (("storey", storey), ("storey, jackknife interval", jackknife), ("mixture", mixture)):
             if not values:
                 continue
             table = np.array(values)

@@ -103,7 +103,7 @@ def global_share_table(estimates: pd.DataFrame, *, alpha: float = 0.05, ci_level
     ...                           "variance": 0.04, "df": np.inf})
     >>> global_share_table(estimates)[["unit", "n_pairs", "share", "ci_low", "ci_high"]].round(2)
       unit  n_pairs  share  ci_low  ci_high
-    0    m       66    0.0     0.0     0.11
+    0    m       66    0.0     0.0     0.02
     """
     from gengen.stats.global_share import global_share
 
@@ -251,7 +251,12 @@ def _share_text(row: Any) -> str:
     if not np.isfinite(row.ci_low):
         return f"{100 * row.share:.0f}% (no interval: {row.n_testsets} test sets, or no spread between them)"
     level = f"{100 * row.ci_level:.0f}%"
-    return f"{100 * row.share:.0f}% ({level} CI {100 * row.ci_low:.0f}–{100 * row.ci_high:.0f}%)"
+    return f"{_percent(row.share)}% ({level} CI {_percent(row.ci_low)}–{_percent(row.ci_high)}%)"
+
+
+def _percent(share: float) -> str:
+    """A share in percent: whole numbers, one decimal below 1% (so that a bound above 0 never reads 0)."""
+    return f"{100 * share:.1f}" if 0 < share < 0.01 else f"{100 * share:.0f}"
 
 
 def answer_sentence(

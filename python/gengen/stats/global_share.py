@@ -119,8 +119,9 @@ def global_share(
     *,
     lambda_: float = DEFAULT_LAMBDA,
     ci_level: float = 0.95,
+    variance: str = "corrected",
 ) -> GlobalShare:
-    r"""The share of pairs with a non-zero partial correlation, with a test-set jackknife interval.
+    r"""The share of pairs with a non-zero partial correlation, with an interval that resamples test sets.
 
     Parameters
     ----------
@@ -132,25 +133,38 @@ def global_share(
         Storey's tuning point.
     ci_level : float
         Level of the interval.
+    variance : {"corrected", "jackknife"}
+        The standard error: the delete-one-test-set jackknife less the pairs' own variance that it counts twice
+        (the default, calibrated), or the plain jackknife (conservative: with independent pairs its variance is
+        about twice the true one).
 
     Returns
     -------
     GlobalShare
-        The share, its jackknife standard error, interval and one-sided test of "share > 0".
+        The share, its standard error, interval and one-sided test of "share > 0".
 
     Notes
     -----
     With :math:`A = \#\{p_i > \lambda\}` over the :math:`m` pairs, :math:`\hat\pi_1 = 1 - A/((1-\lambda)m)`
-    (:func:`storey_share`). Leaving out test set :math:`j` (its :math:`m_j` pairs, :math:`A_j` of them above
-    :math:`\lambda`) gives :math:`\hat\pi_{1(j)} = 1 - (A - A_j)/((1-\lambda)(m - m_j))`; over the :math:`p`
-    test sets (at least :data:`MIN_TESTSETS_INTERVAL`),
+    (:func:`storey_share`). Pairs that share a test set are dependent, so test sets are left out, never
+    pairs: leaving out test set :math:`j` (its :math:`m_j` pairs, :math:`A_j` of them above :math:`\lambda`)
+    gives :math:`\hat\pi_{1(j)} = 1 - (A - A_j)/((1-\lambda)(m - m_j))`, over the :math:`p` test sets (at
+    least :data:`MIN_TESTSETS_INTERVAL`) the jackknife variance
+    :math:`V_J = \frac{p - 1}{p} \sum_j (\hat\pi_{1(j)} - \bar\pi_{1(\cdot)})^2` (Efron and Stein, 1981), and
+    with :math:`u_{ab} = 1\{p_{ab} > \lambda\} - A/m`
 
     .. math::
 
-        \mathrm{se}^2 = \frac{p - 1}{p} \sum_j (\hat\pi_{1(j)} - \bar\pi_{1(\cdot)})^2,
+        \mathrm{se}^2 = \max(V_J - V_0, V_0), \qquad V_0 = \frac{\sum_{ab} u_{ab}^2}{(1-\lambda)^2 m^2}.
 
-    the jackknife variance of a statistic of a network's edges, whose dependence runs through the nodes
-    (Efron and Stein, 1981; for dyadic data, Fafchamps and Gubert, 2007). Interval
+    Each pair sits in two test sets, so :math:`V_J` counts the pairs' own variance :math:`V_0` twice and the
+    dependence through shared test sets once (and the share varies at least as much as with independent pairs,
+    :math:`V_0`): with independent pairs :math:`V_J` is about twice the
+    variance, with strong test-set effects about right (for a statistic of a network's edges, compare the
+    dyadic-robust variance of Fafchamps and Gubert, 2007, and Aronow, Samii and Assenova, 2015, which is too
+    small at 12–20 test sets). Measured on uniform p-values and on p-values with test-set effects at 12, 20 and
+    40 test sets, the corrected standard error is within 6% of the simulated one, the plain jackknife up to 43%
+    above and the dyadic-robust one up to 18% below (docs/calibration.md). Interval
     :math:`\hat\pi_1 \mp t_{p-1,(1+\text{level})/2}\,\mathrm{se}`, clipped to [0, 1]; "share > 0" is tested by
     :math:`\hat\pi_1/\mathrm{se}` against :math:`t_{p-1}`. With fewer test sets, or when every leave-one-out
     estimate is the same (no spread to measure), the standard error, interval and test are NaN.
@@ -159,6 +173,8 @@ def global_share(
     ----------
     Storey, J. D. (2002). *JRSS B* 64, 479–498. Efron, B., Stein, C. (1981). The jackknife estimate of
     variance. *Ann. Statist.* 9, 586–596. Fafchamps, M., Gubert, F. (2007). *J. Dev. Econ.* 83, 326–350.
+    Aronow, P. M., Samii, C., Assenova, V. A. (2015). Cluster-robust variance estimation for dyadic data.
+    *Political Analysis* 23, 564–577.
 
     Examples
     --------
@@ -168,7 +184,7 @@ def global_share(
     >>> p = np.random.default_rng(0).uniform(size=len(pairs))
     >>> result = global_share(p, [a for a, _ in pairs], [b for _, b in pairs])
     >>> result.n_pairs, result.n_testsets, round(result.share_unclipped, 3), round(result.se, 3)
-    (66, 12, -0.03, 0.15)
+    (66, 12, -0.03, 0.123)
     """
     values = _checked_p(p)
     first, second = np.asarray(testset_a, dtype=object), np.asarray(testset_b, dtype=object)
@@ -178,14 +194,17 @@ def global_share(
         )
     if not 0.0 < ci_level < 1.0:
         raise InvalidArgumentError(f"ci_level: must lie strictly between 0 and 1, got {ci_level!r}")
+    if variance not in ("corrected", "jackknife"):
+        raise InvalidArgumentError(f"variance: {variance!r} is not one of corrected, jackknife")
     keep = np.isfinite(values)
     values, first, second = values[keep], first[keep], second[keep]
     codes, names = pd.factorize(np.concatenate([first, second]))
     n_testsets, m = len(names), len(values)
     estimate = storey_share(values, lambda_)
+    how = "a delete-one-test-set jackknife" + (", less the pairs' own variance" if variance == "corrected" else "")
     method = (
-        f"Storey's pi1 = 1 - pi0 (lambda = {lambda_:g}) on the pairs' p-values; interval and test from a "
-        "delete-one-test-set jackknife (t on test sets - 1 df)"
+        f"Storey's pi1 = 1 - pi0 (lambda = {lambda_:g}) on the pairs' p-values; interval and test from {how} "
+        "(t on test sets - 1 df)"
     )
     if n_testsets < MIN_TESTSETS_INTERVAL:
         nan = float("nan")
@@ -200,7 +219,13 @@ def global_share(
         leave_out = 1.0 - (above.sum() - above_of) / ((1.0 - lambda_) * left)
     leave_out = leave_out[left > 0]
     count = len(leave_out)
-    se = float(np.sqrt((count - 1) / count * np.sum((leave_out - leave_out.mean()) ** 2)))
+    jackknife = (count - 1) / count * np.sum((leave_out - leave_out.mean()) ** 2)
+    if variance == "corrected":
+        # the jackknife counts the pairs' own variance twice; the share varies at least as much as if the pairs
+        # were independent (which is that variance once)
+        own = np.sum((above - above.mean()) ** 2) / ((1.0 - lambda_) * m) ** 2
+        jackknife = max(jackknife - own, own)
+    se = float(np.sqrt(max(jackknife, 0.0)))
     from scipy import stats as scipy_stats
 
     quantile = float(scipy_stats.t.ppf((1 + ci_level) / 2, count - 1))
