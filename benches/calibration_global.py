@@ -21,13 +21,15 @@ def main() -> None:
     parser.add_argument("--mixture-replicates", type=int, default=10)
     parser.add_argument("--n-boot", type=int, default=999)
     parser.add_argument("--seed", type=int, default=20261205)
+    parser.add_argument("--cell", type=int, help="one cell of the grid (its position), to run cells in parallel")
     parser.add_argument(
         "--runs", action="store_true", help="the cells with three runs pooled (calibration_global_runs.csv)"
     )
     options = parser.parse_args()
     start = time.perf_counter()
+    grid = GLOBAL_GRID_RUNS if options.runs else GLOBAL_GRID
     table = global_share_study(
-        GLOBAL_GRID_RUNS if options.runs else GLOBAL_GRID,
+        grid if options.cell is None else grid[options.cell : options.cell + 1],
         replicates=options.replicates,
         mixture_replicates=options.mixture_replicates,
         n_boot=options.n_boot,
@@ -35,6 +37,8 @@ def main() -> None:
     )
     options.out.mkdir(parents=True, exist_ok=True)
     name = "calibration_global_runs.csv" if options.runs else "calibration_global.csv"
+    if options.cell is not None:  # cells run in parallel: concatenate their files in grid order
+        name = name.replace(".csv", f"_{options.cell}.csv")
     table.round(4).to_csv(options.out / name, index=False)
     print(table.round(3).to_string())
     print(f"{time.perf_counter() - start:.0f} s")

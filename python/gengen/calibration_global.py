@@ -17,6 +17,7 @@ delete-one-test-set jackknife interval.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
@@ -201,8 +202,9 @@ def global_share_study(
     from gengen.stats import sieve_partial_corr_matrix
 
     rows = []
-    for index, cell in enumerate(cells):
-        rng = np.random.default_rng([seed, index])
+    for cell in cells:
+        # keyed by the cell's label: a cell draws the same replicates alone or in a grid
+        rng = np.random.default_rng([seed, zlib.crc32(cell.label.encode())])
         pairs = np.array(list(combinations(range(cell.n_testsets), 2)))
         a, b = pairs[:, 0], pairs[:, 1]
         storey, mixture, jackknife = [], [], []
