@@ -278,3 +278,16 @@ def test_pythia_screening_fdr_is_benjamini_hochberg_of_the_deciding_p(pythia_run
     assert_allclose(
         verdict_pairs["p_common_fdr"], multipletests(verdict_pairs["p_common"], method="fdr_bh")[1], rtol=1e-12
     )
+
+
+def test_pythia_compare_states_the_answer_first(pythia_run: tuple[Path, str], tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gengen.cli import app
+
+    out, _ = pythia_run
+    result = CliRunner().invoke(app, ["compare", str(out), "--out", str(tmp_path / "compare"), "--n-perm", "99"])
+    assert result.exit_code == 0, result.output
+    verdict = json.loads((tmp_path / "compare" / "verdict.json").read_text())
+    assert result.stdout.splitlines()[0] == f"answer: {verdict['answer']}"
+    assert sum(line.startswith("answer:") for line in result.stdout.splitlines()) == 1
