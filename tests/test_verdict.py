@@ -140,7 +140,7 @@ def test_summary_json_and_the_report_open_with_it(pythia_analysis: Analysis, tmp
         assert f'<td>{name}</td><td class="num">{verdict.counts[name]}</td>' in block
 
 
-def test_analyse_command_ends_with_the_verdict(tmp_path: Path) -> None:
+def test_analyse_command_states_the_answer_first_then_the_verdict(tmp_path: Path) -> None:
     import typer
 
     from gengen.cli import analyse as analyse_cli
@@ -161,9 +161,14 @@ def test_analyse_command_ends_with_the_verdict(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "verdict over 3 pairs and 2 model(s)" in result.output
-    assert result.output.rstrip().splitlines()[-1].startswith("Across 2 models")
+    lines = result.stdout.rstrip().splitlines()
+    # the global answer first (issue 33), then the verdict's classes and paragraph, then where it wrote
+    assert lines[0].startswith("answer: An estimated "), lines[0]
+    assert any(line.startswith("Across 2 models") for line in lines)
+    assert lines[-1].startswith("wrote ")
     summary = json.loads((out / "summary.json").read_text())
     assert sum(summary["verdict"]["counts"].values()) == 3
+    assert lines[0] == f"answer: {summary['verdict']['answer']}"
 
 
 def test_a_planted_sign_flip_is_model_dependent_and_a_shared_effect_consistent() -> None:

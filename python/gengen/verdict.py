@@ -58,6 +58,8 @@ VERDICT_COLUMNS = (
     "r_common",
     "p_common",
     "p_common_adjusted",
+    "p_common_fdr",
+    "r_detectable",
     "q_heterogeneity",
     "p_heterogeneity",
     "p_heterogeneity_adjusted",
@@ -93,6 +95,20 @@ class Verdict:
         condition, estimated from several runs: the runs pooled as its replicates).
     text : str
         One paragraph stating the answer.
+    answer : str
+        The global answer in one or two sentences a researcher can quote: the share of OOD pairs that co-move
+        beyond ID per model (:attr:`global_share`), whether the pattern replicates across models, and how many
+        pairs could have been resolved one by one (:mod:`gengen.global_share`).
+    global_share : DataFrame
+        Per model, the estimated share of pairs with a non-zero partial correlation, its interval and test
+        (:func:`gengen.global_share.global_share_table`; related pairs left out).
+    r_distribution : DataFrame
+        Per model, a histogram of the pairs' r beside the null's expected counts
+        (:func:`gengen.global_share.r_distribution_table`).
+    resolvable : dict
+        ``threshold`` (0.3), ``n_resolvable`` (pairs whose ``r_detectable`` is at most the threshold),
+        ``n_pairs``, and ``resolved_sign_agreement`` (per two models, the pairs both resolve at unadjusted p <
+        alpha and how many agree in sign).
     """
 
     pairs: pd.DataFrame
@@ -102,11 +118,16 @@ class Verdict:
     groups: list[str]
     settings: dict[str, Any] = field(default_factory=dict)
     text: str = ""
+    answer: str = ""
+    global_share: pd.DataFrame = field(default_factory=pd.DataFrame)
+    r_distribution: pd.DataFrame = field(default_factory=pd.DataFrame)
+    resolvable: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The verdict as plain JSON-ready data (what ``summary.json`` carries under ``"verdict"``)."""
         return _json_safe(
             {
+                "answer": self.answer,
                 "groups": self.groups,
                 "n_pairs": len(self.pairs),
                 "counts": self.counts,
@@ -114,17 +135,28 @@ class Verdict:
                 "agreement": self.agreement,
                 "settings": self.settings,
                 "text": self.text,
+                "global_share": self.global_share.to_dict("records"),
+                "r_distribution": self.r_distribution.to_dict("records"),
+                "resolvable": self.resolvable,
             }
         )
 
     def lines(self) -> list[str]:
         """The verdict as terminal lines: one per class with its count and strongest example, agreement, text."""
         n = len(self.pairs)
-        out = [f"verdict over {n} pairs and {len(self.groups)} model(s) ({', '.join(self.groups)}):"]
+        out = [f"answer: {self.answer}"] if self.answer else []
+        out += [f"verdict over {n} pairs and {len(self.groups)} model(s) ({', '.join(self.groups)}):"]
         for name in CLASSES:
             example = self.examples.get(name, [])
             hint = f"  e.g. {example[0]['label']}" if example else ""
             out.append(f"  {name:<20} {self.counts.get(name, 0):>6}{hint}")
+        if "p_common_fdr" in self.pairs.columns and n:
+            alpha = float(self.settings.get("alpha", 0.05))
+            screened = int((self.pairs["p_common_fdr"].to_numpy(dtype=float) < alpha).sum())
+            out.append(
+                f"  screening: {screened} pair(s) with Benjamini-Hochberg p_common_fdr < {alpha:g} (candidates to "
+                "follow up, not verdicts)"
+            )
         sign = self.agreement.get("sign_agreement", {})
         if sign:
             out.append(
@@ -155,8 +187,11 @@ class Verdict:
         from gengen._files import read_json, write_text_atomic
 
         Path(out).mkdir(parents=True, exist_ok=True)
-        written = {name: Path(out) / name for name in ("verdict_pairs.csv", "verdict.json")}
+        names = ("verdict_pairs.csv", "verdict.json", "verdict_global_share.csv", "verdict_r_distribution.csv")
+        written = {name: Path(out) / name for name in names}
         self.pairs.to_csv(written["verdict_pairs.csv"], index=False)
+        self.global_share.to_csv(written["verdict_global_share.csv"], index=False)
+        self.r_distribution.to_csv(written["verdict_r_distribution.csv"], index=False)
         data = self.as_dict()
         write_text_atomic(written["verdict.json"], _json_text(data))
         summary_path = Path(out) / "summary.json"
@@ -164,7 +199,7 @@ class Verdict:
             summary = read_json(summary_path)
             if isinstance(summary, dict):
                 summary["verdict"] = data
-                files = set(summary.get("files", [])) | {"verdict.json", "verdict_pairs.csv"}
+                files = set(summary.get("files", [])) | set(names)
                 summary["files"] = sorted(files)
                 write_text_atomic(summary_path, _json_text(summary))
                 written["summary.json"] = summary_path
@@ -249,11 +284,27 @@ def _pair_table(
         table.loc[table["n_groups"] == 0, ["r_min", "r_max"]] = np.nan
         table["p_common_adjusted"] = p_adjust(table["p_common"].to_numpy(dtype=float), adjust)  # type: ignore[arg-type]
         table["p_heterogeneity_adjusted"] = p_adjust(table["p_heterogeneity"].to_numpy(dtype=float), adjust)  # type: ignore[arg-type]
+        _screening_columns(table, q, alpha, adjust)
         table["verdict"], table["reason"] = _classify(table, alpha, compared)
         tables.append(table)
     if not tables:
         return pd.DataFrame(columns=list(VERDICT_COLUMNS))
     return pd.concat(tables, ignore_index=True)[list(VERDICT_COLUMNS)]
+
+
+def _screening_columns(table: pd.DataFrame, q: dict[str, np.ndarray], alpha: float, adjust: str) -> None:
+    """``p_common_fdr`` (Benjamini–Hochberg of ``p_common`` across the cell's pairs: a screening list, not the
+    verdict) and ``r_detectable`` (the smallest common \\|r\\| the cell's test detects with 80% power after
+    ``adjust`` over its pairs, from the common estimate's standard error :math:`1/\\sqrt{\\sum w_g}`)."""
+    from gengen.stats import p_adjust
+    from gengen.stats.global_share import detectable_r
+
+    p_common = table["p_common"].to_numpy(dtype=float)
+    table["p_common_fdr"] = p_adjust(p_common, "BH")
+    n_tests = max(int(np.isfinite(p_common).sum()), 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = 1.0 / np.sqrt(q["sum_w"])
+    table["r_detectable"] = detectable_r(se, q["df_denominator"], n_tests, alpha=alpha, adjust=adjust)
 
 
 def _examples(pairs: pd.DataFrame, n_examples: int) -> dict[str, list[dict[str, Any]]]:
@@ -487,6 +538,9 @@ def build_verdict(
         else:  # the agreement table alone: the comparison's other tables are not the verdict's
             table = _model_agreement(source, estimates, alpha=alpha, n_perm=n_perm, seed=seed)
         agreement = _agreement_summary(table, alpha)
+    answer, shares, distribution, resolvable = _global_answer(
+        pairs_table, estimates, pairs, agreement, alpha=alpha, adjust=adjust
+    )
     if pairs.empty:
         text = (
             "No per-run partial correlations that could be tested (an across-run analysis, or no testable rows): "
@@ -510,4 +564,58 @@ def build_verdict(
             "pooled_over": pooled_over,
         },
         text=text,
+        answer=answer,
+        global_share=shares,
+        r_distribution=distribution,
+        resolvable=resolvable,
     )
+
+
+#: The \|r\| at which the verdict counts the pairs its data could have resolved one by one.
+RESOLVABLE_AT = 0.3
+
+
+def _global_answer(
+    pairs_table: pd.DataFrame,
+    estimates: pd.DataFrame,
+    pairs: pd.DataFrame,
+    agreement: dict[str, Any],
+    *,
+    alpha: float,
+    adjust: str,
+) -> tuple[str, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """The answer sentence, the global-share and r-distribution tables and the resolvable counts
+    (:mod:`gengen.global_share`), related pairs left out."""
+    from gengen.global_share import (
+        answer_sentence,
+        global_share_table,
+        r_distribution_table,
+        resolved_sign_agreement,
+        unrelated_estimates,
+    )
+
+    unrelated = unrelated_estimates(estimates, pairs_table)
+    shares = global_share_table(unrelated, alpha=alpha)
+    distribution = r_distribution_table(unrelated)
+    resolved = resolved_sign_agreement(unrelated, alpha=alpha)
+    detectable = pairs["r_detectable"].to_numpy(dtype=float) if not pairs.empty else np.array([])
+    resolvable = {
+        "threshold": RESOLVABLE_AT,
+        "n_resolvable": int(np.sum(detectable <= RESOLVABLE_AT)),
+        "n_pairs": len(pairs),
+        "r_detectable_min": float(np.nanmin(detectable)) if np.isfinite(detectable).any() else float("nan"),
+        "r_detectable_median": float(np.nanmedian(detectable)) if np.isfinite(detectable).any() else float("nan"),
+        "resolved_sign_agreement": resolved.to_dict("records"),
+    }
+    answer = answer_sentence(
+        shares,
+        agreement,
+        resolved,
+        n_resolvable=resolvable["n_resolvable"],
+        n_pairs=len(pairs),
+        r_detectable_median=resolvable["r_detectable_median"],
+        threshold=RESOLVABLE_AT,
+        alpha=alpha,
+        adjust=adjust,
+    )
+    return answer, shares, distribution, resolvable

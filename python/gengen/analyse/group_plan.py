@@ -50,6 +50,8 @@ PAIR_COLUMNS = (
     "p_adjusted_from",
     "adjust",
     "significant",
+    "p_fdr",
+    "r_detectable",
     "testable",
     "untestable_reason",
     "p_loo_max",

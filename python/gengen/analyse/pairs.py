@@ -95,6 +95,29 @@ def _decision_columns(table: pd.DataFrame, deciding: str, settings: Settings, *,
     table["adjust"] = settings.adjust
     table["significant"] = table["p_adjusted"] < settings.alpha
     table["ci_level"] = settings.ci_level
+    _screening_columns(table, deciding_p.to_numpy(dtype=float), settings)
+
+
+def _screening_columns(table: pd.DataFrame, deciding_p: np.ndarray, settings: Settings) -> None:
+    """``p_fdr``: Benjamini–Hochberg of the deciding p-value across the group's pairs, for screening (a list of
+    candidates at a false discovery rate, not the verdict, which stays family-wise); ``r_detectable``: the
+    smallest \\|r\\| the row's test would detect with 80% power after the group's adjustment
+    (:func:`gengen.stats.global_share.detectable_r`), from the row's own standard error — the sieve's ``se_z``
+    (autocorrelation included) on ``df_sieve``, else Fisher's :math:`1/\\sqrt{n-3-k}` on the t-test's df."""
+    from gengen.stats.global_share import detectable_r
+
+    table["p_fdr"] = stats.p_adjust(deciding_p, method="BH")
+    se = table["se_z"].to_numpy(dtype=float) if "se_z" in table.columns else np.full(len(table), np.nan)
+    df = table["df_sieve"].to_numpy(dtype=float) if "df_sieve" in table.columns else np.full(len(table), np.nan)
+    t_df = table["df"].to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fisher = np.where(t_df > 1, 1.0 / np.sqrt(t_df - 1), np.nan)
+    sieve = np.isfinite(se)
+    n_tests = max(int(np.isfinite(deciding_p).sum()), 1)
+    adjust = "none" if settings.adjust == "none" else "holm"
+    table["r_detectable"] = detectable_r(
+        np.where(sieve, se, fisher), np.where(sieve, df, t_df), n_tests, alpha=settings.alpha, adjust=adjust
+    )
 
 
 def _autocorrelation_columns(

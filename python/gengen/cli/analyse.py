@@ -76,6 +76,12 @@ def _analyse(store: Path, *, study: str | None = None, out: Path = Path("gengen-
     analysis.to_dir(out)
     for warning in analysis.warnings:
         typer.echo(f"warning: {warning}", err=True)
+    from gengen.verdict import build_verdict
+
+    verdict = build_verdict(analysis, seed=values["seed"])
+    verdict.to_dir(out)  # verdict.json, verdict_pairs.csv, and "verdict" in summary.json
+    for line in verdict.lines():  # the global answer first
+        typer.echo(line)
     ood = analysis.settings["ood_resolved"]
     typer.echo(f"OOD test sets ({len(ood)}, metric {analysis.settings['metric']}): {', '.join(ood)}")
     for group in analysis.summary()["groups"]:
@@ -85,13 +91,7 @@ def _analyse(store: Path, *, study: str | None = None, out: Path = Path("gengen-
             f"{group['n_significant_negative']} negative)"
             + (f", {group['n_untestable']} untestable" if group.get("n_untestable") else "")
         )
-    from gengen.verdict import build_verdict
-
-    verdict = build_verdict(analysis, seed=values["seed"])
-    verdict.to_dir(out)  # verdict.json, verdict_pairs.csv, and "verdict" in summary.json
     typer.echo(f"wrote {out}")
-    for line in verdict.lines():
-        typer.echo(line)
 
 
 #: The command's parameters, in the order of its help: the store, every analysis option from the table,

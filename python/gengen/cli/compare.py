@@ -62,6 +62,9 @@ def compare_command(
     )
     target = out or analysis_dir
     comparison.to_dir(target)
+    verdict = build_verdict(analysis, n_perm=n_perm, seed=seed, alpha=alpha)
+    verdict.to_dir(target)
+    typer.echo(f"answer: {verdict.answer}")  # the global answer first; the verdict's classes at the end
     for row in comparison.agreement.itertuples(index=False):
         p_text = (
             f"p <= {row.mantel_p:.2g} (the floor of {row.n_perm} permutations)"
@@ -84,9 +87,7 @@ def compare_command(
                 f"phases {phases} ({level} {label}): {int(rows['significant_phase'].sum())} of {len(rows)} pairs "
                 "differ between early and late checkpoints (adjusted p < alpha)"
             )
-    verdict = build_verdict(analysis, n_perm=n_perm, seed=seed, alpha=alpha)
-    verdict.to_dir(target)
-    for line in verdict.lines():
+    for line in verdict.lines()[1:]:
         typer.echo(line)
 
 

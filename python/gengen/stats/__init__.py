@@ -31,7 +31,9 @@ layers; ``tests/test_stats_layering.py`` checks it):
 - :mod:`~gengen.stats.sieve`: the AR-sieve bootstrap of the partial correlation;
 - :mod:`~gengen.stats.influence`: leave-one-checkpoint-out estimates and the verdict that survives them;
 - :mod:`~gengen.stats.meta`: Fisher-z fixed- and random-effects meta-analysis;
-- :mod:`~gengen.stats.matrices`: the Mantel test of two correlation matrices.
+- :mod:`~gengen.stats.matrices`: the Mantel test of two correlation matrices;
+- :mod:`~gengen.stats.global_share`: the share of non-null pairs (Storey's pi1) with a test-set jackknife
+  interval, and the smallest |r| a pair's test detects.
 
 Every public name is importable from here (``from gengen.stats import partial_corr``); the modules load on
 first use (PEP 562), so that :mod:`gengen.stats.options` stays as light as the command line needs.
@@ -78,6 +80,12 @@ if TYPE_CHECKING:
         GamFit,
         default_max_edf,
         gam_fit,
+    )
+    from gengen.stats.global_share import (
+        GlobalShare,
+        detectable_r,
+        global_share,
+        storey_share,
     )
     from gengen.stats.influence import (
         CARRYING_SHARE,
@@ -168,6 +176,10 @@ _MODULE_OF: dict[str, str] = {
     "choose_control": "control_choice",
     "curvature_test": "control_choice",
     "p_adjust": "adjust",
+    "GlobalShare": "global_share",
+    "detectable_r": "global_share",
+    "global_share": "global_share",
+    "storey_share": "global_share",
     "LaggedPartialCorrMatrix": "lagged",
     "PrewhitenedPartialCorrMatrix": "lagged",
     "lagged_partial_corr_matrix": "lagged",
@@ -223,6 +235,7 @@ __all__ = [
     "GamBasis",
     "GamFit",
     "GamMethod",
+    "GlobalShare",
     "IntervalMethod",
     "LaggedPartialCorrMatrix",
     "LeaveOneOut",
@@ -250,10 +263,12 @@ __all__ = [
     "default_block_length",
     "default_max_edf",
     "default_max_order",
+    "detectable_r",
     "fisher_meta",
     "fit_autoregression",
     "gam_control_z",
     "gam_fit",
+    "global_share",
     "lag1_autocorrelation",
     "lagged_partial_corr_matrix",
     "leave_one_out_partial_corr",
@@ -273,6 +288,7 @@ __all__ = [
     "sieve_column_notes",
     "sieve_partial_corr_matrix",
     "spcor",
+    "storey_share",
     "upper_triangle",
 ]
 
