@@ -244,8 +244,11 @@ def test_pythia_first_screen_states_the_answer_and_every_number_is_in_the_tables
     pairs = pd.read_csv(out / "verdict_pairs.csv")
     answer = verdict["answer"]
     for row in shares.itertuples(index=False):
-        low = f"{100 * row.ci_low:.1f}" if 0 < row.ci_low < 0.01 else f"{100 * row.ci_low:.0f}"
-        share = f"{100 * row.share:.0f}% (95% CI {low}–{100 * row.ci_high:.0f}%)"
+
+        def percent(value: float) -> str:  # whole percents; one decimal below 1% so that a value above 0 never reads 0
+            return f"{100 * value:.1f}" if 0 < value < 0.01 else f"{100 * value:.0f}"
+
+        share = f"{percent(row.share)}% (95% CI {percent(row.ci_low)}–{percent(row.ci_high)}%)"
         assert share in answer and f"in {row.unit}" in answer, (share, answer)
     above = int((shares["ci_low"] > 0).sum())
     assert f"interval above zero in {above} of {len(shares)} models" in answer
