@@ -61,6 +61,8 @@ def expected_classes(pairs: pd.DataFrame, alpha: float) -> pd.DataFrame:
                 "n": len(z),
                 "p_q": scipy_stats.f.sf(q / (len(z) - 1), len(z) - 1, df) if len(z) > 1 else np.nan,
                 "p_common": 2 * scipy_stats.t.sf(abs(mean) * np.sqrt(np.sum(w)), df),
+                # every model's z is 0: sum w z^2 / M against F(M, df)
+                "p_joint": scipy_stats.f.sf(np.sum(w * z**2) / len(z), len(z), df),
                 "mean": mean,
                 "all_positive": bool((z > 0).all()),
                 "all_negative": bool((z < 0).all()),
@@ -69,9 +71,10 @@ def expected_classes(pairs: pd.DataFrame, alpha: float) -> pd.DataFrame:
     table = pd.DataFrame(records)
     table["p_q_adj"] = holm(table["p_q"].to_numpy())
     table["p_common_adj"] = holm(table["p_common"].to_numpy())
+    table["p_joint_adj"] = holm(table["p_joint"].to_numpy())
 
     def classify(row: pd.Series) -> str:
-        if row["n"] < 2:
+        if row["n"] < 2 or not row["p_joint_adj"] < alpha:
             return "undetermined"
         if row["p_q_adj"] < alpha:
             return "model-dependent"
@@ -95,6 +98,7 @@ def test_the_block_matches_the_pairs_table(pythia_analysis: Analysis) -> None:
     assert_allclose(merged["p_heterogeneity"], merged["p_q"], rtol=1e-9)
     assert_allclose(merged["p_heterogeneity_adjusted"], merged["p_q_adj"], rtol=1e-9)
     assert_allclose(merged["p_common_adjusted"], merged["p_common_adj"], rtol=1e-9)
+    assert_allclose(merged["p_joint_adjusted"], merged["p_joint_adj"], rtol=1e-9)
     assert (merged["verdict"] == merged["verdict_expected"]).all()
     counts = expected["verdict"].value_counts().to_dict()
     assert verdict.counts == {name: counts.get(name, 0) for name in CLASSES}
