@@ -18,6 +18,7 @@ Usage::
 
     python benches/calibration_inference.py models REPS N_BOOT [N] [SCHEDULE] > out.csv
     python benches/calibration_inference.py pooled REPS N_BOOT RUNS [N] [SCHEDULE] > out.csv
+    python benches/calibration_inference.py control REPS N_BOOT CELL ALT_REPS > out.csv   # CONTROL_CELLS
     python benches/calibration_inference.py rates out.csv
 
 Seeds: replicate r draws from ``numpy.random.default_rng([34, r])``; analyse's seed is r.
@@ -32,6 +33,19 @@ import numpy as np
 import pandas as pd
 
 
+def _hull_se(pairs: pd.DataFrame) -> np.ndarray:
+    """The standard error of Fisher's z that each row's reported interval implies: its wider half-width on the z
+    scale over the t quantile on ``df_sieve`` (the interval is the hull of the leave-one-checkpoint-out ones)."""
+    from scipy import stats as scipy_stats
+
+    z = np.arctanh(pairs["r_partial"].to_numpy(dtype=float))
+    low = np.arctanh(pairs["ci_low"].to_numpy(dtype=float))
+    high = np.arctanh(pairs["ci_high"].to_numpy(dtype=float))
+    level = pairs["ci_level"].to_numpy(dtype=float)
+    quantile = scipy_stats.t.ppf(0.5 + level / 2, pairs["df_sieve"].to_numpy(dtype=float))
+    return np.maximum(high - z, z - low) / quantile
+
+
 def _models(reps: int, n_boot: int, n: int, schedule: str) -> pd.DataFrame:
     import gengen
     from gengen.learning_curves import curve_table
@@ -43,9 +57,14 @@ def _models(reps: int, n_boot: int, n: int, schedule: str) -> pd.DataFrame:
     for rep in range(reps):
         rng = np.random.default_rng([34, rep])
         table = curve_table(cell, [simulate(cell, 0.0, rng) for _ in range(4)])
-        for inference in ("sieve", "lagged"):
-            analysis = gengen.analyse(table, id_testset="id", n_boot=n_boot, seed=rep, inference=inference)
-            verdict = build_verdict(analysis, n_perm=19)
+        for inference in ("sieve", "lagged", "sieve, hull variance"):
+            if inference != "sieve, hull variance":
+                analysis = gengen.analyse(table, id_testset="id", n_boot=n_boot, seed=rep, inference=inference)
+                verdict = build_verdict(analysis, n_perm=19)
+                if inference == "sieve":
+                    sieve_pairs = analysis.pairs
+            else:  # the same sieve rows, each model's variance the one its reported (leave-one-out hull) interval implies
+                verdict = build_verdict(sieve_pairs.assign(se_z=_hull_se(sieve_pairs)), n_perm=19)
             for row in verdict.pairs.itertuples(index=False):
                 rows.append(
                     {
@@ -99,6 +118,79 @@ def _pooled(reps: int, n_boot: int, runs: int, n: int, schedule: str) -> pd.Data
     return pd.DataFrame(rows)
 
 
+#: The control-choice cells (issue 34, item 3): (label, Cell keyword arguments, alternative ρ).
+CONTROL_CELLS = {
+    "saturating white n=50": ({"n": 50, "coef_a": (0.0,), "shape": "saturating"}, 0.5),
+    "ar1(0.9) n=40": ({"n": 40, "coef_a": (0.9,)}, 0.5),
+    "curves log n=20": ({"n": 20, "process": "curves"}, 0.5),
+    "curves saturating n=20": ({"n": 20, "process": "curves", "shape": "saturating"}, 0.5),
+}
+
+
+def _control(label: str, reps: int, alt_reps: int, n_boot: int) -> pd.DataFrame:
+    """One replicate per row and control: the default (``fit="auto"``) beside the line and the capped GAM
+    always, on the same draws; the deciding p, whether the row is flagged, the control auto chose, CPU time."""
+    import gengen
+    from gengen.learning_curves import curve_table
+    from gengen.simulate import Cell, simulate
+
+    kwargs, rho_alt = CONTROL_CELLS[label]
+    cell = Cell(label, rhos=(0.0, rho_alt), **kwargs)
+    rows = []
+    for rho, count in ((0.0, reps), (rho_alt, alt_reps)):
+        for rep in range(count):
+            rng = np.random.default_rng([34, 3, int(rho * 10), rep])
+            table = curve_table(cell, [simulate(cell, rho, rng)])
+            for fit in ("auto", "linear", "gam"):
+                start = time.process_time()
+                analysis = gengen.analyse(table, id_testset="id", n_boot=n_boot, seed=rep, fit=fit)
+                seconds = time.process_time() - start
+                for row in analysis.pairs.itertuples(index=False):
+                    rows.append(
+                        {
+                            "kind": "control",
+                            "cell": label,
+                            "rho": rho,
+                            "rep": rep,
+                            "fit": fit,
+                            "chosen": row.fit,
+                            "testable": bool(row.testable),
+                            "p_deciding": row.p_deciding,
+                            "flagged": bool(str(row.diagnostics or "")),
+                            "seconds": seconds,
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def control_rates(table: pd.DataFrame) -> pd.DataFrame:
+    """Per cell and control: type-I (all testable rows, unflagged rows), power at the alternative, the share
+    of runs auto gave the GAM, CPU per analysis."""
+    out = []
+    for (cell, fit), part in table.groupby(["cell", "fit"], sort=False):
+        part = part[part["testable"]]
+        null, alt = part[part["rho"] == 0], part[part["rho"] > 0]
+        unflagged = null[~null["flagged"]]
+        reject = null["p_deciding"] < 0.05
+        out.append(
+            {
+                "cell": cell,
+                "control": fit,
+                "null runs": len(null),
+                "type-I": reject.mean(),
+                "mc se": np.sqrt(reject.mean() * (1 - reject.mean()) / max(len(null), 1)),
+                "type-I unflagged": (unflagged["p_deciding"] < 0.05).mean(),
+                "flagged": null["flagged"].mean(),
+                "power": (alt["p_deciding"] < 0.05).mean(),
+                "alt runs": len(alt),
+                "GAM share": (null["chosen"] == "gam").mean(),
+                "type-I on runs left linear": (null.loc[null["chosen"] == "linear", "p_deciding"] < 0.05).mean(),
+                "cpu s": part["seconds"].mean(),
+            }
+        )
+    return pd.DataFrame(out)
+
+
 def _rate(p: pd.Series) -> str:
     p = p.dropna()
     if not len(p):
@@ -110,6 +202,9 @@ def _rate(p: pd.Series) -> str:
 def rates(path: str) -> None:
     """Type-I rates (α = 0.05, unadjusted) with Monte Carlo s.e., and the verdicts' classes on null pairs."""
     table = pd.read_csv(path)
+    if (table["kind"] == "control").all():
+        print(control_rates(table).round(3).to_string(index=False))
+        return
     for (kind, cell, inference), part in table.groupby(["kind", "cell", "inference"]):
         null = part[part["null"]]
         if kind == "models":
@@ -132,7 +227,9 @@ def main(argv: list[str]) -> None:
         rates(argv[1])
         return
     reps, n_boot = int(argv[1]), int(argv[2])
-    if kind == "models":
+    if kind == "control":
+        out = _control(argv[3], reps, int(argv[4]), n_boot)
+    elif kind == "models":
         n = int(argv[3]) if len(argv) > 3 else 20
         out = _models(reps, n_boot, n, argv[4] if len(argv) > 4 else "log")
     else:
