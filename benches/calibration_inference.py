@@ -63,7 +63,7 @@ def _models(reps: int, n_boot: int, n: int, schedule: str) -> pd.DataFrame:
                 verdict = build_verdict(analysis, n_perm=19)
                 if inference == "sieve":
                     sieve_pairs = analysis.pairs
-            else:  # the same sieve rows, each model's variance the one its reported (leave-one-out hull) interval implies
+            else:  # the same sieve rows, each variance the one its (leave-one-out hull) interval implies
                 verdict = build_verdict(sieve_pairs.assign(se_z=_hull_se(sieve_pairs)), n_perm=19)
             for row in verdict.pairs.itertuples(index=False):
                 rows.append(
