@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -119,7 +120,7 @@ def _pooled(reps: int, n_boot: int, runs: int, n: int, schedule: str) -> pd.Data
 
 
 #: The control-choice cells (issue 34, item 3): (label, Cell keyword arguments, alternative ρ).
-CONTROL_CELLS = {
+CONTROL_CELLS: dict[str, tuple[dict[str, Any], float]] = {
     "saturating white n=50": ({"n": 50, "coef_a": (0.0,), "shape": "saturating"}, 0.5),
     "ar1(0.9) n=40": ({"n": 40, "coef_a": (0.9,)}, 0.5),
     "curves log n=20": ({"n": 20, "process": "curves"}, 0.5),
