@@ -95,3 +95,44 @@ def test_verdict_on_a_null_pair_in_four_models_is_rarely_wrong(inference: str) -
         verdict = build_verdict(analysis, n_perm=9)
         wrong += int((verdict.pairs["verdict"] != "undetermined").sum())
     assert wrong <= scipy_stats.binom.ppf(0.999, replicates, 0.065)
+
+
+# ----------------------------------------------------------------- item 5: every path calibrated, refusing or warning
+PATHS = (
+    ("sieve", "block"),
+    ("lagged", "block"),
+    ("t-test", "block"),
+    ("permutation", "block"),
+    ("permutation", "circular"),
+    ("permutation", "free"),
+)
+
+
+@pytest.mark.parametrize(("inference", "scheme"), PATHS)
+def test_a_stuck_at_chance_set_is_never_significant_silently(inference: str, scheme: str) -> None:
+    """The HANS-like null of the realistic grid (ood_b stuck at chance after step 0, N = 30,000, ood_a linear in
+    ID with a jump after step 0, truly independent): on every path a row is reported untestable, never
+    significant (5 replicates each; before issue 23 the default rejected 0.66–0.75 of them, ppcor 0.70–0.83)."""
+    cell = Cell("stuck", n=20, process="curves", n_examples=30000, special="stuck", jump=(0.05, 0.0))
+    for rep in range(5):
+        table = curve_table(cell, [simulate(cell, 0.0, np.random.default_rng([34, 5, rep]))])
+        pairs = gengen.analyse(
+            table, id_testset="id", inference=inference, scheme=scheme, n_boot=99, n_perm=99, seed=rep
+        ).pairs
+        assert not pairs["testable"].any()
+        assert not pairs["significant"].any()
+        assert pairs["untestable_reason"].str.len().gt(0).all()
+
+
+@pytest.mark.parametrize(("inference", "scheme"), PATHS)
+def test_a_path_not_calibrated_on_trajectories_says_so_with_its_measured_rate(inference: str, scheme: str) -> None:
+    analysis = gengen.analyse(
+        curve_models(1, 1, seed=7), id_testset="id", inference=inference, scheme=scheme, n_boot=99, n_perm=99
+    )
+    lines = [line for line in analysis.warnings if line.startswith("inference:")]
+    if inference in ("sieve", "lagged"):
+        assert lines == []
+        return
+    assert len(lines) == 1 and "\n" not in lines[0]
+    expected = {"t-test": "24–49%", "block": "21–34%", "circular": "6.2–8.1%", "free": "44%"}
+    assert expected[inference if inference == "t-test" else scheme] in lines[0]
