@@ -156,7 +156,7 @@ def _control(label: str, reps: int, alt_reps: int, n_boot: int) -> pd.DataFrame:
                             "fit": fit,
                             "chosen": row.fit,
                             "testable": bool(row.testable),
-                            "p_deciding": row.p_deciding,
+                            "p_deciding": getattr(row, "p_deciding", np.nan),
                             "flagged": bool(str(row.diagnostics or "")),
                             "seconds": seconds,
                         }
