@@ -136,3 +136,13 @@ def test_a_path_not_calibrated_on_trajectories_says_so_with_its_measured_rate(in
     assert len(lines) == 1 and "\n" not in lines[0]
     expected = {"t-test": "24–49%", "block": "21–34%", "circular": "6.2–8.1%", "free": "44%"}
     assert expected[inference if inference == "t-test" else scheme] in lines[0]
+
+
+def test_comparing_models_refuses_without_an_autocorrelation_aware_variance() -> None:
+    from gengen.compare import compare
+    from gengen.errors import GengenError
+
+    analysis = gengen.analyse(curve_models(3, 2, seed=4), id_testset="id", n_boot=99, inference="t-test")
+    with pytest.raises(GengenError, match="option source: no model estimate has a variance"):
+        compare(analysis, n_perm=19, source_level="models")
+    assert len(compare(analysis, n_perm=19).agreement) > 0  # the runs themselves can still be compared
