@@ -143,6 +143,6 @@ def test_comparing_models_refuses_without_an_autocorrelation_aware_variance() ->
     from gengen.errors import GengenError
 
     analysis = gengen.analyse(curve_models(3, 2, seed=4), id_testset="id", n_boot=99, inference="t-test")
-    with pytest.raises(GengenError, match="option source: no model estimate has a variance"):
+    with pytest.raises(GengenError, match="runs cannot be pooled without a variance"):
         compare(analysis, n_perm=19, source_level="models")
     assert len(compare(analysis, n_perm=19).agreement) > 0  # the runs themselves can still be compared
