@@ -44,7 +44,15 @@ def expected_classes(pairs: pd.DataFrame, alpha: float) -> pd.DataFrame:
         a=rows[["testset_a", "testset_b"]].min(axis=1),
         b=rows[["testset_a", "testset_b"]].max(axis=1),
         z=np.arctanh(rows["r_partial"]),
-        v=rows["se_z"] ** 2,
+        # each model's variance the one its reported interval (the leave-one-out hull) implies, on df_sieve
+        v=(
+            np.maximum(
+                np.arctanh(rows["ci_high"]) - np.arctanh(rows["r_partial"]),
+                np.arctanh(rows["r_partial"]) - np.arctanh(rows["ci_low"]),
+            )
+            / scipy_stats.t.ppf(0.5 + rows["ci_level"] / 2, rows["df_sieve"])
+        ).clip(lower=rows["se_z"])
+        ** 2,
         nu=rows["df_sieve"],
     )
     rows = rows[np.isfinite(rows["z"]) & (rows["v"] > 0)]
