@@ -44,7 +44,15 @@ def expected_classes(pairs: pd.DataFrame, alpha: float) -> pd.DataFrame:
         a=rows[["testset_a", "testset_b"]].min(axis=1),
         b=rows[["testset_a", "testset_b"]].max(axis=1),
         z=np.arctanh(rows["r_partial"]),
-        v=rows["se_z"] ** 2,
+        # each model's variance the one its reported interval (the leave-one-out hull) implies, on df_sieve
+        v=(
+            np.maximum(
+                np.arctanh(rows["ci_high"]) - np.arctanh(rows["r_partial"]),
+                np.arctanh(rows["r_partial"]) - np.arctanh(rows["ci_low"]),
+            )
+            / scipy_stats.t.ppf(0.5 + rows["ci_level"] / 2, rows["df_sieve"])
+        ).clip(lower=rows["se_z"])
+        ** 2,
         nu=rows["df_sieve"],
     )
     rows = rows[np.isfinite(rows["z"]) & (rows["v"] > 0)]
@@ -61,6 +69,8 @@ def expected_classes(pairs: pd.DataFrame, alpha: float) -> pd.DataFrame:
                 "n": len(z),
                 "p_q": scipy_stats.f.sf(q / (len(z) - 1), len(z) - 1, df) if len(z) > 1 else np.nan,
                 "p_common": 2 * scipy_stats.t.sf(abs(mean) * np.sqrt(np.sum(w)), df),
+                # every model's z is 0: sum w z^2 / M against F(M, df)
+                "p_joint": scipy_stats.f.sf(np.sum(w * z**2) / len(z), len(z), df),
                 "mean": mean,
                 "all_positive": bool((z > 0).all()),
                 "all_negative": bool((z < 0).all()),
@@ -69,9 +79,10 @@ def expected_classes(pairs: pd.DataFrame, alpha: float) -> pd.DataFrame:
     table = pd.DataFrame(records)
     table["p_q_adj"] = holm(table["p_q"].to_numpy())
     table["p_common_adj"] = holm(table["p_common"].to_numpy())
+    table["p_joint_adj"] = holm(table["p_joint"].to_numpy())
 
     def classify(row: pd.Series) -> str:
-        if row["n"] < 2:
+        if row["n"] < 2 or not row["p_joint_adj"] < alpha:
             return "undetermined"
         if row["p_q_adj"] < alpha:
             return "model-dependent"
@@ -95,6 +106,7 @@ def test_the_block_matches_the_pairs_table(pythia_analysis: Analysis) -> None:
     assert_allclose(merged["p_heterogeneity"], merged["p_q"], rtol=1e-9)
     assert_allclose(merged["p_heterogeneity_adjusted"], merged["p_q_adj"], rtol=1e-9)
     assert_allclose(merged["p_common_adjusted"], merged["p_common_adj"], rtol=1e-9)
+    assert_allclose(merged["p_joint_adjusted"], merged["p_joint_adj"], rtol=1e-9)
     assert (merged["verdict"] == merged["verdict_expected"]).all()
     counts = expected["verdict"].value_counts().to_dict()
     assert verdict.counts == {name: counts.get(name, 0) for name in CLASSES}

@@ -258,6 +258,8 @@ def classify_reference(row: Any, alpha: float, compared: bool) -> tuple[str, str
         return "undetermined", "no model could test this pair"
     if compared and row.n_groups < 2:
         return "undetermined", "only one model could test this pair"
+    if not (np.isfinite(row.p_joint_adjusted) and row.p_joint_adjusted < alpha):
+        return "undetermined", "no model's partial correlation differs from zero (joint test of every model's estimate)"
     if np.isfinite(row.p_heterogeneity_adjusted) and row.p_heterogeneity_adjusted < alpha:
         return "model-dependent", "the partial correlation differs between models (Cochran's Q)"
     if not (np.isfinite(row.p_common_adjusted) and row.p_common_adjusted < alpha):
@@ -312,6 +314,9 @@ def test_verdict_classes_and_labels_match_the_row_loop(two_model_analysis: Any, 
                 w = 1 / usable["variance"]
                 stat = np.sum(w * usable["z"]) / np.sqrt(np.sum(w))
                 assert_allclose(row.p_common, 2 * scipy_stats.norm.sf(abs(stat)), rtol=1e-9)
+                # the joint test: sum w z^2 against chi-squared on M df (known variances)
+                joint = np.sum(w * usable["z"] ** 2)
+                assert_allclose(row.p_joint, scipy_stats.chi2.sf(joint, len(usable)), rtol=1e-9)
     assert len(seen) >= 3  # several classes and reasons were exercised
 
 

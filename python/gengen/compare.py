@@ -229,7 +229,17 @@ def _long_table(
         pairs, pooled = source.pairs, source.pooled
     pairs = _testable(pairs)
     if which == "models":
-        table = _model_rows(group_estimates(pairs) if estimates is None else estimates, adjust)
+        estimates = group_estimates(pairs) if estimates is None else estimates
+        # a model of several runs needs the runs' variances to pool them (sign and Mantel r need only r)
+        usable = np.isfinite(estimates["r"].to_numpy(dtype=float))
+        if len(estimates) and not usable.any():
+            # issue 34: rows decided by the t-test or a permutation get no variance, not 1/(n - 3 - k)
+            raise GengenError(
+                "option source: the models' runs cannot be pooled without a variance that allows for "
+                "autocorrelated checkpoints (the analysis' deciding test assumes independent ones); use source "
+                "'runs', or analyse with inference 'sieve' or 'lagged'"
+            )
+        table = _model_rows(estimates, adjust)
         label_columns = ["unit"]
     elif which == "pooled":
         if pooled.empty:

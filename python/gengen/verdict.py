@@ -1,9 +1,16 @@
 r"""The answer at a glance: which pairs' partial correlations hold across models, which depend on the model.
 
 Every pair of OOD test sets gets one of four classes, from one estimate per model and condition (its replicates
-pooled, :func:`gengen.heterogeneity.group_estimates`) and the across-model tests of :mod:`gengen.heterogeneity`;
-pairs of related test sets (``related`` in the pairs table) are left out unless ``keep_related``:
+pooled, :func:`gengen.heterogeneity.group_estimates`: each in the quantity its rows were tested on, with the
+variance of the same dependence model as their intervals — never ppcor's independence variance) and the
+across-model tests of :mod:`gengen.heterogeneity`; pairs of related test sets (``related`` in the pairs table) are
+left out unless ``keep_related``:
 
+* first, the joint test that every model's partial correlation is 0 (:math:`\sum_g w_g \hat z_g^2` against
+  :math:`M F_{M,\nu}`, adjusted across pairs) must reject, else the pair is **undetermined**: it is the
+  intersection of the two questions below, so testing it first (closed testing) keeps the chance that a null
+  pair gets any class but undetermined at :math:`\alpha` rather than the two tests' :math:`2\alpha` (issue 34:
+  0.107 at 4 models before, on realistic null curves);
 * **model-dependent**: the partial correlation differs between models — Cochran's Q, adjusted across pairs
   with the analysis' method (Holm when it used maxT), below :math:`\alpha`;
 * **consistent positive** / **consistent negative**: not model-dependent, the common (inverse-variance
@@ -58,6 +65,8 @@ VERDICT_COLUMNS = (
     "r_common",
     "p_common",
     "p_common_adjusted",
+    "p_joint",
+    "p_joint_adjusted",
     "p_common_fdr",
     "r_detectable",
     "q_heterogeneity",
@@ -216,6 +225,7 @@ def _json_text(data: Any) -> str:
 _RULES = (
     ("undetermined", "no model could test this pair"),
     ("undetermined", "only one model could test this pair"),
+    ("undetermined", "no model's partial correlation differs from zero (joint test of every model's estimate)"),
     ("model-dependent", "the partial correlation differs between models (Cochran's Q)"),
     ("undetermined", "no common effect detected (too little power, or none)"),
     ("consistent positive", "significant common effect, positive in every model"),
@@ -228,6 +238,7 @@ def _classify(table: pd.DataFrame, alpha: float, compared: bool) -> tuple[np.nda
     """Each pair's class and reason (:data:`_RULES`), from its counts and adjusted p-values."""
     n_groups = table["n_groups"].to_numpy()
     p_het = table["p_heterogeneity_adjusted"].to_numpy(dtype=float)
+    p_joint = table["p_joint_adjusted"].to_numpy(dtype=float)
     p_common = table["p_common_adjusted"].to_numpy(dtype=float)
     z_common = table["r_common"].to_numpy(dtype=float)
     positive, negative = table["n_positive"].to_numpy(), table["n_negative"].to_numpy()
@@ -235,6 +246,7 @@ def _classify(table: pd.DataFrame, alpha: float, compared: bool) -> tuple[np.nda
         holds = [
             n_groups == 0,
             (n_groups < 2) & compared,
+            ~(np.isfinite(p_joint) & (p_joint < alpha)),
             np.isfinite(p_het) & (p_het < alpha),
             ~(np.isfinite(p_common) & (p_common < alpha)),
             (z_common > 0) & (negative == 0),
@@ -253,6 +265,7 @@ def _pair_table(
     from gengen._per_pair import joined_per_row, two_sided_p_array
     from gengen.heterogeneity import pair_matrices, q_arrays
     from gengen.stats import p_adjust
+    from gengen.tails import f_sf_array
 
     model_cells = [(label, matrices) for across, label, matrices in cells if across == "model"]
     compared = bool(model_cells)
@@ -264,6 +277,17 @@ def _pair_table(
         r = np.where(matrices.usable, matrices.r, np.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
             statistic = q["z_common"] * np.sqrt(q["sum_w"])
+            # The joint test of "every model's partial correlation is 0", the intersection of "no difference
+            # between models" and "no common effect": sum_g w_g z_g^2 = Q + (sum_g w_g) z_common^2 against
+            # M F(M, nu). Each class needs it to reject first (closed testing), so that a null pair is called
+            # something other than undetermined at most alpha of the time, not the two tests' 2 alpha.
+            joint = np.sum(np.where(matrices.usable, matrices.z**2 / matrices.variance, 0.0), axis=1)
+            n_used = q["n_groups"]
+            p_joint = np.where(
+                n_used > 0,
+                f_sf_array(joint / np.maximum(n_used, 1), np.maximum(n_used, 1), q["df_denominator"]),
+                np.nan,
+            )
         # "unit=r" per cell, formatted by one str.format mapped over the array (no Python loop over pairs)
         formatted = np.array(list(map("{:.3f}".format, r.ravel().tolist())), dtype=object).reshape(r.shape)
         labelled = np.array([f"{unit}=" for unit in matrices.units], dtype=object) + formatted
@@ -278,12 +302,14 @@ def _pair_table(
             r_max=np.nanmax(np.where(matrices.usable, r, -np.inf), axis=1),
             r_common=np.tanh(q["z_common"]),
             p_common=two_sided_p_array(statistic, q["df_denominator"]),
+            p_joint=p_joint,
             q_heterogeneity=q["q"],
             p_heterogeneity=q["p"],
         )
         table.loc[table["n_groups"] == 0, ["r_min", "r_max"]] = np.nan
         table["p_common_adjusted"] = p_adjust(table["p_common"].to_numpy(dtype=float), adjust)  # type: ignore[arg-type]
         table["p_heterogeneity_adjusted"] = p_adjust(table["p_heterogeneity"].to_numpy(dtype=float), adjust)  # type: ignore[arg-type]
+        table["p_joint_adjusted"] = p_adjust(table["p_joint"].to_numpy(dtype=float), adjust)  # type: ignore[arg-type]
         _screening_columns(table, q, alpha, adjust)
         table["verdict"], table["reason"] = _classify(table, alpha, compared)
         tables.append(table)
@@ -516,7 +542,7 @@ def build_verdict(
     {'consistent positive': 1, 'consistent negative': 0, 'model-dependent': 1, 'undetermined': 0}
     """
     from gengen.compare import _model_agreement
-    from gengen.heterogeneity import _cell_matrices, group_estimates
+    from gengen.heterogeneity import NO_VARIANCE, _cell_matrices, group_estimates
 
     settings = {} if isinstance(source, pd.DataFrame) else source.settings
     alpha = float(settings.get("alpha", 0.05)) if alpha is None else float(alpha)
@@ -541,7 +567,13 @@ def build_verdict(
     answer, shares, distribution, resolvable = _global_answer(
         pairs_table, estimates, pairs, agreement, alpha=alpha, adjust=adjust
     )
-    if pairs.empty:
+    if pairs.empty and len(estimates) and (estimates["variance_method"] == NO_VARIANCE).all():
+        text = (
+            "No model estimate has a variance that allows for autocorrelated checkpoints (the deciding test, "
+            "t-test or permutation, assumes independent ones), so nothing is compared or stated; ask for "
+            "inference 'sieve' (the default) or 'lagged'."
+        )
+    elif pairs.empty:
         text = (
             "No per-run partial correlations that could be tested (an across-run analysis, or no testable rows): "
             "the verdict compares models' per-run estimates, so there is nothing to state."

@@ -38,6 +38,7 @@ from gengen.analyse.group_plan import (
     plan_group,
 )
 from gengen.analyse.group_pool import map_groups, worker_count
+from gengen.analyse.inference import uncalibrated_path_warning
 from gengen.analyse.options import (
     DEFAULT_ALPHA,
     DEFAULT_ANALYSIS_FIT,
@@ -324,6 +325,8 @@ def analyse(
         chosen.append(fit)
     if settings.fit == "auto" and chosen:
         warnings.insert(0, control_summary(groups, chosen))
+    if resolved_mode == "checkpoints" and (path_warning := uncalibrated_path_warning(settings)):
+        warnings.insert(0, path_warning)
     pairs = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=list(PAIR_COLUMNS))
     related = related_pairs(
         ood_names,

@@ -28,6 +28,55 @@ from gengen.stats.sieve import (
 LAGGED_METHOD = "lagged regression (residuals on [1, y(t-1), ID(t), ID(t-1)], {fit} fit, t-test)"
 
 
+#: What each test that is not calibrated on checkpoint trajectories was measured to do on true nulls
+#: (docs/calibration.md: the realistic grid of issue 23 and the method comparison of issue 9, α = 0.05).
+UNCALIBRATED_RATES = {
+    "t-test": (
+        "ppcor's t-test assumes independent checkpoints: it rejected 24–49% of true nulls on realistic "
+        "learning curves (AR(1) 0.9 noise) and 70–83% on a test set stuck at chance"
+    ),
+    "free": (
+        "the free permutation assumes independent checkpoints: it rejected 44% of true nulls at AR(1) 0.9, n = 50"
+    ),
+    "block": (
+        "block permutation (blocks of about n^(1/3) checkpoints) keeps too little of the autocorrelation: it "
+        "rejected 21–34% of true nulls at AR(1) 0.9–0.99 and random walks, n = 50"
+    ),
+    "circular": (
+        "circular-shift permutation rejected 6.2–8.1% of true nulls at AR(1) 0.9–0.99 and random walks, n = 50, "
+        "and cannot reach p below 1/n"
+    ),
+}
+
+
+def uncalibrated_path_warning(settings: Settings) -> str | None:
+    """The one-line warning an analysis of checkpoint trajectories gets when its deciding test is not calibrated
+    there (the t-test or a permutation, whatever the scheme), with the false-positive rate measured for it; None
+    when the sieve or the lagged test decides.
+
+    Parameters
+    ----------
+    settings : Settings
+        The analysis' settings.
+
+    Returns
+    -------
+    str or None
+        The warning, or None.
+    """
+    deciding = settings.primary_p
+    if deciding == "p_value":
+        key, name = "t-test", "t-test"
+    elif deciding == "p_perm":
+        key, name = settings.permutation_scheme, f"permutation ({settings.permutation_scheme})"
+    else:
+        return None
+    return (
+        f"inference: the {name} decides the rows, and {UNCALIBRATED_RATES[key]} (docs/calibration.md); its "
+        "'significant' rows are not calibrated on trajectories: use 'sieve' (the default) or 'lagged'"
+    )
+
+
 def _pairwise_fallback(
     compute: Any, x: np.ndarray, rows: np.ndarray, cols: np.ndarray, fields: tuple[str, ...]
 ) -> tuple[dict[str, list[Any]], list[str], list[Any]]:

@@ -70,6 +70,10 @@ SIEVE_VARIANCE = (
     "Satterthwaite's df_fixed from the runs' df_sieve"
 )
 INDEPENDENT_VARIANCE = "1/(n - 3 - k) (assumes independent checkpoints)"
+LAGGED_VARIANCE = (
+    "(artanh r_innovation / t)² of each run's lagged test (the innovations' correlation is pooled); fixed "
+    "effect on Student's t with Satterthwaite's df_fixed from the runs' df_lagged"
+)
 
 
 #: The columns of the per-run pairs table that :func:`meta_table` reads (besides the ``by`` columns).
@@ -87,6 +91,9 @@ POOLING_INPUTS = (
     "k",
     "diagnostics",
     "fit",
+    "estimand",
+    "r_innovation",
+    "df_lagged",
 )
 
 
@@ -100,6 +107,78 @@ def run_variances(pair_rows: pd.DataFrame) -> tuple[np.ndarray | None, np.ndarra
             df = pair_rows["df_sieve"].to_numpy(dtype=float) if "df_sieve" in pair_rows.columns else None
             return se**2, df, SIEVE_VARIANCE
     return None, None, INDEPENDENT_VARIANCE
+
+
+def lagged_variance(r: Any, df: Any) -> np.ndarray:
+    r"""The variance of artanh(r_innovation) that the lagged test's t statistic implies.
+
+    Parameters
+    ----------
+    r : array_like
+        Correlations of the innovations (``r_innovation``).
+    df : array_like
+        The lagged test's degrees of freedom (``df_lagged``).
+
+    Returns
+    -------
+    ndarray
+        :math:`(\operatorname{artanh} r / t)^2` with :math:`t = r\sqrt{\mathrm{df}/(1 - r^2)}` (1/df at r = 0):
+        the squared standard error of the row's own interval (:func:`gengen.stats.consistent_interval`), so
+        that z/se reproduces the lagged t statistic; NaN where r or df is unusable.
+
+    Examples
+    --------
+    >>> from gengen.analyse.pooled import lagged_variance
+    >>> lagged_variance([0.0, 0.5], [16.0, 16.0]).round(4)
+    array([0.0625, 0.0566])
+    """
+    r = np.asarray(r, dtype=float)
+    df = np.asarray(df, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        usable = np.isfinite(r) & (np.abs(r) < 1) & np.isfinite(df) & (df > 0)
+        rr = np.where(usable, r, 0.0)
+        dd = np.where(usable, df, 1.0)
+        t = rr * np.sqrt(dd / (1.0 - rr * rr))
+        se = np.where(np.abs(rr) > 1e-12, np.arctanh(rr) / np.where(t != 0, t, 1.0), 1.0 / np.sqrt(dd))
+    return np.where(usable, se * se, np.nan)
+
+
+def lagged_estimates(runs: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+    """The per-run rows with those the lagged test decided put in the quantity that test is about.
+
+    Parameters
+    ----------
+    runs : DataFrame
+        Per-run rows of an analysis' pairs table.
+
+    Returns
+    -------
+    rows : DataFrame
+        ``runs`` where each row with ``estimand`` r_innovation carries ``r_innovation`` in ``r_partial``, the
+        lagged test's standard error of its Fisher z (:func:`lagged_variance`) in ``se_z`` and ``df_lagged``
+        in ``df_sieve``; other rows unchanged.
+    lagged : bool
+        Whether any row was the lagged test's.
+
+    Notes
+    -----
+    Before issue 34 the lagged rows, which have no sieve standard error, were pooled on ``r_partial`` with
+    ppcor's 1/(n − 3 − k), a variance that assumes independent checkpoints.
+    """
+    if "estimand" not in runs.columns or "r_innovation" not in runs.columns:
+        return runs, False
+    lagged = (runs["estimand"].astype(str) == "r_innovation").to_numpy()
+    if not lagged.any():
+        return runs, False
+    r_innovation = runs["r_innovation"].to_numpy(dtype=float)
+    df_lagged = runs["df_lagged"].to_numpy(dtype=float)
+    se = runs["se_z"].to_numpy(dtype=float) if "se_z" in runs.columns else np.full(len(runs), np.nan)
+    df = runs["df_sieve"].to_numpy(dtype=float) if "df_sieve" in runs.columns else np.full(len(runs), np.nan)
+    return runs.assign(
+        r_partial=np.where(lagged, r_innovation, runs["r_partial"].to_numpy(dtype=float)),
+        se_z=np.where(lagged, np.sqrt(lagged_variance(r_innovation, df_lagged)), se),
+        df_sieve=np.where(lagged, df_lagged, df),
+    ), True
 
 
 def testable_runs(pair_rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -352,11 +431,14 @@ def meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
     runs = runs[[column for column in dict.fromkeys([*settings.by, *POOLING_INPUTS]) if column in runs.columns]]
     # maxT is a per-run permutation adjustment; pooled p-values fall back to Holm
     adjust = settings.p_adjust_method
+    runs, lagged = lagged_estimates(runs)
     cell_tables = []
     for cell, cell_rows in _cells(runs, settings.by):
         if len(cell_rows[["model", "run"]].drop_duplicates()) < 2:
             continue
         table = _cell_table(cell, cell_rows, settings)
+        if lagged:
+            table["variance_method"] = table["variance_method"].replace(SIEVE_VARIANCE, LAGGED_VARIANCE)
         # Under fit="auto" each run got its own control: the cell's, or all of them when its runs differ.
         fits = sorted(set(cell_rows["fit"].astype(str).unique())) if "fit" in cell_rows else [settings.fit]
         table["fit"] = "+".join(fits)
