@@ -294,7 +294,7 @@ class StudyConfig:
         runs = self.output / "runs"
         folder = runs / safe_folder_name(run.model.name) / safe_folder_name(run.key.replace(",", "_").replace("=", "-"))
         # Inside the study output as resolved: a runs/ (or run folder) linking elsewhere is refused, naming it.
-        return inside(self.output, folder)
+        return inside(self.output, folder.relative_to(self.output))
 
     def training_for(self, model: ModelSpec) -> TrainingConfig:
         """The training settings of ``model``: the study's, with its family's ``[training.families]`` changes."""

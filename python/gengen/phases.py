@@ -211,7 +211,9 @@ class PhaseComparison:
         """
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / "compare_phases.csv"
+        from gengen._files import inside
+
+        path = inside(folder, "compare_phases.csv")
         self.table.to_csv(path, index=False)
         return {"compare_phases.csv": path}
 

@@ -173,7 +173,7 @@ class Store:
             if not read_only:  # a gengen.sqlite linking (or dangling) out of the study folder is not written
                 from gengen._files import inside
 
-                inside(path, self.path)
+                inside(path, DB_NAME)
         if not read_only and self.path.is_symlink() and not self.path.exists():
             raise StoreError(
                 f"{self.path}: a symbolic link to a missing file ({os.readlink(self.path)}); "

@@ -149,14 +149,14 @@ class Verdict:
         dict
             The name of each file written (``summary.json`` when it was there) → its path.
         """
-        from gengen._files import read_json, write_text_atomic
+        from gengen._files import inside, read_json, write_text_atomic
 
         Path(out).mkdir(parents=True, exist_ok=True)
-        written = {name: Path(out) / name for name in ("verdict_pairs.csv", "verdict.json")}
+        written = {name: inside(out, name) for name in ("verdict_pairs.csv", "verdict.json")}
         self.pairs.to_csv(written["verdict_pairs.csv"], index=False)
         data = self.as_dict()
         write_text_atomic(written["verdict.json"], _json_text(data))
-        summary_path = Path(out) / "summary.json"
+        summary_path = inside(out, "summary.json")
         if summary_path.is_file():
             summary = read_json(summary_path)
             if isinstance(summary, dict):

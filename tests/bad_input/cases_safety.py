@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .case import Case
+from .cases_cli import _analysis
 
 
 def _template(name: str) -> Callable[[Path], None]:
@@ -87,6 +88,103 @@ def _demo_cases() -> list[Case]:
     ]
 
 
+def _relative_figures_link(folder: Path) -> None:
+    _analysis(folder)
+    (folder / "elsewhere").mkdir()
+    (folder / "analysis" / "figures").symlink_to("../elsewhere")
+
+
+def _figure_file_link(folder: Path) -> None:
+    _analysis(folder)
+    (folder / "elsewhere").mkdir()
+    (folder / "elsewhere" / "mine.png").write_text("keep me\n")
+    (folder / "analysis" / "figures").mkdir()
+    (folder / "analysis" / "figures" / "agreement.png").symlink_to(folder / "elsewhere" / "mine.png")
+
+
+def _relative_store_link(folder: Path) -> None:
+    (folder / "elsewhere").mkdir()
+    (folder / "study").mkdir()
+    (folder / "study" / "gengen.sqlite").symlink_to("../elsewhere/new.sqlite")
+
+
+def _file_link(name: str) -> Callable[[Path], None]:
+    def setup(folder: Path) -> None:
+        _analysis(folder)
+        (folder / "elsewhere").mkdir(exist_ok=True)
+        (folder / "elsewhere" / "mine.txt").write_text("keep me\n")
+        (folder / name).unlink(missing_ok=True)
+        (folder / name).symlink_to(folder / "elsewhere" / "mine.txt")
+
+    return setup
+
+
+def _demo_folder_link(name: str) -> Callable[[Path], None]:
+    def setup(folder: Path) -> None:
+        (folder / "elsewhere").mkdir()
+        (folder / "demo").mkdir()
+        (folder / "demo" / name).symlink_to("../elsewhere")
+
+    return setup
+
+
+def _elsewhere_unchanged(folder: Path) -> None:
+    found = {
+        str(path.relative_to(folder / "elsewhere")): path.read_bytes()
+        for path in (folder / "elsewhere").rglob("*")
+        if path.is_file()
+    }
+    assert set(found) <= {"mine.png", "mine.txt"}, f"written outside the folder: {sorted(found)}"
+    assert all(content == b"keep me\n" for content in found.values()), "a file outside the folder was changed"
+
+
+def _path_cases() -> list[Case]:
+    """A symbolic link planted at every folder (and a file in each) a command writes into, named relatively:
+    the check joined a relative path to its folder twice and let ``figures -> ../victim`` through."""
+    out = [
+        Case(
+            "safety-report-relative-figures-link",
+            ["report", "analysis", "-q"],
+            "analysis/figures: leads outside analysis",
+            setup=_relative_figures_link,
+            after=_elsewhere_unchanged,
+        ),
+        Case(
+            "safety-report-figure-file-link",
+            ["report", "analysis", "-q"],
+            "analysis/figures/agreement.png: leads outside analysis/figures",
+            setup=_figure_file_link,
+            after=_elsewhere_unchanged,
+        ),
+        Case(
+            "safety-ingest-relative-store-link",
+            ["ingest", "in.csv", "--store", "study", "-q"],
+            "study/gengen.sqlite: leads outside study",
+            files={"in.csv": "model,step,testset,metric,value\nm,1,t,acc,0.5\n"},
+            setup=_relative_store_link,
+            after=_elsewhere_unchanged,
+        ),
+        Case(
+            "safety-compare-file-link",
+            ["compare", "analysis", "--out", "analysis"],
+            "analysis/compare_pairs.csv: leads outside analysis",
+            setup=_file_link("analysis/compare_pairs.csv"),
+            after=_elsewhere_unchanged,
+        ),
+    ]
+    for name in ("data", "models", "report"):
+        out.append(
+            Case(
+                f"safety-demo-{name}-link",
+                ["demo", "--out", "demo"],
+                f"demo/{name}: leads outside demo",
+                setup=_demo_folder_link(name),
+                after=_elsewhere_unchanged,
+            )
+        )
+    return out
+
+
 def cases() -> list[Case]:
     """Every issue-36 case."""
-    return [*_demo_cases()]
+    return [*_demo_cases(), *_path_cases()]

@@ -47,12 +47,15 @@ def prepare_demo(out: Path, *, log: Log = print) -> Path:
     Path
         The study file, ``out / "study.toml"``.
     """
+    from gengen._files import inside
     from gengen.config import load_config
     from gengen.demo.tasks import OOD_SHIFTS, tokenizer_corpus, write_demo_data
     from gengen.demo.tiny import build_tiny_model, count_parameters, train_tokenizer
     from gengen.models import answer_token_ids
 
     out.mkdir(parents=True, exist_ok=True)
+    for name in ("study.toml", "data", "models", "report"):  # none may lead out of the demo's folder
+        inside(out, name)
     study = out / "study.toml"
     if not study.is_file():
         study.write_text(study_template(), encoding="utf-8")
