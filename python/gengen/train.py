@@ -63,7 +63,7 @@ from gengen.schedule import (
     update_batches,
     update_indices,
 )
-from gengen.score import EncodedTestset, encode_testsets, score_rows
+from gengen.score import EncodedTestset, encode_testsets, score_rows, unscored
 
 __all__ = [
     "STATE_FILE",
@@ -434,8 +434,8 @@ class Trainer:
             The optimiser steps taken (0: before training), recorded with the scores.
         """
         world, run = self.world, self.run
-        if not self.strategy.scores_here() or all(
-            (step, t.name, m) in self.done for t in self.testsets for m in self.metrics
+        if not self.strategy.scores_here() or not unscored(
+            step, [t.name for t in self.testsets], self.metrics, self.done
         ):
             return
         base = {
