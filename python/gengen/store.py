@@ -368,10 +368,22 @@ class Store:
         -------
         int
             Rows inserted or changed (equal re-writes are not counted); 0 for an empty table.
+
+        Raises
+        ------
+        InputError
+            A number that cannot be right (:func:`gengen.score_checks.check_scores`: ``inf``, a negative step),
+            naming its row; nothing is written.
         """
         table = _as_frame(data)
         if len(table) == 0:
             return 0
+        # The number checks every import passes (finite values, counts in range): an inf written here could not
+        # be exported and ingested back.
+        from gengen.score_checks import check_scores
+
+        rows = pd.Series([f"row {i}" for i in range(len(table))])  # numbered as normalise_scores numbers them
+        check_scores(table, rows, fractions=False)
         frame = normalise_scores(table, study=self.study)
         return self.write_batch(frame, on_conflict=on_conflict)
 
