@@ -554,7 +554,8 @@ class Store:
         Raises
         ------
         GengenError
-            An unknown filter name.
+            An unknown filter name, a value that is not a name, or a study the store does not hold (as
+            ``--study`` refuses it).
         """
         clauses: list[str] = []
         params: list[Any] = []
@@ -563,7 +564,20 @@ class Store:
                 raise GengenError(
                     option=name, problem=f"is not a filter of load(); expected one of {', '.join(FILTERS)}"
                 )
-            values = [wanted] if isinstance(wanted, str) else list(wanted)
+            try:
+                values: list[Any] | None = [wanted] if isinstance(wanted, str) else list(wanted)
+            except TypeError:  # not a sequence: load(path, study=5)
+                values = None
+            if values is None or not all(isinstance(value, str) for value in values):
+                raise GengenError(option=name, problem=f"must be a name or a list of names, got {wanted!r}")
+            if name == "study":  # as the CLI's --study: a study the store does not hold is an error, not no rows
+                held = self.studies()
+                missing = [value for value in values if value not in held]
+                if missing:
+                    raise GengenError(
+                        option="study",
+                        problem=f"{missing[0]!r} is not in {self.path}; its studies: {', '.join(held) or 'none'}",
+                    )
             clauses.append(f"{name} IN ({', '.join('?' * len(values))})")
             params.extend(str(v) for v in values)
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
