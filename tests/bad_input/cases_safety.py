@@ -185,6 +185,175 @@ def _path_cases() -> list[Case]:
     return out
 
 
+_SCHEMA_1 = """
+CREATE TABLE scores (
+    study TEXT NOT NULL, model TEXT NOT NULL, family TEXT NOT NULL, size TEXT NOT NULL, run TEXT NOT NULL,
+    seed INTEGER, shots INTEGER, step INTEGER NOT NULL, tokens INTEGER, epoch REAL, testset TEXT NOT NULL,
+    metric TEXT NOT NULL, value REAL, n_examples INTEGER, stderr REAL, extra TEXT,
+    PRIMARY KEY (study, model, run, step, testset, metric)
+) WITHOUT ROWID;
+CREATE TABLE manifests (
+    model TEXT NOT NULL, run TEXT NOT NULL, manifest TEXT NOT NULL, created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL, PRIMARY KEY (model, run)
+) WITHOUT ROWID;
+PRAGMA journal_mode = WAL;
+PRAGMA user_version = 1;
+"""
+
+
+def _old_store(*statements: str, label: str = "seed=1") -> Callable[[Path], None]:
+    """A schema-1 store (as gengen 0.1 before schema 2 wrote it), then ``statements`` run on it."""
+
+    def setup(folder: Path) -> None:
+        import sqlite3
+
+        (folder / "old").mkdir()
+        with sqlite3.connect(folder / "old" / "gengen.sqlite") as conn:
+            conn.executescript(_SCHEMA_1)
+            conn.execute(
+                "INSERT INTO scores (study, model, family, size, run, step, testset, metric, value) "
+                "VALUES ('old', 'm', 'm', '', ?, 0, 't', 'acc', 0.5)",
+                (label,),
+            )
+            for statement in statements:
+                conn.execute(statement)
+        conn.close()
+
+    return setup
+
+
+IN_CSV = {"in.csv": "model,step,testset,metric,value\nm,1,t,acc,0.5\n"}
+INGEST_OLD = ["ingest", "{tmp}/in.csv", "--store", "{tmp}/old", "--study", "old", "-q"]
+
+
+def _store_cases() -> list[Case]:
+    """Read before you write: each leaves the store as it was (the corpus compares dumps and versions)."""
+    return [
+        Case(
+            "safety-ingest-bad-json-into-an-old-store",
+            ["ingest", "{tmp}/bad.json", "--store", "{tmp}/old", "-q"],
+            "{tmp}/bad.json",
+            files={"bad.json": "{not json"},
+            setup=_old_store(),
+        ),
+        Case(
+            "safety-old-store-without-manifests",
+            INGEST_OLD,
+            "{tmp}/old/gengen.sqlite: no manifests table",
+            files=IN_CSV,
+            setup=_old_store("DROP TABLE manifests"),
+        ),
+        Case(
+            "safety-store-negative-version-export",
+            ["export", "{tmp}/old", "{tmp}/out.csv"],
+            "{tmp}/old/gengen.sqlite: store schema version -1 is not one gengen writes",
+            setup=_old_store("PRAGMA user_version = -1"),
+        ),
+        Case(
+            "safety-store-negative-version-ingest",
+            INGEST_OLD,
+            "{tmp}/old/gengen.sqlite: store schema version -1 is not one gengen writes",
+            files=IN_CSV,
+            setup=_old_store("PRAGMA user_version = -1"),
+        ),
+        Case(
+            "safety-old-store-label-seed-overflow",
+            INGEST_OLD,
+            "{tmp}/old/gengen.sqlite: cannot upgrade from schema version 1",
+            files=IN_CSV,
+            setup=_old_store(label="seed=99999999999999999999999"),
+        ),
+        Case(
+            "safety-old-store-label-negative-shots",
+            INGEST_OLD,
+            "shots=-5 is out of range",
+            files=IN_CSV,
+            setup=_old_store(label="seed=1,shots=-5"),
+        ),
+        Case(
+            "safety-ingest-label-negative-shots",
+            ["ingest", "{tmp}/in.csv", "--store", "{tmp}/new", "-q"],
+            "shots=-5 is out of range",
+            files={"in.csv": 'model,run,step,testset,metric,value\nm,"seed=1,shots=-5",1,t,acc,0.5\n'},
+        ),
+    ]
+
+
+_DRY_STUDY = """
+[study]
+name = "s"
+id_testset = "t"
+[[models]]
+name = "m"
+path = "facebook/opt-125m"
+family = "opt"
+size = "125m"
+[task]
+train = { source = "mnli" }
+[[testsets]]
+name = "t"
+source = "mnli"
+"""
+
+
+def _analysis_table(testsets: int, missing: str = "") -> Callable[[Path], None]:
+    def setup(folder: Path) -> None:
+        lines = ["model,step,testset,metric,value"]
+        names = ["id", *(f"t{i}" for i in range(testsets))]
+        for step in range(0, 300, 10):
+            level = 0.3 + step / 1000
+            lines += [f"m,{step},{name},acc,{'' if name == missing else f'{level + (i % 7) / 200:.4f}'}"
+                      for i, name in enumerate(names)]  # fmt: skip
+        (folder / "scores.csv").write_text("\n".join(lines) + "\n")
+
+    return setup
+
+
+def _value_cases() -> list[Case]:
+    """Values the checks let through and a later step tripped on; garbage that gave exit 0."""
+    return [
+        Case(
+            "safety-train-dry-run-seed-2-to-the-63",
+            ["train", "{tmp}/study.toml", "--dry-run"],
+            "training.seeds[0]: 9,223,372,036,854,775,808 is above gengen's limit",
+            files={"study.toml": _DRY_STUDY + "[training]\nseeds = [9223372036854775808]\n"},
+        ),
+        Case(
+            "safety-train-dry-run-a-billion-evaluations",
+            ["train", "{tmp}/study.toml", "--dry-run"],
+            "evaluation.every: every 1 steps of 1,000,000,000 is 1,000,000,000 evaluations per run",
+            files={"study.toml": _DRY_STUDY + "[training]\nmax_steps = 1000000000\n[evaluation]\nevery = 1\n"},
+        ),
+        Case(
+            "safety-analyse-a-test-set-all-missing",
+            ["analyse", "{tmp}/scores.csv", "--id", "id", "--out", "{tmp}/out"],
+            "column 'value' is missing in every score of test set 't1'",
+            setup=_analysis_table(3, missing="t1"),
+        ),
+        Case(
+            "safety-analyse-every-score-missing",
+            ["analyse", "{tmp}/scores.csv", "--id", "id", "--out", "{tmp}/out"],
+            "column 'value' is missing in every score of test set 'id'",
+            setup=_analysis_table(3, missing="id"),
+        ),
+        Case(
+            "safety-wandb-empty-leaf",
+            ["ingest", "{tmp}/history.csv", "--store", "{tmp}/new", "--model", "m", "-q"],
+            "{tmp}/history.csv: column 'eval/downstream_bpb/': an empty part in its name",
+            files={"history.csv": "_step,eval/downstream/arc_easy_acc,eval/downstream_bpb/\n100,0.5,0.6\n"},
+        ),
+        Case(
+            "safety-lighteval-task-key-without-shots",
+            ["ingest", "{tmp}/results.json", "--store", "{tmp}/new", "--step", "1", "-q"],
+            "{tmp}/results.json: key results.'leaderboard|arc': not a lighteval task key",
+            files={
+                "results.json": '{"config_general": {"model_name": "o/m"}, "results": '
+                '{"leaderboard|arc": {"acc": 0.4}}}'
+            },
+        ),
+    ]
+
+
 def cases() -> list[Case]:
     """Every issue-36 case."""
-    return [*_demo_cases(), *_path_cases()]
+    return [*_demo_cases(), *_path_cases(), *_store_cases(), *_value_cases()]
