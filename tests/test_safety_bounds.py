@@ -90,7 +90,9 @@ def test_write_scores_refuses_a_value_that_is_not_finite(tmp_path: Path, value: 
 def test_load_with_a_study_behaves_as_the_clis_study(tmp_path: Path) -> None:
     Store(tmp_path / "st", study="pythia").write_scores(_scores(3))
     assert len(gengen.load(tmp_path / "st", study="pythia")) == 12
-    with pytest.raises(GengenError, match=r"study 'nosuch' is not in .*gengen\.sqlite; its studies: pythia") as error:
+    with pytest.raises(
+        GengenError, match=r"study 'nosuch' is not in the store; studies: pythia \(.*gengen\.sqlite\)"
+    ) as error:
         gengen.load(tmp_path / "st", study="nosuch")
     assert error.value.option == "study"
     with pytest.raises(GengenError, match=r"study must be a name or a list of names, got 5"):
@@ -126,3 +128,11 @@ def test_the_size_check_counts_no_more_than_a_pair_row_holds() -> None:
     from gengen.analyse.group_plan import PAIR_COLUMNS
 
     assert PAIR_ROW_VALUES <= len(PAIR_COLUMNS)
+
+
+def test_a_min_step_that_leaves_one_checkpoint_per_run_is_named() -> None:
+    """It blamed --id ("constant across runs"): the analysis had silently become one across runs."""
+    df = _scores()
+    with pytest.raises(GengenError, match=r"min_step 285 leaves each run one checkpoint \(steps 285 to 290\)"):
+        gengen.analyse(df, id_testset="id", min_step=285, progress=False)
+    assert len(gengen.analyse(df, id_testset="id", min_step=100, inference="lagged", progress=False).pairs) == 3

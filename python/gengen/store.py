@@ -576,7 +576,8 @@ class Store:
                 if missing:
                     raise GengenError(
                         option="study",
-                        problem=f"{missing[0]!r} is not in {self.path}; its studies: {', '.join(held) or 'none'}",
+                        problem=f"{missing[0]!r} is not in the store; studies: {', '.join(held) or '(none)'} "
+                        f"({self.path})",
                     )
             clauses.append(f"{name} IN ({', '.join('?' * len(values))})")
             params.extend(str(v) for v in values)

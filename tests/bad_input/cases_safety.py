@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .case import Case
-from .cases_cli import _analysis
+from .cases_cli import _analysis, _store
 
 
 def _template(name: str) -> Callable[[Path], None]:
@@ -335,6 +335,12 @@ def _value_cases() -> list[Case]:
             ["analyse", "{tmp}/scores.csv", "--id", "id", "--out", "{tmp}/out"],
             "column 'value' is missing in every score of test set 'id'",
             setup=_analysis_table(3, missing="id"),
+        ),
+        Case(
+            "safety-analyse-min-step-leaves-one-checkpoint",
+            ["analyse", "{tmp}/study", "--id", "id", "--out", "{tmp}/out", "--min-step", "2850"],
+            "--min-step 2850 leaves each run one checkpoint",
+            setup=_store,
         ),
         Case(
             "safety-wandb-empty-leaf",

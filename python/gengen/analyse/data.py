@@ -189,11 +189,13 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
     used["value"], used["step"] = _checked_scores(used)
     _refuse_all_missing(used, settings)
     if settings.min_step is not None:
+        before = used
         used = used[used["step"] >= settings.min_step]
         if used.empty:
             raise GengenError(
                 option="min_step", problem=f"{settings.min_step} leaves no score (none has a step that large)"
             )
+        _refuse_one_step_left(before, used, settings.min_step)
     key = ["model", "run", "step", "testset", "metric"]
     duplicated = used.duplicated(key, keep=False)
     if duplicated.any():
@@ -266,6 +268,20 @@ def _check_pairs_fit(table: pd.DataFrame, settings: Settings) -> None:
         (groups, pairs, PAIR_ROW_VALUES),
         f"{m:,} OOD test sets are {pairs:,} pairs per group; the pairs table of {groups:,} group"
         f"{'s' if groups != 1 else ''}",
+    )
+
+
+def _refuse_one_step_left(before: pd.DataFrame, after: pd.DataFrame, min_step: int) -> None:
+    """``--min-step`` that leaves each run one checkpoint turned a checkpoint analysis into one across runs, and
+    the error then blamed ``--id``; it is named instead."""
+    runs = ["model", "run"]
+    if after.groupby(runs)["step"].nunique().max() > 1 or before.groupby(runs)["step"].nunique().max() <= 1:
+        return
+    last = int(after["step"].max())
+    raise GengenError(
+        option="min_step",
+        problem=f"{min_step} leaves each run one checkpoint (steps {min_step} to {last}): nothing to correlate "
+        "over training; give a smaller --min-step",
     )
 
 
