@@ -576,8 +576,7 @@ class Store:
                 if missing:
                     raise GengenError(
                         option="study",
-                        problem=f"{missing[0]!r} is not in the store; studies: {', '.join(held) or '(none)'} "
-                        f"({self.path})",
+                        problem=f"{missing[0]!r} is not in the store; studies: {', '.join(held) or '(none)'}",
                     )
             clauses.append(f"{name} IN ({', '.join('?' * len(values))})")
             params.extend(str(v) for v in values)
