@@ -119,6 +119,13 @@ def _file_link(name: str) -> Callable[[Path], None]:
     return setup
 
 
+def _simulate_link(folder: Path) -> None:
+    (folder / "elsewhere").mkdir()
+    (folder / "elsewhere" / "mine.txt").write_text("keep me\n")
+    (folder / "sim").mkdir()
+    (folder / "sim" / "calibration.csv").symlink_to(folder / "elsewhere" / "mine.txt")
+
+
 def _demo_folder_link(name: str) -> Callable[[Path], None]:
     def setup(folder: Path) -> None:
         (folder / "elsewhere").mkdir()
@@ -172,6 +179,15 @@ def _path_cases() -> list[Case]:
             after=_elsewhere_unchanged,
         ),
     ]
+    out.append(
+        Case(
+            "safety-simulate-out-file-link",
+            ["simulate", "--quick", "--out", "sim"],
+            "sim/calibration.csv: leads outside sim",
+            setup=_simulate_link,
+            after=_elsewhere_unchanged,
+        )
+    )
     for name in ("data", "models", "report"):
         out.append(
             Case(
