@@ -180,3 +180,75 @@ def test_ending_the_parent_ends_the_workers_quietly(tmp_path: Path, sent: int, s
     assert parent.returncode == status, err
     assert "Traceback" not in out + err and "Error" not in err.replace("error:", ""), err
     assert err.strip().splitlines() == ([line] if line else []), err
+
+
+# ----------------------------------------------------------------------------- through `gengen analyse`
+
+
+def _children(pid: int) -> list[int]:
+    """The worker processes of ``pid`` (multiprocessing's resource tracker, also a child, is not one)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        children = task / "children"
+        if children.is_file():
+            found += [int(text) for text in children.read_text().split()]
+    workers = []
+    for child in found:
+        try:
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                workers.append(child)
+        except OSError:
+            continue
+    return workers
+
+
+def _big_table(path: Path) -> None:
+    """4 runs x 300 checkpoints x 64 OOD test sets: about a second of one core per group, far longer than the
+    time from a worker's start to its kill below."""
+    rng = np.random.default_rng(0)
+    n, frames = 300, []
+    for run in range(4):
+        base = np.cumsum(rng.normal(0.001, 0.01, n)) + 0.3
+        for name in ["id", *(f"t{i}" for i in range(64))]:
+            values = base if name == "id" else base * rng.uniform(0.5, 1) + np.cumsum(rng.normal(0, 0.01, n))
+            frames.append(pd.DataFrame({"model": "m", "run": f"seed={run}", "step": np.arange(n) * 10,
+                                        "testset": name, "metric": "acc", "value": np.clip(values, 0, 1)}))  # fmt: skip
+    pd.concat(frames).to_csv(path, index=False)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through /proc (Linux)")
+@pytest.mark.parametrize(
+    ("target", "sent", "status", "line"),
+    [
+        ("worker", signal.SIGKILL, 2, r"error: group \d of 4 \(model=m, run=seed=\d.*\): its worker process was "
+         r"killed by SIGKILL \(most likely out of memory"),
+        ("parent", signal.SIGTERM, 143, r"error: terminated \(SIGTERM\)"),
+    ],
+    ids=["kill-9-a-worker", "sigterm-the-parent"],
+)  # fmt: skip
+def test_gengen_analyse_ends_in_one_line_when_a_worker_or_it_is_killed(
+    tmp_path: Path, target: str, sent: int, status: int, line: str
+) -> None:
+    import re
+
+    _big_table(tmp_path / "scores.csv")
+    script = Path(sys.executable).parent / "gengen"
+    command = [str(script)] if script.is_file() else [sys.executable, "-c", "from gengen.cli import main; main()"]
+    parent = subprocess.Popen(
+        [*command, "analyse", str(tmp_path / "scores.csv"), "--id", "id", "--out", str(tmp_path / "out"), "--jobs",
+         "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (workers := _children(parent.pid)) and time.monotonic() < deadline and parent.poll() is None:
+            time.sleep(0.02)
+        assert workers, "no worker started"
+        os.kill(workers[0] if target == "worker" else parent.pid, sent)
+        out, err = parent.communicate(timeout=BOUND_S)
+    finally:
+        parent.kill()
+    _wait_gone(workers)
+    assert parent.returncode == status, err
+    assert "Traceback" not in out + err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and re.fullmatch(line + ".*", lines[0]), err

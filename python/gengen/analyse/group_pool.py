@@ -29,6 +29,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -166,7 +167,7 @@ def _in_workers(
     context = multiprocessing.get_context("spawn")
     pool: list[_Worker] = []
     try:
-        with _main_script_hidden():  # the workers start here
+        with _interrupts_held(), _main_script_hidden():  # the workers start here
             pool = [_Worker(context, task, settings) for _ in range(workers)]
         waiting = iter(enumerate(groups))
         done: dict[int, tuple[bool, Any]] = {}
@@ -266,6 +267,37 @@ def _worker_loop(connection: Any, task: Callable[[Group, Settings], Any], settin
                 connection.send((index, False, RuntimeError(f"a worker's result could not be sent back: {error}")))
     except (EOFError, OSError):
         return
+
+
+_INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait while the workers start: a parent interrupted between starting a worker and
+    writing its start-up data left it no data, and a traceback from multiprocessing on stderr. A signal that
+    comes meanwhile is recorded and handed to the handler it was meant for when the block ends (the workers,
+    started whole, are then ended quietly). Blocking the signal would not do: the kernel hands a process'
+    signal to any of its threads (BLAS, rayon) that does not block it, and Python then runs the handler in the
+    main thread all the same."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers (and only it receives Python's)
+        return
+    pending: list[signal.Signals] = []
+    previous = {
+        sig: signal.signal(sig, lambda number, frame: pending.append(signal.Signals(number))) for sig in _INTERRUPTS
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in pending[:1]:
+            handler = previous[sig]
+            if callable(handler):
+                handler(sig, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(sig)
 
 
 def _end_with_parent() -> None:
