@@ -441,7 +441,8 @@ def test_unknown_formats(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 768}))
     with pytest.raises(
         UnknownFormatError,
-        match=r"config\.json: JSON with neither a 'log_history' list \(a trainer_state\.json\) nor a 'results' object",
+        match=r"config\.json: JSON with neither a 'log_history' list \(a trainer_state\.json\) nor a 'config_general' "
+        r"object \(a lighteval results file\) nor a 'results' object",
     ):
         ingest(tmp_path / "config.json", tmp_path / "s")
     (tmp_path / "notes.txt").write_text("hello")

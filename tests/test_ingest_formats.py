@@ -2,7 +2,9 @@
 
 The worked example of docs/extending.md ("Adding an ingest format"), run: a Hugging Face lighteval results file
 becomes a format by one entry and its two functions, and ``ingest``, ``--format``, content detection and the
-error messages follow. Expected scores are written by hand from the file.
+error messages follow. Expected scores are written by hand from the file. gengen now reads lighteval itself
+(issue 36: ``gengen.ingest.lighteval``, tested in tests/test_ingest_lighteval.py); the example here is the
+simpler first version, added under its own name ``example-lighteval`` so that both can be in the table.
 """
 
 from __future__ import annotations
@@ -56,11 +58,11 @@ def parse_lighteval(path: Path, data: dict[str, Any], options: IngestOptions) ->
                  "value": number(value, where), "stderr": number(stderr, where + "_stderr", missing=("N/A",))}
             )  # fmt: skip
             sources.append(where)
-    return Parsed(pd.DataFrame(rows), sources, {(model, run): {"format": "lighteval", "file": str(path)}})
+    return Parsed(pd.DataFrame(rows), sources, {(model, run): {"format": "example-lighteval", "file": str(path)}})
 
 
 ENTRY = IngestFormatEntry(
-    "lighteval",
+    "example-lighteval",
     "json",
     f"{__name__}:looks_like_lighteval",
     f"{__name__}:parse_lighteval",
@@ -78,9 +80,9 @@ def lighteval(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_format_is_one_entry(lighteval: None, tmp_path: Path) -> None:
     path = tmp_path / "results_2024.json"
     path.write_text(json.dumps(LIGHTEVAL))
-    assert detect_format(path) == "lighteval"
+    assert detect_format(path) == "example-lighteval"
     report = ingest(path, tmp_path / "s")
-    assert report.formats == {"lighteval": 1}
+    assert report.formats == {"example-lighteval": 1}
     frame = load(tmp_path / "s")
     got = {(r.model, r.step, r.testset, r.metric, r.value, None if pd.isna(r.stderr) else r.stderr)
            for r in frame.itertuples()}  # fmt: skip
@@ -91,25 +93,25 @@ def test_a_format_is_one_entry(lighteval: None, tmp_path: Path) -> None:
     }
     assert set(frame["size"]) == {"360M"}
     # Named explicitly, and refused for a file that is not one, in the format's own words.
-    assert ingest(path, tmp_path / "t", format="lighteval").rows == 3
+    assert ingest(path, tmp_path / "t", format="example-lighteval").rows == 3
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"results": {"piqa": {"acc": 0.5}}}))
     with pytest.raises(UnknownFormatError, match=r"other\.json: not a lighteval results file: no 'config_general'"):
-        ingest(other, tmp_path / "t", format="lighteval")
-    with pytest.raises(UnknownFormatError, match="format lighteval reads JSON files, not tables"):
+        ingest(other, tmp_path / "t", format="example-lighteval")
+    with pytest.raises(UnknownFormatError, match="format example-lighteval reads JSON files, not tables"):
         (tmp_path / "x.csv").write_text("a,b\n1,2\n")
-        ingest(tmp_path / "x.csv", tmp_path / "t", format="lighteval")
+        ingest(tmp_path / "x.csv", tmp_path / "t", format="example-lighteval")
 
 
 def test_without_the_entry_it_is_unknown(tmp_path: Path) -> None:
     path = tmp_path / "results_2024.json"
     path.write_text(json.dumps(LIGHTEVAL))
     with pytest.raises(UnknownFormatError, match="format must be one of"):
-        ingest(path, tmp_path / "s", format="lighteval")
+        ingest(path, tmp_path / "s", format="example-lighteval")
 
 
 def test_the_cli_lists_the_table() -> None:
     assert formats.INGEST_FORMATS == (
-        "lm-eval", "trainer-state", "lm-eval-v0.4", "lm-eval-v0.3", "long", "wide", "runs",
+        "lm-eval", "trainer-state", "lighteval", "lm-eval-v0.4", "lm-eval-v0.3", "long", "wide", "runs",
     )  # fmt: skip
     assert formats.ingest_format_names() == formats.INGEST_FORMATS

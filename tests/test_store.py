@@ -275,6 +275,8 @@ def test_migration_hook_upgrades_an_old_store(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setitem(store_module.MIGRATIONS, current, add_column)
     monkeypatch.setattr(store_module, "SCHEMA_VERSION", current + 1)
     upgraded = Store(tmp_path / "s")
+    assert sql(upgraded.path, "PRAGMA user_version") == [(current,)]  # opening upgrades nothing (issue 36)
+    upgraded.write_scores([score()])  # the first write does, in its transaction
     assert sql(upgraded.path, "PRAGMA user_version") == [(current + 1,)]
     assert "judge" in [row[1] for row in sql(upgraded.path, "PRAGMA table_info(scores)")]
     assert upgraded.load()["value"].tolist() == [0.5]

@@ -88,7 +88,12 @@ def _check(frame: pd.DataFrame) -> None:
 
 def test_an_old_store_migrates_in_place_and_reads_back_the_same_scores(tmp_path: Path) -> None:
     database = _old_store(tmp_path / "study")
-    store = Store(tmp_path / "study")  # writable: migrated on opening
+    store = Store(tmp_path / "study", study="old")  # writable, but upgraded only by its first write (issue 36)
+    before = database.read_bytes()
+    _check(store.load())
+    assert store.schema_version == 1 and database.read_bytes() == before
+    assert store.write_scores([{"model": "pythia-160m", "run": "seed=7", "step": 0, "testset": "hans",
+                                "metric": "acc", "value": 0.52}]) == 0  # fmt: skip
     assert store.schema_version == store_module.SCHEMA_VERSION == 2
     with sqlite3.connect(database) as conn:
         columns = [row[1] for row in conn.execute("PRAGMA table_info(scores)")]
@@ -144,8 +149,11 @@ def test_a_failed_migration_leaves_the_old_store_as_it_was(tmp_path: Path, monke
         raise RuntimeError("disk on fire")
 
     monkeypatch.setitem(store_module.MIGRATIONS, 1, broken)
+    store = Store(tmp_path / "study")
+    before = database.read_bytes()
     with pytest.raises(RuntimeError, match="disk on fire"):
-        Store(tmp_path / "study")
+        store.write_scores([{"model": "m", "step": 0, "testset": "t", "metric": "acc", "value": 0.5}])
+    assert database.read_bytes() == before
     with sqlite3.connect(database) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (1,)
         assert "data_seed" not in [row[1] for row in conn.execute("PRAGMA table_info(scores)")]
@@ -288,3 +296,107 @@ def test_the_cli_exports_an_old_store_without_upgrading_it_and_ingest_upgrades_i
     with sqlite3.connect(database) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (2,)
     assert len(load(tmp_path / "study")) == len(OLD_ROWS) + 1
+
+
+# ----------------------------------------------------------------------------- issue 36: read before you write
+
+
+def _bytes_of(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+def test_a_failed_write_leaves_an_old_store_byte_identical(tmp_path: Path) -> None:
+    """A conflict (the write fails after reading its input) rolls back the upgrade with the write."""
+    from gengen.errors import StoreConflictError
+
+    _old_store(tmp_path / "study")
+    before = _bytes_of(tmp_path / "study")
+    store = Store(tmp_path / "study", study="old")
+    with pytest.raises(StoreConflictError):
+        store.write_scores([{"model": "pythia-160m", "run": "main", "step": 0, "testset": "hans", "metric": "acc",
+                             "value": 0.9}])  # fmt: skip
+    assert _bytes_of(tmp_path / "study") == before
+
+
+def test_the_cli_leaves_an_old_store_byte_identical_when_ingest_fails(tmp_path: Path) -> None:
+    """The issue's case: `gengen ingest bad.json --store OLD` exited 2 but had already upgraded the store."""
+    from gengen.cli import main
+
+    _old_store(tmp_path / "study")
+    before = _bytes_of(tmp_path / "study")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(SystemExit) as exited:
+        main(["ingest", str(tmp_path / "bad.json"), "--store", str(tmp_path / "study"), "-q"])
+    assert exited.value.code == 2
+    assert _bytes_of(tmp_path / "study") == before
+
+
+def _edited(tmp_path: Path, *statements: str) -> Path:
+    database = _old_store(tmp_path / "study")
+    with sqlite3.connect(database) as conn:
+        for statement in statements:
+            conn.execute(statement)
+    return database
+
+
+@pytest.mark.parametrize(
+    ("statements", "problem"),
+    [
+        (["PRAGMA user_version = -1"], "store schema version -1 is not one gengen writes (0 to 2)"),
+        (["PRAGMA user_version = 3"], "store schema version 3 is newer than this gengen's (2)"),
+        (["DROP TABLE manifests"], "no manifests table (a gengen store of schema version 1 has scores and manifests)"),
+        (["DROP TABLE scores"], "no scores table"),
+    ],
+    ids=["negative-version", "future-version", "no-manifests", "no-scores"],
+)
+def test_a_store_gengen_did_not_write_is_refused_naming_it(tmp_path: Path, statements: list[str], problem: str) -> None:
+    database = _edited(tmp_path, *statements)
+    before = database.read_bytes()
+    for opening in (lambda: Store(tmp_path / "study"), lambda: load(tmp_path / "study")):
+        with pytest.raises(StoreError) as error:
+            opening()
+        assert str(error.value).startswith(f"{database}: {problem}"), str(error.value)
+    assert database.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("label", "problem"),
+    [
+        ("seed=99999999999999999999999", "seed=99999999999999999999999 is out of range"),
+        ("seed=1,shots=-5", "shots=-5 is out of range (shots is an integer from 0 to 2**63 - 1)"),
+        ("seed=9223372036854775808", "seed=9223372036854775808 is out of range"),
+    ],
+    ids=["seed-overflow", "negative-shots", "seed-2-to-the-63"],
+)
+def test_the_upgrade_refuses_a_label_out_of_range_and_changes_nothing(tmp_path: Path, label: str, problem: str) -> None:
+    database = _edited(tmp_path, f"UPDATE scores SET run = '{label}' WHERE run = 'seed=7'")
+    before = database.read_bytes()
+    store = Store(tmp_path / "study")
+    with pytest.raises(StoreError) as error:
+        store.write_scores([{"model": "m", "step": 0, "testset": "t", "metric": "acc", "value": 0.5}])
+    assert str(error.value).startswith(f"{database}: cannot upgrade from schema version 1 (nothing was changed)")
+    assert problem in str(error.value)
+    assert database.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("label", "stored", "expected"),
+    [
+        ("seed=7", (None, 5), (7, 5)),  # the issue's case: stored shots 5, a label without shots
+        ("seed=7,shots=3,data_seed=1", (None, 5), (7, 5)),
+        ("seed=7,shots=3,data_seed=1", (8, None), (8, 3)),
+    ],
+    ids=["label-without-shots", "label-with-other-shots", "label-with-other-seed"],
+)
+def test_the_upgrade_keeps_stored_keys_and_fills_only_empty_ones(
+    tmp_path: Path, label: str, stored: tuple[int | None, int | None], expected: tuple[int, int]
+) -> None:
+    """Planted bug (issue 36, item 8): filling seed/shots from the label over the stored values loses them."""
+    database = _edited(
+        tmp_path,
+        f"UPDATE scores SET run = '{label}', seed = {stored[0] or 'NULL'}, shots = {stored[1] or 'NULL'} "
+        "WHERE run = 'seed=7'",
+    )
+    Store(tmp_path / "study").write_scores([{"model": "m", "step": 0, "testset": "t", "metric": "acc", "value": 0.5}])
+    with sqlite3.connect(database) as conn:
+        assert conn.execute("SELECT seed, shots FROM scores WHERE run = ?", (label,)).fetchone() == expected

@@ -187,3 +187,53 @@ def test_plan_notes_a_family_it_does_not_know(tmp_path: Path) -> None:
         {**BASE, "models": [{"name": "m", "path": str(model), "family": "mamba-like", "size": "1"}]}, base=tmp_path
     )
     assert model_shape(config.models[0]).parameters() == expected
+
+
+# ------------------------------------------------------------------ issue 36, item 8: per-family settings
+
+
+def _two_families(labels: tuple[str, str], training: dict[str, Any]) -> Any:
+    models = [
+        {"name": "o", "path": "org/o", "family": labels[0], "size": "1b"},
+        {"name": "p", "path": "org/p", "family": labels[1], "size": "70m"},
+    ]
+    return parse_config({**BASE, "models": models, "training": training}, base=Path.cwd())
+
+
+def test_a_familys_false_switches_off_the_studys_gradient_checkpointing() -> None:
+    """Planted bug: ``settings.gradient_checkpointing or study's`` cannot say false over a study's true."""
+    config = _two_families(
+        ("olmo2", "pythia"),
+        {"gradient_checkpointing": True, "families": {"olmo2": {"gradient_checkpointing": False}}},
+    )
+    olmo, pythia = config.models
+    assert config.training_for(olmo).gradient_checkpointing is False
+    assert config.training_for(pythia).gradient_checkpointing is True
+    off = _two_families(("olmo2", "pythia"), {"families": {"pythia": {"gradient_checkpointing": True}}})
+    assert off.training_for(off.models[0]).gradient_checkpointing is False
+    assert off.training_for(off.models[1]).gradient_checkpointing is True
+
+
+@pytest.mark.parametrize("labels", [("OLMo2", "Pythia"), ("olmo2", "PYTHIA")], ids=["as-written", "upper"])
+def test_family_settings_follow_the_lower_cased_family(labels: tuple[str, str]) -> None:
+    """Planted bug: settings looked up by the label as written (``"OLMo2"``) miss the family's table and
+    registry entry; the study check lower-cases, so the run must too (LoRA targets, FSDP's layer class)."""
+    from gengen.families import family_for
+
+    training = {
+        "method": "lora",
+        "gradient_checkpointing": True,
+        "families": {"olmo2": {"lora": {"target_modules": ["q_proj", "o_proj"]}, "gradient_checkpointing": False}},
+    }
+    config = _two_families(labels, training)
+    olmo, pythia = config.models
+    assert config.lora_targets(olmo) == ("q_proj", "o_proj")
+    assert config.lora_targets(pythia) == ("query_key_value",)  # the registry's default for pythia
+    assert config.training_for(olmo).gradient_checkpointing is False
+    assert config.training_for(pythia).gradient_checkpointing is True
+    # The class FSDP shards as one unit comes from the registry entry of the lower-cased family.
+    assert family_for(olmo.family).decoder_layer == "Olmo2DecoderLayer"
+    assert family_for(pythia.family).decoder_layer == "GPTNeoXLayer"
+    # And the family table may be written in any case: it is stored under the lower-cased family.
+    upper = _two_families(labels, {**training, "families": {"OLMo2": training["families"]["olmo2"]}})
+    assert upper.lora_targets(upper.models[0]) == ("q_proj", "o_proj")

@@ -39,7 +39,8 @@ def inside(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
     root : path
         The folder the path must stay in.
     path : path
-        A path under ``root`` (absolute, or relative to ``root``).
+        A path under ``root``: absolute, or relative to ``root`` (not to the working folder: pass
+        ``"figures"``, not ``root / "figures"`` when ``root`` is relative).
 
     Returns
     -------

@@ -12,10 +12,20 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["REPLICATE_KEYS", "RUN_KEYS", "parse_run_label", "run_attributes", "run_label"]
+from gengen.errors import InputError
+
+__all__ = ["REPLICATE_KEYS", "RUN_KEYS", "RUN_KEY_RANGES", "parse_run_label", "run_attributes", "run_label"]
 
 RUN_KEYS: tuple[str, ...] = ("seed", "shots", "data_seed")
 """The keys of a run stored as their own integer columns, in the order :func:`run_label` writes them."""
+
+RUN_KEY_RANGES: dict[str, tuple[int, int]] = {
+    "seed": (-(2**63), 2**63 - 1),
+    "shots": (0, 2**63 - 1),
+    "data_seed": (-(2**63), 2**63 - 1),
+}
+"""The values each run key may take, as the store holds them (SQLite integers are signed 64-bit; a shot count
+is not negative): the same bounds :mod:`gengen.score_checks` applies to the columns."""
 
 #: The run attributes that vary between replicates of one condition unless told otherwise (``replicate_key``):
 #: the training seed and the few-shot data seed. Every other attribute (shots, prompt format, compute
@@ -47,6 +57,12 @@ def parse_run_label(run: str) -> dict[str, int]:
     dict of str to int
         The keys found (none for a label such as ``"main"``).
 
+    Raises
+    ------
+    InputError
+        A key out of :data:`RUN_KEY_RANGES` (``shots=-5``, ``seed=99999999999999999999999``), named with the
+        label.
+
     Examples
     --------
     >>> parse_run_label("seed=1,shots=64,data_seed=0")
@@ -55,6 +71,14 @@ def parse_run_label(run: str) -> dict[str, int]:
     {}
     """
     keys = {m.group("key"): int(m.group("value")) for m in _RUN_KEY_PATTERN.finditer(run)}
+    for name, value in keys.items():
+        lowest, highest = RUN_KEY_RANGES[name]
+        if not lowest <= value <= highest:
+            shown = str(value) if len(str(value)) <= 30 else f"{str(value)[:27]}..."
+            raise InputError(
+                f"run label {run[:80]!r}: {name}={shown} is out of range ({name} is an integer from "
+                f"{'0' if lowest == 0 else '-2**63'} to 2**63 - 1)"
+            )
     if "shots" not in keys:
         shots = _shot_count(run)
         if shots is not None:

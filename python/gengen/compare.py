@@ -130,6 +130,8 @@ class Comparison:
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
         written = {}
+        from gengen._files import inside
+
         for name, table in (
             ("compare_pairs", self.wide),
             ("compare_agreement", self.agreement),
@@ -138,10 +140,10 @@ class Comparison:
             ("compare_heterogeneity", self.heterogeneity),
             ("compare_differences", self.differences),
         ):
-            table.to_csv(folder / f"{name}.csv", index=False)
-            written[f"{name}.csv"] = folder / f"{name}.csv"
-        (folder / "comparison.json").write_text(json.dumps(self.settings, indent=2) + "\n", encoding="utf-8")
-        written["comparison.json"] = folder / "comparison.json"
+            written[f"{name}.csv"] = inside(folder, f"{name}.csv")
+            table.to_csv(written[f"{name}.csv"], index=False)
+        written["comparison.json"] = inside(folder, "comparison.json")
+        written["comparison.json"].write_text(json.dumps(self.settings, indent=2) + "\n", encoding="utf-8")
         return written
 
     @classmethod

@@ -60,6 +60,7 @@ Nothing here imports torch.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import re
 import string
@@ -74,6 +75,7 @@ from gengen import study_tables, training_config
 from gengen._section import Section
 from gengen.analyse.options import OPTIONS, STUDY_OPTIONS, study_options
 from gengen.errors import ConfigError, GengenError
+from gengen.limits import MAX_SEED
 from gengen.study_tables import *  # noqa: F403 (every public name, re-exported: see __all__)
 from gengen.study_tables import (
     METRICS,
@@ -296,7 +298,7 @@ class StudyConfig:
         runs = self.output / "runs"
         folder = runs / safe_folder_name(run.model.name) / safe_folder_name(run.key.replace(",", "_").replace("=", "-"))
         # Inside the study output as resolved: a runs/ (or run folder) linking elsewhere is refused, naming it.
-        return inside(self.output, folder)
+        return inside(self.output, folder.relative_to(self.output))
 
     def training_for(self, model: ModelSpec) -> TrainingConfig:
         """The training settings of ``model``: the study's, with its family's ``[training.families]`` changes."""
@@ -454,7 +456,9 @@ def _regime(top: _Section, models: Sequence[ModelSpec], training: TrainingConfig
     shots = regime.list_of(
         "shots", lambda label, v: regime.int_item(label, v, minimum=2, maximum=MAX_SHOTS), (), max_items=MAX_SEEDS
     )
-    data_seeds = regime.list_of("data_seeds", regime.int_item, (0,), max_items=MAX_SEEDS)
+    data_seeds = regime.list_of(
+        "data_seeds", functools.partial(regime.int_item, maximum=MAX_SEED), (0,), max_items=MAX_SEEDS
+    )
     if not data_seeds:
         raise regime.error("data_seeds", "must not be empty")
     balanced = regime.boolean("balanced", True)

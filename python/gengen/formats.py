@@ -69,6 +69,14 @@ INGEST_FORMAT_TABLE: tuple[IngestFormatEntry, ...] = (
         "'log_history' list",
     ),
     IngestFormatEntry(
+        "lighteval",
+        "json",
+        "gengen.ingest.lighteval:looks_like",
+        "gengen.ingest.lighteval:parse",
+        "a lighteval results file",
+        "'config_general' object",
+    ),
+    IngestFormatEntry(
         "lm-eval-v0.4",
         "json",
         "gengen.ingest.lm_eval:looks_like_v04",

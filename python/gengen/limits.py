@@ -22,6 +22,7 @@ from gengen.errors import InvalidArgumentError
 __all__ = [
     "MAX_ARRAY_BYTES",
     "MAX_RESAMPLES",
+    "MAX_SEED",
     "check_array",
     "check_resamples",
     "check_threads",
@@ -35,6 +36,10 @@ MAX_RESAMPLES = 10_000_000
 
 MAX_ARRAY_BYTES = 16 * 2**30
 """Most bytes one array built by a statistics call may take (16 GiB), whatever the machine."""
+
+MAX_SEED = 2**63 - 1
+"""The largest training seed: seeds run from 0 to 2**63 - 1, the store's signed 64-bit integers (torch would take
+up to 2**64 - 1, but such a run could not store its scores)."""
 
 _MIN_THREAD_CAP = 256
 

@@ -212,7 +212,9 @@ class PhaseComparison:
         """
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / "compare_phases.csv"
+        from gengen._files import inside
+
+        path = inside(folder, "compare_phases.csv")
         floor_p_columns(self.table).to_csv(path, index=False)  # no p written as 0
         return {"compare_phases.csv": path}
 

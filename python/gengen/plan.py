@@ -159,6 +159,12 @@ KNOWN_SIZES: Mapping[tuple[str, str], int] = {
 UNKNOWN_SIZE = 10_000
 
 
+def data_size(spec: DataSpec, cap: int | None = None) -> int:
+    """Examples in a data set as the plan counts them: a registered source's known size, a local file's lines,
+    else :data:`UNKNOWN_SIZE`; at most ``max_examples`` (else ``cap``)."""
+    return _data_size(spec, cap)
+
+
 def _data_size(spec: DataSpec, cap: int | None) -> int:
     from gengen.data.registry import REGISTRY
 

@@ -237,6 +237,39 @@ def encode_testsets(config: StudyConfig, tokenizer: Any) -> list[EncodedTestset]
     return out
 
 
+def unscored(
+    step: int, testsets: Sequence[str], metrics: Sequence[str], done: set[tuple[int, str, str]] | None
+) -> list[str]:
+    """The test sets of ``testsets`` to score at ``step``: those with *any* of ``metrics`` not in ``done``.
+
+    A resumed run whose study asks for more metrics than it stored (``evaluation.metrics`` grew) scores each
+    test set again; one whose every metric is stored is skipped. The trainer, :func:`score_rows` and
+    ``gengen score`` decide with this one function.
+
+    Parameters
+    ----------
+    step : int
+        The checkpoint's step.
+    testsets, metrics : sequence of str
+        The names asked for.
+    done : set of (step, testset, metric), or None
+        What the store holds (None: nothing to skip).
+
+    Returns
+    -------
+    list of str
+        The test sets to score, in the order given.
+
+    Examples
+    --------
+    >>> unscored(10, ["a", "b"], ["acc", "logprob"], {(10, "a", "acc"), (10, "b", "acc"), (10, "b", "logprob")})
+    ['a']
+    """
+    if done is None:
+        return list(testsets)
+    return [name for name in testsets if any((step, name, metric) not in done for metric in metrics)]
+
+
 def score_rows(
     model: Any,
     testsets: Sequence[EncodedTestset],
@@ -253,13 +286,14 @@ def score_rows(
 ) -> list[dict[str, Any]]:
     """Score a model on test sets and return score-table rows (``base`` supplies model, run, step, ...).
 
-    Test sets whose every metric at ``base["step"]`` is in ``skip`` are not scored again; ``ties`` is the answer
-    predicted when the two answer logits are equal (see :func:`score_encoded`).
+    Test sets whose every metric at ``base["step"]`` is in ``skip`` are not scored again (:func:`unscored`);
+    ``ties`` is the answer predicted when the two answer logits are equal (see :func:`score_encoded`).
     """
     rows: list[dict[str, Any]] = []
     step = int(base["step"])
+    wanted = set(unscored(step, [testset.name for testset in testsets], metrics, skip))
     for testset in testsets:
-        if skip is not None and all((step, testset.name, m) in skip for m in metrics):
+        if testset.name not in wanted:
             continue
         result = score_encoded(
             model,
@@ -449,7 +483,7 @@ class GengenBackend:
 
     def pending(self, step: int, done: set[tuple[int, str, str]]) -> list[str]:
         """The test sets with a metric of ``step`` not yet stored."""
-        return [name for name in self.units if any((step, name, m) not in done for m in self.metrics)]
+        return unscored(step, self.units, self.metrics, done)
 
     def prepare(self, checkpoints: Sequence[Checkpoint]) -> SeriesLoader:
         """Device, dtypes, tokenizer (the first checkpoint's by default) and the encoded test sets."""
@@ -592,4 +626,4 @@ def score_checkpoints(
     return score_series(backend, checkpoints, labels, log=log)
 
 
-__all__ += ["METRICS", "EncodedTestset", "encode_testsets"]
+__all__ += ["METRICS", "EncodedTestset", "encode_testsets", "unscored"]

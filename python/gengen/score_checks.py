@@ -163,7 +163,7 @@ def _check_fractions(frame: pd.DataFrame, values: np.ndarray, sources: pd.Series
     raise InputError(f"{_where(sources, position, 'value')}: {metric} {value!r} is outside [0, 1]{hint}")
 
 
-def check_scores(frame: pd.DataFrame, sources: pd.Series) -> None:
+def check_scores(frame: pd.DataFrame, sources: pd.Series, *, fractions: bool = True) -> None:
     """Refuse the scores of an import that cannot be right (see the module docstring).
 
     Parameters
@@ -172,6 +172,9 @@ def check_scores(frame: pd.DataFrame, sources: pd.Series) -> None:
         The scores read, before :func:`gengen.store.normalise_scores` (one row per score).
     sources : Series
         Where each row came from, aligned with ``frame``'s rows.
+    fractions : bool
+        Also check that accuracy-like metrics lie in [0, 1] (:meth:`gengen.store.Store.write_scores` checks
+        only numbers and ranges: what a caller of the Python API names ``acc`` is the caller's).
 
     Raises
     ------
@@ -189,5 +192,5 @@ def check_scores(frame: pd.DataFrame, sources: pd.Series) -> None:
             checked = _check_floats(frame, column, sources)
             if column == "value":
                 values = checked
-    if values is not None and "metric" in frame.columns:
+    if fractions and values is not None and "metric" in frame.columns:
         _check_fractions(frame, values, sources)

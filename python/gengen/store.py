@@ -70,7 +70,7 @@ from gengen._store_rows import (
 )
 from gengen._store_schema import MIGRATIONS, SCHEMA_VERSION
 from gengen._versions import installed_versions
-from gengen.errors import GengenError, StoreConflictError, StoreError
+from gengen.errors import GengenError, InputError, StoreConflictError, StoreError
 
 __all__ = [
     "CODENAME_UNITS",
@@ -174,7 +174,7 @@ class Store:
             if not read_only:  # a gengen.sqlite linking (or dangling) out of the study folder is not written
                 from gengen._files import inside
 
-                inside(path, self.path)
+                inside(path, DB_NAME)
         if not read_only and self.path.is_symlink() and not self.path.exists():
             raise StoreError(
                 f"{self.path}: a symbolic link to a missing file ({os.readlink(self.path)}); "
@@ -185,6 +185,7 @@ class Store:
         self.read_only = read_only
         self._uri: str | None = None
         self._columns: tuple[str, ...] = (*STORED_COLUMNS, "extra")
+        self._outdated = False  # an older schema, upgraded by the first write
         if read_only:
             if not self.path.is_file():
                 raise StoreError(f"{path}: no gengen store here (expected {self.path})")
@@ -239,57 +240,105 @@ class Store:
             return conn
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _check_version(self, conn: sqlite3.Connection) -> None:
-        """A store opened read-only is read as it is: one of an older schema without migrating it (the
-        columns it lacks are filled as the migrations would), one of a newer schema not at all."""
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        self._refuse_newer(version)
+    def _check_version(self, conn: sqlite3.Connection) -> int:
+        """The schema version of a gengen store, checked: one of an older schema is read as it is (the
+        columns it lacks are filled as the migrations would); a version gengen never wrote (negative, newer),
+        a database that is not a gengen store and one missing a table are refused, naming the store."""
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        self._refuse_unknown(version)
         if version == 0:
             raise StoreError(f"{self.path}: an SQLite database that is not a gengen store")
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = [name for name in ("scores", "manifests") if name not in tables]
+        if missing:
+            raise StoreError(
+                f"{self.path}: no {' or '.join(missing)} table (a gengen store of schema version {version} has "
+                "scores and manifests); the file is damaged or not a gengen store"
+            )
+        return version
 
-    def _refuse_newer(self, version: int) -> None:
-        """A store written by a newer gengen is refused rather than misread."""
+    def _refuse_unknown(self, version: int) -> None:
+        """A store written by a newer gengen is refused rather than misread; so is a version none wrote."""
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: store schema version {version} is newer than this gengen's ({SCHEMA_VERSION}); "
                 "upgrade gengen"
             )
+        if version < 0:
+            raise StoreError(
+                f"{self.path}: store schema version {version} is not one gengen writes (0 to {SCHEMA_VERSION}); "
+                "the file was edited or damaged"
+            )
 
     @contextlib.contextmanager
     def _transaction(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-        """One write transaction, taken at once (``BEGIN IMMEDIATE``) so concurrent writers queue cleanly."""
+        """One write transaction, taken at once (``BEGIN IMMEDIATE``) so concurrent writers queue cleanly.
+
+        A store of an older schema is upgraded here, inside the transaction of the write that needs it: the
+        upgrade lands with that write or, when the write fails, not at all (the file is left as it was)."""
         conn.execute("BEGIN IMMEDIATE")
         try:
+            self._upgrade(conn)
             yield conn
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         _commit(conn)
+        if self._outdated:  # WAL mode only once a write has landed: a failed one leaves the header as it was
+            self._use_wal(conn)
+            self._outdated = False
+            self._columns = (*STORED_COLUMNS, "extra")
 
-    def _prepare(self, conn: sqlite3.Connection) -> None:
-        """Switch to WAL mode and bring the schema up to :data:`SCHEMA_VERSION`."""
+    def _use_wal(self, conn: sqlite3.Connection) -> None:
+        """Switch the file to WAL mode (outside a transaction: SQLite cannot change it inside one)."""
         deadline = time.monotonic() + self.timeout
         while True:
             try:
                 if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                     conn.execute("PRAGMA journal_mode = WAL")
-                break
+                return
             except sqlite3.OperationalError as error:
                 if "locked" not in str(error) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def _upgrade(self, conn: sqlite3.Connection) -> None:
+        """Bring the schema up to :data:`SCHEMA_VERSION` inside the open transaction (none when it is)."""
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         if version == SCHEMA_VERSION:
             return
-        with self._transaction(conn):
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            self._refuse_newer(version)
-            if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0:
-                raise StoreError(f"{self.path}: an SQLite database that is not a gengen store")
-            while version < SCHEMA_VERSION:
+        if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+            pass  # a new, empty file: the schema is created
+        else:
+            version = self._check_version(conn)
+        while version < SCHEMA_VERSION:
+            try:
                 MIGRATIONS[version](conn)
-                version += 1
-                conn.execute(f"PRAGMA user_version = {version}")
+            except GengenError as error:
+                raise StoreError(
+                    f"{self.path}: cannot upgrade from schema version {version} (nothing was changed): {error}"
+                ) from None
+            version += 1
+            conn.execute(f"PRAGMA user_version = {version}")
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        """Create a new store (WAL mode, the current schema); check an existing one, upgrading nothing.
+
+        An existing store of an older schema is read as it is until a write (:meth:`_transaction`)."""
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        empty = version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+        if not empty:
+            version = self._check_version(conn)
+        if version == SCHEMA_VERSION:
+            self._use_wal(conn)
+            return
+        self._outdated = True
+        if empty:
+            with self._transaction(conn):
+                pass
+            return
+        found = {row[1] for row in conn.execute("PRAGMA table_info(scores)")}
+        self._columns = tuple(name for name in self._columns if name in found)
 
     @property
     def schema_version(self) -> int:
@@ -320,10 +369,22 @@ class Store:
         -------
         int
             Rows inserted or changed (equal re-writes are not counted); 0 for an empty table.
+
+        Raises
+        ------
+        InputError
+            A number that cannot be right (:func:`gengen.score_checks.check_scores`: ``inf``, a negative step),
+            naming its row; nothing is written.
         """
         table = _as_frame(data)
         if len(table) == 0:
             return 0
+        # The number checks every import passes (finite values, counts in range): an inf written here could not
+        # be exported and ingested back.
+        from gengen.score_checks import check_scores
+
+        rows = pd.Series([f"row {i}" for i in range(len(table))])  # numbered as normalise_scores numbers them
+        check_scores(table, rows, fractions=False)
         frame = normalise_scores(table, study=self.study)
         return self.write_batch(frame, on_conflict=on_conflict)
 
@@ -494,7 +555,8 @@ class Store:
         Raises
         ------
         GengenError
-            An unknown filter name.
+            An unknown filter name, a value that is not a name, or a study the store does not hold (as
+            ``--study`` refuses it).
         """
         clauses: list[str] = []
         params: list[Any] = []
@@ -503,7 +565,20 @@ class Store:
                 raise GengenError(
                     option=name, problem=f"is not a filter of load(); expected one of {', '.join(FILTERS)}"
                 )
-            values = [wanted] if isinstance(wanted, str) else list(wanted)
+            try:
+                values: list[Any] | None = [wanted] if isinstance(wanted, str) else list(wanted)
+            except TypeError:  # not a sequence: load(path, study=5)
+                values = None
+            if values is None or not all(isinstance(value, str) for value in values):
+                raise GengenError(option=name, problem=f"must be a name or a list of names, got {wanted!r}")
+            if name == "study":  # as the CLI's --study: a study the store does not hold is an error, not no rows
+                held = self.studies()
+                missing = [value for value in values if value not in held]
+                if missing:
+                    raise GengenError(
+                        option="study",
+                        problem=f"{missing[0]!r} is not in the store; studies: {', '.join(held) or '(none)'}",
+                    )
             clauses.append(f"{name} IN ({', '.join('?' * len(values))})")
             params.extend(str(v) for v in values)
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
@@ -514,7 +589,10 @@ class Store:
             finally:
                 conn.execute("COMMIT")
         if "data_seed" not in self._columns and len(frame):  # schema 1: the run keys were only in the label
-            frame = _keys_from_labels(frame)
+            try:
+                frame = _keys_from_labels(frame)
+            except InputError as error:
+                raise StoreError(f"{self.path}: {error}") from None
         return frame
 
     def held_by_study(self, frame: pd.DataFrame) -> dict[str, np.ndarray]:

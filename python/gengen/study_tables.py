@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gengen._section import Section, choice_problem, show
+from gengen.limits import MAX_SEED
 from gengen.scoring.registry import BACKENDS
 from gengen.training_config import MAX_EVALUATIONS, MAX_STEPS
 
@@ -300,7 +301,7 @@ def parse_evaluation(section: Section, base: Path) -> EvaluationConfig:
         device_map=section.boolean("device_map", False),
         backend=section.string("backend", "gengen", choices=BACKENDS),
         lm_eval=parse_lm_eval(section.table("lm_eval"), base) if section.has("lm_eval") else None,
-        subsample_seed=section.number("subsample_seed", 0, integer=True, minimum=0),
+        subsample_seed=section.number("subsample_seed", 0, integer=True, minimum=0, maximum=MAX_SEED),
         ties=section.string("ties", "No", choices=TIE_ANSWERS),
     )
     if config.backend == "lm-eval" and config.lm_eval is None:

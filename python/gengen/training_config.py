@@ -13,6 +13,7 @@ Imported by :mod:`gengen.config`, which re-exports every name; nothing here impo
 
 from __future__ import annotations
 
+import functools
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -20,6 +21,7 @@ from typing import Any, Literal, Protocol, get_args, get_origin
 
 from gengen._section import Section
 from gengen.families import LORA_SPECIAL_TARGETS, family_for
+from gengen.limits import MAX_SEED
 
 
 class ModelSpec(Protocol):
@@ -154,6 +156,8 @@ class Setting:
                 raise section.error(name, f"expected a number in [{self.minimum or 0:g}, {self.below:g}), got {value}")
             return value
         item = section.int_item if kind == "integers" else section.str_item
+        if kind == "integers" and self.maximum is not None:
+            item = functools.partial(section.int_item, maximum=int(self.maximum))
         values = section.list_of(name, item, default, max_items=self.max_items)
         if values is not None and not values:
             raise section.error(name, "must not be empty (leave it out for the default)")
@@ -278,7 +282,12 @@ class TrainingConfig:
     device: DeviceName = field(default="auto", metadata=declare("Where to train: CUDA when available, else the CPU."))
     seeds: tuple[int, ...] = field(
         default=(0,),
-        metadata=declare("Training seeds, one run each (distinct integers).", kind="integers", max_items=MAX_SEEDS),
+        metadata=declare(
+            "Training seeds, one run each (distinct integers from 0 to 2**63 - 1).",
+            kind="integers",
+            max_items=MAX_SEEDS,
+            maximum=MAX_SEED,
+        ),
     )
     keep_checkpoints: KeepName = field(default="last", metadata=declare("Which checkpoints survive a run."))
     checkpoint_every: int | None = field(

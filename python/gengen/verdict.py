@@ -193,17 +193,17 @@ class Verdict:
         dict
             The name of each file written (``summary.json`` when it was there) → its path.
         """
-        from gengen._files import read_json, write_text_atomic
+        from gengen._files import inside, read_json, write_text_atomic
 
         Path(out).mkdir(parents=True, exist_ok=True)
         names = ("verdict_pairs.csv", "verdict.json", "verdict_global_share.csv", "verdict_r_distribution.csv")
-        written = {name: Path(out) / name for name in names}
+        written = {name: inside(out, name) for name in names}
         self.pairs.to_csv(written["verdict_pairs.csv"], index=False)
         self.global_share.to_csv(written["verdict_global_share.csv"], index=False)
         self.r_distribution.to_csv(written["verdict_r_distribution.csv"], index=False)
         data = self.as_dict()
         write_text_atomic(written["verdict.json"], _json_text(data))
-        summary_path = Path(out) / "summary.json"
+        summary_path = inside(out, "summary.json")
         if summary_path.is_file():
             summary = read_json(summary_path)
             if isinstance(summary, dict):

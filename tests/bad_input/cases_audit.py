@@ -125,26 +125,26 @@ def _edited_demo(folder: Path) -> None:
 
 
 def _demo_cases() -> list[Case]:
-    refused = "not a folder gengen demo wrote"
+    refused = "no list of the files the demo wrote"
     return [
         Case(
             "audit-demo-fresh-on-a-store-folder",
             ["demo", "--out", "{tmp}/study", "--fresh"],
-            f"{{tmp}}/study: {refused}",
+            f"{{tmp}}/study/gengen.sqlite: {refused}",
             setup=_a_store,
             after=_kept("study/gengen.sqlite"),
         ),
         Case(
             "audit-demo-fresh-on-a-folder-of-files",
             ["demo", "--out", "{tmp}/home", "--fresh"],
-            f"{{tmp}}/home: {refused}",
+            f"{{tmp}}/home/notes.txt: {refused}",
             files={"home/notes.txt": "keep me\n"},
             after=_kept("home/notes.txt"),
         ),
         Case(
             "audit-demo-fresh-on-an-edited-study",
             ["demo", "--out", "{tmp}/demo", "--fresh"],
-            f"{{tmp}}/demo: {refused}",
+            f"{{tmp}}/demo/study.toml: {refused}",
             setup=_edited_demo,
             after=_kept("demo/study.toml"),
         ),

@@ -26,12 +26,15 @@ def test_an_argument_not_utf8_is_shown_with_its_bytes_escaped(argument: str, sho
 
 
 def test_fresh_accepts_the_demos_own_folder_and_an_empty_one(tmp_path: Path) -> None:
-    from gengen.demo import _check_demo_folder, study_template
+    from gengen.demo import study_template
+    from gengen.demo.manifest import record_demo_files, remove_demo_folder
 
     (tmp_path / "empty").mkdir()
-    _check_demo_folder(tmp_path / "empty")
+    remove_demo_folder(tmp_path / "empty")
     demo = tmp_path / "demo"
     (demo / "data").mkdir(parents=True)
     (demo / "study.toml").write_text(study_template(), encoding="utf-8")
     (demo / "data" / "train.jsonl").write_text("{}\n")
-    _check_demo_folder(demo)
+    record_demo_files(demo)
+    remove_demo_folder(demo)
+    assert not demo.exists()

@@ -171,3 +171,10 @@ def test_shrunken_demo_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     for (model, run, testset), series in scores.groupby(["model", "run", "testset"]):
         values = series.sort_values("step")["value"].to_numpy()
         assert abs(values[-1] - values[0]) > 1e-3, (model, run, testset, values)
+    # Every file the demo left is on its list (issue 36), so --fresh can delete the folder, and only it.
+    from gengen.demo.manifest import foreign_entries, remove_demo_folder
+
+    assert foreign_entries(out) == []
+    (tmp_path / "keep.txt").write_text("mine\n")
+    remove_demo_folder(out)
+    assert not out.exists() and (tmp_path / "keep.txt").read_text() == "mine\n"

@@ -60,6 +60,7 @@ from gengen.analyse.result import Analysis
 from gengen.analyse.runs import CONDITION, label_keys, pooled_over, with_run_design
 from gengen.stats import options as stats_defaults  # the statistics' defaults, which the analysis keeps
 from gengen.stats.control_choice import choose_control
+from gengen.stats.controls import Gam, Linear
 
 __all__ = [
     "GROUP_MODES",
@@ -131,7 +132,7 @@ def analyse(
     ood: str | Iterable[str] | None = None,
     metric: str = DEFAULT_METRIC,
     id_metric: str | None = None,
-    fit: str = DEFAULT_ANALYSIS_FIT,
+    fit: str | Linear | Gam = DEFAULT_ANALYSIS_FIT,
     method: str = stats_defaults.DEFAULT_METHOD,
     inference: str | Iterable[str] = DEFAULT_INFERENCE,
     scheme: str = DEFAULT_SCHEME,
@@ -184,11 +185,12 @@ def analyse(
         Metric of the OOD scores.
     id_metric : str, optional
         Metric of the ID score (default ``metric``).
-    fit : {"auto", "linear", "gam"}
+    fit : {"auto", "linear", "gam"}, Linear or Gam
         How ID is regressed out: least squares on [1, ID], a penalised regression spline of ID whose effective
         degrees of freedom are capped (:func:`gengen.stats.default_max_edf`), or (default) per group the one
         :func:`gengen.stats.choose_control` picks: the GAM when most test sets curve in ID, else the line
-        (``fit`` then records the choice and ``fit_reason`` why).
+        (``fit`` then records the choice and ``fit_reason`` why). A control value (``gengen.Linear()``,
+        ``gengen.Gam(k=5)``) is taken as in :mod:`gengen.stats`: the GAM's settings come with it.
     method : {"pearson", "spearman", "kendall"}
         Correlation.
     inference : str or list of str

@@ -140,6 +140,7 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
     """
     check_table(df)
     _check_run_attributes(df, settings)
+    _check_pairs_fit(df, settings)
     table = select(df, settings).copy()
     for column in ("model", "run", "testset", "metric"):
         empty = table[column].isna().to_numpy()
@@ -184,12 +185,15 @@ def prepare(df: pd.DataFrame, settings: Settings) -> tuple[pd.DataFrame, tuple[s
     ood_rows = ood_pool[ood_pool["testset"].isin(ood)]
     used = pd.concat([id_rows.assign(role="id"), ood_rows.assign(role="ood")], ignore_index=True)
     used["value"], used["step"] = _checked_scores(used)
+    _refuse_all_missing(used, settings)
     if settings.min_step is not None:
+        before = used
         used = used[used["step"] >= settings.min_step]
         if used.empty:
             raise GengenError(
                 option="min_step", problem=f"{settings.min_step} leaves no score (none has a step that large)"
             )
+        _refuse_one_step_left(before, used, settings.min_step)
     key = ["model", "run", "step", "testset", "metric"]
     duplicated = used.duplicated(key, keep=False)
     if duplicated.any():
@@ -256,6 +260,62 @@ def _id_rows(table: pd.DataFrame, settings: Settings) -> pd.DataFrame:
             f"{_short_list(known)}{elsewhere})",
         )
     return id_rows
+
+
+#: Values in one row of the pairs table, at least (``len(group_plan.PAIR_COLUMNS)``, 8 bytes each): the least a
+#: pair takes in memory, so a table refused here could not have been analysed.
+PAIR_ROW_VALUES = 64
+
+
+def _check_pairs_fit(table: pd.DataFrame, settings: Settings) -> None:
+    """Refuse, before anything is built, a table whose pairs of test sets could not fit in memory (100,001 test
+    sets are 5 billion pairs per group: numpy's MemoryError came after 20 s of work). The test sets counted are
+    those of the OOD metric (at most: the selection options may keep fewer)."""
+    from gengen.limits import check_array
+
+    if settings.ood is not None:
+        m = len(settings.ood)
+    else:
+        names = table.loc[table["metric"] == settings.metric, "testset"]
+        m = int(names.nunique()) - int(bool((names == settings.id_testset).any()))
+    pairs = m * (m - 1) // 2
+    if pairs <= 100_000:  # at most a few hundred MiB per group: nothing to check before the real work
+        return
+    groups = len(table[["model", "run"]].drop_duplicates()) if "run" in table.columns else 1
+    check_array(
+        "ood",
+        (groups, pairs, PAIR_ROW_VALUES),
+        f"{m:,} OOD test sets are {pairs:,} pairs per group; the pairs table of {groups:,} group"
+        f"{'s' if groups != 1 else ''}",
+    )
+
+
+def _refuse_one_step_left(before: pd.DataFrame, after: pd.DataFrame, min_step: int) -> None:
+    """``--min-step`` that leaves each run one checkpoint turned a checkpoint analysis into one across runs, and
+    the error then blamed ``--id``; it is named instead."""
+    runs = ["model", "run"]
+    if after.groupby(runs)["step"].nunique().max() > 1 or before.groupby(runs)["step"].nunique().max() <= 1:
+        return
+    last = int(after["step"].max())
+    raise GengenError(
+        option="min_step",
+        problem=f"{min_step} leaves each run one checkpoint (steps {min_step} to {last}): nothing to correlate "
+        "over training; give a smaller --min-step",
+    )
+
+
+def _refuse_all_missing(used: pd.DataFrame, settings: Settings) -> None:
+    """A test set whose every score is missing is an error naming it (it was analysed as nothing, exit 0)."""
+    present = used["value"].notna().groupby(used["testset"], sort=True).any()
+    empty = present.index[~present.to_numpy()].tolist()
+    if empty:
+        name = settings.id_testset if settings.id_testset in empty else empty[0]
+        metric = settings.id_metric if name == settings.id_testset else settings.metric
+        raise InputError(
+            f"scores: column 'value' is missing in every score of test set {name!r} (metric {metric!r}"
+            f"{f'; {len(empty)} test sets so' if len(empty) > 1 else ''}): nothing to correlate; fill the "
+            "scores or leave the test set out (--ood)"
+        )
 
 
 def _checked_scores(used: pd.DataFrame) -> tuple[pd.Series, pd.Series]:

@@ -5,10 +5,13 @@ bootstrap draws) is seeded from the analysis' ``seed`` alone, never drawn from a
 each group's table is the same whichever worker computes it and whenever: the pairs table is the same for any
 number of workers. The workers are spawned, not forked (a fork after the Rust core's thread pool has started
 can deadlock the child), so each pays the imports once; they ignore Ctrl-C, which stops the parent's loop, and
-the parent then ends them (:class:`multiprocessing.pool.Pool`, whose ``terminate`` also unblocks the queues
-it was filling: a ``concurrent.futures`` pool ended with groups in flight left its feeder thread blocked on
-a full pipe at exit). A group's error is raised in the parent when its turn comes, as the loop in one process
-raises it; the Python warnings a group raises are issued again in the parent, in group order.
+the parent then ends them. Each worker has a pipe of its own and one group at a time; the parent waits on the
+pipes and on the processes together, so a worker that dies in the middle of a group (kill -9, the kernel's
+out-of-memory killer) ends the analysis at once with one error naming the group and the signal
+(:class:`multiprocessing.pool.Pool` started a replacement and waited for the lost group for ever), and a
+parent that is killed leaves its workers an end of file, on which they exit without a word. A group's error
+is raised in the parent when its turn comes, as the loop in one process raises it; the Python warnings a
+group raises are issued again in the parent, in group order.
 
 Threads were the other way: the Rust kernels release the GIL (and already use every core through rayon), but
 40% of a group's CPU time outside them holds it (numpy on small arrays, pandas, the per-pair bookkeeping: 2.2
@@ -19,20 +22,25 @@ issue 27").
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing
 import os
+import pickle
 import signal
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from functools import partial
+from multiprocessing import connection as mp_connection
 from typing import Any, TypeVar
 
 from gengen.analyse.data import Group
 from gengen.analyse.options import Settings
+from gengen.errors import GengenError
 
-__all__ = ["MIN_GROUPS", "MIN_WORK", "group_work", "map_groups", "worker_count"]
+__all__ = ["MIN_GROUPS", "MIN_WORK", "WorkerDiedError", "group_work", "map_groups", "worker_count"]
 
 #: Fewest groups that are spread over workers when ``jobs`` is not given.
 MIN_GROUPS = 4
@@ -67,11 +75,6 @@ def worker_count(jobs: int | None, groups: Sequence[Group]) -> int:
     if len(groups) < MIN_GROUPS or sum(group_work(group) for group in groups) < MIN_WORK:
         return 1
     return max(1, min(available_cpus(), len(groups)))
-
-
-def _ignore_interrupts() -> None:
-    """A worker's start: Ctrl-C is for the parent, which stops the pool."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _call_recording_warnings(
@@ -113,28 +116,207 @@ def map_groups(
     ------
     object
         Each group's result, in the order of ``groups``.
+
+    Raises
+    ------
+    WorkerDiedError
+        A worker process died in the middle of a group (killed by a signal: most often the kernel's
+        out-of-memory killer); the message names the group and the signal. The other workers are ended.
     """
     if workers <= 1:
         results: Iterable[Any] = (task(group, settings) for group in groups)
         yield from show(results, len(groups)) if show else results
         return
-    with _main_script_hidden():  # the pool starts its workers here
-        pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_ignore_interrupts)
     registry: dict[Any, Any] = {}  # the parent's "once per place" for the warnings issued again
+    calls = _in_workers(task, groups, settings, workers)
     try:
-        calls = pool.imap(partial(_call_recording_warnings, task, settings=settings), groups)
         for result, caught in show(calls, len(groups)) if show else calls:
             for warning in caught:
                 warnings.warn_explicit(
                     warning.message, warning.category, warning.filename, warning.lineno, registry=registry
                 )
             yield result
-    except BaseException:
-        pool.terminate()  # the groups not started are dropped, the workers in the middle of one ended
-        raise
     finally:
-        pool.close()
-        pool.join()
+        calls.close()  # ends the workers, also when the caller stops early or an error is raised
+
+
+class WorkerDiedError(GengenError):
+    """A worker process of the analysis died in the middle of a group."""
+
+
+class _Worker:
+    """One worker process, the parent's end of its pipe, and the group it is computing (None: idle)."""
+
+    def __init__(self, context: Any, task: Callable[[Group, Settings], Any], settings: Settings) -> None:
+        self.connection, child = context.Pipe(duplex=True)
+        self.process = context.Process(target=_worker_loop, args=(child, task, settings), daemon=True)
+        self.process.start()
+        child.close()
+        self.group: int | None = None
+
+
+def _in_workers(
+    task: Callable[[Group, Settings], T], groups: Sequence[Group], settings: Settings, workers: int
+) -> Generator[tuple[T, list[warnings.WarningMessage]], None, None]:
+    """Each group's ``(result, warnings)`` in group order, computed by ``workers`` spawned processes.
+
+    One group at a time goes to each idle worker; the parent waits on the workers' pipes and on their process
+    sentinels together, so a worker that dies (kill -9, the OOM killer) is seen at once rather than waited for
+    for ever (:class:`multiprocessing.pool.Pool` replaces a dead worker and never hands its group back).
+    """
+    context = multiprocessing.get_context("spawn")
+    pool: list[_Worker] = []
+    try:
+        with _interrupts_held(), _main_script_hidden():  # the workers start here
+            pool = [_Worker(context, task, settings) for _ in range(workers)]
+        waiting = iter(enumerate(groups))
+        done: dict[int, tuple[bool, Any]] = {}
+        for worker in pool:
+            _hand_next(worker, waiting, groups)
+        for turn in range(len(groups)):
+            while turn not in done:
+                _collect(pool, groups, waiting, done)
+            ok, value = done.pop(turn)
+            if not ok:
+                raise value
+            yield value
+    finally:
+        _end(pool)
+
+
+def _hand_next(worker: _Worker, waiting: Iterator[tuple[int, Group]], groups: Sequence[Group]) -> None:
+    """Send the worker the next group, if any is left."""
+    item = next(waiting, None)
+    worker.group = None if item is None else item[0]
+    if item is not None:
+        try:
+            worker.connection.send(item)
+        except OSError:  # it died while idle
+            raise _died(worker, groups) from None
+
+
+def _collect(
+    pool: list[_Worker], groups: Sequence[Group], waiting: Iterator[tuple[int, Group]], done: dict[int, Any]
+) -> None:
+    """Wait for any busy worker to answer or die; file answers in ``done`` and hand out the next groups."""
+    busy = [worker for worker in pool if worker.group is not None]
+    ready = set(mp_connection.wait([w.connection for w in busy] + [w.process.sentinel for w in busy]))
+    for worker in busy:
+        if worker.connection in ready:
+            try:
+                index, ok, value = worker.connection.recv()
+            except (EOFError, OSError):
+                raise _died(worker, groups) from None
+            done[index] = (ok, value)
+            _hand_next(worker, waiting, groups)
+        elif worker.process.sentinel in ready:
+            raise _died(worker, groups)
+
+
+def _died(worker: _Worker, groups: Sequence[Group]) -> WorkerDiedError:
+    worker.process.join(timeout=5)
+    code = worker.process.exitcode
+    index = worker.group if worker.group is not None else -1
+    label = ", ".join(f"{key}={value}" for key, value in groups[index].meta.items()) if index >= 0 else "?"
+    if code is not None and code < 0:
+        try:
+            how = f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"was killed by signal {-code}"
+        if -code == signal.SIGKILL:
+            how += " (most likely out of memory: the kernel's OOM killer sends it; try fewer --jobs)"
+    else:
+        how = f"exited with status {code}"
+    return WorkerDiedError(f"group {index + 1} of {len(groups)} ({label}): its worker process {how}")
+
+
+def _end(pool: list[_Worker]) -> None:
+    """Idle workers are told to stop; busy ones (an error or an interrupt in the parent) are ended."""
+    for worker in pool:
+        if worker.group is None and worker.process.is_alive():
+            with contextlib.suppress(OSError):
+                worker.connection.send(None)
+        else:
+            worker.process.terminate()
+    for worker in pool:
+        worker.process.join(timeout=5)
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join()
+        worker.connection.close()
+
+
+def _worker_loop(connection: Any, task: Callable[[Group, Settings], Any], settings: Settings) -> None:
+    """A worker: groups in, ``(index, ok, result or error)`` out, until told to stop or the parent is gone.
+
+    Ctrl-C is for the parent, which ends the workers; a parent that is gone (killed, terminated) ends the
+    worker quietly (SIGTERM from the kernel on Linux, else the end of the pipe): there is nobody to report to.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _end_with_parent()
+    try:
+        while (message := connection.recv()) is not None:
+            index, group = message
+            try:
+                reply: tuple[int, bool, Any] = (index, True, _call_recording_warnings(task, group, settings=settings))
+            except Exception as error:  # raised in the parent when the group's turn comes
+                reply = (index, False, error)
+            try:
+                connection.send(reply)
+            except (pickle.PicklingError, TypeError, AttributeError) as error:
+                connection.send((index, False, RuntimeError(f"a worker's result could not be sent back: {error}")))
+    except (EOFError, OSError):
+        return
+
+
+_INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait while the workers start: a parent interrupted between starting a worker and
+    writing its start-up data left it no data, and a traceback from multiprocessing on stderr. A signal that
+    comes meanwhile is recorded and handed to the handler it was meant for when the block ends (the workers,
+    started whole, are then ended quietly). Blocking the signal would not do: the kernel hands a process'
+    signal to any of its threads (BLAS, rayon) that does not block it, and Python then runs the handler in the
+    main thread all the same."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers (and only it receives Python's)
+        return
+    pending: list[signal.Signals] = []
+    previous = {
+        sig: signal.signal(sig, lambda number, frame: pending.append(signal.Signals(number))) for sig in _INTERRUPTS
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in pending[:1]:
+            handler = previous[sig]
+            if callable(handler):
+                handler(sig, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(sig)
+
+
+def _end_with_parent() -> None:
+    """On Linux, have the kernel send this worker SIGTERM when its parent dies (kill -9 included), so that a
+    worker in the middle of a long group does not run on for nobody; elsewhere the worker ends at its next
+    read or write of the pipe."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:  # the parent died before the request was made
+        os._exit(0)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 @contextmanager

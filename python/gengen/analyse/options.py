@@ -25,7 +25,7 @@ from typing import Any, Final, Literal, get_args
 from gengen._run_keys import REPLICATE_KEYS
 from gengen.errors import GengenError
 from gengen.limits import MAX_RESAMPLES
-from gengen.stats.controls import Control, Gam, Linear
+from gengen.stats.controls import MAX_GAM_K, MIN_GAM_K, Control, Gam, Linear
 from gengen.stats.options import (
     DEFAULT_ADJUSTMENT,
     DEFAULT_CI_LEVEL,
@@ -507,7 +507,7 @@ ANALYSIS_OPTIONS: tuple[Option, ...] = (
            "estimate's p alone)."),
     Option("min_step", "integer", None, "Leave out checkpoints before this step (1 leaves out step 0, the model "
            "before training).", bounds=(0, None), optional=True),
-    Option("gam_k", "integer", DEFAULT_GAM_K, "GAM control: basis dimension (mgcv's k).", bounds=(3, 200),
+    Option("gam_k", "integer", DEFAULT_GAM_K, "GAM control: basis dimension (mgcv's k).", bounds=(MIN_GAM_K, MAX_GAM_K),
            study=True),
     Option("gam_method", "choice", DEFAULT_GAM_METHOD, "GAM control: smoothing criterion, {choices}.",
            choices=GAM_METHODS, study=True),
@@ -670,6 +670,7 @@ def make_settings(**options: Any) -> Settings:
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise GengenError(option=unknown[0], problem=f"is not an option of the analysis ({', '.join(OPTIONS)})")
+    options = _control_as_options(options)
     values: dict[str, Any] = {}
     for option in ANALYSIS_OPTIONS:
         if option.required and option.name not in options:
@@ -682,6 +683,26 @@ def make_settings(**options: Any) -> Settings:
     values["lower_is_better"] = tuple(sorted(LOWER_IS_BETTER | set(values["lower_is_better"])))
     values["higher_is_better"] = tuple(sorted(values["higher_is_better"]))
     return Settings(**values)
+
+
+def _control_as_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``fit=Linear()`` or ``fit=Gam(...)`` (as every statistic of :mod:`gengen.stats` takes) as the options
+    ``fit``, ``gam_k``, ``gam_method``, ``gam_basis``, ``max_edf``; a GAM option given beside a control is refused
+    (two answers to one question)."""
+    fit = options.get("fit")
+    if not isinstance(fit, (Linear, Gam)):
+        return options
+    # Callers such as gengen.analyse pass every option, at its default when not given: only a changed one counts.
+    names = ("gam_k", "gam_method", "gam_basis", "max_edf")
+    given = sorted(name for name in names if name in options and options[name] != OPTIONS[name].default)
+    if given:
+        raise GengenError(
+            option=given[0], problem=f"is given beside fit={fit!r}: set it in the control (Gam(k=..., ...)) alone"
+        )
+    if isinstance(fit, Linear):
+        return {**options, "fit": "linear"}
+    return {**options, "fit": "gam", "gam_k": fit.k, "gam_method": fit.method, "gam_basis": fit.basis,
+            "max_edf": fit.max_edf}  # fmt: skip
 
 
 def _check_together(values: dict[str, Any]) -> None:

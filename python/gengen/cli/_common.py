@@ -12,7 +12,9 @@ import errno
 import functools
 import inspect
 import os
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -27,6 +29,24 @@ R = TypeVar("R")
 
 USER_ERROR_EXIT_CODE = 2
 INTERRUPTED_EXIT_CODE = 130
+TERMINATED_EXIT_CODE = 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C so that the same clean-up runs (workers ended, partial files
+    removed), then reported as one ``error: terminated`` line and status 143."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+def _interruption(error: KeyboardInterrupt) -> tuple[str, int]:
+    """The ``error:`` text and exit status of Ctrl-C or SIGTERM."""
+    if isinstance(error, Terminated):
+        return "terminated (SIGTERM)", TERMINATED_EXIT_CODE
+    return "interrupted", INTERRUPTED_EXIT_CODE
+
 
 REQUIRED: Any = inspect.Parameter.empty
 """The default of a :class:`CliOption` the user must give."""
@@ -242,8 +262,8 @@ def user_errors_exit(command: Callable[P, R], *, flags: Mapping[str, str] | None
                 return command(*args, **kwargs)
             except typer.Exit:
                 raise
-            except KeyboardInterrupt:
-                raise fail("interrupted", INTERRUPTED_EXIT_CODE) from None
+            except KeyboardInterrupt as error:
+                raise fail(*_interruption(error)) from None
             except _user_error_types() as error:
                 raise fail(user_error_message(error, flags) or str(error)) from None
 
@@ -297,13 +317,25 @@ def run_app(app: typer.Typer, argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 on success, 2 for a user error, 130 when interrupted, or the status a command exited with.
+        0 on success, 2 for a user error, 130 when interrupted (Ctrl-C), 143 when terminated (SIGTERM), or the
+        status a command exited with.
     """
     # A path or name that is not UTF-8 would fail deep inside (pyarrow, SQLite, pandas): refused first, by name.
     undecodable = _not_utf8(sys.argv[1:] if argv is None else argv)
     if undecodable is not None:
         print(f"error: {undecodable}: not valid UTF-8 (paths and names are kept as UTF-8); rename it", file=sys.stderr)
         return USER_ERROR_EXIT_CODE
+    main_thread = threading.current_thread() is threading.main_thread()
+    # SIGTERM (a scheduler's cancel, `kill`) ends a command as Ctrl-C does: its clean-up runs, one error: line.
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
+    try:
+        return _run_app(app, argv)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run_app(app: typer.Typer, argv: Sequence[str] | None) -> int:
     try:
         with warnings.catch_warnings():
             # Also for warnings raised while a command module loads, before its decorator runs.
@@ -324,9 +356,15 @@ def run_app(app: typer.Typer, argv: Sequence[str] | None = None) -> int:
         message = error.format_message() if hasattr(error, "format_message") else str(error)
         print(f"error: {one_line(message)}{_given_value(error, argv)}", file=sys.stderr)
         return USER_ERROR_EXIT_CODE
-    except (typer.Abort, KeyboardInterrupt):
-        print("error: interrupted", file=sys.stderr)
-        return INTERRUPTED_EXIT_CODE
+    except KeyboardInterrupt as error:
+        message, code = _interruption(error)
+        print(f"error: {message}", file=sys.stderr)
+        return code
+    except typer.Abort as error:  # click's form of Ctrl-C (or SIGTERM) outside a command's own handling
+        cause = error.__cause__
+        message, code = _interruption(cause if isinstance(cause, KeyboardInterrupt) else KeyboardInterrupt())
+        print(f"error: {message}", file=sys.stderr)
+        return code
     except _user_error_types() as error:
         # A user error raised outside a decorated command (while a command module loads, say).
         print(f"error: {one_line(user_error_message(error) or str(error))}", file=sys.stderr)

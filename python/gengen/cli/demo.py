@@ -16,7 +16,14 @@ def demo_command(
     out: Annotated[Path, typer.Option(help="Folder for the demo's data, models, store and report.")] = Path(
         "gengen-demo"
     ),
-    fresh: Annotated[bool, typer.Option("--fresh", help="Delete --out first (else an earlier demo resumes).")] = False,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh",
+            help="Delete --out first (else an earlier demo resumes): only files the demo wrote, unchanged; "
+            "any other file there makes it refuse.",
+        ),
+    ] = False,
     jobs: Annotated[
         int, typer.Option(help="Runs trained at once, one process each (one per core is fastest).", min=1)
     ] = 2,

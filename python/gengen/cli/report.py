@@ -59,7 +59,7 @@ def report_command(
     # cannot be written, a figures/ folder linking out of it.
     page, figures = output_paths(out or analysis_dir)
     check_output_folder(page.parent, "--out")
-    inside(page.parent, figures)
+    inside(page.parent, figures.name)
     analysis = Analysis.from_dir(analysis_dir)
     check_analysis(analysis, analysis_dir)  # a tampered table: one line naming its file, before any drawing
     whole = analysis

@@ -10,6 +10,23 @@ import typer
 from gengen.cli._common import SEED_RANGE, Bounds, CliOption, table_signature, user_errors_exit
 from gengen.errors import GengenError
 
+_OUTPUTS = (
+    "calibration.csv",
+    "calibration_type1.png",
+    "calibration_grid.csv",
+    "calibration_grid.md",
+    "calibration_realistic.csv",
+    "calibration_realistic.md",
+)
+
+
+def _inside(out: Path, name: str) -> Path:
+    """``out / name``, refused when it leads out of ``out`` (a file linking elsewhere is not written through)."""
+    from gengen._files import inside
+
+    return inside(out, name)
+
+
 #: The studies of ``--study``, each a measure of :func:`gengen.calibration.calibration_study` over its grid.
 STUDIES = ("methods", "grid", "realistic")
 
@@ -65,6 +82,8 @@ def _simulate(*, study: str | None, grid: bool, realistic: bool, **options: Any)
     if options["out"] is not None:
         # A bad --out is found before the study runs, not after it.
         options["out"].mkdir(parents=True, exist_ok=True)
+        for name in _OUTPUTS:  # a file in it linking elsewhere too (issue 36)
+            _inside(options["out"], name)
     run = {"methods": _methods_command, "grid": _grid_command, "realistic": _realistic_command}[chosen]
     run(**options)
 
@@ -84,8 +103,8 @@ def _methods_command(*, quick: bool, out: Path | None, seed: int, **_others: Any
         calibration.QUICK_DESIGN if quick else calibration.FULL_DESIGN, seed=seed, progress=_progress
     )
     if out is not None:
-        table.to_csv(out / "calibration.csv", index=False)
-        calibration.plot_type1_error(table, str(out / "calibration_type1.png"))
+        table.to_csv(_inside(out, "calibration.csv"), index=False)
+        calibration.plot_type1_error(table, str(_inside(out, "calibration_type1.png")))
         typer.echo(f"wrote {out / 'calibration.csv'} and {out / 'calibration_type1.png'}")
     typer.echo("type-I error at alpha = .05, n = 50, linear f (rate ± Monte Carlo s.e.):")
     typer.echo(calibration.rate_table(table).to_string())
@@ -98,8 +117,8 @@ def _grid_command(*, quick: bool, out: Path | None, seed: int, replicates: int, 
     cells = QUICK_GRID if quick else GRID
     table = calibration_study(cells, measure="grid", replicates=replicates, seed=seed, progress=_progress)
     if out is not None:
-        table.to_csv(out / "calibration_grid.csv", index=False)
-        (out / "calibration_grid.md").write_text(grid_tables(table), encoding="utf-8")
+        table.to_csv(_inside(out, "calibration_grid.csv"), index=False)
+        _inside(out, "calibration_grid.md").write_text(grid_tables(table), encoding="utf-8")
         typer.echo(f"wrote {out / 'calibration_grid.csv'} and {out / 'calibration_grid.md'}")
     typer.echo(grid_tables(table))
     default = table[table["method"] == "sieve"].dropna(subset=["type1_05_unflagged"])
@@ -130,7 +149,7 @@ def _realistic_command(
     csv = None
     if out is not None:
         # Written cell by cell: an interrupted study resumes from it, and a partial one can be read.
-        csv = out / "calibration_realistic.csv"
+        csv = _inside(out, "calibration_realistic.csv")
         typer.echo(f"writing {csv} as cells finish (cells already in it are skipped)", err=True)
     table = calibration_study(
         REALISTIC_QUICK_GRID if quick else REALISTIC_GRID,
@@ -147,7 +166,7 @@ def _realistic_command(
     tables = realistic_tables(summary)
     contract = realistic_contract(summary)
     if out is not None:
-        (out / "calibration_realistic.md").write_text(tables, encoding="utf-8")
+        _inside(out, "calibration_realistic.md").write_text(tables, encoding="utf-8")
         typer.echo(f"wrote {out / 'calibration_realistic.csv'} and {out / 'calibration_realistic.md'}")
     typer.echo(tables)
     failing = contract[contract["status"] == "FAIL"]

@@ -13,7 +13,9 @@ import typer
 from gengen.cli._common import OnlyModels, StudyFile, TrustTaskCode, user_errors_exit
 
 if TYPE_CHECKING:
-    from gengen.config import DataSpec, ModelSpec, StudyConfig
+    from collections.abc import Sequence
+
+    from gengen.config import DataSpec, ModelSpec, RunSpec, StudyConfig
 
 
 @user_errors_exit
@@ -57,6 +59,7 @@ def train_command(
     from gengen.scoring import check_trainable, score_after_training
 
     check_trainable(study, trust_task_code=trust_task_code)
+    _check_schedules(study, runs)  # what plan and each run refuse (too many steps or evaluations), dry run too
     if dry_run:
         typer.echo(f"study {study.name}: {len(runs)} runs, {len(study.testsets)} test sets, output {study.output}")
         typer.echo(f"  train: {_data_line(study.task.train)}")
@@ -93,6 +96,17 @@ def train_command(
     rows = score_after_training(study, runs, trust_task_code=trust_task_code, log=typer.echo)
     if rows is not None:
         typer.echo(f"{study.evaluation.backend}: {len(rows)} scores written to {study.output}")
+
+
+def _check_schedules(study: StudyConfig, runs: Sequence[RunSpec]) -> None:
+    """Every run's optimiser steps and evaluation steps, checked as ``gengen plan`` and the trainer check them
+    (training examples: the shot count, else the training set's size as the plan estimates it)."""
+    from gengen.plan import data_size
+    from gengen.schedule import evaluation_steps, planned_steps
+
+    full = data_size(study.task.train) if any(run.shots is None for run in runs) else 0
+    for run in runs:
+        evaluation_steps(study.evaluation, planned_steps(study.training_for(run.model), run.shots or full))
 
 
 def _data_line(spec: DataSpec, cap: int | None = None) -> str:

@@ -14,15 +14,12 @@ then fine-tunes and scores every run into ``gengen.sqlite`` (resumable like any 
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
 import pandas as pd
-
-from gengen.errors import InputError
 
 __all__ = ["MODEL_SHAPES", "finish", "prepare_demo", "run_demo", "summarise"]
 
@@ -50,12 +47,15 @@ def prepare_demo(out: Path, *, log: Log = print) -> Path:
     Path
         The study file, ``out / "study.toml"``.
     """
+    from gengen._files import inside
     from gengen.config import load_config
     from gengen.demo.tasks import OOD_SHIFTS, tokenizer_corpus, write_demo_data
     from gengen.demo.tiny import build_tiny_model, count_parameters, train_tokenizer
     from gengen.models import answer_token_ids
 
     out.mkdir(parents=True, exist_ok=True)
+    for name in ("study.toml", "data", "models", "report"):  # none may lead out of the demo's folder
+        inside(out, name)
     study = out / "study.toml"
     if not study.is_file():
         study.write_text(study_template(), encoding="utf-8")
@@ -135,22 +135,6 @@ def finish(store_path: Path, out_dir: Path, id_testset: str, *, log: Log = print
     return report
 
 
-def _check_demo_folder(out: Path) -> None:
-    """Refuse ``--fresh`` on a folder the demo did not write (a store, a study, a home folder): it is deleted."""
-    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
-        return
-    study = out / "study.toml"
-    try:
-        ours = study.is_file() and study.stat().st_size < 2**20 and study.read_text("utf-8") == study_template()
-    except (OSError, UnicodeDecodeError):
-        ours = False
-    if not ours:
-        raise InputError(
-            f"{out}: not a folder gengen demo wrote (no study.toml, or an edited one); --fresh deletes only a "
-            "demo's folder: choose another --out, or delete this one yourself"
-        )
-
-
 def run_demo(
     out: Path | str = "gengen-demo",
     *,
@@ -167,7 +151,9 @@ def run_demo(
     out : path
         Folder for the data, models, store and report. An existing demo there is resumed.
     fresh : bool
-        Delete ``out`` first: only a folder the demo wrote (its ``study.toml`` as written) or an empty one.
+        Delete ``out`` first: only a folder whose every file the demo wrote, unchanged (the list it keeps in
+        ``gengen-demo-files.json``, with sizes and SHA-256), or an empty one; never a symbolic link, the working
+        folder or a folder that holds it.
     jobs : int
         Runs trained at once, each in its own process (the models are tiny: one process per core is fastest).
     threads : int
@@ -180,22 +166,34 @@ def run_demo(
     Raises
     ------
     InputError
-        ``fresh`` on a folder the demo did not write (it would be deleted).
+        ``fresh`` on a folder holding anything the demo did not write (named), on a symbolic link, or on the
+        working folder or one that holds it; nothing is deleted then.
     """
+    from gengen.demo.manifest import foreign_entries, record_demo_files, remove_demo_folder
+
+    start = time.perf_counter()
+    out = Path(out)
+    if fresh and (out.exists() or out.is_symlink()):
+        remove_demo_folder(out)
+    # Files already there that the demo cannot prove it wrote stay out of its list, whatever happens next.
+    foreign = set(foreign_entries(out)) if out.is_dir() else set()
+    try:
+        _run_demo_steps(out, jobs=jobs, threads=threads, log=log, progress=progress, start=start)
+    finally:
+        if out.is_dir() and not out.is_symlink():
+            record_demo_files(out, foreign)
+    return out
+
+
+def _run_demo_steps(out: Path, *, jobs: int, threads: int, log: Log, progress: bool, start: float) -> None:
     import torch
 
     from gengen.config import load_config
     from gengen.executors.direct import train_study
 
-    start = time.perf_counter()
-    out = Path(out)
-    if fresh and out.exists():
-        _check_demo_folder(out)
-        shutil.rmtree(out)
     study = prepare_demo(out, log=log)
     config = load_config(study)
     torch.set_num_threads(threads)
     train_study(config, log=log, progress=progress, jobs=jobs, threads=threads)
     log(f"trained and scored {len(config.runs())} runs in {time.perf_counter() - start:.0f} s")
     finish(config.output, out / "report", config.id_testset, log=log)
-    return out

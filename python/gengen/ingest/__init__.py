@@ -592,14 +592,46 @@ def ingest(
     )
     if not isinstance(store, Store):  # a path or name that cannot be read is refused before a store is created
         find_files([paths] if isinstance(paths, (str, os.PathLike)) else list(paths), format)
+    created = _created_by(store)
     target = store if isinstance(store, Store) else Store(store)
-    report = IngestReport(store=target.path)
-    frame, sources, manifests, owners = _read(paths, format, options, target.study, progress, report)
-    if not allow_copies:
-        frame = _leave_out_copies(target, frame, owners, report)
-    with _status(progress, f"writing {len(frame)} scores to {target.path}"):
-        report.written = target.write_batch(frame, on_conflict=on_conflict, manifests=manifests, sources=sources)
+    try:
+        report = IngestReport(store=target.path)
+        frame, sources, manifests, owners = _read(paths, format, options, target.study, progress, report)
+        if not allow_copies:
+            frame = _leave_out_copies(target, frame, owners, report)
+        with _status(progress, f"writing {len(frame)} scores to {target.path}"):
+            report.written = target.write_batch(frame, on_conflict=on_conflict, manifests=manifests, sources=sources)
+    except BaseException:
+        _remove_created(created, target.path)  # a failed first ingest leaves no empty store behind
+        raise
     return report
+
+
+def _created_by(store: Store | str | os.PathLike[str]) -> list[Path]:
+    """What opening ``store`` would create (its database file, then the folders above it that do not exist yet),
+    so that a failed ingest can remove exactly that; empty for an existing store."""
+    if isinstance(store, Store):
+        return []
+    path = Path(store).expanduser()
+    database = (
+        path if path.suffix.lower() in (".sqlite", ".db", ".sqlite3") or path.is_file() else path / "gengen.sqlite"
+    )
+    if database.exists() or database.is_symlink():
+        return []
+    folders = [folder for folder in database.parents if not folder.exists()]
+    return [database, *folders]
+
+
+def _remove_created(created: list[Path], database: Path) -> None:
+    """Remove the store a failed ingest created (it holds nothing: the write is one transaction) and the folders
+    made for it, deepest first; a folder that holds anything else is kept."""
+    if not created or created[0] != database:
+        return
+    for path in (database, Path(f"{database}-wal"), Path(f"{database}-shm"), Path(f"{database}-journal")):
+        path.unlink(missing_ok=True)
+    for folder in created[1:]:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def _status(show: bool, message: str) -> contextlib.AbstractContextManager[object]:

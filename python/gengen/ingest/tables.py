@@ -544,6 +544,12 @@ def _score_columns(
                 )
             )
         else:
+            if "/" in column and not column.startswith("_") and "" in (part.strip() for part in column.split("/")):
+                # eval/downstream_bpb/ (no leaf) became a test set "downstream": a name is split only when whole
+                raise InputError(
+                    f"{path}: column {shown(column)}: an empty part in its name (a leading, trailing or doubled "
+                    "'/'), so its test set and metric cannot be told; rename the column or give --pattern"
+                )
             split = split_name(column)
             if split is None and column.lower().endswith(STDERR_SUFFIX):
                 base = split_name(column[: -len(STDERR_SUFFIX)])  # arc_easy_acc_stderr: the stderr of arc_easy's acc

@@ -429,7 +429,7 @@ def report(
     from gengen.verdict import build_verdict
 
     path, figure_dir = output_paths(out_dir, filename)
-    inside(path.parent, figure_dir)  # a figures/ linking elsewhere is not written through
+    inside(path.parent, figure_dir.name)  # a figures/ linking elsewhere is not written through
     check_replaceable(path, "the report")
     check_analysis(analysis)
     comparison = comparison if comparison is not None else compare(analysis)

@@ -24,6 +24,7 @@ from matplotlib.image import AxesImage
 from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter
 
+from gengen._files import inside
 from gengen._pfloor import p_text
 from gengen.report.order import cluster_order, group_key, pooled_correlation, short_labels
 
@@ -495,8 +496,9 @@ def save_figure(figure: Figure, folder: Path, name: str) -> tuple[Path, Path, st
     figure.savefig(buffer, format="png", dpi=PNG_DPI)
     if figure.get_layout_engine() is not None:
         figure.set_layout_engine("none")  # keep the layout just computed; the SVG need not redo it
-    png = folder / f"{name}.png"
+    # A figure file linking out of the folder is not written through (the folder itself is checked by the report).
+    png = inside(folder, f"{name}.png")
     png.write_bytes(buffer.getvalue())
-    svg = folder / f"{name}.svg"
+    svg = inside(folder, f"{name}.svg")
     figure.savefig(svg, format="svg")
     return png, svg, base64.b64encode(buffer.getvalue()).decode("ascii")

@@ -34,10 +34,13 @@ from gengen.stats.options import (
     GamMethod,
 )
 
-__all__ = ["MIN_GAM_K", "Control", "FitArgument", "Gam", "Linear", "as_control", "gam_of"]
+__all__ = ["MAX_GAM_K", "MIN_GAM_K", "Control", "FitArgument", "Gam", "Linear", "as_control", "gam_of"]
 
 #: The smallest basis dimension of a penalised cubic regression spline.
 MIN_GAM_K: Final = 3
+#: The largest basis dimension: far beyond what a run's checkpoints support (the core lowers k to the distinct
+#: control values), and small enough that no later step overflows (``k = 2**64`` did, in the Rust core).
+MAX_GAM_K: Final = 200
 
 #: The keyword option of ``fit="gam"`` that sets each field of :class:`Gam` (for errors in the caller's terms).
 _KEYWORD_OF: Final = {"k": "k", "method": "gam_method", "basis": "gam_basis", "max_edf": "max_edf"}
@@ -65,7 +68,7 @@ class Gam:
     Parameters
     ----------
     k : int, default 10
-        Basis dimension per covariate (mgcv's ``k``), at least 3; the core lowers it to what the data support.
+        Basis dimension per covariate (mgcv's ``k``), from 3 to 200; the core lowers it to what the data support.
     method : {"gcv", "reml"}, default "gcv"
         Smoothing-parameter criterion (mgcv's ``method = "GCV.Cp"`` or ``"REML"``).
     basis : {"cr", "tp"}, default "cr"
@@ -206,6 +209,8 @@ def _check_k(value: Any) -> int:
         k = None
     if k is None or k < MIN_GAM_K:
         raise InvalidArgumentError(option="k", problem=f"must be an integer >= {MIN_GAM_K}, got {value!r}")
+    if k > MAX_GAM_K:
+        raise InvalidArgumentError(option="k", problem=f"must be at most {MAX_GAM_K}, got {value!r}")
     return k
 
 
