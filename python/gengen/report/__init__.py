@@ -41,11 +41,13 @@ from gengen.report.cache import FigureCache, digest
 from gengen.report.inputs import check_analysis
 from gengen.report.order import group_key
 from gengen.report.page import (
+    MAX_PAGE_ROWS,
     comparison_figure_records,
     comparison_text,
     figure_record,
     figure_stem,
     level_rows,
+    levels_text,
     oriented,
     section,
     static_table,
@@ -92,8 +94,9 @@ LEVELS = (
         "Residuals of every run of a cell stacked into one series per test set.",
     ),
 )
-#: Most groups that get residual and trajectory figures of their own (the tables and heatmaps hold every group).
-MAX_GROUP_FIGURES = 16
+#: Most groups that get residual and trajectory figures of their own (the tables and heatmaps hold every group;
+#: ``gengen report --pair`` draws one pair in every group). About 0.7 s of CPU per group: 16 groups took 11 s.
+MAX_GROUP_FIGURES = 4
 #: Groups whose residual and trajectory figures are open on the page (the others fold, keeping the page short).
 GROUPS_OPEN = 2
 #: One level's section spec and its rows.
@@ -240,6 +243,7 @@ def _comparison_record(
     payload["tables"]["conflicts"] = encode_table(comparison.conflicts)
     return {
         "text": comparison_text(agreement, n_groups, alpha),
+        "levels": levels_text(n_groups, verdict),
         "figures": figures,
         "conflicts": not comparison.conflicts.empty,
     }
@@ -253,7 +257,18 @@ def _pooled_record(analysis: Analysis, payload: dict[str, Any]) -> dict[str, Any
     if "r_random" in pooled:
         strength = pd.to_numeric(pooled["r_random"], errors="coerce").abs()
         pooled = pooled.reindex(strength.sort_values(ascending=False, kind="stable").index)
-    payload["tables"]["pooled"] = encode_table(pooled_view(pooled, list(analysis.settings.get("by", []))))
+    total = len(pooled)
+    limit = MAX_PAGE_ROWS // 2
+    if total > limit:  # the strongest rows and every significant one; pooled.csv holds them all
+        flag = pooled.get("significant_random", pd.Series(False, index=pooled.index))
+        significant = flag.fillna(False).astype(bool)
+        strongest = pd.Series(range(total), index=pooled.index) < limit - int(significant.sum())
+        pooled = pooled[strongest | significant]
+    table = encode_table(pooled_view(pooled, list(analysis.settings.get("by", []))))
+    table["total"] = total
+    table["kept"] = "every significant row and the strongest |r_random|"
+    table["file"] = "pooled.csv"
+    payload["tables"]["pooled"] = table
     return {"settings": pooled_settings(analysis.pooled)}
 
 
@@ -346,6 +361,18 @@ def _contents(levels: list[Level], parts: dict[str, Any]) -> list[tuple[str, str
     return [*contents, ("settings", "Options as requested"), ("versions", "Package versions")]
 
 
+def deciding_note(deciding: list[str], requested: Any) -> str:
+    """Why the p-value that decided differs from the ``primary_p`` the options asked for (empty when it does not)."""
+    if not requested or deciding == [requested]:
+        return ""
+    if deciding == ["p_loo_max"]:
+        return (
+            f"primary_p {requested} as requested, taken at its largest over the deletions of any checkpoint that "
+            "carries more than half of the estimate"
+        )
+    return f"the options asked for primary_p {requested}; the rows record {', '.join(deciding) or 'none'}"
+
+
 def _render(
     analysis: Analysis,
     comparison: Comparison,
@@ -366,6 +393,7 @@ def _render(
         warnings=analysis.warnings,
         n_groups=sum(len(dict.fromkeys(zip(rows["model"], rows["run"], strict=True))) for _, rows in levels),
         deciding=", ".join(deciding) or "p_adjusted",
+        deciding_note=deciding_note(deciding, analysis.settings.get("primary_p")),
         figure_folder=figure_dir.name,
         contents=_contents(levels, parts),
         tables={"summary": _summary_table(analysis)},
