@@ -11,6 +11,7 @@ import io
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -43,8 +44,11 @@ def test_the_verdict_box_opens_with_the_answer_and_no_empty_band(two_models_two_
     box = page[page.index('id="verdict"') : page.index("</section>", page.index('id="verdict"'))]
     first = re.search(r'<p class="verdict-answer">(.*?)</p>', box, re.S)
     assert first is not None and box.index("verdict-answer") < box.index("verdict-counts")
-    expected = getattr(verdict, "answer", None) or verdict.text
-    assert html.unescape(first.group(1)) == expected
+    assert html.unescape(first.group(1)) == answer_of(verdict)
+    # Without Verdict.answer, its first sentence opens the box and the rest follows: the paragraph is all there.
+    if not getattr(verdict, "answer", None):
+        rest = re.search(r'<p class="verdict-text">(.*?)</p>', box, re.S)
+        assert rest is not None and html.unescape(first.group(1) + " " + rest.group(1)) == verdict.text
     assert ".verdict h2 { margin-top: 0.3em; }" in page  # the heading's 2em margin made a band in the box
     # The verdict compares 2 models (runs pooled), the across-groups section 4 groups: the page says why.
     note = levels_text(len(comparison.groups), verdict)
@@ -190,3 +194,141 @@ def test_partial_corr_refuses_several_models_and_takes_one_with_model(tmp_path: 
     assert r == pytest.approx(_partial_r(table[table["model"] == "b-1b"]), abs=1e-6)
     missing = CliRunner().invoke(app, ["partial-corr", str(path), "--x", "x", "--y", "y", "--model", "c"])
     assert missing.exit_code == 2 and "--model 'c' is not in its model column (models: a-1b, b-1b)" in missing.output
+
+
+def test_paper_tables_latex_and_markdown(two_models_two_runs: Analysis, tmp_path: Path) -> None:
+    from gengen.cli import export as export_cli
+    from gengen.paper_tables import latex_escape, markdown_escape
+
+    assert latex_escape("a_b&c%$#{}~^\\") == r"a\_b\&c\%\$\#\{\}\textasciitilde{}\textasciicircum{}\textbackslash{}"
+    assert markdown_escape("a|b_c*d`e") == r"a\|b\_c\*d\`e"
+    folder = tmp_path / "a"
+    two_models_two_runs.to_dir(folder)
+    build_verdict(two_models_two_runs, n_perm=99).to_dir(folder)
+    app = typer.Typer()
+    export_cli.register(app)
+    app.command("noop")(lambda: None)
+    latex = CliRunner().invoke(app, ["export", str(folder), "-", "--table", "pairs", "--format", "latex", "--top", "3"])
+    assert latex.exit_code == 0, latex.output
+    text = latex.stdout
+    assert text.count("\\toprule") == 1 and text.count("\\midrule") == 1 and text.count("\\bottomrule") == 1
+    assert text.index("\\begin{tabular}{lllrrrr}") < text.index("\\end{tabular}")
+    body = text[text.index("\\midrule") : text.index("\\bottomrule")].strip().splitlines()[1:]
+    assert len(body) == 3 and all(line.endswith(" \\\\") and line.count(" & ") == 6 for line in body)
+    rows = two_models_two_runs.pairs
+    strongest = rows.loc[rows["r_partial"].abs().idxmax()]
+    r, low, high = (f"{strongest[c]:.2f}".replace("-", "$-$") for c in ("r_partial", "ci_low", "ci_high"))
+    assert f"{r} [{low}, {high}]" in body[0]  # r with its interval, the strongest first
+    assert "p (holm)" in text and "ood\\_" in text  # the adjustment named; names escaped
+    markdown = CliRunner().invoke(app, ["export", str(folder), str(tmp_path / "v.md"), "--table", "verdict"])
+    assert markdown.exit_code == 0, markdown.output
+    lines = (tmp_path / "v.md").read_text().splitlines()
+    n_pairs = 6  # 4 OOD test sets
+    assert lines[1].startswith("| --- |") and len([line for line in lines if line.startswith("| ")]) == 2 + n_pairs
+    assert "p\\_Q (holm)" in lines[0] and "(1 df)" in lines[2]
+    wrong = CliRunner().invoke(app, ["export", str(folder), str(tmp_path / "x.txt"), "--table", "pairs"])
+    assert wrong.exit_code == 2 and "--format: name latex or markdown" in wrong.output
+    missing = CliRunner().invoke(app, ["export", str(tmp_path), "-", "--table", "verdict", "--format", "markdown"])
+    assert missing.exit_code == 2 and "verdict_pairs.csv: missing" in missing.output
+
+
+def test_an_across_run_analysis_answers_across_runs_significant_pairs_first(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    rows = []
+    for model in ("m-70m", "m-1b"):
+        for run in range(20):
+            id_score, shared = rng.uniform(0.3, 0.9), rng.normal(0, 0.05)
+            rows.append((model, f"seed={run}", 100, "id", "acc", id_score))
+            for name in ("a", "b", "c"):
+                planted = shared if name in ("a", "b") else 0.0  # a and b co-vary beyond ID; c does not
+                rows.append((model, f"seed={run}", 100, name, "acc", 0.5 * id_score + planted + rng.normal(0, 0.01)))
+    scores = pd.DataFrame(rows, columns=["model", "run", "step", "testset", "metric", "value"])
+    result = analyse(scores, id_testset="id", inference="permutation", n_perm=999)
+    page = html.unescape(report(result, None, tmp_path).read_text(encoding="utf-8"))
+    box = page[page.index('id="verdict"') : page.index("</section>", page.index('id="verdict"'))]
+    pairs = result.pairs
+    n_significant = int(pairs["significant"].sum())
+    assert n_significant >= 2  # a / b in both models
+    assert f"{n_significant} of {len(pairs)} pairs of OOD test sets co-vary" in box
+    assert "20 runs in each of 2 cells" in box and "nothing to state" not in box
+    items = re.findall(r"<li>(.*?)</li>", box)
+    assert all("not significant" not in item for item in items[:n_significant])
+    assert all(item.startswith("a / b") for item in items[:2]) and "[" not in items[0]  # no interval: none shown
+    summary = page[page.index('id="summary"') :]
+    assert "<th>n_runs</th>" in summary[: summary.index("</table>")]
+
+
+def test_run_dry_run_ends_with_the_totals_of_the_plan() -> None:
+    from gengen.cli import run as run_cli
+    from gengen.config import load_config
+    from gengen.plan import format_plan, plan_study
+
+    path = Path(__file__).parents[1] / "studies" / "paper-mnli-fewshot.toml"
+    app = typer.Typer()
+    run_cli.register(app)
+    result = CliRunner().invoke(app, ["run", str(path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.strip().splitlines()
+    study = load_config(path)
+    assert lines[0].startswith(f"study {study.name}: {len(study.select_runs(None))} runs through the local executor")
+    total = re.fullmatch(r"total: (\d+) runs, ([\d,]+) steps, ([\d,]+) evaluations, ~([\d,.]+) GPU-hours .*", lines[-2])
+    assert total is not None, lines[-2]
+    plan = format_plan(plan_study(study, gpus=1, gpu_memory_gib=80.0), 1, 80.0).splitlines()[-1]
+    runs, hours = re.search(r": (\d+) runs, ([\d,.]+) GPU-hours", plan).groups()  # type: ignore[union-attr]
+    assert total.group(1) == runs and total.group(4) == hours  # the same totals as gengen plan's
+    per_model = [re.search(r": (\d+) runs x (\d+) steps, (\d+) evaluations", line) for line in lines[1:-2]]
+    assert sum(int(m.group(1)) * int(m.group(2)) for m in per_model if m) == int(total.group(2).replace(",", ""))
+    assert sum(int(m.group(1)) * int(m.group(3)) for m in per_model if m) == int(total.group(3).replace(",", ""))
+    assert lines[-1] == f"next: gengen run {path}"
+
+
+@pytest.mark.parametrize("step_column", ["empty", "absent"])
+def test_a_long_table_of_final_scores_has_one_path_and_each_wrong_try_says_so(tmp_path: Path, step_column: str) -> None:
+    from gengen.cli import ingest as ingest_cli
+    from gengen.store import load
+
+    header = "model,run,step,testset,metric,value" if step_column == "empty" else "model,run,testset,metric,value"
+    cells = ",," if step_column == "empty" else ","
+    path = tmp_path / "final.csv"
+    path.write_text(
+        header + "\n" + "\n".join(f"m-1b,s1{cells}{name},acc,{value}" for name, value in (("arc", 0.5), ("piqa", 0.6)))
+    )
+    app = typer.Typer()
+    ingest_cli.register(app)
+    app.command("noop")(lambda: None)
+
+    def ingest(*options: str, store: str) -> Any:
+        return CliRunner().invoke(app, ["ingest", str(path), "--store", str(tmp_path / store), *options])
+
+    missing = ingest(store="a")
+    assert missing.exit_code == 2 and len(missing.output.strip().splitlines()) == 1
+    assert f"--step is needed: {path} is a long table whose step column is " in missing.output
+    assert ("empty in every row" if step_column == "empty" else "absent") in missing.output
+    assert "--step 0" in missing.output
+    runs = ingest("--format", "runs", store="b")
+    assert runs.exit_code == 2 and "is a long table (testset and value columns)" in runs.output
+    assert "read it as long, with --step N" in runs.output and "wide" not in runs.output
+    done = ingest("--step", "0", store="c")
+    assert done.exit_code == 0, done.output
+    stored = load(tmp_path / "c")
+    assert sorted(zip(stored["testset"], stored["step"], stored["value"], strict=True)) == [
+        ("arc", 0, 0.5),
+        ("piqa", 0, 0.6),
+    ]
+
+
+def test_the_docs_claims_that_can_be_checked() -> None:
+    root = Path(__file__).parents[1]
+    analysis = (root / "docs" / "analysis.md").read_text(encoding="utf-8")
+    assert "no scripts" not in analysis and "one inline script" in analysis
+    page = (root / "python" / "gengen" / "report" / "template.py").read_text(encoding="utf-8")
+    assert page.count("<script>") == 1  # the one inline script the docs name
+    store = (root / "docs" / "store.md").read_text(encoding="utf-8")
+    assert "share one line; `-q` prints none" in store  # checked by test_ingest_quiet_prints_no_read_lines_...
+
+
+def test_warnings_list_models_in_size_order() -> None:
+    from gengen.report import warnings_by_model
+
+    given = ["model 'p-12b' run 'main': x", "control: y", "model 'p-2.8b' run 'main': z", "model 'p-70m' run 'a': w"]
+    assert warnings_by_model(given) == [given[1], given[3], given[2], given[0]]

@@ -25,6 +25,7 @@ is rendered from them.
 
 from __future__ import annotations
 
+import re
 import sys
 from datetime import datetime, timezone
 from functools import partial
@@ -42,6 +43,7 @@ from gengen.report.inputs import check_analysis
 from gengen.report.order import group_key
 from gengen.report.page import (
     MAX_PAGE_ROWS,
+    across_run_answer,
     comparison_figure_records,
     comparison_text,
     figure_record,
@@ -332,6 +334,8 @@ def _summary_table(analysis: Analysis) -> dict[str, Any]:
                 ),
             )
         ]
+        if "n_steps" in summary and (summary["level"] == "across_runs").all():
+            summary = summary.rename(columns={"n_steps": "n_runs"})  # one score per run: the rows count runs
     return static_table(summary, list(summary.columns), "no groups")
 
 
@@ -359,6 +363,22 @@ def _contents(levels: list[Level], parts: dict[str, Any]) -> list[tuple[str, str
         if parts.get(key):
             contents.append((anchor, heading))
     return [*contents, ("settings", "Options as requested"), ("versions", "Package versions")]
+
+
+#: The model a warning is about: ``model 'pythia-2.8b'``.
+_WARNING_MODEL = re.compile(r"model '([^']+)'")
+
+
+def warnings_by_model(warnings: list[str]) -> list[str]:
+    """The warnings with those about one model in model-size order (70m < 2.8b < 12b, not as strings sort them);
+    warnings about no model first, in their order."""
+    from gengen.report.order import model_key
+
+    def key(item: tuple[int, str]) -> tuple[object, ...]:
+        found = _WARNING_MODEL.search(item[1])
+        return (0, item[0]) if found is None else (1, model_key(found.group(1)), item[0])
+
+    return [text for _, text in sorted(enumerate(warnings), key=key)]
 
 
 def deciding_note(deciding: list[str], requested: Any) -> str:
@@ -390,7 +410,7 @@ def _render(
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         settings=analysis.settings,
         versions=analysis.versions,
-        warnings=analysis.warnings,
+        warnings=warnings_by_model(analysis.warnings),
         n_groups=sum(len(dict.fromkeys(zip(rows["model"], rows["run"], strict=True))) for _, rows in levels),
         deciding=", ".join(deciding) or "p_adjusted",
         deciding_note=deciding_note(deciding, analysis.settings.get("primary_p")),
@@ -477,6 +497,7 @@ def report(
         parts: dict[str, Any] = {
             "sections": sections,
             "verdict": verdict_record(verdict),
+            "across_answer": across_run_answer(analysis, alpha),
             "comparison": _comparison_record(cache, analysis, comparison, verdict, alpha, payload),
             "pooled": _pooled_record(analysis, payload),
             "trajectories": trajectory_payload(analysis, run_keys, main_order) if run_keys else None,

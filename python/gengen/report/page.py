@@ -246,10 +246,47 @@ def verdict_record(verdict: Verdict) -> dict[str, Any]:
             f"{mantel['n_at_floor']} of {verdict.agreement['n_comparisons']} Mantel p-values are at the floor of "
             f"the permutations (p ≤ {mantel['p_floor']:.2g}): smaller p-values cannot be resolved."
         )
-    # The one- or two-sentence answer (Verdict.answer, where this version has it) opens the box; the paragraph
-    # with every figure follows it.
-    answer = answer_of(verdict, whole=True)
-    return {"answer": answer, "text": verdict.text, "rows": rows, "agreement": agreement}
+    # The one- or two-sentence answer (Verdict.answer, where this version has it, else the paragraph's first
+    # sentence) opens the box; the paragraph's figures follow it.
+    answer = answer_of(verdict)
+    text = verdict.text if getattr(verdict, "answer", None) else verdict.text[len(answer) :].strip()
+    return {"answer": answer, "text": text, "rows": rows, "agreement": agreement}
+
+
+def across_run_answer(analysis: Analysis, alpha: float, shown: int = 5) -> dict[str, Any] | None:
+    """The first screen of an analysis with only across-run rows (one score per run): which pairs co-vary
+    across runs, in a sentence, and the significant pairs first (the strongest when none is). None when the
+    analysis has per-run rows (the verdict across models answers then)."""
+    pairs = analysis.pairs
+    if pairs.empty or "level" not in pairs or (pairs["level"] == "run").any():
+        return None
+    rows = pairs[pairs["level"] == "across_runs"]
+    if rows.empty:
+        return None
+    significant = rows["significant"].fillna(False).astype(bool)
+    strength = pd.to_numeric(rows["r_partial"], errors="coerce").abs()
+    order = sorted(range(len(rows)), key=lambda i: (not significant.iloc[i], -strength.iloc[i]))
+    cells = rows[["model", "run"]].drop_duplicates()
+    n_runs = pd.to_numeric(rows["n"], errors="coerce")
+    runs = f"{int(n_runs.min())}" if n_runs.min() == n_runs.max() else f"{int(n_runs.min())}–{int(n_runs.max())}"
+    deciding = sorted({value.split(" ")[0] for value in rows.get("p_adjusted_from", pd.Series(dtype=str)).dropna()})
+    adjust = ", ".join(sorted(rows["adjust"].dropna().astype(str).unique())) if "adjust" in rows else "adjusted"
+    answer = (
+        f"Across runs ({runs} runs in each of {len(cells)} cell{'s' if len(cells) != 1 else ''}, one score per run), "
+        f"{int(significant.sum())} of {len(rows)} pairs of OOD test sets co-vary after regressing out ID "
+        f"({', '.join(deciding) or 'p'}, {adjust}-adjusted p < {alpha})."
+    )
+    examples = []
+    for i in order[:shown]:
+        row = rows.iloc[i]
+        low, high = (float(row.get(column, np.nan)) for column in ("ci_low", "ci_high"))
+        interval = f" [{low:.2f}, {high:.2f}]" if np.isfinite(low) and np.isfinite(high) else ""  # none: not shown
+        examples.append(
+            f"{row['testset_a']} / {row['testset_b']} ({row['model']}): r = {float(row['r_partial']):.2f}{interval}, "
+            f"adjusted p = {float(row['p_adjusted']):.2g}" + ("" if significant.iloc[i] else " (not significant)")
+        )
+    heading = "significant pairs, strongest first" if significant.any() else "no pair is significant; the strongest"
+    return {"answer": answer, "heading": heading, "examples": examples}
 
 
 def levels_text(comparison_groups: int, verdict: Verdict) -> str:

@@ -43,6 +43,12 @@ Tables and figures need JavaScript for searching, sorting and hovering; the full
 and pooled.csv, the figures are also in {{ figure_folder }}/ as PNG and SVG.</p>
 {% if verdict %}<section id="verdict" class="verdict">
 <h2>Verdict</h2>
+{% if across_answer %}<p class="verdict-answer">{{ across_answer.answer }}</p>
+<p>{{ across_answer.heading }}:</p><ul>{% for example in across_answer.examples %}<li>{{ example }}</li>
+{% endfor %}</ul>
+<p class="note">The verdict across models needs per-run partial correlations over checkpoints; this analysis has
+one score per run, so it answers across runs instead. Every pair: the Across runs section below and pairs.csv.</p>
+{% else %}
 <p class="verdict-answer">{{ verdict.answer }}</p>
 {% if verdict.text and verdict.text != verdict.answer %}<p class="verdict-text">{{ verdict.text }}</p>{% endif %}
 <table class="verdict-counts"><tr><th>pairs</th><th>count</th><th>strongest examples</th></tr>
@@ -52,6 +58,7 @@ and pooled.csv, the figures are also in {{ figure_folder }}/ as PNG and SVG.</p>
 {% if verdict.agreement %}<p class="note">{{ verdict.agreement }}</p>{% endif %}
 <p class="note">Every pair's class, estimates and tests: verdict_pairs.csv; the across-model tests of each pair:
 compare_heterogeneity.csv and compare_differences.csv.</p>
+{% endif %}
 </section>{% endif %}
 <noscript><p class="warning">JavaScript is off: the tables, heatmaps and trajectories below stay empty.
 Read pairs.csv and the figures in {{ figure_folder }}/ instead.</p></noscript>
