@@ -280,6 +280,10 @@ def test_run_dry_run_ends_with_the_totals_of_the_plan() -> None:
     assert sum(int(m.group(1)) * int(m.group(2)) for m in per_model if m) == int(total.group(2).replace(",", ""))
     assert sum(int(m.group(1)) * int(m.group(3)) for m in per_model if m) == int(total.group(3).replace(",", ""))
     assert lines[-1] == f"next: gengen run {path}"
+    # 40 log-spaced steps over a 40-step run, rounded, with 0 and the last: numpy counts the distinct ones.
+    distinct = len({0, 40} | {round(float(p)) for p in np.geomspace(1, 40, 40)})
+    note = next(line for line in lines if "note: evaluation.log_points = 40" in line)
+    assert "in a run of 40 steps" in note and f"({distinct} evaluations)" in note
 
 
 @pytest.mark.parametrize("step_column", ["empty", "absent"])
@@ -325,6 +329,9 @@ def test_the_docs_claims_that_can_be_checked() -> None:
     assert page.count("<script>") == 1  # the one inline script the docs name
     store = (root / "docs" / "store.md").read_text(encoding="utf-8")
     assert "share one line; `-q` prints none" in store  # checked by test_ingest_quiet_prints_no_read_lines_...
+    for study in sorted((root / "studies").glob("*.toml")):  # each paper study shows where its runs could go
+        text = study.read_text(encoding="utf-8")
+        assert "\n# [executor]\n# kind = " in text and "--dry-run" in text, study.name
 
 
 def test_warnings_list_models_in_size_order() -> None:
@@ -332,3 +339,29 @@ def test_warnings_list_models_in_size_order() -> None:
 
     given = ["model 'p-12b' run 'main': x", "control: y", "model 'p-2.8b' run 'main': z", "model 'p-70m' run 'a': w"]
     assert warnings_by_model(given) == [given[1], given[3], given[2], given[0]]
+
+
+def test_report_pair_draws_its_trajectories_and_rows_in_every_model_and_run(
+    two_models_two_runs: Analysis, tmp_path: Path
+) -> None:
+    from gengen.report.pair import pair_trajectories
+
+    figure = pair_trajectories(two_models_two_runs, "ood_1", "ood_2")
+    panels = [ax for ax in figure.axes if ax.lines]
+    assert [ax.get_title() for ax in panels] == ["m-70m (2 runs)", "m-1b (2 runs)"]  # model-size order
+    scores = two_models_two_runs.scores
+    for ax, model in zip(panels, ("m-70m", "m-1b"), strict=True):
+        assert len(ax.lines) == 3 * 2  # A, B and ID for each run
+        plotted = sorted(np.round(np.concatenate([line.get_ydata() for line in ax.lines]), 12).tolist())
+        rows = scores[(scores["model"] == model) & scores["testset"].isin(["ood_1", "ood_2", "id"])]
+        assert plotted == sorted(np.round(rows["value"].to_numpy(dtype=float), 12).tolist())
+    page = html.unescape(
+        report(two_models_two_runs, None, tmp_path, scatter_pairs=[("ood_2", "ood_1")]).read_text(encoding="utf-8")
+    )
+    section = page[page.index("<h2>Pair ood_2 / ood_1</h2>") : page.index("</section>", page.index("<h2>Pair ood_2"))]
+    assert section.index("pairs.csv: every group") < section.index("verdict_pairs.csv: across models")
+    pairs = two_models_two_runs.pairs
+    chosen = pairs[(pairs["testset_a"] == "ood_1") & (pairs["testset_b"] == "ood_2")]
+    assert len(chosen) == 4
+    for r in chosen["r_partial"]:
+        assert f'<td class="num">{r:.3f}</td>' in section  # each group's row, as the static tables print r

@@ -114,6 +114,15 @@ def dry_run_lines(study: StudyConfig, config: Path, executor: str | None, models
             f"  {row.model} ({row.regime}): {row.runs} runs x {row.steps} steps, {row.evaluations} evaluations each, "
             f"~{row.gpu_hours:,.1f} GPU-hours{fits}"
         )
+    asked = study.evaluation.log_points
+    short = [row for row in rows if asked is not None and row.evaluations < asked + 1]
+    if short:  # "26 evaluations" for "40 log-spaced steps plus step 0": say why
+        row = min(short, key=lambda r: r.evaluations)
+        lines.append(
+            f"  note: evaluation.log_points = {asked} asks for {asked} log-spaced steps plus step 0, but in a run of "
+            f"{row.steps} steps log spacing rounds several to the same step, each scored once ({row.evaluations} "
+            "evaluations)"
+        )
     fitting = [row for row in rows if row.fits]
     lines.append(
         f"total: {sum(r.runs for r in fitting)} runs, {sum(r.runs * r.steps for r in fitting):,} steps, "

@@ -318,6 +318,35 @@ def _group_records(
     return records
 
 
+def _pair_records(
+    cache: FigureCache,
+    analysis: Analysis,
+    comparison: Comparison,
+    verdict: Verdict,
+    chosen: list[tuple[str, str]],
+) -> list[dict[str, Any]]:
+    """The chosen pairs (``--pair A,B``): each one's trajectories in every model and run, and its row of every
+    table (its residual scatter is in every group's figures below)."""
+    from gengen.report.pair import pair_tables, pair_trajectories
+
+    records = []
+    id_name = analysis.settings.get("id_testset")
+    for a, b in chosen:
+        scores = analysis.scores[analysis.scores["testset"].isin([a, b, id_name])]
+        figure = figure_record(
+            cache,
+            f"pair_{figure_stem(a, b)}",
+            digest(scores[["model", "run", "step", "testset", "value"]], a, b, id_name),
+            partial(pair_trajectories, analysis, a, b),
+            f"{a} and {b} (and ID) over training in every model and run.",
+        )
+        tables = pair_tables(analysis, comparison, verdict, a, b)
+        records.append(
+            {"label": f"{a} / {b}", "anchor": f"pair-{figure_stem(a, b)}", "figure": figure, "tables": tables}
+        )
+    return records
+
+
 def _summary_table(analysis: Analysis) -> dict[str, Any]:
     """The counts per group (the methods, lists per group in summary.json, are in each section's settings)."""
     summary = pd.DataFrame(analysis.summary()["groups"])
@@ -353,7 +382,11 @@ def _settings_rows(analysis: Analysis, comparison: Comparison) -> list[tuple[str
 
 def _contents(levels: list[Level], parts: dict[str, Any]) -> list[tuple[str, str]]:
     """The page's table of contents: the verdict, each level, then the parts the page has."""
-    contents = [("verdict", "Verdict"), *((spec[1], spec[2]) for spec, _ in levels)]
+    contents = [
+        ("verdict", "Verdict"),
+        *((pair["anchor"], f"Pair {pair['label']}") for pair in parts.get("pairs") or []),
+        *((spec[1], spec[2]) for spec, _ in levels),
+    ]
     for key, anchor, heading in (
         ("comparison", "across-groups", "Across groups"),
         ("pooled", "pooled", "Pooled across runs"),
@@ -507,6 +540,7 @@ def report(
             payload["trajectories"]["scores"] = parts["trajectories"]["payload"]
         single = len({model for model, _ in run_keys}) == len(run_keys)
         parts["groups"] = _group_records(cache, analysis, figure_keys, single, main_level, scatter_pairs, meter)
+        parts["pairs"] = _pair_records(cache, analysis, comparison, verdict, scatter_pairs or [])
         meter.step(f"page ({cache.drawn} figures drawn, {cache.reused} unchanged since the last report)")
         html = _render(analysis, comparison, levels, parts, payload, title, figure_dir)
         cache.save()

@@ -43,7 +43,7 @@ RASTERIZE_ABOVE = 400
 HEATMAPS_PER_ROW = 4
 #: Most groups drawn as full-size labelled heatmaps; above it, one summary heatmap of the common partial
 #: correlation and every group as a small unlabelled multiple (32 labelled 64 x 64 panels took 11 s and 6 MB).
-HEATMAPS_FULL_SIZE = 4
+HEATMAPS_FULL_SIZE = 8
 #: Opacity of the cells of pairs that are not significant in the per-group heatmaps.
 FADED_ALPHA = 0.3
 #: Agreement scatter panels per line of the figure (wider figures would be shrunk to illegible on the page).

@@ -60,6 +60,14 @@ one score per run, so it answers across runs instead. Every pair: the Across run
 compare_heterogeneity.csv and compare_differences.csv.</p>
 {% endif %}
 </section>{% endif %}
+{% for pair in pairs %}<section id="{{ pair.anchor }}">
+<h2>Pair {{ pair.label }}</h2>
+{{ figure(pair.figure) }}
+{% for title, table in pair.tables %}<h3>{{ title }}</h3>
+{{ render(table) }}
+{% endfor %}<p class="note">The pair's residual scatter in each group: Residuals and trajectories per group.</p>
+</section>
+{% endfor %}
 <noscript><p class="warning">JavaScript is off: the tables, heatmaps and trajectories below stay empty.
 Read pairs.csv and the figures in {{ figure_folder }}/ instead.</p></noscript>
 <nav><ul>
