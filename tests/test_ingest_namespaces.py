@@ -197,7 +197,7 @@ def test_the_cli_prints_what_each_file_held_and_the_copies(tmp_path: Path) -> No
     files = tmp_path / "files"
     path = _olmo(files)
     runner = CliRunner()
-    first = runner.invoke(app, ["ingest", str(files), "--store", str(tmp_path / "first"), "-q"])
+    first = runner.invoke(app, ["ingest", str(files), "--store", str(tmp_path / "first")])  # -q: no read: line
     assert first.exit_code == 0, first.output
     assert f"read: {path}: 3 test sets × 5 metrics (arc_easy_val_rc_5shot, " in first.stderr
     assert first.stdout.startswith("12 new scores (0 already stored) from 1 files (1 wide)")

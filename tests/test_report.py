@@ -117,10 +117,15 @@ def test_plot_functions_draw_the_analysis(analysis: Analysis) -> None:
     residuals = plot_residuals(analysis, "pythia-410m", pairs=[("arc_easy", "sciq")])
     rows = analysis.pairs[(analysis.pairs["model"] == "pythia-410m") & (analysis.pairs["level"] == "run")]
     pair = rows[rows["testset_a"].isin(["arc_easy", "sciq"]) & rows["testset_b"].isin(["arc_easy", "sciq"])]
-    assert residuals.axes[0].get_title() == (
-        f"partial r = {float(pair['r_partial'].iloc[0]):.2f}, adjusted p = {float(pair['p_adjusted'].iloc[0]):.2g}, "
-        f"n = {int(pair['n'].iloc[0])}"
+    influence, step = float(pair["influence"].iloc[0]), float(pair["influential_step"].iloc[0])
+    carried = f", deleting step {step:.0f} removes {influence:.0%} of r" if influence > 1 / 3 and step < 1000 else ""
+    title = residuals.axes[0].get_title()
+    assert title.startswith(
+        f"partial r = {float(pair['r_partial'].iloc[0]):.2f}, adjusted p = {float(pair['p_adjusted'].iloc[0]):.2g}\n"
+        f"n = {int(pair['n'].iloc[0])}, df = {float(pair['df_sieve'].iloc[0]):.3g}"
     )
+    if influence <= 1 / 3 or step < 1000:  # steps from 1000 on are shortened (13k): checked in test_report_first_screen
+        assert title.endswith(f"df = {float(pair['df_sieve'].iloc[0]):.3g}{carried}")
     trajectories = plot_trajectories(analysis, "pythia-410m", "main")
     assert "pythia-410m / main" in trajectories.axes[0].get_title()
     comparison = compare(analysis, n_perm=9)

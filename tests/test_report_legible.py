@@ -71,6 +71,6 @@ def test_agreement_matrix_and_forest_plot(analysis: Analysis) -> None:
     w = 1 / v
     q = float(np.sum(w * (z - np.sum(w * z) / np.sum(w)) ** 2))
     title = forest.axes[0].get_title()
-    assert title == f"ood_1 / ood_2: Q = {q:.2f} on 1 df, p = {scipy_stats.chi2.sf(q, 1):.2g}"
+    assert title == f"ood_1 / ood_2\nCochran's Q = {q:.2f} on 1 df, p = {scipy_stats.chi2.sf(q, 1):.2g}"
     points = forest.axes[0].lines[0].get_xdata()
     np.testing.assert_allclose(sorted(points), sorted(rows["r_partial"]), rtol=1e-10)

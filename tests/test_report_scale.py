@@ -259,7 +259,7 @@ def test_cli_html_out_and_progress_lines(analysis: Analysis, tmp_path: Path) -> 
     assert lines[0].startswith("report: [1/") and "] page (" in lines[-1]
     # 10 per-group and agreement figures, the progress figure, the model x model matrix and a forest plot
     assert lines[-1].endswith("(13 figures drawn, 0 unchanged since the last report)")
-    # Drawn once, reused: unchanged inputs redraw nothing; other scatter pairs redraw the scatter plots only.
+    # Drawn once, reused: unchanged inputs redraw nothing; --pair redraws the scatter plots and adds its trajectories.
     again = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "x.html")])
     assert again.exit_code == 0 and again.stderr.splitlines()[-1].endswith(
         "(0 figures drawn, 13 unchanged since the last report)"
@@ -268,7 +268,7 @@ def test_cli_html_out_and_progress_lines(analysis: Analysis, tmp_path: Path) -> 
         app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "x.html"), "--pair", "piqa,sciq"]
     )
     assert pair.exit_code == 0 and pair.stderr.splitlines()[-1].endswith(
-        "(4 figures drawn, 9 unchanged since the last report)"
+        "(5 figures drawn, 9 unchanged since the last report)"
     )
     quiet = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "d"), "-q"])
     assert quiet.exit_code == 0 and (tmp_path / "d" / "report.html").is_file()

@@ -56,6 +56,9 @@ def run_study_analysis(
     verdict = build_verdict(analysis)
     verdict.to_dir(out_dir)
     if log is not None:
+        from gengen.report.page import answer_of
+
+        log(f"answer: {answer_of(verdict)}")  # the sentence first; the counts and figures behind it follow
         for line in verdict.lines():
             log(line)
     return report(analysis, comparison, out_dir, verdict=verdict)

@@ -16,7 +16,9 @@ scores and their groups (:mod:`gengen.analyse.data`), choose each group's contro
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -116,13 +118,33 @@ def control_summary(groups: list[Group], chosen: list[str]) -> str:
     )
 
 
+#: Seconds between progress lines when stderr is not a terminal (a log file, a pipe, a batch job).
+PROGRESS_EVERY = 5.0
+
+
 def _progress(items: Iterable[Any], total: int, *, enabled: bool, description: str) -> Iterable[Any]:
-    """Iterate ``items`` (``total`` of them), with a rich progress bar on stderr when ``enabled``."""
+    """Iterate ``items`` (``total`` of them), with a rich progress bar on stderr when ``enabled``: on a terminal
+    a bar, otherwise a line ``analyse: [k/total] description`` at most every :data:`PROGRESS_EVERY` seconds and
+    at the end (a long analysis sent to a file used to print nothing for half a minute)."""
     if not enabled:
         return items
+    if not sys.stderr.isatty():
+        return _progress_lines(items, total, description)
     from rich.progress import track
 
     return track(items, total=total, description=description, transient=True)
+
+
+def _progress_lines(items: Iterable[Any], total: int, description: str) -> Iterator[Any]:
+    last = time.monotonic()
+    done = 0
+    for item in items:
+        yield item
+        done += 1
+        now = time.monotonic()
+        if now - last >= PROGRESS_EVERY or done == total:
+            print(f"analyse: [{done}/{total}] {description}", file=sys.stderr, flush=True)
+            last = now
 
 
 def analyse(

@@ -181,8 +181,9 @@ class Analysis:
     # ----------------------------------------------------------------- access
     def groups(self, level: str = "run") -> list[tuple[str, str]]:
         """The (model, run) keys of the groups at ``level``, in table order."""
-        rows = self.pairs[self.pairs["level"] == level]
-        return list(dict.fromkeys(zip(rows["model"], rows["run"], strict=True)))
+        rows = self.pairs.loc[self.pairs["level"] == level, ["model", "run"]].drop_duplicates()
+        # drop_duplicates keeps first occurrences in order (a Python zip over 64,000 rows took 0.2 s per call)
+        return list(zip(rows["model"], rows["run"], strict=True))
 
     def resolve(self, model: str, run: str | None = None, level: str = "run") -> tuple[str, str]:
         """The (model, run) key of one group: ``run`` may be omitted when the model has one run at ``level``.

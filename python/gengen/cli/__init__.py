@@ -40,7 +40,8 @@ COMMANDS: dict[str, CommandEntry] = {
     "ingest": CommandEntry("ingest", "Import score files into a store, all or nothing."),
     "export": CommandEntry(
         "export",
-        "Export a store's score table to CSV or Parquet (long: one score per row; --wide: one row per step).",
+        "Export a store's score table to CSV or Parquet (long: one score per row; --wide: one row per step), or "
+        "with --table a paper table of an analysis folder as booktabs LaTeX or Markdown.",
     ),
     "analyse": CommandEntry(
         "analyse", "Correlate every pair of OOD test sets across checkpoints after regressing out the ID score."

@@ -18,11 +18,14 @@ import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple, ParamSpec, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, ParamSpec, TypedDict, TypeVar
 
 import typer
 
 from gengen.errors import GengenError
+
+if TYPE_CHECKING:
+    from gengen.verdict import Verdict
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -154,6 +157,14 @@ def either(choices: Sequence[str]) -> str:
 def one_line(text: str) -> str:
     """``text`` with its lines joined by ``"; "`` so that an error is always a single line."""
     return "; ".join(line.strip() for line in str(text).splitlines() if line.strip())
+
+
+def answer_line(verdict: Verdict) -> str:
+    """The verdict's answer sentence for a terminal: ``Verdict.answer`` where this version has it, else the
+    first sentence of ``Verdict.text``; prefixed ``answer:`` so that it reads (and greps) as the answer."""
+    from gengen.report.page import answer_of
+
+    return f"answer: {one_line(answer_of(verdict))}"
 
 
 def fail(message: str, code: int = USER_ERROR_EXIT_CODE) -> typer.Exit:

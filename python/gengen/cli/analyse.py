@@ -8,14 +8,13 @@ library names it by its flag (:data:`FLAGS`, rendered by :func:`gengen.cli._comm
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from gengen.analyse.options import ANALYSIS_OPTIONS, OPTIONS, Option
-from gengen.cli._common import REQUIRED, CliOption, check_output_folder, table_signature, user_errors_exit
+from gengen.cli._common import REQUIRED, CliOption, answer_line, check_output_folder, table_signature, user_errors_exit
 
 #: Library option name -> this command's flag (``id_testset`` -> ``--id``).
 FLAGS: dict[str, str] = {option.name: option.cli_flag for option in ANALYSIS_OPTIONS}
@@ -72,7 +71,7 @@ def _analyse(store: Path, *, study: str | None = None, out: Path = Path("gengen-
     scores = load_study_scores(store, study)
     check_output_folder(out)
     values = {name: library_value(OPTIONS[name], value) for name, value in options.items()}
-    analysis = analyse(scores, **values, progress=sys.stderr.isatty())
+    analysis = analyse(scores, **values, progress=True)  # a bar on a terminal, else a line every few seconds
     analysis.to_dir(out)
     for warning in analysis.warnings:
         typer.echo(f"warning: {warning}", err=True)
@@ -80,8 +79,10 @@ def _analyse(store: Path, *, study: str | None = None, out: Path = Path("gengen-
 
     verdict = build_verdict(analysis, seed=values["seed"])
     verdict.to_dir(out)  # verdict.json, verdict_pairs.csv, and "verdict" in summary.json
-    for line in verdict.lines():  # the global answer first
-        typer.echo(line)
+    typer.echo(answer_line(verdict))  # the global answer first
+    for line in verdict.lines():
+        if not line.startswith("answer: "):
+            typer.echo(line)
     ood = analysis.settings["ood_resolved"]
     typer.echo(f"OOD test sets ({len(ood)}, metric {analysis.settings['metric']}): {', '.join(ood)}")
     for group in analysis.summary()["groups"]:

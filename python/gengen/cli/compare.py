@@ -7,7 +7,14 @@ from typing import Annotated, Any
 
 import typer
 
-from gengen.cli._common import SEED_RANGE, AnalysisDir, check_output_folder, either, user_errors_exit
+from gengen.cli._common import (
+    SEED_RANGE,
+    AnalysisDir,
+    answer_line,
+    check_output_folder,
+    either,
+    user_errors_exit,
+)
 from gengen.limits import MAX_RESAMPLES
 from gengen.stats.options import ALTERNATIVES, DEFAULT_ALTERNATIVE, DEFAULT_N_PERM_MANTEL
 
@@ -62,9 +69,10 @@ def compare_command(
     )
     target = out or analysis_dir
     comparison.to_dir(target)
+    # The answer first (one line), then the run-vs-run table it summarises, then the verdict's detail.
     verdict = build_verdict(analysis, n_perm=n_perm, seed=seed, alpha=alpha)
     verdict.to_dir(target)
-    typer.echo(f"answer: {verdict.answer}")  # the global answer first; the verdict's classes at the end
+    typer.echo(answer_line(verdict))
     for row in comparison.agreement.itertuples(index=False):
         p_text = (
             f"p <= {row.mantel_p:.2g} (the floor of {row.n_perm} permutations)"
@@ -87,7 +95,9 @@ def compare_command(
                 f"phases {phases} ({level} {label}): {int(rows['significant_phase'].sum())} of {len(rows)} pairs "
                 "differ between early and late checkpoints (adjusted p < alpha)"
             )
-    for line in verdict.lines()[1:]:
+    for line in verdict.lines():
+        if line.startswith("answer: "):  # printed first, above
+            continue
         typer.echo(line)
 
 

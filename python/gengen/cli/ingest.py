@@ -65,7 +65,12 @@ OPTIONS: dict[str, CliOption] = {
         False,
         ("--allow-copies",),
     ),
-    "quiet": CliOption(bool, "No progress bar.", False, ("--quiet", "-q")),
+    "quiet": CliOption(
+        bool,
+        "No progress bar and no read: line per file (notes, files left out and the summary still print).",
+        False,
+        ("--quiet", "-q"),
+    ),
 }
 
 
@@ -82,16 +87,17 @@ def _ingest(paths: list[Path], *, column: list[str] | None, on_conflict: str, qu
 
     columns = _mapping(column or [])
     report = ingest(paths, columns=columns, on_conflict=on_conflict, progress=not quiet, **options)  # type: ignore[arg-type]
-    _echo(report)
+    _echo(report, quiet=quiet)
 
 
 ingest_command = user_errors_exit(_ingest, flags=FLAGS)
 ingest_command.__signature__ = table_signature(OPTIONS)  # type: ignore[attr-defined]
 
 
-def _echo(report: IngestReport) -> None:
-    """What an import did: what each file held, notes, files left out or skipped (stderr), the summary (stdout)."""
-    for line in report.took():
+def _echo(report: IngestReport, *, quiet: bool = False) -> None:
+    """What an import did: what each file held (not with ``quiet``), notes, files left out or skipped (stderr),
+    the summary (stdout)."""
+    for line in [] if quiet else report.took():
         typer.echo(f"read: {line}", err=True)
     for note in report.notes:
         typer.echo(f"note: {note}", err=True)

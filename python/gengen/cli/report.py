@@ -35,7 +35,11 @@ def report_command(
         ),
     ] = None,
     pair: Annotated[
-        list[str] | None, typer.Option(help="A pair A,B for the residual scatter plots (repeatable).")
+        list[str] | None,
+        typer.Option(
+            help="A pair A,B (repeatable): its trajectories (A, B and ID over training) in every model and run, its "
+            "row of every table, and its residual scatter in each group."
+        ),
     ] = None,
     title: Annotated[str, typer.Option(help="Title of the report.")] = "gengen report",
     study: Annotated[

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gengen.analyse.options import ANALYSIS_OPTIONS
 from gengen.cli._common import OnlyModels, StudyFile, TrustTaskCode, user_errors_exit
+
+if TYPE_CHECKING:
+    from gengen.config import StudyConfig
 
 RUN_FAILED_EXIT_CODE = 1
 #: ``gengen run`` takes its analysis options from the study file, so an error about one names the study's key.
@@ -36,6 +39,14 @@ def _run_command(
     ] = True,
     out: Annotated[Path | None, typer.Option(help="Folder of the analysis (default: <output>/analysis).")] = None,
     trust_task_code: TrustTaskCode = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Check the study and print its runs per model with the totals (runs, steps, evaluations, GPU-hours "
+            "as gengen plan estimates them on one 80 GiB GPU); run nothing.",
+        ),
+    ] = False,
 ) -> None:
     """Fine-tune and score every run of a study through an executor, then analyse, compare and report.
 
@@ -51,6 +62,10 @@ def _run_command(
     from gengen.scoring import check_trainable, score_after_training
 
     check_trainable(study, trust_task_code=trust_task_code)
+    if dry_run:
+        for line in dry_run_lines(study, config, executor, model):
+            typer.echo(line)
+        return
     execution = execute_study(
         study, executor=executor, jobs=jobs, retries=retries, threads=threads, models=model or None, log=typer.echo
     )
@@ -75,6 +90,47 @@ def _run_command(
     target = out if out is not None else study.output / "analysis"
     report = run_study_analysis(study.output, target, study.id_testset, log=typer.echo, **study.analysis.options())
     typer.echo(f"report: {report}")
+
+
+#: GPUs and memory of the dry run's estimate: ``gengen plan``'s defaults (one H100-class GPU).
+DRY_RUN_GPUS, DRY_RUN_GPU_GIB = 1, 80.0
+
+
+def dry_run_lines(study: StudyConfig, config: Path, executor: str | None, models: list[str] | None) -> list[str]:
+    """What ``gengen run`` would do: one line per model and data regime, then the totals and the next command.
+
+    Steps, evaluations and GPU-hours are :func:`gengen.plan.plan_study`'s (one GPU of 80 GiB, its default
+    throughput); models that would not fit are named and left out of the totals, as ``gengen plan`` does.
+    """
+    from gengen.plan import plan_study
+
+    runs = study.select_runs(models)
+    rows = plan_study(study, gpus=DRY_RUN_GPUS, gpu_memory_gib=DRY_RUN_GPU_GIB, models=models)
+    kind = executor or study.executor.kind
+    lines = [f"study {study.name}: {len(runs)} runs through the {kind} executor; output {study.output}"]
+    for row in rows:
+        fits = "" if row.fits else f" (does not fit {DRY_RUN_GPUS} GPU of {DRY_RUN_GPU_GIB:g} GiB: see gengen plan)"
+        lines.append(
+            f"  {row.model} ({row.regime}): {row.runs} runs x {row.steps} steps, {row.evaluations} evaluations each, "
+            f"~{row.gpu_hours:,.1f} GPU-hours{fits}"
+        )
+    asked = study.evaluation.log_points
+    short = [row for row in rows if asked is not None and row.evaluations < asked + 1]
+    if short:  # "26 evaluations" for "40 log-spaced steps plus step 0": say why
+        row = min(short, key=lambda r: r.evaluations)
+        lines.append(
+            f"  note: evaluation.log_points = {asked} asks for {asked} log-spaced steps plus step 0, but in a run of "
+            f"{row.steps} steps log spacing rounds several to the same step, each scored once ({row.evaluations} "
+            "evaluations)"
+        )
+    fitting = [row for row in rows if row.fits]
+    lines.append(
+        f"total: {sum(r.runs for r in fitting)} runs, {sum(r.runs * r.steps for r in fitting):,} steps, "
+        f"{sum(r.runs * r.evaluations for r in fitting):,} evaluations, ~{sum(r.gpu_hours for r in fitting):,.1f} "
+        f"GPU-hours (gengen plan {config} for other GPUs)"
+    )
+    lines.append(f"next: gengen run {config}")
+    return lines
 
 
 run_command = user_errors_exit(_run_command, flags=STUDY_KEYS)

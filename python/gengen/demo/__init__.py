@@ -130,7 +130,7 @@ def finish(store_path: Path, out_dir: Path, id_testset: str, *, log: Log = print
 
     scores = Store(store_path).load()
     log(summarise(scores, id_testset))
-    report = run_study_analysis(store_path, out_dir, id_testset)
+    report = run_study_analysis(store_path, out_dir, id_testset, log=log)
     log(f"report: {report}")
     return report
 

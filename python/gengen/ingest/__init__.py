@@ -118,8 +118,8 @@ class IngestReport:
     def took(self) -> list[str]:
         """What each file was taken to hold, one line per file: ``"a.csv: 12 test sets × 3 metrics (...)"``.
 
-        Consecutive files taken to hold the same test sets and metrics (a folder of one model's checkpoints)
-        share one line naming the first and last of them.
+        Consecutive files of one folder taken to hold the same test sets and metrics, in any order (a folder of
+        one model's checkpoints), share one line naming the first and last of them.
 
         Returns
         -------
@@ -127,7 +127,13 @@ class IngestReport:
         """
         groups: list[list[tuple[Path, tuple[str, ...], tuple[str, ...]]]] = []
         for entry in self.taken:
-            if groups and groups[-1][0][1:] == entry[1:]:
+            # One folder's files with the same test sets and metrics, in any order (JSON files list tasks as they
+            # ran), share a line; another folder (another model's checkpoints) starts its own.
+            if (
+                groups
+                and Path(groups[-1][0][0]).parent == Path(entry[0]).parent
+                and [set(part) for part in groups[-1][0][1:]] == [set(part) for part in entry[1:]]
+            ):
                 groups[-1].append(entry)
             else:
                 groups.append([entry])

@@ -443,8 +443,18 @@ def _fill(path: Path, frame: pd.DataFrame, options: IngestOptions, notes: list[s
     return frame
 
 
+def _step_column_empty(frame: pd.DataFrame) -> bool:
+    """Whether the table has a step column with no value in any row (a table of final scores)."""
+    if "step" not in frame.columns:
+        return False
+    return bool(frame["step"].map(lambda v: pd.isna(v) or not str(v).strip()).all())
+
+
 def _given_step(path: Path, frame: pd.DataFrame, options: IngestOptions, default: int | None) -> pd.DataFrame:
-    """The table with ``--step`` (else ``default``) as the step of every row, for a table without a step column."""
+    """The table with ``--step`` (else ``default``) as the step of every row, for a table without a step column
+    (a step column empty in every row counts as absent: a table of final scores)."""
+    if _step_column_empty(frame):
+        frame = frame.drop(columns="step")
     if options.step is not None and "step" in frame.columns:
         raise InputError(option="step", problem=f"is for files without a step column, and {path} has one")
     step = options.step if options.step is not None else default
@@ -478,7 +488,16 @@ def parse_long(
     notes = list(notes or [])
     if options.metric:
         frame = frame.assign(metric=options.metric)
+    empty = _step_column_empty(frame)
     frame = _given_step(path, frame, options, None)
+    if "step" not in frame.columns and "step" not in options.columns:
+        # Final scores (no step, or an empty step column): one path, --step, whatever was tried before.
+        raise InputError(
+            option="step",
+            problem=f"is needed: {path} is a long table whose step column is "
+            f"{'empty in every row' if empty else 'absent'} (final scores?); give the step they were taken at",
+            hint="e.g. {step} 0 for the scores at the end of training, or map a column with {columns} step=COLUMN",
+        )
     _missing(path, frame, tuple(n for n in REQUIRED_COLUMNS if n != "model"), "long")
     frame = _fill(path, frame, options, notes)
     manifests = {
@@ -493,11 +512,19 @@ def parse_runs(
     path: Path, frame: pd.DataFrame, labels: list[str], options: IngestOptions, notes: list[str] | None = None
 ) -> Parsed:
     """Read a per-run table: one row per run, final scores, no step (stored at ``--step``, default 0)."""
-    if "step" in frame.columns:
+    if "step" in frame.columns and not _step_column_empty(frame):
         raise InputError(
             option="format",
             problem=f"runs reads tables without a step column, and {path} has one",
             hint="read it as wide",
+        )
+    long_columns = {"testset", "value"} & set(frame.columns)
+    if long_columns == {"testset", "value"}:
+        raise InputError(
+            option="format",
+            problem=f"runs reads one row per run with a column per score; {path} is a long table (testset and value "
+            "columns)",
+            hint="read it as long, with {step} N when it has no steps (final scores: {step} 0)",
         )
     columns = list(frame.columns)
     frame = _given_step(path, frame, options, 0)

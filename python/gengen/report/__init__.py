@@ -25,6 +25,7 @@ is rendered from them.
 
 from __future__ import annotations
 
+import re
 import sys
 from datetime import datetime, timezone
 from functools import partial
@@ -41,11 +42,14 @@ from gengen.report.cache import FigureCache, digest
 from gengen.report.inputs import check_analysis
 from gengen.report.order import group_key
 from gengen.report.page import (
+    MAX_PAGE_ROWS,
+    across_run_answer,
     comparison_figure_records,
     comparison_text,
     figure_record,
     figure_stem,
     level_rows,
+    levels_text,
     oriented,
     section,
     static_table,
@@ -92,8 +96,9 @@ LEVELS = (
         "Residuals of every run of a cell stacked into one series per test set.",
     ),
 )
-#: Most groups that get residual and trajectory figures of their own (the tables and heatmaps hold every group).
-MAX_GROUP_FIGURES = 16
+#: Most groups that get residual and trajectory figures of their own (the tables and heatmaps hold every group;
+#: ``gengen report --pair`` draws one pair in every group). About 0.7 s of CPU per group: 16 groups took 11 s.
+MAX_GROUP_FIGURES = 4
 #: Groups whose residual and trajectory figures are open on the page (the others fold, keeping the page short).
 GROUPS_OPEN = 2
 #: One level's section spec and its rows.
@@ -240,6 +245,7 @@ def _comparison_record(
     payload["tables"]["conflicts"] = encode_table(comparison.conflicts)
     return {
         "text": comparison_text(agreement, n_groups, alpha),
+        "levels": levels_text(n_groups, verdict),
         "figures": figures,
         "conflicts": not comparison.conflicts.empty,
     }
@@ -253,7 +259,18 @@ def _pooled_record(analysis: Analysis, payload: dict[str, Any]) -> dict[str, Any
     if "r_random" in pooled:
         strength = pd.to_numeric(pooled["r_random"], errors="coerce").abs()
         pooled = pooled.reindex(strength.sort_values(ascending=False, kind="stable").index)
-    payload["tables"]["pooled"] = encode_table(pooled_view(pooled, list(analysis.settings.get("by", []))))
+    total = len(pooled)
+    limit = MAX_PAGE_ROWS // 2
+    if total > limit:  # the strongest rows and every significant one; pooled.csv holds them all
+        flag = pooled.get("significant_random", pd.Series(False, index=pooled.index))
+        significant = flag.fillna(False).astype(bool)
+        strongest = pd.Series(range(total), index=pooled.index) < limit - int(significant.sum())
+        pooled = pooled[strongest | significant]
+    table = encode_table(pooled_view(pooled, list(analysis.settings.get("by", []))))
+    table["total"] = total
+    table["kept"] = "every significant row and the strongest |r_random|"
+    table["file"] = "pooled.csv"
+    payload["tables"]["pooled"] = table
     return {"settings": pooled_settings(analysis.pooled)}
 
 
@@ -301,6 +318,35 @@ def _group_records(
     return records
 
 
+def _pair_records(
+    cache: FigureCache,
+    analysis: Analysis,
+    comparison: Comparison,
+    verdict: Verdict,
+    chosen: list[tuple[str, str]],
+) -> list[dict[str, Any]]:
+    """The chosen pairs (``--pair A,B``): each one's trajectories in every model and run, and its row of every
+    table (its residual scatter is in every group's figures below)."""
+    from gengen.report.pair import pair_tables, pair_trajectories
+
+    records = []
+    id_name = analysis.settings.get("id_testset")
+    for a, b in chosen:
+        scores = analysis.scores[analysis.scores["testset"].isin([a, b, id_name])]
+        figure = figure_record(
+            cache,
+            f"pair_{figure_stem(a, b)}",
+            digest(scores[["model", "run", "step", "testset", "value"]], a, b, id_name),
+            partial(pair_trajectories, analysis, a, b),
+            f"{a} and {b} (and ID) over training in every model and run.",
+        )
+        tables = pair_tables(analysis, comparison, verdict, a, b)
+        records.append(
+            {"label": f"{a} / {b}", "anchor": f"pair-{figure_stem(a, b)}", "figure": figure, "tables": tables}
+        )
+    return records
+
+
 def _summary_table(analysis: Analysis) -> dict[str, Any]:
     """The counts per group (the methods, lists per group in summary.json, are in each section's settings)."""
     summary = pd.DataFrame(analysis.summary()["groups"])
@@ -317,6 +363,8 @@ def _summary_table(analysis: Analysis) -> dict[str, Any]:
                 ),
             )
         ]
+        if "n_steps" in summary and (summary["level"] == "across_runs").all():
+            summary = summary.rename(columns={"n_steps": "n_runs"})  # one score per run: the rows count runs
     return static_table(summary, list(summary.columns), "no groups")
 
 
@@ -336,7 +384,11 @@ def _settings_rows(analysis: Analysis, comparison: Comparison) -> list[tuple[str
 
 def _contents(levels: list[Level], parts: dict[str, Any]) -> list[tuple[str, str]]:
     """The page's table of contents: the verdict, each level, then the parts the page has."""
-    contents = [("verdict", "Verdict"), *((spec[1], spec[2]) for spec, _ in levels)]
+    contents = [
+        ("verdict", "Verdict"),
+        *((pair["anchor"], f"Pair {pair['label']}") for pair in parts.get("pairs") or []),
+        *((spec[1], spec[2]) for spec, _ in levels),
+    ]
     for key, anchor, heading in (
         ("comparison", "across-groups", "Across groups"),
         ("pooled", "pooled", "Pooled across runs"),
@@ -346,6 +398,34 @@ def _contents(levels: list[Level], parts: dict[str, Any]) -> list[tuple[str, str
         if parts.get(key):
             contents.append((anchor, heading))
     return [*contents, ("settings", "Options as requested"), ("versions", "Package versions")]
+
+
+#: The model a warning is about: ``model 'pythia-2.8b'``.
+_WARNING_MODEL = re.compile(r"model '([^']+)'")
+
+
+def warnings_by_model(warnings: list[str]) -> list[str]:
+    """The warnings with those about one model in model-size order (70m < 2.8b < 12b, not as strings sort them);
+    warnings about no model first, in their order."""
+    from gengen.report.order import model_key
+
+    def key(item: tuple[int, str]) -> tuple[object, ...]:
+        found = _WARNING_MODEL.search(item[1])
+        return (0, item[0]) if found is None else (1, model_key(found.group(1)), item[0])
+
+    return [text for _, text in sorted(enumerate(warnings), key=key)]
+
+
+def deciding_note(deciding: list[str], requested: Any) -> str:
+    """Why the p-value that decided differs from the ``primary_p`` the options asked for (empty when it does not)."""
+    if not requested or deciding == [requested]:
+        return ""
+    if deciding == ["p_loo_max"]:
+        return (
+            f"primary_p {requested} as requested, taken at its largest over the deletions of any checkpoint that "
+            "carries more than half of the estimate"
+        )
+    return f"the options asked for primary_p {requested}; the rows record {', '.join(deciding) or 'none'}"
 
 
 def _render(
@@ -365,9 +445,10 @@ def _render(
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         settings=analysis.settings,
         versions=analysis.versions,
-        warnings=analysis.warnings,
+        warnings=warnings_by_model(analysis.warnings),
         n_groups=sum(len(dict.fromkeys(zip(rows["model"], rows["run"], strict=True))) for _, rows in levels),
         deciding=", ".join(deciding) or "p_adjusted",
+        deciding_note=deciding_note(deciding, analysis.settings.get("primary_p")),
         figure_folder=figure_dir.name,
         contents=_contents(levels, parts),
         tables={"summary": _summary_table(analysis)},
@@ -451,6 +532,7 @@ def report(
         parts: dict[str, Any] = {
             "sections": sections,
             "verdict": verdict_record(verdict),
+            "across_answer": across_run_answer(analysis, alpha),
             "comparison": _comparison_record(cache, analysis, comparison, verdict, alpha, payload),
             "pooled": _pooled_record(analysis, payload),
             "trajectories": trajectory_payload(analysis, run_keys, main_order) if run_keys else None,
@@ -460,6 +542,7 @@ def report(
             payload["trajectories"]["scores"] = parts["trajectories"]["payload"]
         single = len({model for model, _ in run_keys}) == len(run_keys)
         parts["groups"] = _group_records(cache, analysis, figure_keys, single, main_level, scatter_pairs, meter)
+        parts["pairs"] = _pair_records(cache, analysis, comparison, verdict, scatter_pairs or [])
         meter.step(f"page ({cache.drawn} figures drawn, {cache.reused} unchanged since the last report)")
         html = _render(analysis, comparison, levels, parts, payload, title, figure_dir)
         cache.save()

@@ -30,7 +30,9 @@ img { max-width: 100%; height: auto; display: block; margin: 0.5em 0; }
 .warning { background: #fff4e5; border-left: 4px solid #e69500; padding: 0.4em 0.8em; margin: 0.3em 0; }
 .note { color: #555; font-size: 0.9em; }
 .verdict { border: 2px solid #333; border-radius: 6px; padding: 0.4em 1em; margin: 1em 0; background: #fafafa; }
-.verdict-text { font-size: 1.1em; line-height: 1.45; }
+.verdict h2 { margin-top: 0.3em; } /* the page's 2em above a heading left an empty band inside the box */
+.verdict-answer { font-size: 1.2em; line-height: 1.45; font-weight: 600; }
+.verdict-text { font-size: 1em; line-height: 1.45; }
 .verdict-counts td, .verdict-counts th { vertical-align: top; padding: 0.2em 0.8em; }
 figcaption { color: #555; font-size: 0.85em; }
 details.group summary { cursor: pointer; } details.group summary h3 { display: inline; }
@@ -54,6 +56,8 @@ table.settings td:first-child { white-space: nowrap; color: #333; }
 .hm-rows .hm-lbl { text-align: right; padding-right: 4px; }
 .hm-cols .hm-lbl { writing-mode: vertical-rl; transform: rotate(180deg); text-align: left; padding-top: 4px; }
 .hm-lbl.on { background: #ffe08a; }
+.hm-small { display: flex; flex-wrap: wrap; gap: 10px 12px; }
+.hm-small-title { font-size: 11px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 canvas.hm-canvas { display: block; cursor: crosshair; image-rendering: pixelated; }
 .tip { position: fixed; z-index: 10; background: #fff; border: 1px solid #888; padding: 0.3em 0.5em;
        font-size: 13px; pointer-events: none; box-shadow: 0 1px 4px rgba(0,0,0,0.25); display: none;
@@ -64,6 +68,8 @@ canvas.hm-canvas { display: block; cursor: crosshair; image-rendering: pixelated
 .tm-panels svg { border: 1px solid #e4e4e4; background: #fff; }
 .tm-panels svg.id { border-color: #333; }
 .tm-text { font-size: 10px; fill: #222; }
+.tm-run { display: none; } .tm-runs-on .tm-run { display: inline; }
+.tm-toggle { font-size: 13px; }
 .tm-tick { font-size: 9px; fill: #555; }
 """
 
@@ -150,6 +156,11 @@ JS = r"""
     var count = make("span", "note");
     controls.appendChild(prev); controls.appendChild(next); controls.appendChild(count);
     root.appendChild(controls);
+    if (spec.total && spec.total > n) {
+      root.appendChild(make("p", "note", "The page holds " + n.toLocaleString("en") + " of the " +
+        spec.total.toLocaleString("en") + " rows (" + spec.kept + "); " +
+        (spec.file || "the CSV file") + " holds them all, and the heatmaps show every pair on hover."));
+    }
     var scroll = make("div", "scroll"), table = make("table"), thead = make("thead"), tbody = make("tbody");
     var headRow = make("tr");
     var headers = cols.map(function (c, index) {
@@ -275,6 +286,8 @@ JS = r"""
     root.appendChild(controls);
     var holder = make("div", "hm-panels");
     root.appendChild(holder);
+    // Many groups: one labelled heatmap of the common partial correlation, every group as a small multiple below.
+    var full = spec.summary ? [spec.summary] : spec.panels;
     // Small multiples: as many panels side by side as fit with cells of at least MIN_FONT px (one label per
     // cell); rows labelled on the first panel of each line, columns on the first line only (same order).
     var fit = layout();
@@ -282,7 +295,7 @@ JS = r"""
     font = fontFor(cell);
     holder.style.gridTemplateColumns = "repeat(" + fit.per + ", auto)";
     function layout() {
-      var n = spec.panels.length, width = holder.clientWidth || 1200;
+      var n = full.length, width = holder.clientWidth || 1200;
       var probe = labels(false);
       holder.appendChild(probe.box);
       var labelWidth = probe.box.getBoundingClientRect().width + 4;
@@ -310,7 +323,7 @@ JS = r"""
       }) };
     }
     var rowLabels = [], colLabels = [];
-    var panels = spec.panels.map(function (panel, k) {
+    var panels = full.map(function (panel, k) {
       var line = Math.floor(k / fit.per), column = k % fit.per;
       var wrap = make("div", "hm-panel");
       wrap.appendChild(make("div", "hm-title", panel.title));
@@ -349,11 +362,12 @@ JS = r"""
             var shade = Math.max(0, Math.min(255, Math.round((v + 1) * 127.5)));
             ctx.fillStyle = v === null ? "#e8e8e8" : spec.palette[shade];
             // Pairs that are not significant are faded, so that the colour one sees is a significant pair's.
-            var faded = current === spec.values[0] && i !== j && v !== null && panel.sig[index(i, j)] !== "1";
+            var faded = current === spec.values[0] && i !== j && v !== null && panel.sig !== undefined &&
+              panel.sig[index(i, j)] !== "1";
             ctx.globalAlpha = faded ? FADED : 1;
             ctx.fillRect(j * cell, i * cell, cell, cell);
             ctx.globalAlpha = 1;
-            if (i !== j && current === spec.values[0] && panel.sig[index(i, j)] === "1") {
+            if (i !== j && current === spec.values[0] && panel.sig !== undefined && panel.sig[index(i, j)] === "1") {
               ctx.fillStyle = "#000";
               ctx.beginPath();
               ctx.arc(j * cell + cell / 2, i * cell + cell / 2, Math.max(1.5, cell * 0.17), 0, 2 * Math.PI);
@@ -379,24 +393,153 @@ JS = r"""
           lines.push(name + " = " + (v === null ? "\u2013" : fmt("num", v)));
         });
         if (i !== j && panel.p_adjusted) { lines.push("p_adjusted = " + fmt("p", panel.p_adjusted[index(i, j)])); }
-        if (i !== j) { lines.push(panel.sig[index(i, j)] === "1" ? "significant" : "not significant"); }
+        if (i !== j && panel.sig !== undefined) {
+          lines.push(panel.sig[index(i, j)] === "1" ? "significant" : "not significant");
+        }
+        if (i !== j && panel.n_significant) {
+          lines.push("significant in " + panel.n_significant[index(i, j)] + " of " + panel.n_groups + " groups");
+        }
         showTip(event, lines.join("\n"));
       });
       canvas.addEventListener("mouseleave", function () { light([]); hideTip(); });
       return { draw: draw };
     });
+    if (spec.summary) { panels = panels.concat(smallMultiples(root, spec, function () { return current; }, index)); }
     panels.forEach(function (p) { p.draw(); });
   }
 
+  // Every group as an unlabelled thumbnail (about 150 px) in the summary's order; names and values on hover.
+  function smallMultiples(root, spec, shown, index) {
+    var m = spec.names.length, ratio = window.devicePixelRatio || 1;
+    root.appendChild(make("p", "note", "Each group (" + spec.panels.length + "), in the same order as above:"));
+    var holder = make("div", "hm-small");
+    root.appendChild(holder);
+    var cell = Math.max(1, Math.floor(150 / Math.max(m, 1))), size = m * cell;
+    return spec.panels.map(function (panel) {
+      var wrap = make("div", "hm-thumb");
+      wrap.style.width = size + "px";
+      var title = make("div", "hm-small-title", panel.title);
+      title.title = panel.title;  // abbreviated with an ellipsis when longer than the panel; whole on hover
+      wrap.appendChild(title);
+      var canvas = make("canvas", "hm-canvas");
+      canvas.width = Math.round(size * ratio); canvas.height = Math.round(size * ratio);
+      canvas.style.width = size + "px"; canvas.style.height = size + "px";
+      canvas.setAttribute("role", "img");
+      canvas.setAttribute("aria-label", panel.title + ": heatmap of " + m + " test sets");
+      wrap.appendChild(canvas);
+      holder.appendChild(wrap);
+      var ctx = canvas.getContext("2d");
+      function draw() {
+        var name = shown();
+        ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+        ctx.clearRect(0, 0, size, size);
+        for (var i = 0; i < m; i++) {
+          for (var j = 0; j < m; j++) {
+            var v = i === j ? 1 : panel.values[name][index(i, j)];
+            var shade = Math.max(0, Math.min(255, Math.round((v + 1) * 127.5)));
+            ctx.fillStyle = v === null ? "#e8e8e8" : spec.palette[shade];
+            var faded = name === spec.values[0] && i !== j && v !== null && panel.sig[index(i, j)] !== "1";
+            ctx.globalAlpha = faded ? FADED : 1;
+            ctx.fillRect(j * cell, i * cell, cell, cell);
+          }
+        }
+        ctx.globalAlpha = 1;
+      }
+      canvas.addEventListener("mousemove", function (event) {
+        var box = canvas.getBoundingClientRect();
+        var j = Math.floor((event.clientX - box.left) / cell), i = Math.floor((event.clientY - box.top) / cell);
+        if (i < 0 || j < 0 || i >= m || j >= m || i === j) { hideTip(); return; }
+        var lines = [spec.names[i] + " \u00D7 " + spec.names[j], panel.title];
+        spec.values.forEach(function (key) { lines.push(key + " = " + fmt("num", panel.values[key][index(i, j)])); });
+        lines.push("p_adjusted = " + fmt("p", panel.p_adjusted[index(i, j)]));
+        lines.push(panel.sig[index(i, j)] === "1" ? "significant" : "not significant");
+        showTip(event, lines.join("\n"));
+      });
+      canvas.addEventListener("mouseleave", hideTip);
+      return { draw: draw };
+    });
+  }
+
   // ---------------------------------------------------------- trajectories
+  // More runs than this, and some model with several: each model as its median run and a band from its lowest
+  // to its highest run, the runs themselves on demand (32 lines per panel were unreadable).
+  var MAX_LINES = 12;
+  function modelBands(spec) {
+    var models = [], byModel = {};
+    spec.groups.forEach(function (group, g) {
+      if (!(group.model in byModel)) {
+        byModel[group.model] = { label: group.model, color: group.color, members: [] };
+        models.push(byModel[group.model]);
+      }
+      byModel[group.model].members.push(g);
+    });
+    return models;
+  }
+  function interpolate(xs, ys, x) {  // ys on the grid xs (ascending), at x; null outside or at a gap
+    if (!xs.length || x < xs[0] || x > xs[xs.length - 1]) { return null; }
+    for (var k = 1; k < xs.length; k++) {
+      if (x <= xs[k]) {
+        if (ys[k - 1] === null || ys[k] === null) { return x === xs[k] ? ys[k] : null; }
+        var w = xs[k] === xs[k - 1] ? 0 : (x - xs[k - 1]) / (xs[k] - xs[k - 1]);
+        return ys[k - 1] + w * (ys[k] - ys[k - 1]);
+      }
+    }
+    return ys[0];
+  }
+  function bandOf(spec, model, panel, sx) {
+    // On the first run's progress grid (x in display units): median, lowest and highest of the model's runs.
+    var first = spec.groups[model.members[0]], grid = first.progress.map(sx), out = [];
+    grid.forEach(function (x) {
+      var values = [];
+      model.members.forEach(function (g) {
+        var ys = panel.series[g];
+        if (!ys) { return; }
+        var v = interpolate(spec.groups[g].progress.map(sx), ys, x);
+        if (v !== null) { values.push(v); }
+      });
+      if (!values.length) { return; }
+      values.sort(function (a, b) { return a - b; });
+      var h = Math.floor(values.length / 2);
+      var median = values.length % 2 ? values[h] : (values[h - 1] + values[h]) / 2;
+      out.push([x, median, values[0], values[values.length - 1]]);
+    });
+    return out;
+  }
   function buildTrajectories(root, spec) {
-    var W = 190, H = 128, left = 34, right = 6, top = 16, bottom = 16;
+    var W = 190, H = 128, left = 40, right = 6, top = 16, bottom = 16;
+    function tickText(v) {  // at most 6 characters, so that it fits left of the frame
+      var a = Math.abs(v);
+      return a !== 0 && (a < 1e-2 || a >= 1e4) ? v.toExponential(0) : String(Number(v.toPrecision(3)));
+    }
+    var models = modelBands(spec);
+    var banded = spec.groups.length > MAX_LINES && models.length < spec.groups.length;
     var legend = make("div", "tm-legend");
     function stepText(s) {
       if (s >= 1e6) { return Number((s / 1e6).toPrecision(3)) + "M"; }
       return s >= 1e3 ? Number((s / 1e3).toPrecision(3)) + "k" : String(s);
     }
+    if (banded) {
+      var toggle = make("label", "tm-toggle");
+      var runsBox = make("input");
+      runsBox.type = "checkbox";
+      toggle.appendChild(runsBox);
+      toggle.appendChild(document.createTextNode(" show every run (" + spec.groups.length + ")"));
+      runsBox.addEventListener("change", function () { root.classList.toggle("tm-runs-on", runsBox.checked); });
+      root.appendChild(make("p", "note", "Each model: its median run (line) and the band from its lowest to its " +
+        "highest run, over " + spec.groups.length + " runs of " + models.length + " models."));
+      root.appendChild(toggle);
+      models.forEach(function (model) {
+        var item = make("span", "tm-item");
+        var swatch = svg("svg", { width: 26, height: 10, "class": "tm-swatch" });
+        swatch.appendChild(svg("rect", { x: 0, y: 0, width: 26, height: 10, fill: model.color, "fill-opacity": 0.25 }));
+        swatch.appendChild(svg("line", { x1: 0, y1: 5, x2: 26, y2: 5, stroke: model.color, "stroke-width": 2.2 }));
+        item.appendChild(swatch);
+        item.appendChild(document.createTextNode(model.label + " (" + model.members.length + " runs)"));
+        legend.appendChild(item);
+      });
+    }
     spec.groups.forEach(function (group) {
+      if (banded) { return; }
       var item = make("span", "tm-item");
       var swatch = svg("svg", { width: 26, height: 8, "class": "tm-swatch" });
       swatch.appendChild(svg("line", { x1: 0, y1: 4, x2: 26, y2: 4, stroke: group.color, "stroke-width": 2.2,
@@ -426,9 +569,10 @@ JS = r"""
       box.appendChild(svg("title", {}, panel.name + role + " \u2014 " + panel.ylabel));
       var tick = { "class": "tm-tick", "text-anchor": "end" };
       function at(x, y, attrs) { return Object.assign({ x: x, y: y }, attrs); }
-      box.appendChild(svg("text", at(4, 12, { "class": "tm-text" }), panel.label + role));
-      box.appendChild(svg("text", at(left - 3, top + 8, tick), fmt("num", hi - pad)));
-      box.appendChild(svg("text", at(left - 3, H - bottom, tick), fmt("num", lo + pad)));
+      var heading = svg("text", at(4, 12, { "class": "tm-text" }), panel.label + role);
+      box.appendChild(heading);
+      box.appendChild(svg("text", at(left - 3, top + 8, tick), tickText(hi - pad)));
+      box.appendChild(svg("text", at(left - 3, H - bottom, tick), tickText(lo + pad)));
       var frame = { width: W - left - right, height: H - top - bottom, fill: "none", stroke: "#ccc" };
       box.appendChild(svg("rect", at(left, top, frame)));
       function px(p) { return left + sx(p) * (W - left - right); }
@@ -440,6 +584,28 @@ JS = r"""
         box.appendChild(svg("text", at(mark[0] === 1 ? W - right : x, H - 4, { "class": "tm-tick",
                                                                                 "text-anchor": anchor }), mark[1]));
       });
+      if (banded) {
+        models.forEach(function (model) {
+          var band = bandOf(spec, model, panel, sx);
+          if (!band.length) { return; }
+          function X(x) { return left + x * (W - left - right); }
+          var upper = band.map(function (b) { return X(b[0]).toFixed(1) + " " + py(b[3]).toFixed(1); });
+          var lower = band.slice().reverse().map(function (b) {
+            return X(b[0]).toFixed(1) + " " + py(b[2]).toFixed(1);
+          });
+          var area = svg("path", { d: "M" + upper.concat(lower).join("L") + "Z", fill: model.color, "fill-opacity": 0.2,
+                                   stroke: "none" });
+          area.appendChild(svg("title", {}, model.label + " \u2014 " + panel.name + ": lowest to highest of " +
+                                            model.members.length + " runs"));
+          box.appendChild(area);
+          var line = svg("path", { d: "M" + band.map(function (b) { return X(b[0]).toFixed(1) + " " +
+                                                                            py(b[1]).toFixed(1); }).join("L"),
+                                   fill: "none", stroke: model.color, "stroke-width": 1.6 });
+          line.appendChild(svg("title", {}, model.label + " \u2014 " + panel.name + ": median of " +
+                                            model.members.length + " runs"));
+          box.appendChild(line);
+        });
+      }
       spec.groups.forEach(function (group, g) {
         var values = panel.series[g];
         if (!values) { return; }
@@ -452,12 +618,22 @@ JS = r"""
         if (!d) { return; }
         var path = svg("path", { d: d, fill: "none", stroke: group.color, "stroke-width": 1.4, "stroke-opacity": 0.9 });
         if (group.dash) { path.setAttribute("stroke-dasharray", group.dash); }
+        if (banded) { path.setAttribute("class", "tm-run"); }
         path.appendChild(svg("title", {}, group.label + " \u2014 " + panel.name + " (" +
                                           group.steps.length + " checkpoints, last step " +
                                           stepText(group.last_step) + ")"));
         box.appendChild(path);
       });
       holder.appendChild(box);
+      // A name longer than the panel is abbreviated with an ellipsis (the whole name is the panel's tooltip).
+      var room = W - 8;
+      if (heading.getComputedTextLength && heading.getComputedTextLength() > room) {
+        var text = panel.label + role;
+        while (text.length > 4 && heading.getComputedTextLength() > room) {
+          text = text.slice(0, -2);
+          heading.textContent = text + "\u2026";
+        }
+      }
     });
   }
 

@@ -5,13 +5,14 @@ Drawn with matplotlib's object API like :mod:`gengen.report.figures`; groups in 
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from gengen.report.figures import literal
+from gengen.report.figures import _label_inches, literal
 from gengen.report.order import group_key
 
 if TYPE_CHECKING:
@@ -47,7 +48,13 @@ def agreement_matrix(comparison: Comparison) -> Figure:
     np.fill_diagonal(mantel, 1.0)
     np.fill_diagonal(sign, 1.0)
     panel = float(np.clip(0.45 * m + 1.5, 3.0, 9.0))
-    width, height = 2 * panel + 2.6, panel + 1.4
+    # Margins from the longest label (rotated below, upright at the left): fixed margins cut
+    # "pythia-70m-deduped/five-shot" at 32 groups; the footnote goes below the x labels, clear of them.
+    labels = _label_inches(groups, 8.0)
+    footnote = 0.35 if floor.any() else 0.0
+    bottom = labels + 0.15 + footnote
+    left_margin = labels + 0.15
+    width, height = left_margin + 2 * panel + 2.2, bottom + panel + 0.5
     figure = Figure(figsize=(width, height))
     chance = comparison.agreement.get("sign_agreement_chance", pd.Series(dtype=float)).astype(float).median()
     specs = (
@@ -55,8 +62,8 @@ def agreement_matrix(comparison: Comparison) -> Figure:
         (sign, "viridis", 0.0, 1.0, f"sign agreement (chance ≈ {chance:.0%})", "{:.0%}"),
     )
     for index, (values, cmap, low, high, title, text) in enumerate(specs):
-        left = 1.6 + index * (panel + 0.6)
-        ax = figure.add_axes((left / width, 0.9 / height, panel / width, panel / height))
+        left = left_margin + index * (panel + 1.0)
+        ax = figure.add_axes((left / width, bottom / height, panel / width, panel / height))
         image = ax.imshow(values, cmap=cmap, vmin=low, vmax=high, interpolation="nearest")
         ax.set_xticks(range(m), labels=groups, rotation=90, fontsize=8)
         ax.set_yticks(range(m), labels=groups if index == 0 else [""] * m, fontsize=8)
@@ -67,9 +74,12 @@ def agreement_matrix(comparison: Comparison) -> Figure:
                     if i != j and np.isfinite(values[i, j]):
                         label = text.format(values[i, j]) + (" ≤" if index == 0 and floor[i, j] else "")
                         ax.text(j, i, label, ha="center", va="center", fontsize=7, color="black")
-        figure.colorbar(image, ax=ax, fraction=0.046, pad=0.02)
+        cax = figure.add_axes(((left + panel + 0.12) / width, bottom / height, 0.15 / width, panel / height))
+        figure.colorbar(image, cax=cax)
     if floor.any():
-        figure.text(0.01, 0.01, "≤: Mantel p at the permutation floor (cannot be resolved further)", fontsize=8)
+        figure.text(
+            0.1 / width, 0.1 / height, "≤: Mantel p at the permutation floor (cannot be resolved further)", fontsize=8
+        )
     return figure
 
 
@@ -100,9 +110,13 @@ def forest(estimates: pd.DataFrame, testset_a: str, testset_b: str, level: float
     rows = rows[np.isfinite(rows["z"]) & (rows["variance"] > 0)]
     rows = rows.iloc[sorted(range(len(rows)), key=lambda i: _key(str(rows["unit"].iloc[i])))]
     q = float(_core.normal_quantile(0.5 + level / 2))
-    height = 0.35 * max(len(rows), 1) + 1.6
-    figure = Figure(figsize=(6.4, height))
-    ax = figure.add_axes((0.32, 0.9 / height, 0.63, 1 - 1.5 / height))
+    units = [str(unit) for unit in rows["unit"]]
+    margin = _label_inches(units, 8.0) + 0.1  # the longest model label, measured, never cut
+    title = textwrap.wrap(f"{a} / {b}", 70) or [""]
+    height = 0.35 * max(len(rows), 1) + 1.2 + 0.2 * (len(title) + 1)
+    width = margin + 4.4
+    figure = Figure(figsize=(width, height))
+    ax = figure.add_axes((margin / width, 0.9 / height, 4.1 / width, 1 - (1.1 + 0.2 * (len(title) + 1)) / height))
     se = np.sqrt(rows["variance"].to_numpy(dtype=float))
     z = rows["z"].to_numpy(dtype=float)
     y = np.arange(len(rows))[::-1]
@@ -121,12 +135,15 @@ def forest(estimates: pd.DataFrame, testset_a: str, testset_b: str, level: float
         ax.axvspan(np.tanh(result.z_common - q * common_se), np.tanh(result.z_common + q * common_se), color="0.85")
         ax.axvline(np.tanh(result.z_common), color="0.3", linestyle="--", linewidth=1)
     ax.axvline(0, color="grey", linewidth=0.6)
-    ax.set_yticks(y, labels=[str(unit) for unit in rows["unit"]], fontsize=8)
+    ax.set_yticks(y, labels=units, fontsize=8)
     ax.set_xlim(-1, 1)
     ax.set_xlabel(f"partial r ({level:.0%} interval)", fontsize=8)
     ax.tick_params(labelsize=8)
     heterogeneity = (
-        f"Q = {result.q:.2f} on {result.df} df, p = {result.p_value:.2g}" if result.n_groups > 1 else "one model"
+        f"Cochran's Q = {result.q:.2f} on {result.df} df, p = {result.p_value:.2g}"
+        if result.n_groups > 1
+        else "one model"
     )
-    ax.set_title(f"{a} / {b}: {heterogeneity}", fontsize=9)
+    # Names wrapped on their own lines and Q, df and p on the last, so a long name cannot push them off.
+    ax.set_title("\n".join([*title, heterogeneity]), fontsize=9)
     return figure

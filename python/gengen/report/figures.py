@@ -43,6 +43,9 @@ RASTERIZE_ABOVE = 400
 
 
 HEATMAPS_PER_ROW = 4
+#: Most groups drawn as full-size labelled heatmaps; above it, one summary heatmap of the common partial
+#: correlation and every group as a small unlabelled multiple (32 labelled 64 x 64 panels took 11 s and 6 MB).
+HEATMAPS_FULL_SIZE = 8
 #: Opacity of the cells of pairs that are not significant in the per-group heatmaps.
 FADED_ALPHA = 0.3
 #: Agreement scatter panels per line of the figure (wider figures would be shrunk to illegible on the page).
@@ -224,6 +227,8 @@ def heatmaps(
     keys = list(groups)
     single = len({model for model, _ in keys}) == len(keys)
     order = order if order is not None else testset_order(analysis, level)
+    if len(keys) > HEATMAPS_FULL_SIZE:
+        return summary_heatmaps(analysis, groups, order, value, single)
     m = max(len(order), 1)
     panel = float(np.clip(0.11 * m + 2.5, 4.0, 9.0))
     labels, _ = short_labels(order)
@@ -270,6 +275,69 @@ def heatmaps(
     return figure
 
 
+#: Small multiples per line below the summary heatmap, and their size (inches).
+SMALL_PER_ROW = 8
+SMALL_PANEL = 1.45
+
+
+def summary_heatmaps(
+    analysis: Analysis,
+    groups: dict[tuple[str, str], pd.DataFrame],
+    order: list[str],
+    value: str,
+    single: bool,
+) -> Figure:
+    """One labelled heatmap of the groups' common ``value`` (mean on Fisher's z scale), then every group as a
+    small unlabelled multiple in the same order (the page's tooltips and pairs.csv name each cell)."""
+    m = max(len(order), 1)
+    squares = {key: square(rows, order, value) for key, rows in groups.items()}
+    common = pooled_correlation(list(squares.values()))
+    np.fill_diagonal(common, 1.0)
+    panel = float(np.clip(0.11 * m + 2.5, 4.0, 9.0))
+    labels, _ = short_labels(order)
+    margin = _label_inches(list(labels.values()), _tick_size(m, panel))
+    columns = min(len(squares), SMALL_PER_ROW)
+    lines = -(-len(squares) // columns)
+    top, bar = 0.75, 0.9
+    width = max(margin + panel + bar, 0.3 + columns * (SMALL_PANEL + 0.15))
+    height = top + panel + 0.8 + lines * (SMALL_PANEL + 0.5) + 0.2
+    figure = Figure(figsize=(width, height))
+    ax = figure.add_axes((margin / width, (height - top - panel) / height, panel / width, panel / height))
+    image = draw_heatmap(
+        ax,
+        pd.DataFrame(common, index=order, columns=order),
+        None,
+        f"common {value.replace('_', ' ')}: mean of {len(squares)} groups (Fisher z)",
+        panel,
+        column_labels=False,
+    )
+    cax = figure.add_axes(
+        ((margin + panel + 0.25) / width, (height - top - panel) / height, 0.18 / width, 0.5 * panel / height)
+    )
+    figure.colorbar(image, cax=cax, label=value.replace("_", " "))
+    for index, ((model, run), values) in enumerate(squares.items()):
+        line, column = divmod(index, columns)
+        left = 0.3 + column * (SMALL_PANEL + 0.15)
+        lower = height - top - panel - 0.8 - (line + 1) * (SMALL_PANEL + 0.5) + 0.05
+        small = figure.add_axes((left / width, lower / height, SMALL_PANEL / width, SMALL_PANEL / height))
+        if value in ("r_partial", "r_raw"):
+            np.fill_diagonal(values, 1.0)
+        marks = np.nan_to_num(square(groups[(model, run)], order, "significant")) > 0
+        opacity = np.where(marks | np.eye(m, dtype=bool), 1.0, FADED_ALPHA)
+        small.imshow(np.ma.masked_invalid(values), alpha=opacity, cmap=CMAP, vmin=-1.0, vmax=1.0,
+                     interpolation="nearest", rasterized=True)  # fmt: skip
+        small.set_xticks([])
+        small.set_yticks([])
+        small.set_title(model if single else f"{model}\n{run}", fontsize=6.5)  # two short lines fit the panel
+    figure.suptitle(
+        f"{value.replace('_', ' ')}: the groups' common value, then each group (same order; non-significant pairs "
+        f"faded, adjusted p < {analysis.settings['alpha']})",
+        fontsize=10,
+        y=1 - 0.2 / height,
+    )
+    return figure
+
+
 @literal
 def raw_vs_partial(analysis: Analysis, model: str, run: str) -> Figure:
     """Raw and partial correlation heatmaps of one run, side by side (test sets clustered)."""
@@ -308,7 +376,7 @@ def residual_scatter(analysis: Analysis, model: str, run: str, pairs: list[tuple
         for pair in (pairs or strongest_pairs(analysis, model, run))
         if pair[0] in residuals.columns and pair[1] in residuals.columns
     ][: 2 * MAX_SCATTER_PAIRS]
-    width, height = 3.3 * max(len(chosen), 1) + 1.2, 3.4
+    width, height = 3.3 * max(len(chosen), 1) + 1.2, 3.6
     figure = Figure(figsize=(width, height))
     axes = figure.subplots(1, max(len(chosen), 1), squeeze=False)[0]
     # Fixed margins instead of constrained layout (which measures every label repeatedly).
@@ -333,7 +401,7 @@ def residual_scatter(analysis: Analysis, model: str, run: str, pairs: list[tuple
         n = int(match["n"].iloc[0]) if len(match) and "n" in match else len(steps)
         ax.set_xlabel(f"{a} residual", fontsize=8)
         ax.set_ylabel(f"{b} residual", fontsize=8)
-        ax.set_title(f"partial r = {r:.2f}, adjusted p = {p_text(p)}, n = {n}", fontsize=9)
+        ax.set_title(f"partial r = {r:.2f}, adjusted p = {p_text(p)}\n{why_not_significant(match, n)}", fontsize=8)
         ax.tick_params(labelsize=8)
     if not chosen:
         axes[0].text(0.5, 0.5, "no pairs to show", ha="center", va="center")
@@ -345,6 +413,25 @@ def residual_scatter(analysis: Analysis, model: str, run: str, pairs: list[tuple
         colorbar.ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
     figure.suptitle(f"residuals given {analysis.settings['id_testset']} — {model} / {run}", fontsize=10)
     return figure
+
+
+def _number(row: pd.DataFrame, column: str) -> float:
+    value = pd.to_numeric(row[column], errors="coerce").iloc[0] if column in row and len(row) else float("nan")
+    return float(value)
+
+
+def why_not_significant(row: pd.DataFrame, checkpoints: int) -> str:
+    """What stands between a large r and a small p, from one pairs-table row: the checkpoints (n), the degrees
+    of freedom the test used (autocorrelation shrinks them: ``df_sieve``), and the checkpoint whose deletion
+    removes most of the estimate (``influence``, its share), when that is more than a third."""
+    parts = [f"n = {checkpoints}"]
+    df = _number(row, "df_sieve") if "df_sieve" in row else _number(row, "df")
+    if np.isfinite(df):
+        parts.append(f"df = {df:.3g}")
+    influence, step = _number(row, "influence"), _number(row, "influential_step")
+    if np.isfinite(influence) and np.isfinite(step) and influence > 1 / 3:
+        parts.append(f"deleting step {step_text(step)} removes {min(influence, 9.99):.0%} of r")
+    return ", ".join(parts)
 
 
 def step_text(step: float) -> str:

@@ -93,9 +93,12 @@ def section(analysis: Analysis, level: str, rows: pd.DataFrame) -> tuple[dict[st
     keys = sorted(dict.fromkeys(zip(rows["model"], rows["run"], strict=True)), key=lambda key: group_key(*key))
     present = set(rows["testset_a"]) | set(rows["testset_b"])
     names = [name for name in analysis.settings.get("ood_resolved", []) if name in present] or sorted(present)
-    per_group = [rows[(rows["model"] == model) & (rows["run"] == run)] for model, run in keys]
+    parts = dict(iter(rows.groupby(["model", "run"], sort=False)))  # one pass, not a mask per group
+    per_group = [parts[key] for key in keys]
     pooled = pooled_correlation([fig.square(group, names, "r_partial") for group in per_group])
-    names = [names[i] for i in cluster_order(pooled)]
+    clustered = cluster_order(pooled)
+    pooled = pooled[np.ix_(clustered, clustered)]
+    names = [names[i] for i in clustered]
     labels, stripped = short_labels(names)
     single = len({model for model, _ in keys}) == len(keys)
     upper = np.triu_indices(len(names), 1)
@@ -120,7 +123,7 @@ def section(analysis: Analysis, level: str, rows: pd.DataFrame) -> tuple[dict[st
     palette = [
         "#{:02x}{:02x}{:02x}".format(*(round(255 * c) for c in colormaps[fig.CMAP](k / 255)[:3])) for k in range(256)
     ]
-    heatmap = {
+    heatmap: dict[str, Any] = {
         "names": names,
         "labels": [labels[name] for name in names],
         "values": [column for column in ("r_partial", "r_raw") if column in rows],
@@ -128,15 +131,56 @@ def section(analysis: Analysis, level: str, rows: pd.DataFrame) -> tuple[dict[st
         "palette": palette,
         "stripped": stripped,
     }
+    if len(panels) > fig.HEATMAPS_FULL_SIZE:
+        heatmap["summary"] = summary_panel(pooled, panels, upper)
     rank = {key: index for index, key in enumerate(keys)}
     ordered = rows.assign(
         _group=[rank[key] for key in zip(rows["model"], rows["run"], strict=True)],
         _strength=-pd.to_numeric(rows["r_partial"], errors="coerce").abs(),
     ).sort_values(["_group", "_strength"], kind="stable")
-    view = pairs_view(ordered, _group_labels(ordered))
+    kept = page_rows(ordered)
+    view = pairs_view(ordered[kept], _group_labels(ordered)[kept])
     table = encode_table(view, dict(PAIR_VIEW))
     table["pageSize"] = 25
+    table["total"] = len(ordered)
+    table["kept"] = "every significant row and each group's strongest |r_partial|"
+    table["file"] = "pooled_residuals.csv" if level == "pooled_residuals" else "pairs.csv"
     return heatmap, table, names
+
+
+#: Most rows of a pairs table held on the page (each costs about 75 bytes; 64,512 rows made 4.8 MB); the
+#: pooled table, 27 columns wide, holds half as many.
+MAX_PAGE_ROWS = 6000
+
+
+def page_rows(ordered: pd.DataFrame, limit: int = MAX_PAGE_ROWS) -> np.ndarray:
+    """Which rows of a pairs table (sorted by group, strongest |r_partial| first) the page holds: all of them
+    up to ``limit``; above it every significant row and each group's strongest rows, as many per group as fit.
+    The heatmaps' tooltips still show every pair, and pairs.csv holds every row."""
+    keep = np.ones(len(ordered), dtype=bool)
+    if len(ordered) <= limit:
+        return keep
+    significant = ordered["significant"].fillna(False).astype(bool).to_numpy() if "significant" in ordered else ~keep
+    rank = ordered.groupby(["model", "run"], sort=False).cumcount().to_numpy()
+    n_groups = max(int(ordered.groupby(["model", "run"], sort=False).ngroups), 1)
+    per_group = max((limit - int(significant.sum())) // n_groups, 1)
+    return significant | (rank < per_group)
+
+
+def summary_panel(
+    pooled: np.ndarray, panels: list[dict[str, Any]], upper: tuple[np.ndarray, np.ndarray]
+) -> dict[str, Any]:
+    """The summary heatmap shown above many groups' small multiples: each pair's common partial correlation
+    (the groups' mean on Fisher's z scale) and in how many groups the pair is significant."""
+    significant = np.zeros(len(upper[0]), dtype=int)
+    for panel in panels:
+        significant += np.frombuffer(panel["sig"].encode("ascii"), dtype=np.uint8) == ord("1")
+    return {
+        "title": f"common partial correlation (mean over {len(panels)} groups, Fisher z)",
+        "values": {"r_partial": round_significant(pooled[upper], 3)},
+        "n_significant": significant.tolist(),
+        "n_groups": len(panels),
+    }
 
 
 def comparison_figure_records(
@@ -174,6 +218,15 @@ def comparison_figure_records(
     return records
 
 
+def answer_of(verdict: Verdict, whole: bool = False) -> str:
+    """The verdict's answer: ``Verdict.answer`` where this version has it, else ``Verdict.text`` (``whole``) or
+    its first sentence."""
+    answer = getattr(verdict, "answer", None)
+    if answer:
+        return str(answer)
+    return verdict.text if whole else verdict.text.split(". ")[0].rstrip(".") + "."
+
+
 def verdict_record(verdict: Verdict) -> dict[str, Any]:
     """The template's verdict block: the paragraph, one row per class (count, strongest examples), agreement."""
     from gengen.verdict import CLASSES
@@ -193,7 +246,62 @@ def verdict_record(verdict: Verdict) -> dict[str, Any]:
             f"{mantel['n_at_floor']} of {verdict.agreement['n_comparisons']} Mantel p-values are at the floor of "
             f"the permutations (p ≤ {mantel['p_floor']:.2g}): smaller p-values cannot be resolved."
         )
-    return {"text": verdict.text, "rows": rows, "agreement": agreement}
+    # The one- or two-sentence answer (Verdict.answer, where this version has it, else the paragraph's first
+    # sentence) opens the box; the paragraph's figures follow it.
+    answer = answer_of(verdict)
+    text = verdict.text if getattr(verdict, "answer", None) else verdict.text[len(answer) :].strip()
+    return {"answer": answer, "text": text, "rows": rows, "agreement": agreement}
+
+
+def across_run_answer(analysis: Analysis, alpha: float, shown: int = 5) -> dict[str, Any] | None:
+    """The first screen of an analysis with only across-run rows (one score per run): which pairs co-vary
+    across runs, in a sentence, and the significant pairs first (the strongest when none is). None when the
+    analysis has per-run rows (the verdict across models answers then)."""
+    pairs = analysis.pairs
+    if pairs.empty or "level" not in pairs or (pairs["level"] == "run").any():
+        return None
+    rows = pairs[pairs["level"] == "across_runs"]
+    if rows.empty:
+        return None
+    significant = rows["significant"].fillna(False).astype(bool)
+    strength = pd.to_numeric(rows["r_partial"], errors="coerce").abs()
+    order = sorted(range(len(rows)), key=lambda i: (not significant.iloc[i], -strength.iloc[i]))
+    cells = rows[["model", "run"]].drop_duplicates()
+    n_runs = pd.to_numeric(rows["n"], errors="coerce")
+    runs = f"{int(n_runs.min())}" if n_runs.min() == n_runs.max() else f"{int(n_runs.min())}–{int(n_runs.max())}"
+    deciding = sorted({value.split(" ")[0] for value in rows.get("p_adjusted_from", pd.Series(dtype=str)).dropna()})
+    adjust = ", ".join(sorted(rows["adjust"].dropna().astype(str).unique())) if "adjust" in rows else "adjusted"
+    answer = (
+        f"Across runs ({runs} runs in each of {len(cells)} cell{'s' if len(cells) != 1 else ''}, one score per run), "
+        f"{int(significant.sum())} of {len(rows)} pairs of OOD test sets co-vary after regressing out ID "
+        f"({', '.join(deciding) or 'p'}, {adjust}-adjusted p < {alpha})."
+    )
+    examples = []
+    for i in order[:shown]:
+        row = rows.iloc[i]
+        low, high = (float(row.get(column, np.nan)) for column in ("ci_low", "ci_high"))
+        interval = f" [{low:.2f}, {high:.2f}]" if np.isfinite(low) and np.isfinite(high) else ""  # none: not shown
+        examples.append(
+            f"{row['testset_a']} / {row['testset_b']} ({row['model']}): r = {float(row['r_partial']):.2f}{interval}, "
+            f"adjusted p = {float(row['p_adjusted']):.2g}" + ("" if significant.iloc[i] else " (not significant)")
+        )
+    heading = "significant pairs, strongest first" if significant.any() else "no pair is significant; the strongest"
+    return {"answer": answer, "heading": heading, "examples": examples}
+
+
+def levels_text(comparison_groups: int, verdict: Verdict) -> str:
+    """Why the verdict's agreement and the across-groups agreement differ, when they compare different units."""
+    if comparison_groups == len(verdict.groups) or not verdict.agreement.get("n_comparisons"):
+        return ""
+    sign, mantel = verdict.agreement.get("sign_agreement", {}), verdict.agreement.get("mantel_r", {})
+    return (
+        f"These figures compare the {comparison_groups} groups, each run on its own; the verdict compares the "
+        f"{len(verdict.groups)} models with their runs pooled ({verdict.agreement['n_comparisons']} comparisons: "
+        f"median sign agreement {sign.get('median', float('nan')):.0%}, Mantel r "
+        f"{mantel.get('median', float('nan')):.2f}). Runs of one model share more than two models do, so the two "
+        "levels give different figures; the verdict's are the ones that answer whether results transfer across "
+        "models."
+    )
 
 
 def comparison_text(agreement: pd.DataFrame, n_groups: int, alpha: float) -> str:

@@ -37,12 +37,20 @@ ID test set <strong>{{ settings.id_testset }}</strong> ({{ settings.id_metric }}
 {{ settings.ood_resolved | length }} OOD test sets ({{ settings.metric }});
 {{ n_groups }} group{{ "s" if n_groups != 1 }};
 mode {{ settings.mode_resolved }}; fit {{ settings.fit }}; {{ settings.method }} correlation;
-significance from {{ deciding }}, adjusted with {{ settings.adjust }} at {{ settings.alpha }}.
+significance from {{ deciding }}{% if deciding_note %} ({{ deciding_note }}){% endif %}, adjusted with
+{{ settings.adjust }} at {{ settings.alpha }}.
 Tables and figures need JavaScript for searching, sorting and hovering; the full tables are pairs.csv
 and pooled.csv, the figures are also in {{ figure_folder }}/ as PNG and SVG.</p>
 {% if verdict %}<section id="verdict" class="verdict">
 <h2>Verdict</h2>
-<p class="verdict-text">{{ verdict.text }}</p>
+{% if across_answer %}<p class="verdict-answer">{{ across_answer.answer }}</p>
+<p>{{ across_answer.heading }}:</p><ul>{% for example in across_answer.examples %}<li>{{ example }}</li>
+{% endfor %}</ul>
+<p class="note">The verdict across models needs per-run partial correlations over checkpoints; this analysis has
+one score per run, so it answers across runs instead. Every pair: the Across runs section below and pairs.csv.</p>
+{% else %}
+<p class="verdict-answer">{{ verdict.answer }}</p>
+{% if verdict.text and verdict.text != verdict.answer %}<p class="verdict-text">{{ verdict.text }}</p>{% endif %}
 <table class="verdict-counts"><tr><th>pairs</th><th>count</th><th>strongest examples</th></tr>
 {% for row in verdict.rows %}<tr><td>{{ row.name }}</td><td class="num">{{ row.count }}</td>
 <td>{% for example in row.examples %}{{ example }}{% if not loop.last %}<br>{% endif %}{% endfor %}</td></tr>
@@ -50,7 +58,16 @@ and pooled.csv, the figures are also in {{ figure_folder }}/ as PNG and SVG.</p>
 {% if verdict.agreement %}<p class="note">{{ verdict.agreement }}</p>{% endif %}
 <p class="note">Every pair's class, estimates and tests: verdict_pairs.csv; the across-model tests of each pair:
 compare_heterogeneity.csv and compare_differences.csv.</p>
+{% endif %}
 </section>{% endif %}
+{% for pair in pairs %}<section id="{{ pair.anchor }}">
+<h2>Pair {{ pair.label }}</h2>
+{{ figure(pair.figure) }}
+{% for title, table in pair.tables %}<h3>{{ title }}</h3>
+{{ render(table) }}
+{% endfor %}<p class="note">The pair's residual scatter in each group: Residuals and trajectories per group.</p>
+</section>
+{% endfor %}
 <noscript><p class="warning">JavaScript is off: the tables, heatmaps and trajectories below stay empty.
 Read pairs.csv and the figures in {{ figure_folder }}/ instead.</p></noscript>
 <nav><ul>
@@ -91,6 +108,7 @@ look doubtful. Click a header to sort; type to search.</p>
 {% if comparison %}
 <h2 id="across-groups">Across groups</h2>
 <p>{{ comparison.text }}</p>
+{% if comparison.levels %}<p class="note">{{ comparison.levels }}</p>{% endif %}
 {% for f in comparison.figures %}{{ figure(f) }}{% endfor %}
 <div class="dt" data-table="agreement"></div>
 <h3>Conflicting pairs (significantly positive in one group, significantly negative in another)</h3>
@@ -108,7 +126,8 @@ look doubtful. Click a header to sort; type to search.</p>
 {% if trajectories %}
 <h2 id="trajectories">Scores over training</h2>
 <p class="note">One panel per test set (the ID test set first, framed), one line per run: a model's colour
-by its size, its runs (seeds) in lighter shades and dash patterns, named in the legend. The horizontal axis is
+by its size, its runs (seeds) in lighter shades and dash patterns, named in the legend (above 12 runs, each model's
+median run and the band of its runs instead, every run on demand). The horizontal axis is
 training progress, each run's step divided by its own last step (0.1% to 100%, logarithmic), so that runs of
 different lengths share it; each run's last step is in the legend. {{ trajectories.direction }} Hover a panel
 or line for its full name and step. The same as a static figure: {{ figure_folder }}/scores_over_training.png
