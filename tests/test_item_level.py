@@ -146,6 +146,16 @@ def test_the_simulated_partial_correlation_is_zero_under_the_null_and_grows_with
     assert 0 < low.value < 0.3 and low.value < high.value < 0.6
 
 
+def test_a_latent_id_null_leaves_a_partial_correlation_that_shrinks_with_ids_measurement_error() -> None:
+    """OOD abilities independent given the *latent* ID ability: the observed accuracies share ID's measurement
+    error, so their partial correlation given the measured ID is positive (beyond 4 Monte Carlo s.e.) and falls
+    as N grows (the error's variance falls as 1/N), while the measured-ID null stays at 0."""
+    small = item_partial_corr(ItemCell("latent", n=10, n_examples=200, id_dependence="latent"), 0.0, draws=200)
+    large = item_partial_corr(ItemCell("latent", n=10, n_examples=2000, id_dependence="latent"), 0.0, draws=200)
+    assert small.value > 4 * small.se and large.value > 0
+    assert small.value - large.value > 4 * np.hypot(small.se, large.se)
+
+
 def test_the_probit_link_is_simulated_through_the_normal_cdf() -> None:
     """Identical examples, no effects: Binomial(N, Φ(θ)) — the mean count within 4 s.e."""
     cell = ItemCell("probit", n=6, n_examples=200, link="probit", item_sd=0.0, persist_sd=0.0, churn_sd=0.0)
@@ -161,6 +171,8 @@ def test_bad_cells_are_refused_naming_the_field() -> None:
         ItemCell("bad", churn=1.5)
     with pytest.raises(GengenError, match="specials"):
         ItemCell("bad", specials=("hans",))
+    with pytest.raises(GengenError, match="id_dependence"):
+        ItemCell("bad", id_dependence="true")
     with pytest.raises(GengenError, match="rho"):
         simulate_items(ItemCell("ok", n=8, n_examples=20), 1.0, np.random.default_rng(0))
 

@@ -45,6 +45,7 @@ def _items_cells() -> tuple[ItemCell, ...]:
         ItemCell("log n=40, 3 seeds", runs=3, specials=_SPECIALS, rhos=(0.0,)),
         ItemCell("even n=40, 3 seeds", schedule="even", runs=3, specials=_SPECIALS, rhos=(0.0,)),
         ItemCell("log n=40 alternatives", rhos=(0.0, 0.3, 0.5)),
+        ItemCell("log n=40 latent ID", id_dependence="latent", rhos=(0.0,)),
         ItemCell("dense-early n=40", schedule="dense-early", specials=_SPECIALS, rhos=(0.0,)),
         ItemCell("probit log n=40", link="probit", specials=_SPECIALS, rhos=(0.0,)),
         ItemCell("log n=11", n=11, rhos=(0.0,)),
@@ -98,8 +99,8 @@ ITEMS_COLUMNS = (
 
 @functools.cache
 def _truth(cell: ItemCell, rho: float) -> PartialCorr:
-    """The main pair's partial correlation by simulation (0 under the null by construction: module docstring)."""
-    if rho == 0:
+    """The main pair's partial correlation by simulation (0 under a measured-ID null by construction)."""
+    if rho == 0 and cell.id_dependence == "measured":
         return PartialCorr(0.0, 0.0, 0)
     return item_partial_corr(cell, rho)
 

@@ -18,7 +18,9 @@ simulates, per replicate (one group of ``models`` models × ``runs`` seeds, scor
 - **OOD given ID.** OOD set j's ability is :math:`\theta_{j,t} = c_j + b_j \hat\theta_t + \sigma \delta_{j,t}`
   with :math:`(b, c) = ((0.8, -0.3), (0.6, 0.2))`, :math:`\sigma` = ``noise_sd`` and :math:`\hat\theta_t` the ID
   ability that the *measured* ID accuracy reveals (the inverse of the ID set's expected accuracy), so that
-  "independent given ID" is exactly the null of the data the analysis sees. The deviations
+  "independent given ID" is exactly the null of the data the analysis sees; with ``id_dependence="latent"``
+  :math:`\hat\theta_t` is the latent ID ability instead, and ID's measurement error leaves a partial
+  correlation in the observed accuracies under the null (:func:`item_partial_corr` computes it). The deviations
   :math:`\delta_j` are unit-variance Ornstein–Uhlenbeck processes in training steps (length scale ``memory`` ×
   T); under the alternative :math:`\delta_a = \sqrt{1-\rho}\, v_a + \sqrt\rho\, w`, :math:`\delta_b =
   \sqrt{1-\rho}\, v_b + \sqrt\rho\, w`, so the latent abilities' deviations correlate at ρ.
@@ -50,6 +52,7 @@ from gengen.simulation_cell import SCHEDULES
 __all__ = [
     "CLASS_PRIOR_EXAMPLES",
     "CLASS_PRIOR_MINORITY",
+    "ID_DEPENDENCES",
     "ITEM_LINKS",
     "ITEM_SPECIALS",
     "ItemCell",
@@ -64,6 +67,8 @@ __all__ = [
 
 #: Links of ability to an example's probability of being answered right.
 ITEM_LINKS = ("logistic", "probit")
+#: What the OOD abilities follow: the ID ability the measured ID accuracy reveals, or the latent one.
+ID_DEPENDENCES = ("measured", "latent")
 #: Extra OOD test sets a cell may carry.
 ITEM_SPECIALS = ("stuck", "class-prior")
 #: The class-prior set: 104 examples (WSC's validation set), 38 in the minority class.
@@ -115,6 +120,10 @@ class ItemCell:
         Extra OOD sets: ``"stuck"`` and/or ``"class-prior"``.
     rhos : tuple of float
         Correlations of the two OOD abilities' deviations to simulate, each in [0, 1) (0: the null).
+    id_dependence : {"measured", "latent"}
+        Whether the OOD abilities follow the ID ability that the measured ID accuracy reveals (the null holds
+        exactly in the data the analysis sees) or the latent ID ability (ID's measurement error then carries a
+        partial correlation into the observed accuracies even under the null; :func:`item_partial_corr`).
     """
 
     label: str
@@ -132,6 +141,7 @@ class ItemCell:
     memory: float = 0.05
     specials: tuple[str, ...] = ()
     rhos: tuple[float, ...] = (0.0, 0.3, 0.5)
+    id_dependence: str = "measured"
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -156,6 +166,8 @@ class ItemCell:
             raise GengenError(f"specials: {self.specials} must be distinct values of {', '.join(ITEM_SPECIALS)}")
         if not self.rhos or any(not 0.0 <= rho < 1.0 for rho in self.rhos):
             raise GengenError(f"rhos: each correlation must lie in [0, 1), got {self.rhos}")
+        if self.id_dependence not in ID_DEPENDENCES:
+            raise GengenError(f"id_dependence: {self.id_dependence!r} is not one of {', '.join(ID_DEPENDENCES)}")
 
     @property
     def testsets(self) -> tuple[str, ...]:
@@ -281,10 +293,10 @@ class _Curve(NamedTuple):
     accuracy: np.ndarray
 
 
-def _set_curve(cell: ItemCell, difficulties: np.ndarray, extra_sd: float, resolution: int = 400) -> _Curve:
+def _set_curve(cell: ItemCell, difficulties: np.ndarray, extra_sd: float, resolution: int = 200) -> _Curve:
     """Mean over the set's examples of E F(θ − d_i + s Z), s² = persist² + churn² + extra², on a θ grid.
 
-    Difficulties are summarised by ``resolution`` quantiles where the set is larger (400: the curve moves by
+    Difficulties are summarised by ``resolution`` quantiles where the set is larger (200: the curve moves by
     ~1e-4 at most).
     """
     theta = np.linspace(-12.0, 12.0, 241)
@@ -311,11 +323,11 @@ def _class_prior(rng: np.random.Generator, rows: int, n: int) -> np.ndarray:
 
 
 class _Draw(NamedTuple):
-    """A replicate with what the truth needs: ID's revealed ability and the main OOD sets' difficulties."""
+    """A replicate with what the truth needs: the ID ability the OOD sets follow, and the sets' difficulties."""
 
     replicate: ItemReplicate
-    revealed: np.ndarray
-    difficulties: tuple[np.ndarray, np.ndarray]
+    driver: np.ndarray
+    difficulties: tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def _draw(cell: ItemCell, rho: float, rng: np.random.Generator) -> _Draw:
@@ -331,14 +343,17 @@ def _draw(cell: ItemCell, rho: float, rng: np.random.Generator) -> _Draw:
     id_theta = id_theta + ID_DRIFT * steps / TOTAL_STEPS + ID_NOISE_SD * _ou(rng, steps, length, rows)
     values = np.empty((rows, cell.n, len(cell.testsets)))
     values[:, :, 0] = _counts(rng, cell, id_theta, difficulties["id"]) / big_n
-    # Any fixed increasing map of the measured ID accuracy keeps the null exact; a coarse curve is cheaper.
-    revealed = _invert(_set_curve(cell, difficulties["id"], 0.0, resolution=50), values[:, :, 0])
+    if cell.id_dependence == "measured":
+        # Any fixed increasing map of the measured ID accuracy keeps the null exact; a coarse curve is cheaper.
+        driver = _invert(_set_curve(cell, difficulties["id"], 0.0, resolution=50), values[:, :, 0])
+    else:
+        driver = id_theta
     deviations = [_ou(rng, steps, length, rows) for _ in range(2)]
     if rho:
         shared = _ou(rng, steps, length, rows)
         deviations = [np.sqrt(1.0 - rho) * v + np.sqrt(rho) * shared for v in deviations]
     for j in range(2):
-        theta = OOD_OFFSETS[j] + OOD_SLOPES[j] * revealed + cell.noise_sd * deviations[j]
+        theta = OOD_OFFSETS[j] + OOD_SLOPES[j] * driver + cell.noise_sd * deviations[j]
         values[:, :, 1 + j] = _counts(rng, cell, theta, difficulties[cell.testsets[1 + j]]) / big_n
     for k, name in enumerate(cell.testsets[3:], start=3):
         if name == "stuck":
@@ -347,7 +362,9 @@ def _draw(cell: ItemCell, rho: float, rng: np.random.Generator) -> _Draw:
             values[:, :, k] = _class_prior(rng, rows, cell.n)
     accuracy = values.reshape(cell.models, cell.runs, cell.n, len(cell.testsets))
     return _Draw(
-        ItemReplicate(steps, cell.testsets, accuracy), revealed, (difficulties["ood_a"], difficulties["ood_b"])
+        ItemReplicate(steps, cell.testsets, accuracy),
+        driver,
+        (difficulties["id"], difficulties["ood_a"], difficulties["ood_b"]),
     )
 
 
@@ -376,6 +393,22 @@ def simulate_items(cell: ItemCell, rho: float, rng: np.random.Generator) -> Item
     ((1, 2, 11, 5), ('stuck', 'class_prior'))
     """
     return _draw(cell, rho, rng).replicate
+
+
+def _deviation(cell: ItemCell, found: _Draw, j: int) -> np.ndarray:
+    """OOD set j's accuracy less its expected value given the ID ability it follows; with a latent dependence, less
+    also the share of ID's measurement error that a regression on the measured ID carries into it."""
+    curve = _set_curve(cell, found.difficulties[1 + j], cell.noise_sd)
+    ability = OOD_OFFSETS[j] + OOD_SLOPES[j] * found.driver
+    deviation = found.replicate.accuracy[0, :, :, 1 + j] - np.interp(ability, *curve)
+    if cell.id_dependence == "measured":
+        return deviation
+    id_curve = _set_curve(cell, found.difficulties[0], 0.0)
+    id_error = found.replicate.accuracy[0, :, :, 0] - np.interp(found.driver, *id_curve)
+    # Local slope of OOD's expected accuracy against ID's, both as functions of the latent ID ability.
+    ood_slope = OOD_SLOPES[j] * np.interp(ability, curve.theta, np.gradient(curve.accuracy, curve.theta))
+    id_slope = np.interp(found.driver, id_curve.theta, np.gradient(id_curve.accuracy, id_curve.theta))
+    return deviation - ood_slope / id_slope * id_error
 
 
 class PartialCorr(NamedTuple):
@@ -413,8 +446,14 @@ def item_partial_corr(cell: ItemCell, rho: float, *, draws: int = 4000, seed: in
 
     .. math:: r = \frac{\sum \langle e_a, e_b\rangle}{\sqrt{\sum \lVert e_a\rVert^2 \sum \lVert e_b\rVert^2}},
 
-    summed over runs: the limit of the fixed-effect pooled partial correlation of many runs. Under the null the
-    two sets' deviations are independent given ID, so the value is 0 up to its Monte Carlo error.
+    summed over runs: the limit of the fixed-effect pooled partial correlation of many runs. With
+    ``id_dependence="measured"`` the two sets' deviations are independent given ID under the null, so the value
+    is 0 up to its Monte Carlo error. With ``"latent"`` the abilities follow the latent ID ability
+    :math:`\theta_t`, which the measured ID accuracy :math:`x_t = \bar F_{id}(\theta_t) + e_t` shows with error
+    :math:`e_t`; a regression on :math:`x_t` then carries :math:`-\beta_{j,t} e_t` into OOD set j's residual,
+    :math:`\beta_{j,t} = b_j \bar F_j'(c_j + b_j\theta_t) / \bar F_{id}'(\theta_t)` (the local slope of OOD's
+    expected accuracy against ID's), and the deviation is :math:`\hat p_{j,t} - \bar F_j(c_j + b_j \theta_t) -
+    \beta_{j,t} e_t`: the two sets share ID's measurement error, and the value is positive under the null.
 
     Examples
     --------
@@ -433,15 +472,7 @@ def item_partial_corr(cell: ItemCell, rho: float, *, draws: int = 4000, seed: in
     for batch in range(20):
         found = _draw(design, rho, rng)
         x = found.replicate.accuracy[0, :, :, 0]
-        curves = [_set_curve(cell, found.difficulties[j], cell.noise_sd) for j in range(2)]
-        deviations = np.stack(
-            [
-                found.replicate.accuracy[0, :, :, 1 + j]
-                - np.interp(OOD_OFFSETS[j] + OOD_SLOPES[j] * found.revealed, *curves[j])
-                for j in range(2)
-            ],
-            axis=-1,
-        )
+        deviations = np.stack([_deviation(cell, found, j) for j in range(2)], axis=-1)
         xc = x - x.mean(axis=1, keepdims=True)
         dc = deviations - deviations.mean(axis=1, keepdims=True)
         slope = np.einsum("rt,rtj->rj", xc, dc) / np.einsum("rt,rt->r", xc, xc)[:, None]
