@@ -150,8 +150,8 @@ def test_a_latent_id_null_leaves_a_partial_correlation_that_shrinks_with_ids_mea
     """OOD abilities independent given the *latent* ID ability: the observed accuracies share ID's measurement
     error, so their partial correlation given the measured ID is positive (beyond 4 Monte Carlo s.e.) and falls
     as N grows (the error's variance falls as 1/N), while the measured-ID null stays at 0."""
-    small = item_partial_corr(ItemCell("latent", n=10, n_examples=200, id_dependence="latent"), 0.0, draws=200)
-    large = item_partial_corr(ItemCell("latent", n=10, n_examples=2000, id_dependence="latent"), 0.0, draws=200)
+    small = item_partial_corr(ItemCell("latent", n=12, n_examples=200, id_dependence="latent"), 0.0, draws=200)
+    large = item_partial_corr(ItemCell("latent", n=12, n_examples=3000, id_dependence="latent"), 0.0, draws=200)
     assert small.value > 4 * small.se and large.value > 0
     assert small.value - large.value > 4 * np.hypot(small.se, large.se)
 
