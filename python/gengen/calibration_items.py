@@ -98,11 +98,11 @@ ITEMS_COLUMNS = (
 
 
 @functools.cache
-def _truth(cell: ItemCell, rho: float) -> PartialCorr:
+def _truth(cell: ItemCell, rho: float, draws: int = 4000) -> PartialCorr:
     """The main pair's partial correlation by simulation (0 under a measured-ID null by construction)."""
     if rho == 0 and cell.id_dependence == "measured":
         return PartialCorr(0.0, 0.0, 0)
-    return item_partial_corr(cell, rho)
+    return item_partial_corr(cell, rho, draws=draws)
 
 
 def _subsets(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -117,11 +117,11 @@ def _subsets(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def _chunk(
-    cell: ItemCell, rho: float, replicates: list[Any], n_boot: int, seed: int
+    cell: ItemCell, rho: float, replicates: list[Any], n_boot: int, seed: int, truth_draws: int
 ) -> tuple[dict[tuple[str, str], dict[str, float]], str]:
     import gengen
 
-    truth = _truth(cell, rho).value
+    truth = _truth(cell, rho, truth_draws).value
     table = item_table(cell, replicates)
     found = gengen.analyse(table, id_testset="id", n_boot=n_boot, seed=seed)
     runs = found.pairs[found.pairs["level"] == "run"]
@@ -153,6 +153,7 @@ def run_items(
     seed: int = 2026,
     csv: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
+    truth_draws: int = 4000,
 ) -> pd.DataFrame:
     """Type-I error, coverage, power, flags and untestable shares of :func:`gengen.analyse`'s default on ``grid``.
 
@@ -171,6 +172,9 @@ def run_items(
         Append each finished (cell, hypothesis) to this CSV and skip those already in it (a rerun resumes).
     progress : callable, optional
         Called with one line after each (cell, hypothesis).
+    truth_draws : int
+        Simulated runs behind each true value (:func:`~gengen.item_level.item_partial_corr`; its s.e. is
+        recorded in ``true_r_se``).
 
     Returns
     -------
@@ -210,11 +214,11 @@ def run_items(
             batch = _BATCH if cell.models == 1 else 1
             for first in range(0, replicates, batch):
                 drawn = [simulate_items(cell, rho, rng) for _ in range(min(batch, replicates - first))]
-                counts, described = _chunk(cell, rho, drawn, n_boot, seed + first)
+                counts, described = _chunk(cell, rho, drawn, n_boot, seed + first, truth_draws)
                 for key, part in counts.items():
                     _add(totals.setdefault(key, {}), part)
             seconds = time.process_time() - started
-            truth = _truth(cell, rho)
+            truth = _truth(cell, rho, truth_draws)
             chunk = [
                 {
                     "cell": cell.label,
