@@ -52,7 +52,7 @@ def test_ingest_passes_every_option_it_does_not_name_to_ingest() -> None:
     assert _named(ingest._ingest) <= set(ingest.OPTIONS)
 
 
-@pytest.mark.parametrize("study", ["_methods_command", "_grid_command", "_realistic_command"])
+@pytest.mark.parametrize("study", ["_methods_command", "_grid_command", "_realistic_command", "_items_command"])
 def test_simulate_studies_take_only_options_of_the_table(study: str) -> None:
     assert _named(getattr(simulate, study)) <= set(simulate.OPTIONS) - _named(simulate._simulate)
 

@@ -17,6 +17,8 @@ _OUTPUTS = (
     "calibration_grid.md",
     "calibration_realistic.csv",
     "calibration_realistic.md",
+    "calibration_items.csv",
+    "calibration_items.md",
 )
 
 
@@ -28,7 +30,7 @@ def _inside(out: Path, name: str) -> Path:
 
 
 #: The studies of ``--study``, each a measure of :func:`gengen.calibration.calibration_study` over its grid.
-STUDIES = ("methods", "grid", "realistic")
+STUDIES = ("methods", "grid", "realistic", "items")
 
 
 #: Bounds of the replicate counts.
@@ -46,11 +48,12 @@ OPTIONS: dict[str, CliOption] = {
         str | None,
         "methods: every inference method on AR(1) and random-walk noise (the default); grid: the "
         "default's calibration grid (AR(1), AR(2), heteroskedastic, non-linear, short and pooled runs); "
-        "realistic: gengen.analyse's default on realistic learning curves (docs/calibration.md).",
+        "realistic: gengen.analyse's default on realistic learning curves (docs/calibration.md); items: "
+        "the same on item-level trajectories (fixed examples, logistic/probit links, stuck and class-prior sets).",
     ),
     "grid": CliOption(bool, "The same as --study grid.", False, ("--grid",)),
     "realistic": CliOption(bool, "With --grid: the same as --study realistic.", False, ("--realistic",)),
-    "replicates": CliOption(int, "grid, realistic: simulated runs per cell and hypothesis.", 300, **_REPLICATES),
+    "replicates": CliOption(int, "grid, realistic, items: simulated runs per cell and hypothesis.", 300, **_REPLICATES),
     "pooled_replicates": CliOption(
         int | None,
         "realistic: groups of seeds per pooled cell and hypothesis (default --replicates).",
@@ -61,7 +64,7 @@ OPTIONS: dict[str, CliOption] = {
         "realistic: replicates of each alternative (rho = 0.3, 0.5); default --replicates.",
         **_REPLICATES,
     ),
-    "n_boot": CliOption(int, "realistic: sieve resamples per run.", 299, min=99, max=100_000),
+    "n_boot": CliOption(int, "realistic, items: sieve resamples per run.", 299, min=99, max=100_000),
 }
 
 
@@ -84,7 +87,12 @@ def _simulate(*, study: str | None, grid: bool, realistic: bool, **options: Any)
         options["out"].mkdir(parents=True, exist_ok=True)
         for name in _OUTPUTS:  # a file in it linking elsewhere too (issue 36)
             _inside(options["out"], name)
-    run = {"methods": _methods_command, "grid": _grid_command, "realistic": _realistic_command}[chosen]
+    run = {
+        "methods": _methods_command,
+        "grid": _grid_command,
+        "realistic": _realistic_command,
+        "items": _items_command,
+    }[chosen]
     run(**options)
 
 
@@ -178,6 +186,29 @@ def _realistic_command(
             else ""
         )
     )
+
+
+def _items_command(*, quick: bool, out: Path | None, seed: int, replicates: int, n_boot: int, **_others: Any) -> None:
+    from gengen.calibration_items import ITEMS_GRID, ITEMS_QUICK_GRID, items_tables, run_items
+
+    csv = None
+    if out is not None:
+        # Written cell by cell, as the realistic study: a rerun resumes, a partial file can be read.
+        csv = _inside(out, "calibration_items.csv")
+        typer.echo(f"writing {csv} as cells finish (cells already in it are skipped)", err=True)
+    table = run_items(
+        ITEMS_QUICK_GRID if quick else ITEMS_GRID,
+        replicates=replicates,
+        n_boot=n_boot,
+        seed=seed,
+        csv=csv,
+        progress=_progress,
+    )
+    tables = items_tables(table)
+    if out is not None:
+        _inside(out, "calibration_items.md").write_text(tables, encoding="utf-8")
+        typer.echo(f"wrote {out / 'calibration_items.csv'} and {out / 'calibration_items.md'}")
+    typer.echo(tables)
 
 
 def register(app: typer.Typer) -> None:
