@@ -229,7 +229,7 @@ def _run_rows(pairs: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def group_estimates(pairs: pd.DataFrame) -> pd.DataFrame:
+def group_estimates(pairs: pd.DataFrame, *, interval_variance: bool = True) -> pd.DataFrame:
     """One Fisher-z estimate and variance per group (model × size × shots) and pair, from the per-run rows.
 
     Parameters
@@ -237,6 +237,11 @@ def group_estimates(pairs: pd.DataFrame) -> pd.DataFrame:
     pairs : DataFrame
         The analysis' pairs table (``level == "run"`` rows are used; rows with ``testable`` False are left
         out). Needs ``model, run, testset_a, testset_b, r_partial`` and ``se_z`` (else ``n`` and ``k``).
+    interval_variance : bool
+        Whether a sieve row's variance is the one its reported interval implies (the default, what the
+        across-model tests use: with leave-one-out that interval is the hull of the leave-one-checkpoint-out
+        intervals) or the sieve's own :math:`\\mathrm{se}_z^2` (what the global share's p-values were calibrated
+        on: :mod:`gengen.global_share`, docs/calibration.md).
 
     Returns
     -------
@@ -269,7 +274,7 @@ def group_estimates(pairs: pd.DataFrame) -> pd.DataFrame:
     0    a       1  0.3095    0.0225
     1    b       1 -0.2027    0.0400
     """
-    rows, from_analysis = _estimand_rows(_run_rows(pairs))
+    rows, from_analysis = _estimand_rows(_run_rows(pairs), interval_variance=interval_variance)
     keys = ["family", "model", "size", "shots", "condition"]
     shots_per_model = rows.groupby("model", dropna=False)["shots"].nunique(dropna=False)
     several_shots = set(shots_per_model.index[shots_per_model > 1])
@@ -309,7 +314,7 @@ def group_estimates(pairs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=columns)
 
 
-def _estimand_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+def _estimand_rows(rows: pd.DataFrame, *, interval_variance: bool = True) -> tuple[pd.DataFrame, bool]:
     """The rows with each one's estimate and variance in ``r_partial``, ``se_z`` and ``df_sieve``, from the
     dependence model that gave the row its interval, and whether the rows come from an analysis (``estimand``).
 
@@ -325,7 +330,7 @@ def _estimand_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     from gengen.analyse.pooled import lagged_estimates
 
     lagged = (rows["estimand"].astype(str) == "r_innovation").to_numpy()
-    rows = rows.assign(se_z=_interval_se(rows)) if "se_z" in rows.columns else rows
+    rows = rows.assign(se_z=_interval_se(rows)) if interval_variance and "se_z" in rows.columns else rows
     rows, _ = lagged_estimates(rows)
     missing = {name: np.nan for name in ("se_z", "df_sieve") if name not in rows.columns}
     # no independence variance for an analysis' rows: n is what 1/(n - 3 - k) would be computed from

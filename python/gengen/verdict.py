@@ -564,8 +564,11 @@ def build_verdict(
         else:  # the agreement table alone: the comparison's other tables are not the verdict's
             table = _model_agreement(source, estimates, alpha=alpha, n_perm=n_perm, seed=seed)
         agreement = _agreement_summary(table, alpha)
+    # The global share's p-values on each row's own sieve variance, as they were calibrated (docs/calibration.md);
+    # the across-model tests above take the wider variance each row's interval implies.
+    share_estimates = group_estimates(pairs_table, interval_variance=False)
     answer, shares, distribution, resolvable = _global_answer(
-        pairs_table, estimates, pairs, agreement, alpha=alpha, adjust=adjust
+        pairs_table, share_estimates, pairs, agreement, alpha=alpha, adjust=adjust
     )
     if pairs.empty and len(estimates) and (estimates["variance_method"] == NO_VARIANCE).all():
         text = (
