@@ -432,7 +432,13 @@ def current_design(config: StudyConfig) -> Design:
         raise ConfigError(f"testsets: {len(ood)} OOD test set(s) besides the ID one; a pair needs two")
     evaluations = len(evaluation_steps(config.evaluation, _total_steps(config)))
     sizes = [_data_size(t, config.evaluation.max_examples) for t in ood]
-    return Design(len(config.training.seeds), evaluations, int(np.median(sizes)), len(ood))
+    return Design(_replicates(config), evaluations, int(np.median(sizes)), len(ood))
+
+
+def _replicates(config: StudyConfig) -> int:
+    """Replicates of one condition: training seeds (times data seeds in a few-shot study)."""
+    data_seeds = len(config.data.data_seeds) if config.data.shots else 1
+    return len(config.training.seeds) * data_seeds
 
 
 def design_steps(total: int, evaluations: int, rise: float = DEFAULT_RISE) -> list[int]:
@@ -454,7 +460,7 @@ def design_steps(total: int, evaluations: int, rise: float = DEFAULT_RISE) -> li
 
 
 def _study_with(config: StudyConfig, design: Design, keep: Sequence[str], rise: float) -> StudyConfig:
-    """The study with one seed, the design's evaluation steps and examples and its OOD test sets."""
+    """The study with the design's evaluation steps and examples and its OOD test sets."""
     total = _total_steps(config)
     evaluation = replace(
         config.evaluation,
@@ -464,8 +470,7 @@ def _study_with(config: StudyConfig, design: Design, keep: Sequence[str], rise: 
         max_examples=design.n_examples,
     )
     testsets = tuple(t for t in config.testsets if t.name == config.id_testset or t.name in keep)
-    training = replace(config.training, seeds=config.training.seeds[:1])
-    return replace(config, evaluation=evaluation, testsets=testsets, training=training)
+    return replace(config, evaluation=evaluation, testsets=testsets)
 
 
 @dataclass(frozen=True)
@@ -488,6 +493,8 @@ class PowerPlan:
         The OOD test sets the recommended design scores (the chosen pair's first).
     steps : list of int
         The recommended design's evaluation steps.
+    few_shot : bool
+        Whether replicates are training seeds times data seeds (a few-shot study).
     """
 
     table: pd.DataFrame
@@ -501,6 +508,7 @@ class PowerPlan:
     pair: tuple[str, str] | None
     kept_testsets: list[str]
     steps: list[int]
+    few_shot: bool = False
 
 
 def plan_power(
@@ -573,7 +581,11 @@ def plan_power(
     current = current_design(config)
     largest = max(_data_size(t, None) for t in _ood(config))
     examples = sorted({n for n in EXAMPLE_CHOICES if n <= largest} | {current.n_examples})
-    evaluations = sorted({*EVALUATION_CHOICES, current.evaluations})
+    total = _total_steps(config)
+    # A short run cannot hold more distinct steps than it has: each choice is what design_steps gives.
+    asked = {len(design_steps(total, n, rise)): n for n in sorted(EVALUATION_CHOICES, reverse=True)}
+    asked.setdefault(current.evaluations, current.evaluations)
+    evaluations = sorted(asked)
     testsets = sorted({*range(2, len(ood) + 1)})
     cost: dict[tuple[int, int, int], float] = {}
     for n in evaluations:
@@ -588,7 +600,7 @@ def plan_power(
                     mfu=mfu,
                     tokens_per_example=tokens_per_example,
                 )
-                cost[(n, size, k)] = sum(r.gpu_hours for r in rows)
+                cost[(n, size, k)] = sum(r.gpu_hours for r in rows) / current.seeds  # per replicate
     records = []
     for seeds in sorted({*SEED_CHOICES, current.seeds}):
         for (n, size, k), hours in cost.items():
@@ -619,9 +631,10 @@ def plan_power(
     kept: list[str] = []
     if recommended is not None:
         row = table.loc[recommended]
-        steps = design_steps(_total_steps(config), int(row["evaluations"]), rise)
+        steps = design_steps(total, asked[int(row["evaluations"])], rise)
         kept = ood[: int(row["testsets"])]
-    return PowerPlan(table, recommended, inputs, rho, target, share, alpha, budget, pair, kept, steps)
+    few_shot = bool(config.data.shots)
+    return PowerPlan(table, recommended, inputs, rho, target, share, alpha, budget, pair, kept, steps, few_shot)
 
 
 def _choose(grid: pd.DataFrame, current: Design) -> list[tuple[str, int]]:
@@ -693,12 +706,17 @@ def format_power_plan(plan: PowerPlan, study: str | Path) -> str:
         return "\n".join(lines)
     row = plan.table.loc[plan.recommended]
     seeds = ", ".join(str(s) for s in range(1, int(row["seeds"]) + 1))
+    replicates = (
+        f"  [training] seeds = [{seeds}]"
+        if not plan.few_shot
+        else f"  replicates: {int(row['seeds'])} (training seeds x data.data_seeds)"
+    )
     lines += [
-        f"recommended: {int(row['seeds'])} seeds, {len(plan.steps)} evaluations dense through the rise then even, "
+        f"recommended: {int(row['seeds'])} replicates, {len(plan.steps)} evaluations dense through the rise then even, "
         f"{int(row['n_examples']):,} examples per test set, {int(row['testsets'])} OOD test sets "
         f"({', '.join(plan.kept_testsets)}): {int(row['pairs'])} pairs",
         "in the study file:",
-        f"  [training] seeds = [{seeds}]",
+        replicates,
         f"  [evaluation] steps = [{', '.join(str(s) for s in plan.steps if s)}]  # replaces every / log_points",
         f"  [evaluation] max_examples = {int(row['n_examples'])}",
         f"next: gengen plan {study} --gpus 1   then   gengen run {study}",
