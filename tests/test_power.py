@@ -139,8 +139,36 @@ def test_plan_power_cli() -> None:
     result = cli("plan", study, "--power", "--rho", "0.3", "--pair", "snli,hans", "--budget", "10000")
     assert result.exit_code == 0, result.output
     assert "recommended:" in result.output and "snli, hans" in result.output
-    for bad, named in ((("--pair", "snli"), "--pair"), (("--pair", "snli,nope"), "--pair"), (("--rho", "1.5"), "--rho")):
+    for bad, named in (
+        (("--pair", "snli"), "--pair"),
+        (("--pair", "snli,nope"), "--pair"),
+        (("--rho", "1.5"), "--rho"),
+    ):
         result = cli("plan", study, "--power", *bad)
         assert result.exit_code == 2 and named in result.output and "Traceback" not in result.output
     result = cli("plan", study, "--power", "--pilot", str(STUDIES))
     assert result.exit_code == 2 and "gengen analyse" in result.output
+
+
+def test_pilot_folder_feeds_the_plan(tmp_path: Path) -> None:
+    import gengen
+    from gengen.learning_curves import CurveCell, curve_table
+    from gengen.simulate import simulate
+
+    cell = CurveCell("pilot", n=20, schedule="dense-early", n_examples=1000, runs=2)
+    rng = np.random.default_rng(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        analysis = gengen.analyse(curve_table(cell, [simulate(cell, 0.5, rng) for _ in range(3)]), id_testset="id")
+    folder = tmp_path / "pilot"
+    analysis.to_dir(folder)
+    inputs = pilot_inputs(folder)
+    runs = analysis.pairs[analysis.pairs["level"] == "run"]
+    assert inputs.n == 20 and inputs.runs == 2 and inputs.n_examples == 1000 and inputs.measured_rho
+    assert inputs.information == pytest.approx(float(np.median(1 / runs["se_z"].to_numpy(float) ** 2)))
+    study = str(STUDIES / "paper-mnli-full.toml")
+    result = cli("plan", study, "--power", "--pilot", str(folder), "--rho", "0.4")
+    assert result.exit_code == 0, result.output
+    assert f"from pilot {folder}" in result.output
+    result = cli("plan", study, "--power", "--pilot", str(folder), "--pair", "ood_a,nope")
+    assert result.exit_code == 2 and "--pair" in result.output and "Traceback" not in result.output

@@ -65,10 +65,12 @@ __all__ = [
     "PowerInputs",
     "PowerPlan",
     "assumed_inputs",
+    "current_design",
     "design_steps",
     "effective_n",
     "format_power_plan",
     "global_power",
+    "information_per_run",
     "pair_power",
     "pilot_inputs",
     "plan_power",
@@ -105,6 +107,18 @@ def effective_n(n: float, phi_a: float, phi_b: float) -> float:
     :math:`n (1 - \phi_a\phi_b)/(1 + \phi_a\phi_b)`: the sample correlation of independent AR(1) series has
     variance :math:`(1 + \phi_a\phi_b)/((1 - \phi_a\phi_b) n)` to first order.
 
+    Parameters
+    ----------
+    n : float
+        Checkpoints.
+    phi_a, phi_b : float
+        Lag-one autocorrelations of the two series.
+
+    Returns
+    -------
+    float
+        The number of independent pairs of values with the same variance of r.
+
     Examples
     --------
     >>> effective_n(40, 0.0, 0.9), round(effective_n(40, 0.5, 0.5), 2)
@@ -118,6 +132,20 @@ def reliability(noise_sd: float, accuracy: float, n_examples: float) -> float:
     r"""Share of a test set's residual variance that is the model's own signal, not measurement noise.
 
     :math:`\sigma^2 / (\sigma^2 + p(1 - p)/N)`.
+
+    Parameters
+    ----------
+    noise_sd : float
+        Standard deviation σ of the test set's own deviations from its ID trend.
+    accuracy : float
+        Its accuracy p.
+    n_examples : float
+        Its examples N.
+
+    Returns
+    -------
+    float
+        In [0, 1].
 
     Examples
     --------
@@ -141,6 +169,22 @@ def pair_power(rho_observed: float, information: float, alpha: float, df: float 
     :math:`\Pr(|\delta + \varepsilon| > c)` with :math:`\delta = \operatorname{artanh}(\rho)\sqrt{I}`,
     :math:`\varepsilon` standard normal and :math:`c` Student's t quantile on ``df`` (normal when infinite).
 
+    Parameters
+    ----------
+    rho_observed : float
+        The partial correlation the data carry.
+    information : float
+        Information about artanh r (1/variance).
+    alpha : float
+        Two-sided level.
+    df : float
+        Degrees of freedom of the reference t (infinite: normal).
+
+    Returns
+    -------
+    float
+        The probability of a rejection.
+
     Examples
     --------
     >>> round(pair_power(0.0, 20.0, 0.05), 3)  # the level under the null
@@ -160,6 +204,24 @@ def global_power(rho_observed: float, information: float, pairs: int, share: flo
 
     A share of the pairs carry the correlation (non-centrality :math:`\pi m\,\operatorname{artanh}(\rho)^2 I`);
     the pairs' statistics are treated as independent.
+
+    Parameters
+    ----------
+    rho_observed : float
+        The partial correlation a co-moving pair's data carry.
+    information : float
+        Information about artanh r of each pair.
+    pairs : int
+        Pairs tested, m.
+    share : float
+        Share π of them that co-move.
+    alpha : float
+        Level.
+
+    Returns
+    -------
+    float
+        The probability that the χ² test rejects "no pair co-moves".
 
     Examples
     --------
@@ -267,9 +329,27 @@ def predict(
 ) -> tuple[float, float, float]:
     """Predicted power of ``design`` for one pair and for the global question, and the observed ρ.
 
+    Parameters
+    ----------
+    inputs : PowerInputs
+        The pilot's measurements or the assumptions.
+    design : Design
+        The candidate.
+    rho : float
+        Partial correlation of a co-moving pair (see :attr:`PowerInputs.measured_rho`).
+    share : float
+        Share of pairs co-moving, for the global question's proxy.
+    alpha : float
+        Level of both tests.
+
     Returns
     -------
-    pair, global, rho_observed : float
+    pair : float
+        Power for one pair tested at alpha / pairs.
+    global : float
+        Power of the global question's proxy.
+    rho_observed : float
+        The partial correlation the design's data carry.
     """
     rel = reliability(inputs.noise_sd, inputs.accuracy, design.n_examples)
     if inputs.measured_rho:
@@ -304,6 +384,7 @@ def pilot_inputs(
     Parameters
     ----------
     pilot : str, Path or gengen.Analysis
+        The output folder of ``gengen analyse``, or the analysis itself.
     pair : (str, str), optional
         Measure the pair's own information, autocorrelation and test sets (else the medians over all pairs).
     n_examples : int, optional
@@ -315,7 +396,7 @@ def pilot_inputs(
     Returns
     -------
     PowerInputs
-        n, information (median 1/se_z²) and φ (median lag-one autocorrelation of the residuals) of the pilot's
+        The n, information (median 1/se_z²) and φ (median lag-one autocorrelation of the residuals) of the pilot's
         testable run-level rows, the median accuracy and n_examples of its OOD test sets; ρ is then read as
         the pilot's design would measure it (``measured_rho``).
 
@@ -391,6 +472,22 @@ def assumed_inputs(
     n is the study's evaluations per run (its first model and regime), N the median size of its OOD test sets
     (``evaluation.max_examples`` applied), K its OOD test sets, S its seeds; φ, σ and the accuracy are assumed
     (φ = 0.5 gives Bartlett's information of the AR-sieve measured at n = 20 in the learning-curve simulator).
+
+    Parameters
+    ----------
+    config : StudyConfig
+        The study.
+    phi : float
+        Assumed lag-one autocorrelation of the residuals.
+    noise_sd : float
+        Assumed sd of a test set's own deviations from its ID trend.
+    accuracy : float
+        Assumed typical OOD accuracy.
+
+    Returns
+    -------
+    PowerInputs
+        With ``measured_rho`` False: ρ is the signal's.
     """
     current = current_design(config)
     return PowerInputs(
@@ -442,8 +539,24 @@ def _replicates(config: StudyConfig) -> int:
 
 
 def design_steps(total: int, evaluations: int, rise: float = DEFAULT_RISE) -> list[int]:
-    """Evaluation steps dense through the rise, then even: step 0, half of the rest evenly up to ``rise`` × total,
-    half evenly over the remainder (duplicates from rounding dropped, so short runs may get fewer).
+    """Evaluation steps dense through the rise, then even.
+
+    Step 0, half of the rest evenly up to ``rise`` × total, half evenly over the remainder (duplicates from
+    rounding dropped, so short runs may get fewer).
+
+    Parameters
+    ----------
+    total : int
+        The run's last step.
+    evaluations : int
+        Evaluations wanted, step 0 and the last step included.
+    rise : float
+        Share of training the rise takes.
+
+    Returns
+    -------
+    list of int
+        Increasing steps from 0 to ``total``.
 
     Examples
     --------
@@ -550,12 +663,21 @@ def plan_power(
         The chosen pair (kept among the test sets scored); default a typical pair.
     rise : float
         Share of training the rise takes (evaluation steps are dense up to it, then even).
-    gpus, gpu_memory_gib, tflops, mfu, tokens_per_example
-        The cost model of :func:`gengen.plan.plan_study`.
+    gpus : int
+        GPUs one run may use (cost model of :func:`gengen.plan.plan_study`).
+    gpu_memory_gib : float
+        Memory of one GPU.
+    tflops : float
+        Peak TFLOP/s of one GPU.
+    mfu : float
+        Assumed model-FLOPs utilisation.
+    tokens_per_example : int
+        Mean prompt length in tokens.
 
     Returns
     -------
     PowerPlan
+        The candidates, the recommended row and the steps and test sets it scores.
     """
     from gengen.plan import _data_size, plan_study
 
@@ -677,7 +799,20 @@ def _choose(grid: pd.DataFrame, current: Design) -> list[tuple[str, int]]:
 
 
 def format_power_plan(plan: PowerPlan, study: str | Path) -> str:
-    """The plan as a small table, the recommendation and the next commands."""
+    """The plan as a small table, the recommendation and the next commands.
+
+    Parameters
+    ----------
+    plan : PowerPlan
+        The result of :func:`plan_power`.
+    study : str or Path
+        The study file, for the commands printed.
+
+    Returns
+    -------
+    str
+        Lines for the terminal.
+    """
     inputs = plan.inputs
     what = f"pair {plan.pair[0]},{plan.pair[1]}" if plan.pair is not None else "a typical pair"
     meaning = "as the pilot measures it" if inputs.measured_rho else "of the signal, before measurement noise"
@@ -744,11 +879,35 @@ def simulated_power(
     when the pair's p-value (the seeds' fixed-effect pooled ``p_fixed``, or the run's ``p_deciding`` with one
     seed) is below ``alpha / pairs``.
 
+    Parameters
+    ----------
+    design : Design
+        Seeds, evaluations and examples simulated (its test sets are always two).
+    rho : float
+        Correlation of the two OOD noises in the simulator (its partial correlation is
+        :func:`gengen.learning_curves.design_partial_corr`).
+    replicates : int
+        Simulated models (groups of ``design.seeds`` runs).
+    phi : float
+        AR(1) coefficient of the simulated noise.
+    alpha : float
+        Level.
+    pairs : int
+        Pairs the level is divided by.
+    n_boot : int
+        Sieve resamples per run.
+    seed : int
+        Seed of the simulation and of the analysis.
+
     Returns
     -------
-    power, mc_se, power_random : float
-        The share found, its Monte Carlo standard error, and the share found by the random-effects ``p_random``
-        (what the verdict pools seeds with; equal to ``power`` with one seed).
+    power : float
+        The share of replicates found.
+    mc_se : float
+        Its Monte Carlo standard error.
+    power_random : float
+        The share found by the random-effects ``p_random`` (what the verdict pools seeds with; equal to
+        ``power`` with one seed).
     """
     import gengen
     from gengen.learning_curves import CurveCell, curve_table
