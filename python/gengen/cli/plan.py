@@ -81,6 +81,8 @@ def plan_command(
 
     Reads only the study file, local config.json files and gengen's table of known model shapes (no network).
     Exits with status 2, naming the model, when a model cannot be trained or scored on the GPUs given.
+    With --power: the design instead (seeds, evaluations, examples, pairs) that reaches the target power for a
+    chosen pair and for the global question within --budget, from a --pilot analysis or assumed curves.
     """
     from gengen.config import load_config
     from gengen.errors import ConfigError, GengenError
