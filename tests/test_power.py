@@ -174,3 +174,19 @@ def test_pilot_folder_feeds_the_plan(tmp_path: Path) -> None:
     assert f"from pilot {folder}" in result.output
     result = cli("plan", study, "--power", "--pilot", str(folder), "--pair", "ood_a,nope")
     assert result.exit_code == 2 and "--pair" in result.output and "Traceback" not in result.output
+
+
+def test_examples_from_an_accuracys_stderr() -> None:
+    import pandas as pd
+
+    from gengen.power import _examples
+
+    # lm-eval's stderr of an accuracy on N examples: sqrt(p (1 - p) / (N - 1)).
+    scores = pd.DataFrame(
+        {
+            "value": [0.3, 0.6, 0.5],
+            "stderr": [math.sqrt(0.21 / 199), math.sqrt(0.24 / 999), np.nan],
+            "n_examples": pd.array([pd.NA, pd.NA, 50], dtype="Int64"),
+        }
+    )
+    assert _examples(scores).tolist() == [200.0, 1000.0, 50.0]

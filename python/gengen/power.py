@@ -372,6 +372,25 @@ def _median(values: Sequence[float] | np.ndarray | pd.Series) -> float:
     return float(np.median(array)) if array.size else float("nan")
 
 
+def _examples(scores: pd.DataFrame) -> np.ndarray:
+    """Examples behind each score: ``n_examples``, else from an accuracy's standard error.
+
+    lm-eval's stderr of an accuracy is :math:`\\sqrt{p(1-p)/(N-1)}`, so :math:`N = p(1-p)/\\text{se}^2 + 1`.
+    """
+    recorded = (
+        scores["n_examples"].to_numpy(float, na_value=np.nan)
+        if "n_examples" in scores.columns
+        else np.full(len(scores), np.nan)
+    )
+    if "stderr" in scores.columns:
+        p = scores["value"].to_numpy(float, na_value=np.nan)
+        se = scores["stderr"].to_numpy(float, na_value=np.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            implied = np.where((p > 0) & (p < 1) & (se > 0), p * (1 - p) / se**2 + 1, np.nan)
+        recorded = np.where(np.isfinite(recorded), recorded, np.round(implied))
+    return recorded
+
+
 def pilot_inputs(
     pilot: object,
     *,
@@ -388,7 +407,8 @@ def pilot_inputs(
     pair : (str, str), optional
         Measure the pair's own information, autocorrelation and test sets (else the medians over all pairs).
     n_examples : int, optional
-        Examples per test set where the pilot's scores do not record ``n_examples``.
+        Examples per test set, where the pilot's scores record neither ``n_examples`` nor the ``stderr`` of
+        an accuracy (from which N = p(1 - p)/se² + 1).
     noise_sd : float
         The assumed signal sd of the reliability (a pilot cannot separate it from the measurement noise of a
         fixed test set, whose error persists across checkpoints).
@@ -442,9 +462,11 @@ def pilot_inputs(
         ood = ood[ood["metric"].astype(str) == metric]
     if ood.empty:
         raise InputError(f"{where}: scores.parquet has no OOD scores of {metric!r} to measure accuracy from")
-    examples = ood["n_examples"].to_numpy(float) if "n_examples" in ood.columns else np.array([np.nan])
+    examples = _examples(ood)
     if n_examples is None and not np.isfinite(examples).any():
-        raise InputError(f"{where}: the scores record no n_examples; give the examples per test set (--examples)")
+        raise InputError(
+            f"{where}: the scores record neither n_examples nor stderr; give the examples per test set (--examples)"
+        )
     return PowerInputs(
         n=n,
         phi=phi,
@@ -781,7 +803,7 @@ def _choose(grid: pd.DataFrame, current: Design) -> list[tuple[str, int]]:
     chosen = [("current", int(grid.index[now][0]))]
     for lever, fixed in levers.items():
         rows = grid[at(**fixed) & grid["meets"]]
-        if len(rows):
+        if len(rows) and not now[rows.index].any():  # the current design meets it already: no row of its own
             chosen.append(
                 (f"only {lever}", int(rows.sort_values(["gpu_hours", "power_pair"], ascending=[True, False]).index[0]))
             )

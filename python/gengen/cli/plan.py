@@ -58,6 +58,10 @@ def plan_command(
     pilot: Annotated[
         Path | None, typer.Option("--pilot", help="--power: a pilot's gengen analyse folder (else assumed curves).")
     ] = None,
+    examples: Annotated[
+        int | None,
+        typer.Option("--examples", help="--power --pilot: examples per test set, where the scores do not say."),
+    ] = None,
     rho: Annotated[float, typer.Option("--rho", help="--power: partial correlation of a co-moving pair.")] = 0.3,
     budget: Annotated[
         float | None, typer.Option("--budget", help="--power: GPU-hours the whole study may take.")
@@ -95,6 +99,7 @@ def plan_command(
             study,
             config,
             pilot,
+            examples,
             rho,
             budget,
             pair,
@@ -154,6 +159,7 @@ def _power(
     study: StudyConfig,
     config: Path,
     pilot: Path | None,
+    examples: int | None,
     rho: float,
     budget: float | None,
     pair: str | None,
@@ -180,7 +186,7 @@ def _power(
         chosen = (names[0], names[1])
     try:
         if pilot is not None:
-            inputs = pilot_inputs(pilot, pair=chosen, noise_sd=noise_sd)
+            inputs = pilot_inputs(pilot, pair=chosen, n_examples=examples, noise_sd=noise_sd)
         else:
             inputs = assumed_inputs(study, phi=phi, noise_sd=noise_sd, accuracy=accuracy)
         plan = plan_power(
