@@ -190,3 +190,27 @@ def test_examples_from_an_accuracys_stderr() -> None:
         }
     )
     assert _examples(scores).tolist() == [200.0, 1000.0, 50.0]
+
+
+def test_few_shot_replicates_and_short_runs() -> None:
+    config = load_config(STUDIES / "paper-mnli-fewshot.toml")
+    inputs = assumed_inputs(config)
+    assert inputs.runs == len(config.training.seeds) * len(config.data.data_seeds)
+    plan = plan_power(config, inputs, rho=0.3, models=["opt-2.7b"])
+    whole = plan_power(config, inputs, rho=0.3)
+    current = plan.table[plan.table["label"] == "current"].iloc[0]
+    assert current["gpu_hours"] < whole.table[whole.table["label"] == "current"].iloc[0]["gpu_hours"]
+    # Every evaluation count in the table is one the run can hold: design_steps gives that many steps.
+    from gengen.power import _total_steps
+
+    total = _total_steps(config)
+    for count in plan.table["evaluations"]:
+        assert count == config_evaluations(config) or any(
+            len(design_steps(total, n, 0.15)) == count for n in (20, 40, 60, 100)
+        )
+
+
+def config_evaluations(config: Any) -> int:
+    from gengen.power import current_design
+
+    return current_design(config).evaluations

@@ -662,6 +662,7 @@ def plan_power(
     tflops: float = 989.0,
     mfu: float = 0.35,
     tokens_per_example: int = 64,
+    models: Sequence[str] | None = None,
 ) -> PowerPlan:
     """Candidate designs of ``config`` with predicted power and GPU-hours, and the cheapest that reaches ``target``.
 
@@ -695,6 +696,8 @@ def plan_power(
         Assumed model-FLOPs utilisation.
     tokens_per_example : int
         Mean prompt length in tokens.
+    models : sequence of str, optional
+        Only these models' runs count towards the GPU-hours.
 
     Returns
     -------
@@ -743,6 +746,7 @@ def plan_power(
                     tflops=tflops,
                     mfu=mfu,
                     tokens_per_example=tokens_per_example,
+                    models=models,
                 )
                 cost[(n, size, k)] = sum(r.gpu_hours for r in rows) / current.seeds  # per replicate
     records = []

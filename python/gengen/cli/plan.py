@@ -113,6 +113,7 @@ def plan_command(
             tflops,
             mfu,
             tokens_per_example,
+            model,
         )
         return
     try:
@@ -173,6 +174,7 @@ def _power(
     tflops: float,
     mfu: float,
     tokens_per_example: int,
+    models: list[str] | None,
 ) -> None:
     """``gengen plan --power``: :func:`gengen.power.plan_power` from a pilot or assumed curves, printed."""
     from gengen.errors import ConfigError, GengenError
@@ -202,6 +204,7 @@ def _power(
             tflops=tflops,
             mfu=mfu,
             tokens_per_example=tokens_per_example,
+            models=models,
         )
     except GengenError as error:
         if error.option is None:
