@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gengen.cli._common import StudyFile, user_errors_exit
+
+if TYPE_CHECKING:
+    from gengen.config import StudyConfig
 
 FLAGS = {
     "gpus": "--gpus",
@@ -16,6 +20,14 @@ FLAGS = {
     "mfu": "--mfu",
     "tokens_per_example": "--tokens-per-example",
     "overhead_gib": "--overhead",
+    "rho": "--rho",
+    "budget": "--budget",
+    "target": "--target",
+    "share": "--share",
+    "phi": "--phi",
+    "noise_sd": "--noise-sd",
+    "accuracy": "--accuracy",
+    "pair": "--pair",
 }
 """The flag of each :func:`gengen.plan.plan_study` option an error may name."""
 
@@ -36,11 +48,45 @@ def plan_command(
     tokens_per_example: Annotated[int, typer.Option(help="Mean prompt length in tokens, for the FLOPs.")] = 64,
     overhead: Annotated[float, typer.Option(help="Fixed GiB per GPU on top (CUDA context, allocator).")] = 1.0,
     model: Annotated[list[str] | None, typer.Option("--model", help="Only this model (repeatable).")] = None,
+    power: Annotated[
+        bool,
+        typer.Option(
+            "--power",
+            help="Plan the design: seeds, evaluations, examples and pairs for the target power (docs/power.md).",
+        ),
+    ] = False,
+    pilot: Annotated[
+        Path | None, typer.Option("--pilot", help="--power: a pilot's gengen analyse folder (else assumed curves).")
+    ] = None,
+    examples: Annotated[
+        int | None,
+        typer.Option("--examples", help="--power --pilot: examples per test set, where the scores do not say."),
+    ] = None,
+    rho: Annotated[float, typer.Option("--rho", help="--power: partial correlation of a co-moving pair.")] = 0.3,
+    budget: Annotated[
+        float | None, typer.Option("--budget", help="--power: GPU-hours the whole study may take.")
+    ] = None,
+    pair: Annotated[str | None, typer.Option("--pair", help="--power: the chosen pair, A,B.")] = None,
+    target: Annotated[float, typer.Option("--target", help="--power: power wanted for both questions.")] = 0.8,
+    share: Annotated[
+        float, typer.Option("--share", help="--power: share of pairs co-moving, for the global question.")
+    ] = 0.1,
+    phi: Annotated[
+        float, typer.Option("--phi", help="--power without --pilot: residual lag-1 autocorrelation assumed.")
+    ] = 0.5,
+    noise_sd: Annotated[
+        float, typer.Option("--noise-sd", help="--power: sd of a test set's own deviations from its ID trend.")
+    ] = 0.04,
+    accuracy: Annotated[
+        float, typer.Option("--accuracy", help="--power without --pilot: typical OOD accuracy assumed.")
+    ] = 0.7,
 ) -> None:
     """Plan a study on GPUs: strategy, memory per GPU, checkpoint disk and GPU-hours per model and regime.
 
     Reads only the study file, local config.json files and gengen's table of known model shapes (no network).
     Exits with status 2, naming the model, when a model cannot be trained or scored on the GPUs given.
+    With --power: the design instead (seeds, evaluations, examples, pairs) that reaches the target power for a
+    chosen pair and for the global question within --budget, from a --pilot analysis or assumed curves.
     """
     from gengen.config import load_config
     from gengen.errors import ConfigError, GengenError
@@ -48,6 +94,28 @@ def plan_command(
     from gengen.plan import fit_advice, format_plan, plan_study
 
     study = load_config(config)
+    if power:
+        _power(
+            study,
+            config,
+            pilot,
+            examples,
+            rho,
+            budget,
+            pair,
+            target,
+            share,
+            phi,
+            noise_sd,
+            accuracy,
+            gpus,
+            gpu_memory,
+            tflops,
+            mfu,
+            tokens_per_example,
+            model,
+        )
+        return
     try:
         rows = plan_study(
             study,
@@ -86,6 +154,63 @@ def plan_command(
             f"model {too_big.model!r} ({too_big.regime}): {part} needs ~{need:.1f} GiB per GPU, more than "
             f"{gpus} GPU(s) of {gpu_memory:g} GiB hold; not yet tried: {hint}"
         )
+
+
+def _power(
+    study: StudyConfig,
+    config: Path,
+    pilot: Path | None,
+    examples: int | None,
+    rho: float,
+    budget: float | None,
+    pair: str | None,
+    target: float,
+    share: float,
+    phi: float,
+    noise_sd: float,
+    accuracy: float,
+    gpus: int,
+    gpu_memory: float,
+    tflops: float,
+    mfu: float,
+    tokens_per_example: int,
+    models: list[str] | None,
+) -> None:
+    """``gengen plan --power``: :func:`gengen.power.plan_power` from a pilot or assumed curves, printed."""
+    from gengen.errors import ConfigError, GengenError
+    from gengen.power import assumed_inputs, format_power_plan, pilot_inputs, plan_power
+
+    chosen: tuple[str, str] | None = None
+    if pair is not None:
+        names = [name.strip() for name in pair.split(",")]
+        if len(names) != 2 or not all(names):
+            raise ConfigError(f"option --pair: expected two OOD test sets as A,B, got {pair!r}")
+        chosen = (names[0], names[1])
+    try:
+        if pilot is not None:
+            inputs = pilot_inputs(pilot, pair=chosen, n_examples=examples, noise_sd=noise_sd)
+        else:
+            inputs = assumed_inputs(study, phi=phi, noise_sd=noise_sd, accuracy=accuracy)
+        plan = plan_power(
+            study,
+            inputs,
+            rho=rho,
+            budget=budget,
+            target=target,
+            share=share,
+            pair=chosen,
+            gpus=gpus,
+            gpu_memory_gib=gpu_memory,
+            tflops=tflops,
+            mfu=mfu,
+            tokens_per_example=tokens_per_example,
+            models=models,
+        )
+    except GengenError as error:
+        if error.option is None:
+            raise
+        raise ConfigError(error.render(lambda name: FLAGS.get(name, name))) from None
+    typer.echo(format_power_plan(plan, config))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,216 @@
+"""``gengen plan --power``: the power model's closed-form parts against scipy and Monte Carlo, its prediction
+against ``gengen simulate``'s learning curves analysed by ``gengen.analyse``, and the command's exits."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from gengen.config import load_config
+from gengen.power import (
+    Design,
+    assumed_inputs,
+    design_steps,
+    effective_n,
+    global_power,
+    pair_power,
+    pilot_inputs,
+    plan_power,
+    predict,
+    reliability,
+    simulated_power,
+)
+
+STUDIES = Path(__file__).resolve().parents[1] / "studies"
+
+
+def cli(*args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from gengen.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_pair_power_matches_pearson_test_on_bivariate_normals() -> None:
+    # Fisher z with I = n - 3 against scipy's exact Pearson test on independent draws: the approximation and
+    # the Monte Carlo (s.e. <= 0.008 at 4,000 draws) together stay within 0.03.
+    rng = np.random.default_rng(1)
+    n, rho, draws = 30, 0.4, 4000
+    cov = [[1.0, rho], [rho, 1.0]]
+    hits = 0
+    for _ in range(draws):
+        x = rng.multivariate_normal([0.0, 0.0], cov, size=n)
+        hits += stats.pearsonr(x[:, 0], x[:, 1]).pvalue < 0.05
+    assert abs(pair_power(rho, n - 3, 0.05) - hits / draws) < 0.03
+    assert pair_power(0.0, 50.0, 0.01) == pytest.approx(0.01, abs=1e-12)
+    # Student's t reference: exactly the t test's power when delta = 0.
+    assert pair_power(0.0, 10.0, 0.05, df=5) == pytest.approx(2 * stats.t.sf(stats.t.ppf(0.975, 5), 1e9), abs=1e-3)
+
+
+def test_effective_n_is_bartletts_variance_of_r_for_ar1_series() -> None:
+    # Var(r) of two independent AR(1) series vs 1/n_eff; 3,000 pairs of length 400: within 10%.
+    rng = np.random.default_rng(2)
+    phi, n, pairs = 0.6, 400, 3000
+    shocks = rng.standard_normal((2, pairs, n))
+    series = np.empty_like(shocks)
+    series[:, :, 0] = shocks[:, :, 0] / math.sqrt(1 - phi**2)
+    for t in range(1, n):
+        series[:, :, t] = phi * series[:, :, t - 1] + shocks[:, :, t]
+    a = series[0] - series[0].mean(axis=1, keepdims=True)
+    b = series[1] - series[1].mean(axis=1, keepdims=True)
+    r = (a * b).sum(axis=1) / np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))
+    assert np.var(r) == pytest.approx(1 / effective_n(n, phi, phi), rel=0.10)
+    assert effective_n(40, 0.0, 0.9) == 40.0
+
+
+def test_global_power_matches_sum_of_squared_normals() -> None:
+    # The proxy's non-central chi-square against its definition simulated: 28 pairs, 3 of them co-moving.
+    rng = np.random.default_rng(3)
+    pairs, share, rho, information = 28, 3 / 28, 0.4, 30.0
+    delta = math.atanh(rho) * math.sqrt(information)
+    means = np.zeros(pairs)
+    means[:3] = delta
+    z = rng.standard_normal((20000, pairs)) + means
+    simulated = float(((z**2).sum(axis=1) > stats.chi2.isf(0.05, pairs)).mean())
+    assert global_power(rho, information, pairs, share, 0.05) == pytest.approx(simulated, abs=0.015)
+    assert global_power(0.0, information, pairs, share, 0.05) == pytest.approx(0.05, abs=1e-9)
+
+
+def test_reliability_and_steps() -> None:
+    assert reliability(0.02, 0.5, 625) == pytest.approx(0.5)
+    assert reliability(0.04, 0.7, 10**9) == pytest.approx(1.0, abs=1e-6)
+    steps = design_steps(10_000, 21)
+    assert steps[0] == 0 and steps[-1] == 10_000 and len(steps) == 21
+    early = [s for s in steps if 0 < s <= 1500]
+    assert len(early) == 10  # half of the evaluations through the rise (15% of training)
+
+
+@pytest.mark.slow
+def test_predicted_power_matches_gengen_simulate() -> None:
+    """The contract of issue 33: a pilot (3 seeds, 20 dense-early checkpoints, N = 1,000) measured by
+    ``gengen.analyse``; the design it recommends for 90% power at the pilot's ρ, simulated with enough
+    replicates for a Monte Carlo s.e. <= 0.02, finds the pair within ±0.05 of the prediction."""
+    import gengen
+    from gengen.learning_curves import CurveCell, curve_table, design_partial_corr
+    from gengen.simulate import simulate
+
+    warnings.simplefilter("ignore")
+    noise_rho = 0.6
+    cell = CurveCell("pilot", n=20, schedule="dense-early", n_examples=1000, runs=3)
+    rng = np.random.default_rng(7)
+    group = [simulate(cell, noise_rho, rng) for _ in range(20)]
+    pilot = gengen.analyse(curve_table(cell, group), id_testset="id", n_boot=299, seed=1)
+    inputs = pilot_inputs(pilot)
+    rho = design_partial_corr(cell, noise_rho)  # the partial correlation the pilot's design carries
+    seeds = next(s for s in range(1, 30) if predict(inputs, Design(s, 20, 1000, 2), rho)[0] >= 0.9)
+    predicted = predict(inputs, Design(seeds, 20, 1000, 2), rho)[0]
+    # Enough replicates for s.e. <= 0.02 anywhere within the tolerance of the prediction.
+    worst = max(p * (1 - p) for p in np.clip([predicted - 0.05, predicted, predicted + 0.05], 0, 1))
+    replicates = math.ceil(worst / 0.02**2)
+    power, se, _ = simulated_power(Design(seeds, 20, 1000, 2), noise_rho, replicates=replicates, seed=11)
+    assert se <= 0.02, (seeds, predicted, power, se)
+    assert abs(power - predicted) <= 0.05, (seeds, predicted, power, se)
+
+
+def test_plan_power_recommends_within_budget() -> None:
+    config = load_config(STUDIES / "paper-mnli-full.toml")
+    inputs = assumed_inputs(config)
+    plan = plan_power(config, inputs, rho=0.3, budget=10_000)
+    assert plan.recommended is not None
+    best = plan.table.loc[plan.recommended]
+    assert best["power_pair"] >= 0.8 and best["power_global"] >= 0.8 and best["gpu_hours"] <= 10_000
+    meeting = plan.table[plan.table["meets"].astype(bool)]
+    assert best["gpu_hours"] == meeting["gpu_hours"].min()
+    current = plan.table[plan.table["label"] == "current"].iloc[0]
+    assert current["power_pair"] == pytest.approx(
+        predict(inputs, Design(3, int(current["evaluations"]), int(current["n_examples"]), 7), 0.3)[0]
+    )
+    tiny = plan_power(config, inputs, rho=0.3, budget=1.0)
+    assert tiny.recommended is None and tiny.table["label"].iloc[-1] == "most power"
+
+
+def test_plan_power_cli() -> None:
+    study = str(STUDIES / "paper-mnli-full.toml")
+    result = cli("plan", study, "--power", "--rho", "0.3", "--pair", "snli,hans", "--budget", "10000")
+    assert result.exit_code == 0, result.output
+    assert "recommended:" in result.output and "snli, hans" in result.output
+    for bad, named in (
+        (("--pair", "snli"), "--pair"),
+        (("--pair", "snli,nope"), "--pair"),
+        (("--rho", "1.5"), "--rho"),
+    ):
+        result = cli("plan", study, "--power", *bad)
+        assert result.exit_code == 2 and named in result.output and "Traceback" not in result.output
+    result = cli("plan", study, "--power", "--pilot", str(STUDIES))
+    assert result.exit_code == 2 and "gengen analyse" in result.output
+
+
+def test_pilot_folder_feeds_the_plan(tmp_path: Path) -> None:
+    import gengen
+    from gengen.learning_curves import CurveCell, curve_table
+    from gengen.simulate import simulate
+
+    cell = CurveCell("pilot", n=20, schedule="dense-early", n_examples=1000, runs=2)
+    rng = np.random.default_rng(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        analysis = gengen.analyse(curve_table(cell, [simulate(cell, 0.5, rng) for _ in range(3)]), id_testset="id")
+    folder = tmp_path / "pilot"
+    analysis.to_dir(folder)
+    inputs = pilot_inputs(folder)
+    runs = analysis.pairs[analysis.pairs["level"] == "run"]
+    assert inputs.n == 20 and inputs.runs == 2 and inputs.n_examples == 1000 and inputs.measured_rho
+    assert inputs.information == pytest.approx(float(np.median(1 / runs["se_z"].to_numpy(float) ** 2)))
+    study = str(STUDIES / "paper-mnli-full.toml")
+    result = cli("plan", study, "--power", "--pilot", str(folder), "--rho", "0.4")
+    assert result.exit_code == 0, result.output
+    assert f"from pilot {folder}" in result.output
+    result = cli("plan", study, "--power", "--pilot", str(folder), "--pair", "ood_a,nope")
+    assert result.exit_code == 2 and "--pair" in result.output and "Traceback" not in result.output
+
+
+def test_examples_from_an_accuracys_stderr() -> None:
+    import pandas as pd
+
+    from gengen.power import _examples
+
+    # lm-eval's stderr of an accuracy on N examples: sqrt(p (1 - p) / (N - 1)).
+    scores = pd.DataFrame(
+        {
+            "value": [0.3, 0.6, 0.5],
+            "stderr": [math.sqrt(0.21 / 199), math.sqrt(0.24 / 999), np.nan],
+            "n_examples": pd.array([pd.NA, pd.NA, 50], dtype="Int64"),
+        }
+    )
+    assert _examples(scores).tolist() == [200.0, 1000.0, 50.0]
+
+
+def test_few_shot_replicates_and_short_runs() -> None:
+    config = load_config(STUDIES / "paper-mnli-fewshot.toml")
+    inputs = assumed_inputs(config)
+    assert inputs.runs == len(config.training.seeds) * len(config.data.data_seeds)
+    plan = plan_power(config, inputs, rho=0.3, models=["opt-2.7b"])
+    whole = plan_power(config, inputs, rho=0.3)
+    current = plan.table[plan.table["label"] == "current"].iloc[0]
+    assert current["gpu_hours"] < whole.table[whole.table["label"] == "current"].iloc[0]["gpu_hours"]
+    # Every evaluation count in the table is one the run can hold: design_steps gives that many steps.
+    from gengen.power import _total_steps
+
+    total = _total_steps(config)
+    for count in plan.table["evaluations"]:
+        assert count == config_evaluations(config) or any(
+            len(design_steps(total, n, 0.15)) == count for n in (20, 40, 60, 100)
+        )
+
+
+def config_evaluations(config: Any) -> int:
+    from gengen.power import current_design
+
+    return current_design(config).evaluations
