@@ -280,10 +280,31 @@ def test_run_dry_run_ends_with_the_totals_of_the_plan() -> None:
     assert sum(int(m.group(1)) * int(m.group(2)) for m in per_model if m) == int(total.group(2).replace(",", ""))
     assert sum(int(m.group(1)) * int(m.group(3)) for m in per_model if m) == int(total.group(3).replace(",", ""))
     assert lines[-1] == f"next: gengen run {path}"
-    # 40 log-spaced steps over a 40-step run, rounded, with 0 and the last: numpy counts the distinct ones.
-    distinct = len({0, 40} | {round(float(p)) for p in np.geomspace(1, 40, 40)})
-    note = next(line for line in lines if "note: evaluation.log_points = 40" in line)
-    assert "in a run of 40 steps" in note and f"({distinct} evaluations)" in note
+    note = next(line.strip() for line in lines if "evaluation.log_points = 40" in line)
+    assert note == short_run_note(), note
+    # gengen plan prints the same note under its table, then the command that runs the study.
+    from gengen.cli import app as cli_app
+
+    planned = CliRunner().invoke(cli_app, ["plan", str(path)])
+    assert planned.exit_code == 0, planned.output
+    plan_lines = planned.output.strip().splitlines()
+    assert note in plan_lines and re.search(r"\bevals\b", plan_lines[1])
+    evals = {int(line.split()[-2]) for line in plan_lines[2:] if line.startswith("olmo2-7b") and " 16 shots " in line}
+    assert evals == {int(note.rsplit(": ", 1)[1].split()[0])}  # the table's evals column is the note's count
+    assert plan_lines[-1].startswith(f"next: gengen run {path} --executor local   (add --dry-run")
+
+
+def short_run_note() -> str:
+    """The note on paper-mnli-fewshot's shortest run (16 shots: 40 steps), counted here with numpy alone."""
+    # 40 log-spaced steps over a 40-step run, rounded: numpy counts the distinct ones and the repeated ones.
+    rounded = [round(float(p)) for p in np.geomspace(1, 40, 40)]
+    distinct = sorted(set(rounded))
+    repeated = [step for step in distinct if rounded.count(step) > 1]
+    return (
+        "note: olmo2-7b (16 shots): evaluation.log_points = 40 asks for 40 log-spaced steps plus step 0, but in "
+        f"a run of 40 steps {40 - len(distinct)} of them round to a step already taken (all at or below step "
+        f"{max(repeated)}), each scored once: {len(set(distinct) | {0})} evaluations"
+    )
 
 
 @pytest.mark.parametrize("step_column", ["empty", "absent"])
