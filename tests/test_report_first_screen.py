@@ -28,13 +28,19 @@ from gengen.simulate import simulate_trajectories
 from gengen.verdict import build_verdict
 
 
-@pytest.fixture(scope="module")
-def two_models_two_runs() -> Analysis:
+def two_models_two_runs_scores(*, seeded: bool) -> pd.DataFrame:
+    """Two models x two runs of simulated trajectories; ``seeded``: with a seed column that makes the runs
+    replicates of their model, which the verdict pools (runs told apart by nothing are conditions of their own)."""
     frames = []
     for seed, (model, run) in enumerate((("m-70m", "s1"), ("m-70m", "s2"), ("m-1b", "s1"), ("m-1b", "s2"))):
         frame = simulate_trajectories(n=30, n_testsets=4, phi=0.3, shared=0.5, seed=seed + 1, model=model)
-        frames.append(frame.assign(run=run))
-    return analyse(pd.concat(frames, ignore_index=True), id_testset="id", metric="accuracy", n_boot=199)
+        frames.append(frame.assign(run=run, **({"seed": int(run[1:])} if seeded else {})))
+    return pd.concat(frames, ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def two_models_two_runs() -> Analysis:
+    return analyse(two_models_two_runs_scores(seeded=True), id_testset="id", metric="accuracy", n_boot=199)
 
 
 def test_the_verdict_box_opens_with_the_answer_and_no_empty_band(two_models_two_runs: Analysis, tmp_path: Path) -> None:
@@ -55,6 +61,20 @@ def test_the_verdict_box_opens_with_the_answer_and_no_empty_band(two_models_two_
     assert "4 groups" in note and "2 models" in note and note in html.unescape(page)
     sign = verdict.agreement["sign_agreement"]["median"]
     assert f"median sign agreement {sign:.0%}" in note
+
+
+def test_runs_kept_apart_give_one_level_of_agreement_and_no_note() -> None:
+    """Without a seed, runs are conditions of their own: the verdict compares the same four groups as "Across
+    groups", with the same figures, and no line about two levels is printed."""
+    scores = two_models_two_runs_scores(seeded=False)
+    unpooled = analyse(scores, id_testset="id", metric="accuracy", n_boot=199, progress=False)
+    comparison = compare(unpooled, n_perm=99)
+    verdict = build_verdict(unpooled, n_perm=99)
+    assert len(verdict.groups) == len(comparison.groups) == 4 and levels_text(4, verdict) == ""
+    agreement = comparison.agreement
+    assert verdict.agreement["n_comparisons"] == len(agreement)
+    assert verdict.agreement["mantel_r"]["median"] == pytest.approx(agreement["mantel_r"].median(), abs=1e-12)
+    assert verdict.agreement["sign_agreement"]["median"] == pytest.approx(agreement["sign_agreement"].median())
 
 
 def test_the_header_names_the_deciding_p_and_why_it_is_not_the_requested_one(
