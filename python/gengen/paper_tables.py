@@ -75,7 +75,7 @@ def _read(folder: Path, table: str) -> pd.DataFrame:
     if not path.is_file():
         hint = "gengen analyse or gengen compare writes it" if table == "verdict" else "gengen analyse writes it"
         raise InputError(f"{path}: missing ({hint}); --table {table} reads it")
-    return read_csv(path)
+    return read_csv(path, low_memory=False)  # one pass: no DtypeWarning on a 64,512-row pairs.csv
 
 
 def _verdict_adjust(folder: Path) -> str:
