@@ -31,9 +31,11 @@ from gengen.verdict import build_verdict
 @pytest.fixture(scope="module")
 def two_models_two_runs() -> Analysis:
     frames = []
-    for seed, (model, run) in enumerate((("m-70m", "s1"), ("m-70m", "s2"), ("m-1b", "s1"), ("m-1b", "s2"))):
+    # seed= labels: the runs are replicates of one condition, which the verdict pools (issue 33)
+    runs = (("m-70m", "seed=1"), ("m-70m", "seed=2"), ("m-1b", "seed=1"), ("m-1b", "seed=2"))
+    for seed, (model, run) in enumerate(runs):
         frame = simulate_trajectories(n=30, n_testsets=4, phi=0.3, shared=0.5, seed=seed + 1, model=model)
-        frames.append(frame.assign(run=run))
+        frames.append(frame.assign(run=run, seed=int(run.removeprefix("seed="))))  # the stored seed wins over the label
     return analyse(pd.concat(frames, ignore_index=True), id_testset="id", metric="accuracy", n_boot=199)
 
 
@@ -153,7 +155,7 @@ def test_ingest_quiet_prints_no_read_lines_and_groups_a_folder(tmp_path: Path) -
 def test_residual_panel_titles_carry_the_hint(two_models_two_runs: Analysis) -> None:
     from gengen.report.figures import residual_scatter
 
-    figure = residual_scatter(two_models_two_runs, "m-70m", "s1")
+    figure = residual_scatter(two_models_two_runs, "m-70m", "seed=1")
     titles = [ax.get_title() for ax in figure.axes if ax.get_title()]
     assert titles and all(re.search(r"\nn = 30, df = [0-9.]+", title) for title in titles)
     rows = two_models_two_runs.pairs
