@@ -64,6 +64,16 @@ def _cut_row(name: str) -> Callable[[Path], None]:
     return setup
 
 
+def _pooled(**columns: list[object]) -> Callable[[Path], None]:
+    """A ``pooled.parquet`` beside the analysis holding ``columns`` (and the pair's names when asked for)."""
+
+    def setup(folder: Path) -> None:
+        names = {} if "a" in columns else {"testset_a": ["ood_a"], "testset_b": ["ood_b"]}
+        pd.DataFrame({**names, **columns}).to_parquet(folder / "analysis" / "pooled.parquet")
+
+    return setup
+
+
 def _settings(key: str, value: object) -> Callable[[Path], None]:
     def setup(folder: Path) -> None:
         path = folder / "analysis" / "summary.json"
@@ -139,6 +149,11 @@ def cases() -> list[Case]:
              f"{a}/scores.parquet: missing column(s) model"),
             (f"{command}-scores-parquet-directory", argv, _damage("analysis/scores.parquet", "directory"),
              f"{a}/scores.parquet: a directory"),
+            (f"{command}-pooled-parquet-text", argv, _pooled(r_random=["lots"]),
+             f"{a}/pooled.parquet: column 'r_random' holds 'lots'"),
+            (f"{command}-pooled-parquet-wrong-columns", argv, _pooled(a=[1]), f"{a}/pooled.parquet: missing column(s)"),
+            (f"{command}-pooled-parquet-directory", argv, lambda f: (f / "analysis" / "pooled.parquet").mkdir(),
+             f"{a}/pooled.parquet: a directory"),
         ]  # fmt: skip
     rows += [
         ("report-compare-long-truncated", REPORT, _cut_row("compare_long.csv"), f"{a}/compare_long.csv: truncated"),

@@ -383,7 +383,9 @@ class Analysis:
             if not file.exists():
                 return pd.DataFrame()
             stored.check_file(file, "expected the output folder of gengen analyse")
-            return table(name)
+            if name == "pooled":
+                return table(name, required=stored.POOLED_REQUIRED, numeric=stored.POOLED_NUMERIC)
+            return table(name, required=stored.POOLED_REQUIRED, numeric=stored.PAIRS_NUMERIC)
 
         pairs = table(
             "pairs", required=stored.PAIRS_REQUIRED, numeric=stored.PAIRS_NUMERIC, boolean=stored.PAIRS_BOOLEAN
