@@ -75,7 +75,7 @@ def report_command(
         for name in (a, b):
             if name not in known:
                 raise GengenError(f"--pair: {name!r} is not an OOD test set of this analysis")
-    if analysis is whole and (analysis_dir / "compare_long.csv").is_file():
+    if analysis is whole and (analysis_dir / "compare_long.csv").exists():
         comparison = Comparison.from_dir(analysis_dir)
     else:
         comparison = compare(analysis)
