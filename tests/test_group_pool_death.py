@@ -252,3 +252,75 @@ def test_gengen_analyse_ends_in_one_line_when_a_worker_or_it_is_killed(
     assert "Traceback" not in out + err, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and re.fullmatch(line + ".*", lines[0]), err
+
+
+def _start_program(parent: int, write_end_closed: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a worker's start-up program as the workers are started (:func:`quiet_start_command` of
+    multiprocessing's own command line) on a start-up pipe whose writer is gone before writing a byte: what a
+    worker sees when its parent is killed with -9 between starting it and writing its start-up data."""
+    from multiprocessing import spawn
+
+    from gengen.analyse.group_pool import quiet_start_command
+
+    read, write = os.pipe()
+    os.close(write)  # the parent "died" before writing
+    command = quiet_start_command(list(spawn.get_command_line(tracker_fd=None, pipe_handle=read)), parent)
+    try:
+        return subprocess.run(command, pass_fds=(read,), capture_output=True, text=True, timeout=BOUND_S, check=False)
+    finally:
+        os.close(read)
+
+
+def test_a_worker_whose_parent_died_before_its_start_up_data_ends_without_a_traceback() -> None:
+    from multiprocessing import spawn
+
+    from gengen.analyse.group_pool import quiet_start_command
+
+    plain = list(spawn.get_command_line(tracker_fd=3, pipe_handle=7))
+    wrapped = quiet_start_command(plain, parent=4242)
+    # Only the -c program changes: the same spawn_main call inside a try, the parent's pid to compare with.
+    at = plain.index("-c") + 1
+    assert wrapped[:at] == plain[:at] and wrapped[at + 1 :] == plain[at + 1 :]
+    assert "spawn_main(tracker_fd=3, pipe_handle=7)" in wrapped[at] and "os.getppid() == 4242" in wrapped[at]
+    frozen = [sys.executable, "--multiprocessing-fork", "tracker_fd=3", "pipe_handle=7"]
+    assert quiet_start_command(frozen, parent=4242) == frozen  # not the program expected: left as it is
+    # The parent is gone (this test process is not the pid the program was given): no word, status 0.
+    orphan = _start_program(parent=1 if os.getpid() != 1 else 2)
+    assert orphan.returncode == 0 and orphan.stderr == "" and orphan.stdout == ""
+    # The parent lives (the program was given this test's pid, its real parent): the failure keeps its traceback.
+    alive = _start_program(parent=os.getpid())
+    assert alive.returncode != 0 and "Traceback" in alive.stderr and "EOFError" in alive.stderr
+
+
+def test_kill_9_of_the_parent_while_its_workers_start_leaves_no_traceback(tmp_path: Path) -> None:
+    """The parent is killed with SIGKILL at the one moment no handler can cover: a worker is started and its
+    start-up data not yet written (the parent kills itself where multiprocessing opens the pipe to write it).
+    The workers' stderr is the test's pipe, read to its end: it closes when the last of them has exited."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import builtins, os, signal, sys
+            sys.path.insert(0, {str(HERE)!r})
+            import multiprocessing.popen_spawn_posix as launcher
+            from test_group_pool_death import _groups, _pid_then_sleep
+
+            def open_then_die(file, mode="r", *args, **kwargs):
+                if "w" in mode:  # the start-up pipe of the first worker, before a byte is written
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return builtins.open(file, mode, *args, **kwargs)
+
+            launcher.open = open_then_die
+            from gengen.analyse.group_pool import map_groups
+            from gengen.analyse.options import make_settings
+            groups = _groups({str(tmp_path)!r}, "a", "b")
+            list(map_groups(_pid_then_sleep, groups, make_settings(id_testset="id"), workers=2))
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=BOUND_S * 3, check=False
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+    assert not list(tmp_path.glob("*.pid")), "a worker ran a group for a dead parent"

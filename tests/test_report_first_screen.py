@@ -29,12 +29,13 @@ from gengen.verdict import build_verdict
 
 
 def two_models_two_runs_scores(*, seeded: bool) -> pd.DataFrame:
-    """Two models x two runs of simulated trajectories; ``seeded``: with a seed column that makes the runs
-    replicates of their model, which the verdict pools (runs told apart by nothing are conditions of their own)."""
+    """Two models x two runs of simulated trajectories; ``seeded``: runs labelled ``seed=k`` with a seed column,
+    replicates of one condition, which the verdict pools (issue 33); else runs ``s1``, ``s2`` that nothing tells
+    apart as replicates, each a condition of its own."""
     frames = []
-    for seed, (model, run) in enumerate((("m-70m", "s1"), ("m-70m", "s2"), ("m-1b", "s1"), ("m-1b", "s2"))):
+    for seed, (model, k) in enumerate((("m-70m", 1), ("m-70m", 2), ("m-1b", 1), ("m-1b", 2))):
         frame = simulate_trajectories(n=30, n_testsets=4, phi=0.3, shared=0.5, seed=seed + 1, model=model)
-        frames.append(frame.assign(run=run, **({"seed": int(run[1:])} if seeded else {})))
+        frames.append(frame.assign(run=f"seed={k}", seed=k) if seeded else frame.assign(run=f"s{k}"))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -173,7 +174,7 @@ def test_ingest_quiet_prints_no_read_lines_and_groups_a_folder(tmp_path: Path) -
 def test_residual_panel_titles_carry_the_hint(two_models_two_runs: Analysis) -> None:
     from gengen.report.figures import residual_scatter
 
-    figure = residual_scatter(two_models_two_runs, "m-70m", "s1")
+    figure = residual_scatter(two_models_two_runs, "m-70m", "seed=1")
     titles = [ax.get_title() for ax in figure.axes if ax.get_title()]
     assert titles and all(re.search(r"\nn = 30, df = [0-9.]+", title) for title in titles)
     rows = two_models_two_runs.pairs

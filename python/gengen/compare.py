@@ -148,29 +148,83 @@ class Comparison:
 
     @classmethod
     def from_dir(cls, folder: str | Path) -> Comparison:
-        """Read a comparison written by :meth:`to_dir`."""
-        path = Path(folder)
-        if not (path / "compare_long.csv").is_file():
-            raise InputError(f"{path / 'compare_long.csv'}: missing; run gengen compare first")
+        """Read a comparison written by :meth:`to_dir`.
+
+        Each file is checked as it is read (:data:`COMPARISON_FILES`): a directory in its place, a CSV cut off
+        in its last line, a column missing or holding text where a number belongs, ``comparison.json`` not an
+        object are each one :class:`InputError` naming the file.
+        """
         from gengen._files import read_csv, read_json
+        from gengen.analyse import stored
 
+        path = Path(folder)
+        hint = "run gengen compare first"
+        stored.check_file(path / "compare_long.csv", hint)
+        stored.check_file(path / "comparison.json", hint)
         settings = read_json(path / "comparison.json")
+        if not isinstance(settings, dict):
+            raise InputError(f"{path / 'comparison.json'}: not an object of settings; not as gengen compare writes it")
 
-        def optional(name: str) -> pd.DataFrame:
+        def table(name: str, optional: bool = False) -> pd.DataFrame:
             file = path / f"{name}.csv"
-            if not file.is_file() or file.stat().st_size <= 1:
+            if optional and (not file.exists() or (file.is_file() and file.stat().st_size <= 1)):
                 return pd.DataFrame()
-            return read_csv(file)
+            stored.check_file(file, hint)
+            frame = read_csv(file)
+            stored.check_whole_csv(file, len(frame.columns))
+            required, numeric = COMPARISON_FILES[name]
+            stored.check_columns(
+                frame, str(file), f"{name} table of gengen compare", required=required, numeric=numeric
+            )
+            return frame
 
         return cls(
-            per_pair=read_csv(path / "compare_long.csv"),
-            wide=read_csv(path / "compare_pairs.csv"),
-            agreement=read_csv(path / "compare_agreement.csv"),
-            conflicts=read_csv(path / "compare_conflicts.csv"),
+            per_pair=table("compare_long"),
+            wide=table("compare_pairs"),
+            agreement=table("compare_agreement"),
+            conflicts=table("compare_conflicts"),
             settings=settings,
-            heterogeneity=optional("compare_heterogeneity"),
-            differences=optional("compare_differences"),
+            heterogeneity=table("compare_heterogeneity", optional=True),
+            differences=table("compare_differences", optional=True),
         )
+
+
+#: The tables of a comparison folder: the columns each must have, and those that hold numbers.
+COMPARISON_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "compare_long": (("group", "testset_a", "testset_b", "r", "p", "sign", "significant"), ("r", "p", "sign")),
+    "compare_pairs": (("testset_a", "testset_b"), ()),
+    "compare_agreement": (
+        ("group_a", "group_b", "n_pairs", "sign_agreement", "sign_agreement_chance", "mantel_r", "mantel_p"),
+        (
+            "n_testsets",
+            "n_pairs",
+            "n_sign_agree",
+            "sign_agreement",
+            "sign_agreement_chance",
+            "p_sign_agreement",
+            "mantel_r",
+            "mantel_p",
+            "n_perm",
+        ),
+    ),
+    "compare_conflicts": (("testset_a", "testset_b"), ("r_positive", "p_positive", "r_negative", "p_negative")),
+    "compare_heterogeneity": (
+        ("across", "cell", "testset_a", "testset_b", "groups_heterogeneity", "significant_heterogeneity"),
+        (
+            "n_groups_heterogeneity",
+            "r_common_heterogeneity",
+            "q_heterogeneity",
+            "df_heterogeneity",
+            "p_heterogeneity",
+            "p_heterogeneity_adjusted",
+            "i2_heterogeneity",
+        ),
+    ),
+    "compare_differences": (
+        ("across", "cell", "testset_a", "testset_b", "group_a", "group_b"),
+        ("r_a", "r_b", "z_difference", "se_difference", "statistic", "p_difference", "p_difference_adjusted"),
+    ),
+}
 
 
 def _square(rows: pd.DataFrame) -> pd.DataFrame:

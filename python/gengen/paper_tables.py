@@ -68,24 +68,60 @@ def _tally(series: pd.Series) -> str:
     return "; ".join(values) if values else "not recorded"
 
 
+#: The columns each table must have, and those that hold numbers (as gengen writes them).
+TABLE_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "pairs": (
+        ("model", "run", "testset_a", "testset_b", "n", "r_partial", "ci_low", "ci_high", "p_deciding", "p_adjusted"),
+        ("n", "r_partial", "ci_low", "ci_high", "ci_level", "p_deciding", "p_adjusted"),
+    ),
+    "verdict": (
+        ("testset_a", "testset_b", "verdict", "n_groups", "r_min", "r_max", "r_common", "p_common_adjusted",
+         "q_heterogeneity", "p_heterogeneity_adjusted"),
+        ("n_groups", "r_min", "r_max", "r_common", "p_common_adjusted", "q_heterogeneity", "p_heterogeneity_adjusted"),
+    ),
+}  # fmt: skip
+
+
 def _read(folder: Path, table: str) -> pd.DataFrame:
     from gengen._files import read_csv
+    from gengen.analyse import stored
 
     path = folder / TABLES[table]
-    if not path.is_file():
-        hint = "gengen analyse or gengen compare writes it" if table == "verdict" else "gengen analyse writes it"
-        raise InputError(f"{path}: missing ({hint}); --table {table} reads it")
-    return read_csv(path, low_memory=False)  # one pass: no DtypeWarning on a 64,512-row pairs.csv
+    hint = "gengen analyse or gengen compare writes it" if table == "verdict" else "gengen analyse writes it"
+    stored.check_file(path, f"{hint}; --table {table} reads it")
+    frame = read_csv(path, low_memory=False)  # one pass: no DtypeWarning on a 64,512-row pairs.csv
+    stored.check_whole_csv(path, len(frame.columns))
+    required, numeric = TABLE_COLUMNS[table]
+    what = "verdict table of gengen compare" if table == "verdict" else "pairs table of gengen analyse"
+    stored.check_columns(frame, str(path), what, required=required, numeric=numeric)
+    if table == "pairs" and pd.to_numeric(frame["n"], errors="coerce").isna().any():
+        row = int(pd.to_numeric(frame["n"], errors="coerce").isna().to_numpy().nonzero()[0][0])
+        raise InputError(f"{path}: column 'n' is empty (row {row + 1}), expected a number of checkpoints")
+    if table == "verdict":
+        unknown = ~frame["verdict"].isin(CLASS_ORDER)
+        if unknown.any():
+            row = int(unknown.to_numpy().nonzero()[0][0])
+            raise InputError(
+                f"{path}: column 'verdict' holds {str(frame['verdict'].iloc[row])[:40]!r} (row {row + 1}), expected "
+                f"one of {', '.join(CLASS_ORDER)}"
+            )
+    return frame
 
 
 def _verdict_adjust(folder: Path) -> str:
-    """The adjustment the verdict's p-values went through (``verdict.json``'s settings)."""
-    import json
+    """The adjustment the verdict's p-values went through (``verdict.json``'s settings; "adjusted" when the
+    folder has no ``verdict.json``)."""
+    from gengen._files import read_json
+    from gengen.analyse import stored
 
-    try:
-        settings = json.loads((folder / "verdict.json").read_text(encoding="utf-8")).get("settings", {})
-    except (OSError, ValueError, AttributeError):
+    path = folder / "verdict.json"
+    if not path.exists():
         return "adjusted"
+    stored.check_file(path, "gengen compare writes it with verdict_pairs.csv")
+    record = read_json(path)
+    settings = record.get("settings", {}) if isinstance(record, dict) else None
+    if not isinstance(settings, dict):
+        raise InputError(f"{path}: no 'settings' object; not as gengen compare writes it")
     return str(settings.get("adjust") or "adjusted")
 
 

@@ -558,7 +558,10 @@ def build_verdict(
     pairs = floor_p_columns(_pair_table(estimates, _cell_matrices(estimates, ("model",)), alpha, adjust))
     counts = {name: int((pairs["verdict"] == name).sum()) for name in CLASSES}
     agreement: dict[str, Any] = {}
-    if len(groups) > 1:
+    # Sign agreement and Mantel r need every model's estimate; runs decided by a test that assumes independent
+    # checkpoints cannot be pooled into one (no variance), and the text below says so instead.
+    comparable = len(estimates) > 0 and bool(np.isfinite(estimates["r"].to_numpy(dtype=float)).any())
+    if len(groups) > 1 and comparable:
         if comparison is not None and comparison.settings.get("source") == "models":
             table = comparison.agreement
         else:  # the agreement table alone: the comparison's other tables are not the verdict's

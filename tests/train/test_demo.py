@@ -76,7 +76,7 @@ def test_finish_summarises_then_runs_the_pipeline(tmp_path: Path, monkeypatch: p
     ]
     Store(tmp_path / "study").write_scores(rows)
     calls = []
-    fake = lambda store, out, id_testset: calls.append((store, out, id_testset)) or out / "report.html"  # noqa: E731
+    fake = lambda store, out, id_testset, log=None: calls.append((store, out, id_testset)) or out / "report.html"  # noqa: E731
     monkeypatch.setattr(gengen.pipeline, "run_study_analysis", fake)
     lines: list[str] = []
     assert finish(tmp_path / "study", tmp_path / "report", "id", log=lines.append) == tmp_path / "report/report.html"

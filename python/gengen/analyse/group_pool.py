@@ -167,7 +167,7 @@ def _in_workers(
     context = multiprocessing.get_context("spawn")
     pool: list[_Worker] = []
     try:
-        with _interrupts_held(), _main_script_hidden():  # the workers start here
+        with _interrupts_held(), _main_script_hidden(), _quiet_if_orphaned():  # the workers start here
             pool = [_Worker(context, task, settings) for _ in range(workers)]
         waiting = iter(enumerate(groups))
         done: dict[int, tuple[bool, Any]] = {}
@@ -317,6 +317,59 @@ def _end_with_parent() -> None:
 
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+#: What a spawned worker runs first, instead of multiprocessing's one-line ``spawn_main(...)``: the same call,
+#: but a start-up that fails after the parent has died (killed with -9 before it had written the worker's
+#: start-up data, so the worker reads an end of file or half a pickle) ends the worker without a traceback; one
+#: that fails while the parent lives is a bug and keeps its traceback. Ctrl-C at the terminal reaches starting
+#: workers too (they ignore it only once started): the parent reports it, so they end without a word. Plain
+#: Python, no gengen import: the worker's ``sys.path`` is the parent's only once the start-up data is read.
+_QUIET_START = """import os
+from multiprocessing.spawn import spawn_main
+try:
+    spawn_main({arguments})
+except KeyboardInterrupt:
+    os._exit(130)
+except BaseException as error:
+    if isinstance(error, SystemExit) or os.getppid() == {parent}:
+        raise
+    os._exit(0)
+"""
+_SPAWN_PREFIX = "from multiprocessing.spawn import spawn_main; spawn_main("
+
+
+def quiet_start_command(command: list[str], parent: int) -> list[str]:
+    """``command`` (multiprocessing's command line of a spawned worker) with its ``-c`` program wrapped in
+    :data:`_QUIET_START` for the parent ``parent``; unchanged when it is not the program expected (a frozen
+    executable, another Python's multiprocessing)."""
+    if "-c" not in command[:-1]:
+        return command
+    at = command.index("-c") + 1
+    program = command[at]
+    if not (program.startswith(_SPAWN_PREFIX) and program.endswith(")")):
+        return command
+    arguments = program[len(_SPAWN_PREFIX) : -1]
+    return [*command[:at], _QUIET_START.format(arguments=arguments, parent=parent), *command[at + 1 :]]
+
+
+@contextmanager
+def _quiet_if_orphaned() -> Iterator[None]:
+    """Workers started in this block start with :data:`_QUIET_START`: a parent killed with -9 while they start
+    (no handler can hold that signal, as :func:`_interrupts_held` holds SIGTERM) leaves no traceback from them."""
+    from multiprocessing import spawn
+
+    original = spawn.get_command_line
+    parent = os.getpid()
+
+    def command_line(**arguments: Any) -> list[str]:
+        return quiet_start_command(list(original(**arguments)), parent)
+
+    spawn.get_command_line = command_line
+    try:
+        yield
+    finally:
+        spawn.get_command_line = original
 
 
 @contextmanager

@@ -348,27 +348,55 @@ class Analysis:
 
     @classmethod
     def from_dir(cls, folder: str | Path) -> Analysis:
-        """Read an analysis written by :meth:`to_dir` (or ``gengen analyse --out``)."""
+        """Read an analysis written by :meth:`to_dir` (or ``gengen analyse --out``).
+
+        Every file is checked as it is read: a file missing, a directory in its place, bytes that are not
+        Parquet or JSON, settings of the wrong kind in ``summary.json``, a column of the pairs or scores table
+        missing or holding text where a number or a yes/no belongs are each one :class:`InputError` naming the
+        file and what is wrong.
+        """
+        from gengen._files import read_json, read_parquet
+        from gengen.analyse import stored
+
         path = Path(folder)
         for required in ("pairs.parquet", "scores.parquet", "summary.json"):
-            if not (path / required).is_file():
-                raise InputError(f"{path / required}: missing; expected the output folder of gengen analyse")
-        from gengen._files import read_json, read_parquet
-
+            stored.check_file(path / required, "expected the output folder of gengen analyse")
         summary = read_json(path / "summary.json")
         if not isinstance(summary, dict) or not isinstance(summary.get("settings"), dict):
             raise InputError(f"{path / 'summary.json'}: no 'settings' object; not written by gengen analyse")
+        stored.check_settings(summary["settings"], str(path / "summary.json"))
+        warnings = summary.get("warnings", [])
+        if not isinstance(warnings, list):
+            raise InputError(f"{path / 'summary.json'}: 'warnings' is not a list; not as gengen analyse writes it")
+        versions = summary.get("versions", package_versions())
+        if not isinstance(versions, dict):
+            raise InputError(f"{path / 'summary.json'}: 'versions' is not an object; not as gengen analyse writes it")
+
+        def table(name: str, **columns: tuple[str, ...]) -> pd.DataFrame:
+            file = path / f"{name}.parquet"
+            frame = read_parquet(file)
+            stored.check_columns(frame, str(file), f"{name} table of gengen analyse", **columns)
+            return frame
 
         def optional(name: str) -> pd.DataFrame:
             file = path / f"{name}.parquet"
-            return read_parquet(file) if file.is_file() else pd.DataFrame()
+            if not file.exists():
+                return pd.DataFrame()
+            stored.check_file(file, "expected the output folder of gengen analyse")
+            if name == "pooled":
+                return table(name, required=stored.POOLED_REQUIRED, numeric=stored.POOLED_NUMERIC)
+            return table(name, required=stored.POOLED_REQUIRED, numeric=stored.PAIRS_NUMERIC)
 
+        pairs = table(
+            "pairs", required=stored.PAIRS_REQUIRED, numeric=stored.PAIRS_NUMERIC, boolean=stored.PAIRS_BOOLEAN
+        )
+        scores = table("scores", required=stored.SCORES_REQUIRED, numeric=stored.SCORES_NUMERIC)
         return cls(
-            pairs=read_parquet(path / "pairs.parquet"),
+            pairs=pairs,
             pooled=optional("pooled"),
             pooled_residuals=optional("pooled_residuals"),
-            warnings=list(summary.get("warnings", [])),
+            warnings=[str(text) for text in warnings],
             settings=summary["settings"],
-            scores=read_parquet(path / "scores.parquet"),
-            versions=summary.get("versions", package_versions()),
+            scores=scores,
+            versions={str(key): str(value) for key, value in versions.items()},
         )

@@ -79,7 +79,7 @@ def report_command(
                 raise GengenError(f"--pair: {name!r} is not an OOD test set of this analysis")
     # Comparing and the verdict take ~5 s each at 32 groups x 64 test sets, before the first figure's line.
     with heartbeat("report", "comparing the groups and stating the verdict", enabled=not quiet):
-        if analysis is whole and (analysis_dir / "compare_long.csv").is_file():
+        if analysis is whole and (analysis_dir / "compare_long.csv").exists():
             comparison = Comparison.from_dir(analysis_dir)
         else:
             comparison = compare(analysis)

@@ -11,61 +11,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 
+from gengen.analyse.stored import (
+    PAIRS_BOOLEAN,
+    PAIRS_NUMERIC,
+    PAIRS_REQUIRED,
+    SCORES_NUMERIC,
+    SCORES_REQUIRED,
+    _boolean,
+    _numeric,
+)
 from gengen.errors import InputError
 
 if TYPE_CHECKING:
     from gengen.analyse.result import Analysis
 
-#: Columns of the pairs table the report reads.
-PAIRS_REQUIRED = ("level", "model", "run", "testset_a", "testset_b", "r_partial", "p_adjusted", "significant")
-#: Columns of the pairs table that hold numbers wherever they are present.
-PAIRS_NUMERIC = (
-    "r_partial", "r_raw", "p_adjusted", "p_deciding", "p_value", "ci_low", "ci_high", "ci_level", "n", "n_steps",
-    "n_informative", "k", "df", "sign", "se_z", "statistic", "p_loo_max", "influence",
-)  # fmt: skip
-#: Columns of the pairs table that hold yes/no values wherever they are present.
-PAIRS_BOOLEAN = ("significant", "testable")
-#: Columns of the scores table the report reads, and those among them that hold numbers.
-SCORES_REQUIRED = ("model", "run", "step", "testset", "metric", "value", "sign")
-SCORES_NUMERIC = ("step", "value", "sign")
 #: Levels of the pairs table the report draws.
 LEVELS = ("run", "across_runs")
 
 
 def _name(folder: Path | None, table: str) -> str:
     return str(folder / f"{table}.parquet") if folder is not None else f"the analysis' {table} table"
-
-
-def _numeric(frame: pd.DataFrame, column: str, where: str) -> None:
-    values = frame[column]
-    if pd.api.types.is_bool_dtype(values):
-        return
-    numbers = pd.to_numeric(values, errors="coerce")
-    bad = numbers.isna() & values.notna()
-    if bad.any():
-        row = int(np.flatnonzero(bad.to_numpy())[0])
-        text = str(values.iloc[row])
-        text = text if len(text) <= 40 else text[:39] + "…"
-        raise InputError(
-            f"{where}: column {column!r} holds {text!r} (row {row + 1}), expected a number; "
-            "not as gengen analyse writes it"
-        )
-
-
-def _boolean(frame: pd.DataFrame, column: str, where: str) -> None:
-    values = frame[column]
-    if pd.api.types.is_bool_dtype(values):
-        return
-    known = values.isna() | values.isin([True, False, 0, 1])
-    if not known.all():
-        row = int(np.flatnonzero(~known.to_numpy())[0])
-        raise InputError(
-            f"{where}: column {column!r} holds {str(values.iloc[row])[:40]!r} (row {row + 1}), expected true or "
-            "false; not as gengen analyse writes it"
-        )
 
 
 def _columns(frame: pd.DataFrame, required: tuple[str, ...], where: str, what: str) -> None:
