@@ -528,3 +528,60 @@ def test_a_slurm_folder_linking_out_of_the_study_is_refused(tmp_path: Path) -> N
     with pytest.raises(InputError, match=re.escape(f"{tmp_path / 'out' / 'slurm'}: leads outside")):
         execute_study(config, log=lambda _: None)
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+#: Two more OOD test sets, so the study has pairs to analyse.
+MORE_TESTSETS = "".join(
+    f'\n[[testsets]]\nname = "{name}"\npath = "{{{name}}}"\n' for name in ("unseen_vocab", "length")
+)
+
+
+@pytest.mark.parametrize("kind", ["local", "slurm"])
+def test_run_out_puts_the_whole_study_there(
+    kind: str, assets: dict[str, Any], reference: dict[str, Any], tmp_path: Path
+) -> None:
+    """``gengen run --out DIR``: runs, store, analysis and report in DIR, whatever ``[study] output`` says, through
+    the local executor's worker processes and submitit's jobs; nothing lands beside the study file."""
+    from typer.testing import CliRunner
+
+    from gengen.cli import app
+
+    if kind == "slurm":
+        pytest.importorskip("submitit")
+    executor = '[executor]\nkind = "slurm"\ncluster = "local"\ntime_minutes = 5\n' if kind == "slurm" else ""
+    data = {name: str(path) for name, path in assets["data"].items()}
+    # Log-probabilities: the tiny model's accuracies sit at 0.5 after a few steps, too flat to analyse.
+    extra = executor + MORE_TESTSETS.format(**data) + '\n[analysis]\nmetric = "logprob"\n'
+    text = study_text(assets, Path("beside"), families=("opt",), extra=extra)
+    path = write_study(tmp_path / "study", text.replace("every = 3", "every = 1"))
+    out = tmp_path / "elsewhere"
+    runner = CliRunner()
+    result = runner.invoke(app, ["run", str(path), "--out", str(out), "--jobs", "2"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "study").iterdir()) == ["study.toml"]  # not even [study] output
+    assert (
+        f"scores merged into {out} " in result.output and f"report: {out / 'analysis' / 'report.html'}" in result.output
+    )
+    assert (out / "analysis" / "report.html").is_file() and (out / "analysis" / "verdict.json").is_file()
+    # The scores the workers wrote are those of the same runs with the study's own output folder.
+    got = scores(out)
+    assert sorted(got["step"].unique()) == list(range(7)) and set(got["model"]) == {"opt-tiny"}
+    assert len(got) == 2 * 7 * 4 * 2  # runs x evaluations x test sets x metrics
+    same = got[got["step"].isin([0, 3, 6]) & got["testset"].isin(["id", "negation"])].reset_index(drop=True)
+    expected = reference["scores"][reference["scores"]["model"] == "opt-tiny"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(same[KEY], expected[KEY])
+    assert (same["value"] - expected["value"]).abs().max() < 1e-6
+    config = load_config(path, output=out)
+    assert all(config.run_dir(run).is_relative_to(out) and config.run_dir(run).is_dir() for run in config.runs())
+    if kind == "slurm":
+        assert len(list((out / "slurm").glob("*/*_result.pkl"))) == 2  # submitit's folder moved with the output
+    # gengen status and a second gengen run find the study there, given the same --out.
+    status = runner.invoke(app, ["status", str(path), "--out", str(out)])
+    assert status.exit_code == 0 and status.output.splitlines()[-1] == "t: 2 runs: 2 done", status.output
+    assert runner.invoke(app, ["status", str(path)]).output.splitlines()[-1] == "t: 2 runs: 2 pending"
+    again = runner.invoke(app, ["run", str(path), "--out", str(out), "--no-analysis"])
+    assert again.exit_code == 0 and "2 of 2 runs complete (2 skipped)" in again.output, again.output
+    dry = runner.invoke(app, ["run", str(path), "--out", str(out), "--dry-run"])
+    assert dry.exit_code == 0 and f"; output {out}" in dry.output.splitlines()[0], dry.output
+    assert dry.output.splitlines()[-1] == f"next: gengen run {path} --out {out}"
+    assert sorted(p.name for p in (tmp_path / "study").iterdir()) == ["study.toml"]

@@ -217,10 +217,17 @@ def test_run_study_analysis_from_a_table(analysis: Analysis, tmp_path: Path) -> 
 
     table = tmp_path / "scores.parquet"
     pd.DataFrame(analysis.scores.drop(columns=["sign", "role"])).to_parquet(table)
-    path = run_study_analysis(table, tmp_path / "study", "lambada_openai", ood=OOD[:3], n_perm=49, n_boot=49)
+    lines: list[str] = []
+    path = run_study_analysis(
+        table, tmp_path / "study", "lambada_openai", log=lines.append, ood=OOD[:3], n_perm=49, n_boot=49
+    )
     assert path == tmp_path / "study" / "report.html" and path.is_file()
     for name in ("pairs.csv", "summary.json", "compare_agreement.csv"):
         assert (tmp_path / "study" / name).is_file()
+    # What gengen run and the demo print: the answer sentence of verdict.json first, once (it was printed twice).
+    answer = json.loads((tmp_path / "study" / "verdict.json").read_text())["answer"]
+    assert answer and lines[0] == f"answer: {answer}"
+    assert sum(line.startswith("answer:") for line in lines) == 1
 
 
 def test_report_of_an_across_run_analysis(tmp_path: Path) -> None:

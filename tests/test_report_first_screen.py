@@ -28,15 +28,20 @@ from gengen.simulate import simulate_trajectories
 from gengen.verdict import build_verdict
 
 
+def two_models_two_runs_scores(*, seeded: bool) -> pd.DataFrame:
+    """Two models x two runs of simulated trajectories; ``seeded``: runs labelled ``seed=k`` with a seed column,
+    replicates of one condition, which the verdict pools (issue 33); else runs ``s1``, ``s2`` that nothing tells
+    apart as replicates, each a condition of its own."""
+    frames = []
+    for seed, (model, k) in enumerate((("m-70m", 1), ("m-70m", 2), ("m-1b", 1), ("m-1b", 2))):
+        frame = simulate_trajectories(n=30, n_testsets=4, phi=0.3, shared=0.5, seed=seed + 1, model=model)
+        frames.append(frame.assign(run=f"seed={k}", seed=k) if seeded else frame.assign(run=f"s{k}"))
+    return pd.concat(frames, ignore_index=True)
+
+
 @pytest.fixture(scope="module")
 def two_models_two_runs() -> Analysis:
-    frames = []
-    # seed= labels: the runs are replicates of one condition, which the verdict pools (issue 33)
-    runs = (("m-70m", "seed=1"), ("m-70m", "seed=2"), ("m-1b", "seed=1"), ("m-1b", "seed=2"))
-    for seed, (model, run) in enumerate(runs):
-        frame = simulate_trajectories(n=30, n_testsets=4, phi=0.3, shared=0.5, seed=seed + 1, model=model)
-        frames.append(frame.assign(run=run, seed=int(run.removeprefix("seed="))))  # the stored seed wins over the label
-    return analyse(pd.concat(frames, ignore_index=True), id_testset="id", metric="accuracy", n_boot=199)
+    return analyse(two_models_two_runs_scores(seeded=True), id_testset="id", metric="accuracy", n_boot=199)
 
 
 def test_the_verdict_box_opens_with_the_answer_and_no_empty_band(two_models_two_runs: Analysis, tmp_path: Path) -> None:
@@ -57,6 +62,20 @@ def test_the_verdict_box_opens_with_the_answer_and_no_empty_band(two_models_two_
     assert "4 groups" in note and "2 models" in note and note in html.unescape(page)
     sign = verdict.agreement["sign_agreement"]["median"]
     assert f"median sign agreement {sign:.0%}" in note
+
+
+def test_runs_kept_apart_give_one_level_of_agreement_and_no_note() -> None:
+    """Without a seed, runs are conditions of their own: the verdict compares the same four groups as "Across
+    groups", with the same figures, and no line about two levels is printed."""
+    scores = two_models_two_runs_scores(seeded=False)
+    unpooled = analyse(scores, id_testset="id", metric="accuracy", n_boot=199, progress=False)
+    comparison = compare(unpooled, n_perm=99)
+    verdict = build_verdict(unpooled, n_perm=99)
+    assert len(verdict.groups) == len(comparison.groups) == 4 and levels_text(4, verdict) == ""
+    agreement = comparison.agreement
+    assert verdict.agreement["n_comparisons"] == len(agreement)
+    assert verdict.agreement["mantel_r"]["median"] == pytest.approx(agreement["mantel_r"].median(), abs=1e-12)
+    assert verdict.agreement["sign_agreement"]["median"] == pytest.approx(agreement["sign_agreement"].median())
 
 
 def test_the_header_names_the_deciding_p_and_why_it_is_not_the_requested_one(
@@ -282,10 +301,31 @@ def test_run_dry_run_ends_with_the_totals_of_the_plan() -> None:
     assert sum(int(m.group(1)) * int(m.group(2)) for m in per_model if m) == int(total.group(2).replace(",", ""))
     assert sum(int(m.group(1)) * int(m.group(3)) for m in per_model if m) == int(total.group(3).replace(",", ""))
     assert lines[-1] == f"next: gengen run {path}"
-    # 40 log-spaced steps over a 40-step run, rounded, with 0 and the last: numpy counts the distinct ones.
-    distinct = len({0, 40} | {round(float(p)) for p in np.geomspace(1, 40, 40)})
-    note = next(line for line in lines if "note: evaluation.log_points = 40" in line)
-    assert "in a run of 40 steps" in note and f"({distinct} evaluations)" in note
+    note = next(line.strip() for line in lines if "evaluation.log_points = 40" in line)
+    assert note == short_run_note(), note
+    # gengen plan prints the same note under its table, then the command that runs the study.
+    from gengen.cli import app as cli_app
+
+    planned = CliRunner().invoke(cli_app, ["plan", str(path)])
+    assert planned.exit_code == 0, planned.output
+    plan_lines = planned.output.strip().splitlines()
+    assert note in plan_lines and re.search(r"\bevals\b", plan_lines[1])
+    evals = {int(line.split()[-2]) for line in plan_lines[2:] if line.startswith("olmo2-7b") and " 16 shots " in line}
+    assert evals == {int(note.rsplit(": ", 1)[1].split()[0])}  # the table's evals column is the note's count
+    assert plan_lines[-1].startswith(f"next: gengen run {path} --executor local   (add --dry-run")
+
+
+def short_run_note() -> str:
+    """The note on paper-mnli-fewshot's shortest run (16 shots: 40 steps), counted here with numpy alone."""
+    # 40 log-spaced steps over a 40-step run, rounded: numpy counts the distinct ones and the repeated ones.
+    rounded = [round(float(p)) for p in np.geomspace(1, 40, 40)]
+    distinct = sorted(set(rounded))
+    repeated = [step for step in distinct if rounded.count(step) > 1]
+    return (
+        "note: olmo2-7b (16 shots): evaluation.log_points = 40 asks for 40 log-spaced steps plus step 0, but in "
+        f"a run of 40 steps {40 - len(distinct)} of them round to a step already taken (all at or below step "
+        f"{max(repeated)}), each scored once: {len(set(distinct) | {0})} evaluations"
+    )
 
 
 @pytest.mark.parametrize("step_column", ["empty", "absent"])

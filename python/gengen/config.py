@@ -115,6 +115,7 @@ __all__ = [
     "TaskConfig",
     "load_config",
     "parse_config",
+    "with_output",
 ]
 # Every public name of gengen.training_config (the [training] settings) and of gengen.study_tables (the data,
 # evaluation, resources and executor tables), re-exported for the callers that import them from here.
@@ -544,13 +545,18 @@ MAX_STUDY_BYTES = 4 * 1024**2
 """The largest study file :func:`load_config` reads (real ones are a few KiB)."""
 
 
-def load_config(path: str | Path) -> StudyConfig:
+def load_config(path: str | Path, *, output: str | Path | None = None) -> StudyConfig:
     """Read and validate a study TOML file.
 
     Parameters
     ----------
     path : str or Path
         The file. Relative paths inside it are resolved against its folder.
+    output : str or Path, optional
+        The study's output folder (runs, store, analysis) instead of its ``[study] output`` (``gengen run
+        --out``): it wins over the file's setting. A relative path is relative to the current folder, not the
+        file's. Every process of a study must be given the same one (the workers of a multi-GPU run get it on
+        their command line).
 
     Returns
     -------
@@ -586,4 +592,23 @@ def load_config(path: str | Path) -> StudyConfig:
     except RecursionError:
         raise ConfigError(f"{path}: nested too deeply to be a study file") from None
     config = parse_config(data, origin=path.name, base=path.resolve().parent)
-    return replace(config, source=path.resolve())
+    config = replace(config, source=path.resolve())
+    return config if output is None else with_output(config, output)
+
+
+def with_output(config: StudyConfig, output: str | Path) -> StudyConfig:
+    """The study with its output folder moved to ``output`` (made absolute against the current folder).
+
+    Parameters
+    ----------
+    config : StudyConfig
+        The study.
+    output : str or Path
+        The new output folder; it replaces ``[study] output``.
+
+    Returns
+    -------
+    StudyConfig
+        The same study writing its runs, store and analysis under ``output``.
+    """
+    return replace(config, output=Path(output).expanduser().resolve())

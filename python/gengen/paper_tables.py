@@ -89,7 +89,7 @@ def _read(folder: Path, table: str) -> pd.DataFrame:
     path = folder / TABLES[table]
     hint = "gengen analyse or gengen compare writes it" if table == "verdict" else "gengen analyse writes it"
     stored.check_file(path, f"{hint}; --table {table} reads it")
-    frame = read_csv(path)
+    frame = read_csv(path, low_memory=False)  # one pass: no DtypeWarning on a 64,512-row pairs.csv
     stored.check_whole_csv(path, len(frame.columns))
     required, numeric = TABLE_COLUMNS[table]
     what = "verdict table of gengen compare" if table == "verdict" else "pairs table of gengen analyse"

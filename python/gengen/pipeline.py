@@ -58,7 +58,9 @@ def run_study_analysis(
     if log is not None:
         from gengen.report.page import answer_of
 
-        log(f"answer: {answer_of(verdict)}")  # the sentence first; the counts and figures behind it follow
-        for line in verdict.lines():
+        lines = verdict.lines()
+        if not lines or not lines[0].startswith("answer: "):  # the sentence first, once (lines() may open with it)
+            lines.insert(0, f"answer: {answer_of(verdict)}")
+        for line in lines:  # then the counts and figures behind it
             log(line)
     return report(analysis, comparison, out_dir, verdict=verdict)

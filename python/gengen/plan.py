@@ -47,7 +47,7 @@ from gengen.config import (
 )
 from gengen.errors import ConfigError
 from gengen.families import ModelShape, shape_from_config
-from gengen.schedule import epoch_steps, evaluation_steps, planned_steps, steps_per_epoch
+from gengen.schedule import epoch_steps, evaluation_steps, fewer_evaluations_note, planned_steps, steps_per_epoch
 
 __all__ = [
     "KNOWN_SHAPES",
@@ -563,6 +563,78 @@ def format_plan(rows: Sequence[PlanRow], gpus: int, gpu_memory_gib: float, total
     return "\n".join(lines)
 
 
+def evaluations_note(config: StudyConfig, rows: Sequence[PlanRow]) -> str | None:
+    """The ``note:`` line saying why a plan's runs get fewer evaluations than ``log_points`` asks, or None.
+
+    One line for the row with the fewest evaluations (the shortest run crowds the most log-spaced steps
+    together); ``gengen plan`` and ``gengen run --dry-run`` both print it.
+
+    Parameters
+    ----------
+    config : StudyConfig
+        The study planned.
+    rows : sequence of PlanRow
+        :func:`plan_study`'s rows.
+
+    Returns
+    -------
+    str or None
+        ``note: <model> (<regime>): <the reason>`` (:func:`gengen.schedule.fewer_evaluations_note`).
+    """
+    notes = [(row, fewer_evaluations_note(config.evaluation, row.steps)) for row in rows]
+    short = [(row, note) for row, note in notes if note is not None]
+    if not short:
+        return None
+    row, note = min(short, key=lambda entry: entry[0].evaluations)
+    return f"note: {row.model} ({row.regime}): {note}"
+
+
+def run_command_line(
+    study: str | Path,
+    *,
+    executor: str | None = None,
+    out: str | Path | None = None,
+    models: Sequence[str] | None = None,
+    dry_run: bool = False,
+) -> str:
+    """The ``gengen run`` command that runs a study, quoted for a POSIX shell (the ``next:`` of plan and dry run).
+
+    Parameters
+    ----------
+    study : str or Path
+        The study file, as the user named it.
+    executor : str, optional
+        ``--executor``.
+    out : str or Path, optional
+        ``--out``.
+    models : sequence of str, optional
+        ``--model`` for each.
+    dry_run : bool
+        Add ``--dry-run``.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> run_command_line("my study.toml", executor="slurm", out="/scratch/s")
+    "gengen run 'my study.toml' --executor slurm --out /scratch/s"
+    """
+    import shlex
+
+    words = ["gengen", "run", str(study)]
+    if executor is not None:
+        words += ["--executor", executor]
+    if out is not None:
+        words += ["--out", str(out)]
+    for model in models or ():
+        words += ["--model", model]
+    if dry_run:
+        words.append("--dry-run")
+    return shlex.join(words)
+
+
 def _count(n: int) -> str:
     for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
         if n >= size:
@@ -570,4 +642,4 @@ def _count(n: int) -> str:
     return str(n)
 
 
-__all__ += ["KNOWN_SIZES", "fit_advice", "format_plan", "grid_hours"]
+__all__ += ["KNOWN_SIZES", "evaluations_note", "fit_advice", "format_plan", "grid_hours", "run_command_line"]

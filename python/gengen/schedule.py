@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "epoch_steps",
     "evaluation_steps",
+    "fewer_evaluations_note",
     "learning_rate_factor",
     "planned_steps",
     "steps_per_epoch",
@@ -95,6 +96,53 @@ def evaluation_steps(evaluation: EvaluationConfig, total: int) -> list[int]:
         points = np.geomspace(1, total, evaluation.log_points)
         steps.update(round(float(p)) for p in points)
     return sorted(steps)
+
+
+def fewer_evaluations_note(evaluation: EvaluationConfig, total: int) -> str | None:
+    """Why a run of ``total`` steps is scored fewer times than ``log_points`` asks, or None when it is not.
+
+    ``log_points = K`` spaces K steps evenly in log(step) between 1 and ``total``; in a short run several of
+    them round to the same step, which is scored once (``gengen plan`` and ``gengen run --dry-run`` print this
+    beside a run's evaluation count).
+
+    Parameters
+    ----------
+    evaluation : EvaluationConfig
+        The study's ``[evaluation]`` settings.
+    total : int
+        Optimiser steps of the run.
+
+    Returns
+    -------
+    str or None
+        One sentence with the count asked for, the duplicates, the step below which they lie and the count
+        scored; None without ``log_points``, when no two of its steps coincide, or when other settings
+        (``every``, ``steps``) make up the count.
+
+    Examples
+    --------
+    >>> from gengen.config import EvaluationConfig
+    >>> fewer_evaluations_note(EvaluationConfig(every=None, log_points=40), 60)  # doctest: +NORMALIZE_WHITESPACE
+    'evaluation.log_points = 40 asks for 40 log-spaced steps plus step 0, but in a run of 60 steps 13 of them
+    round to a step already taken (all at or below step 7), each scored once: 28 evaluations'
+    """
+    if evaluation.log_points is None or total <= 1:
+        return None
+    rounded = [round(float(p)) for p in np.geomspace(1, total, evaluation.log_points)]
+    distinct = set(rounded)
+    duplicates = len(rounded) - len(distinct)
+    if not duplicates:
+        return None
+    asked = evaluation.log_points
+    scored = len(evaluation_steps(evaluation, total))
+    if scored >= asked + 1:
+        return None
+    crowded = max(step for step in distinct if rounded.count(step) > 1)
+    return (
+        f"evaluation.log_points = {asked} asks for {asked} log-spaced steps plus step 0, but in a run of {total:,} "
+        f"steps {duplicates} of them round to a step already taken (all at or below step {crowded:,}), each scored "
+        f"once: {scored} evaluations"
+    )
 
 
 def _check_evaluation_count(evaluation: EvaluationConfig, total: int) -> None:

@@ -248,6 +248,48 @@ def _study_file_cases() -> list[Case]:
     return out
 
 
+def _run_study(folder: Path) -> None:
+    (folder / "study.toml").write_text(EXECUTOR_STUDY.replace('kind = "slurm"', 'kind = "local"'))
+
+
+def _nothing_beside_the_study(folder: Path) -> None:
+    """``gengen run --out`` refused: nothing was written, neither there nor in the study's own output."""
+    assert not (folder / "out").exists(), "the study's [study] output was written"
+
+
+def _run_out_cases() -> list[Case]:
+    """``gengen run --out`` that cannot be the study's output folder: one line before anything is written."""
+    out = []
+    for dry in ((), ("--dry-run",)):
+        suffix = "-dry-run" if dry else ""
+        out += [
+            Case(
+                f"run-out-is-a-file{suffix}",
+                ["run", "{tmp}/study.toml", "--out", "{tmp}/blocker", *dry],
+                "--out: {tmp}/blocker is a file, expected a folder",
+                setup=_both(_run_study, _file("blocker")),
+                after=_both(_unchanged("blocker"), _nothing_beside_the_study),
+            ),
+            Case(
+                f"run-out-under-a-file{suffix}",
+                ["run", "{tmp}/study.toml", "--out", "{tmp}/blocker/study", *dry],
+                "--out: {tmp}/blocker is a file, so the folder {tmp}/blocker/study cannot be created",
+                setup=_both(_run_study, _file("blocker")),
+                after=_both(_unchanged("blocker"), _nothing_beside_the_study),
+            ),
+        ]
+    out.append(
+        Case(
+            "run-out-read-only-folder",
+            ["run", "{tmp}/study.toml", "--out", "{tmp}/ro"],
+            "{tmp}/ro",
+            setup=_both(_run_study, lambda f: (f / "ro").mkdir(), lambda f: _read_only(f / "ro")),
+            after=_nothing_beside_the_study,
+        )
+    )
+    return out
+
+
 def cases() -> list[Case]:
     """Every path case."""
-    return [*_export_cases(), *_folder_cases(), *_report_cases(), *_study_file_cases()]
+    return [*_export_cases(), *_folder_cases(), *_report_cases(), *_study_file_cases(), *_run_out_cases()]

@@ -107,3 +107,26 @@ def test_executor_trains_a_run_over_the_gpus_it_asks_for(
     two = Store(tmp_path / "two" / "out").load().sort_values(KEY).reset_index(drop=True)
     assert len(two) == len(one) == 3 * 3 * 2
     np.testing.assert_allclose(two["value"], one["value"], rtol=0, atol=1e-4)
+
+
+def test_a_moved_output_reaches_the_processes_of_a_run(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
+    """``gengen run --out`` with ``resources.gpus = 2``: the torchrun processes reload the study file, so they are
+    told the moved output folder; they write the run where the driver merges it, and nothing beside the study."""
+    from gengen.config import with_output
+    from gengen.executors import execute_study
+
+    options = {"families": ("opt",), "max_steps": 4, "every": 2, "extra": "grad_accum = 2"}
+    text = study_toml(assets, Path("beside"), **options).replace("batch_size = 8", "batch_size = 5", 1)
+    path = write_study(tmp_path / "study", text + "\n[resources]\ngpus = 2\n")
+    out = tmp_path / "elsewhere"
+    config = load_config(path, output=out)
+    assert config == with_output(load_config(path), out) and config.output == out
+    lines: list[str] = []
+    execution = execute_study(config, executor="local", log=lines.append)
+    assert not execution.failed, [r.error for r in execution.failed]
+    assert any(line.endswith("trained data parallel over 2 processes") for line in lines), lines
+    assert sorted(p.name for p in (tmp_path / "study").iterdir()) == ["study.toml"]
+    stored = Store(out).load()
+    assert len(stored) == 3 * 3 * 2 and execution.rows_merged == len(stored)  # steps x test sets x metrics
+    run_dir = config.run_dir(config.runs()[0])
+    assert run_dir.is_relative_to(out) and (run_dir / "checkpoint-4").is_dir()

@@ -50,6 +50,7 @@ def compare_command(
     regimes; compare_differences.csv: every two models), verdict.json and verdict_pairs.csv, and ends with the
     verdict.
     """
+    from gengen._heartbeat import heartbeat
     from gengen.analyse import Analysis
     from gengen.compare import compare
     from gengen.phases import compare_phases, parse_phases
@@ -59,19 +60,22 @@ def compare_command(
     if out is not None:
         check_output_folder(out)
     analysis = Analysis.from_dir(analysis_dir)
-    comparison = compare(
-        analysis,
-        source_level=source,
-        alpha=alpha,
-        n_perm=n_perm,
-        alternative=alternative,
-        seed=seed,
-    )
     target = out or analysis_dir
-    comparison.to_dir(target)
+    # Each step takes ~5 s at 32 groups x 64 test sets: progress lines on a non-terminal while one runs.
+    with heartbeat("compare", f"comparing {analysis.pairs[['model', 'run']].drop_duplicates().shape[0]} groups"):
+        comparison = compare(
+            analysis,
+            source_level=source,
+            alpha=alpha,
+            n_perm=n_perm,
+            alternative=alternative,
+            seed=seed,
+        )
+        comparison.to_dir(target)
+    with heartbeat("compare", "stating the verdict"):
+        verdict = build_verdict(analysis, n_perm=n_perm, seed=seed, alpha=alpha)
+        verdict.to_dir(target)
     # The answer first (one line), then the run-vs-run table it summarises, then the verdict's detail.
-    verdict = build_verdict(analysis, n_perm=n_perm, seed=seed, alpha=alpha)
-    verdict.to_dir(target)
     typer.echo(answer_line(verdict))
     for row in comparison.agreement.itertuples(index=False):
         p_text = (

@@ -83,15 +83,16 @@ def plan_command(
 ) -> None:
     """Plan a study on GPUs: strategy, memory per GPU, checkpoint disk and GPU-hours per model and regime.
 
-    Reads only the study file, local config.json files and gengen's table of known model shapes (no network).
-    Exits with status 2, naming the model, when a model cannot be trained or scored on the GPUs given.
+    Reads only the study file, local config.json files and gengen's table of known model shapes (no network),
+    and ends with the command that runs the study. Exits with status 2, naming the model, when a model cannot
+    be trained or scored on the GPUs given.
     With --power: the design instead (seeds, evaluations, examples, pairs) that reaches the target power for a
     chosen pair and for the global question within --budget, from a --pilot analysis or assumed curves.
     """
     from gengen.config import load_config
     from gengen.errors import ConfigError, GengenError
     from gengen.families import family_for
-    from gengen.plan import fit_advice, format_plan, plan_study
+    from gengen.plan import evaluations_note, fit_advice, format_plan, plan_study, run_command_line
 
     study = load_config(config)
     if power:
@@ -133,6 +134,9 @@ def plan_command(
             raise
         raise ConfigError(error.render(lambda name: FLAGS.get(name, name))) from None
     typer.echo(text)
+    short = evaluations_note(study, rows)  # "evals 26" for "40 log-spaced steps plus step 0": say why
+    if short is not None:
+        typer.echo(short)
     for spec in study.models:
         note = family_for(spec.family).note
         if note is not None and any(r.model == spec.name for r in rows):
@@ -154,6 +158,8 @@ def plan_command(
             f"model {too_big.model!r} ({too_big.regime}): {part} needs ~{need:.1f} GiB per GPU, more than "
             f"{gpus} GPU(s) of {gpu_memory:g} GiB hold; not yet tried: {hint}"
         )
+    command = run_command_line(config, executor=study.executor.kind, models=model)
+    typer.echo(f"next: {command}   (add --dry-run to list its runs first; --out DIR to write them elsewhere)")
 
 
 def _power(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gengen.analyse.options import ANALYSIS_OPTIONS
-from gengen.cli._common import OnlyModels, StudyFile, TrustTaskCode, user_errors_exit
+from gengen.cli._common import OnlyModels, StudyFile, TrustTaskCode, check_output_folder, user_errors_exit
 
 if TYPE_CHECKING:
     from gengen.config import StudyConfig
@@ -19,6 +19,13 @@ STUDY_KEYS: dict[str, str] = {
     **{option.name: f"analysis.{option.name}" for option in ANALYSIS_OPTIONS},
     "id_testset": "study.id_testset",
 }
+
+
+#: ``--out`` of ``gengen run`` and ``gengen status``: the study's whole output folder.
+OUT_HELP = (
+    "The study's output folder (runs, store, analysis/ with the report) instead of [study] output, which it "
+    "overrides; relative to the current folder. Give the same --out to every run and status of the study."
+)
 
 
 def _run_command(
@@ -37,7 +44,7 @@ def _run_command(
     analysis: Annotated[
         bool, typer.Option("--analysis/--no-analysis", help="Analyse, compare and report once every run is done.")
     ] = True,
-    out: Annotated[Path | None, typer.Option(help="Folder of the analysis (default: <output>/analysis).")] = None,
+    out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
     trust_task_code: TrustTaskCode = False,
     dry_run: Annotated[
         bool,
@@ -58,12 +65,14 @@ def _run_command(
     from gengen.config import load_config
     from gengen.executors import execute_study
 
-    study = load_config(config)
+    study = load_config(config, output=out)
+    if out is not None:  # a file, or a folder that cannot be created: one line before anything is written
+        check_output_folder(study.output, "--out")
     from gengen.scoring import check_trainable, score_after_training
 
     check_trainable(study, trust_task_code=trust_task_code)
     if dry_run:
-        for line in dry_run_lines(study, config, executor, model):
+        for line in dry_run_lines(study, config, executor, model, out):
             typer.echo(line)
         return
     execution = execute_study(
@@ -87,7 +96,7 @@ def _run_command(
         return
     from gengen.pipeline import run_study_analysis
 
-    target = out if out is not None else study.output / "analysis"
+    target = study.output / "analysis"
     report = run_study_analysis(study.output, target, study.id_testset, log=typer.echo, **study.analysis.options())
     typer.echo(f"report: {report}")
 
@@ -96,13 +105,15 @@ def _run_command(
 DRY_RUN_GPUS, DRY_RUN_GPU_GIB = 1, 80.0
 
 
-def dry_run_lines(study: StudyConfig, config: Path, executor: str | None, models: list[str] | None) -> list[str]:
+def dry_run_lines(
+    study: StudyConfig, config: Path, executor: str | None, models: list[str] | None, out: Path | None = None
+) -> list[str]:
     """What ``gengen run`` would do: one line per model and data regime, then the totals and the next command.
 
     Steps, evaluations and GPU-hours are :func:`gengen.plan.plan_study`'s (one GPU of 80 GiB, its default
     throughput); models that would not fit are named and left out of the totals, as ``gengen plan`` does.
     """
-    from gengen.plan import plan_study
+    from gengen.plan import evaluations_note, plan_study, run_command_line
 
     runs = study.select_runs(models)
     rows = plan_study(study, gpus=DRY_RUN_GPUS, gpu_memory_gib=DRY_RUN_GPU_GIB, models=models)
@@ -114,22 +125,16 @@ def dry_run_lines(study: StudyConfig, config: Path, executor: str | None, models
             f"  {row.model} ({row.regime}): {row.runs} runs x {row.steps} steps, {row.evaluations} evaluations each, "
             f"~{row.gpu_hours:,.1f} GPU-hours{fits}"
         )
-    asked = study.evaluation.log_points
-    short = [row for row in rows if asked is not None and row.evaluations < asked + 1]
-    if short:  # "26 evaluations" for "40 log-spaced steps plus step 0": say why
-        row = min(short, key=lambda r: r.evaluations)
-        lines.append(
-            f"  note: evaluation.log_points = {asked} asks for {asked} log-spaced steps plus step 0, but in a run of "
-            f"{row.steps} steps log spacing rounds several to the same step, each scored once ({row.evaluations} "
-            "evaluations)"
-        )
+    note = evaluations_note(study, rows)  # "26 evaluations" for "40 log-spaced steps plus step 0": say why
+    if note is not None:
+        lines.append(f"  {note}")
     fitting = [row for row in rows if row.fits]
     lines.append(
         f"total: {sum(r.runs for r in fitting)} runs, {sum(r.runs * r.steps for r in fitting):,} steps, "
         f"{sum(r.runs * r.evaluations for r in fitting):,} evaluations, ~{sum(r.gpu_hours for r in fitting):,.1f} "
         f"GPU-hours (gengen plan {config} for other GPUs)"
     )
-    lines.append(f"next: gengen run {config}")
+    lines.append(f"next: {run_command_line(config, executor=executor, out=out, models=models)}")
     return lines
 
 
@@ -139,6 +144,7 @@ run_command = user_errors_exit(_run_command, flags=STUDY_KEYS)
 @user_errors_exit
 def status_command(
     study: Annotated[Path, typer.Argument(help="The study's TOML file (or the folder holding study.toml).")],
+    out: Annotated[Path | None, typer.Option(help=OUT_HELP)] = None,
 ) -> None:
     """Show each run of a study: pending, running, done or failed (with its error), and its progress.
 
@@ -151,7 +157,7 @@ def status_command(
     path = study / "study.toml" if study.is_dir() else study
     if study.is_dir() and not path.is_file():
         raise ConfigError(f"{study}: a folder without study.toml; give the study's TOML file")
-    config = load_config(path)
+    config = load_config(path, output=out)
     rows = study_status(config)
     width = max([len(f"{r.model} {r.run}") for r in rows] + [3])
     counts: dict[str, int] = {}

@@ -41,8 +41,9 @@ def _train_over_processes(task: RunTask, log: Callable[[str], None]) -> _Outcome
     train it data parallel under torchrun, one process per GPU (without CUDA: CPU processes), into the same
     spool. None when this process is already one of several (torchrun, a Slurm job's tasks) or one GPU suffices.
 
-    The processes get the study file's path and the run's key, never a pickle: nothing in the study folder is
-    executed.
+    The processes get the study file's path, the run's key and the study's output folder (which ``gengen run
+    --out`` may have moved away from the file's ``[study] output``), never a pickle: nothing in the study folder
+    is executed, and every process writes where the driver reads.
     """
     from gengen.errors import ConfigError
 
@@ -53,7 +54,7 @@ def _train_over_processes(task: RunTask, log: Callable[[str], None]) -> _Outcome
         raise ConfigError("resources.gpus > 1: the study must be loaded from its file (the processes read it)")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}"]
     command += ["-m", "gengen.executors.worker", str(task.config.source), task.run.model.name, task.run.key]
-    command += [str(task.threads)]
+    command += [str(task.threads), str(task.config.output)]
     finished = subprocess.run(command, capture_output=True, text=True, check=False)
     reported = [line for line in finished.stdout.splitlines() if line.startswith(OUTCOME_PREFIX)]
     for line in finished.stdout.splitlines():
@@ -73,8 +74,8 @@ def _process_main(argv: list[str]) -> None:
     from gengen.config import load_config
     from gengen.train import train_run
 
-    path, model, key, threads = argv
-    config = load_config(path)
+    path, model, key, threads, output = argv
+    config = load_config(path, output=output)
     run = next(r for r in config.runs() if r.model.name == model and r.key == key)
     torch.set_num_threads(int(threads))
     spool = RunSpool(config.run_dir(run), study=config.name)
