@@ -20,6 +20,7 @@ from numpy.testing import assert_allclose
 from scipy import stats as scipy_stats
 
 from gengen.global_share import (
+    answer_sentence,
     global_share_table,
     r_distribution_table,
     resolved_sign_agreement,
@@ -294,3 +295,24 @@ def test_pythia_compare_states_the_answer_first(pythia_run: tuple[Path, str], tm
     verdict = json.loads((tmp_path / "compare" / "verdict.json").read_text())
     assert result.stdout.splitlines()[0] == f"answer: {verdict['answer']}"
     assert sum(line.startswith("answer:") for line in result.stdout.splitlines()) == 1
+
+
+def test_the_answer_says_once_why_no_model_has_an_interval() -> None:
+    # Four models of 6 test sets each (15 pairs): below the 12 test sets the jackknife interval is calibrated for.
+    shares = pd.DataFrame(
+        {
+            "unit": ["olmo2-m", "olmo2-s", "opt-m", "opt-s"],
+            "share": [0.73, 0.07, 1 / 3, 0.2],
+            "ci_low": np.nan,
+            "ci_high": np.nan,
+            "ci_level": 0.95,
+            "n_testsets": 6,
+        }
+    )
+    answer = answer_sentence(
+        shares, {}, pd.DataFrame(), n_resolvable=0, n_pairs=15, r_detectable_median=0.43, threshold=0.3,
+        alpha=0.05, adjust="holm",
+    )  # fmt: skip
+    assert answer.count("no interval") == 1 and "6 test sets, fewer than the 12" in answer
+    assert "73% of OOD pairs co-move beyond ID in olmo2-m, 7% in olmo2-s, 33% in opt-m and 20% in opt-s" in answer
+    assert "interval above zero" not in answer

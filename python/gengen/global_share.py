@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gengen.stats.global_share import MIN_TESTSETS_INTERVAL
+
 __all__ = [
     "GLOBAL_SHARE_COLUMNS",
     "R_DISTRIBUTION_COLUMNS",
@@ -281,20 +283,29 @@ def answer_sentence(
         return "No model has testable pairs of OOD test sets: there is no global answer to give."
     rows = list(shares.itertuples(index=False))
     above = sum(bool(np.isfinite(row.ci_low) and row.ci_low > 0) for row in rows)
+    # When no model has an interval, say why once rather than after every share.
+    without_interval = all(np.isfinite(row.share) and not np.isfinite(row.ci_low) for row in rows)
+    text = (lambda row: f"{_percent(row.share)}%") if without_interval else _share_text
     shown = rows if len(rows) <= 4 else [min(rows, key=lambda r: r.share), max(rows, key=lambda r: r.share)]
     first, *others = shown
-    head = f"An estimated {_share_text(first)} of OOD pairs co-move beyond ID in {first.unit}"
+    head = f"An estimated {text(first)} of OOD pairs co-move beyond ID in {first.unit}"
     if len(rows) > 4:
         head = (
             f"Across {len(rows)} models, the estimated share of OOD pairs that co-move beyond ID ranges from "
-            f"{_share_text(first)} in {first.unit} to {_share_text(others[0])} in {others[0].unit}"
+            f"{text(first)} in {first.unit} to {text(others[0])} in {others[0].unit}"
         )
     else:
         head += "".join(
-            f"{' and' if index == len(others) - 1 else ','} {_share_text(row)} in {row.unit}"
+            f"{' and' if index == len(others) - 1 else ','} {text(row)} in {row.unit}"
             for index, row in enumerate(others)
         )
-    if len(rows) == 1:
+    if without_interval:
+        counts = sorted({int(row.n_testsets) for row in rows})
+        head += (
+            f" (no interval: {'/'.join(map(str, counts))} test sets, fewer than the {MIN_TESTSETS_INTERVAL} its "
+            "calibration covers, or no spread between them)"
+        )
+    elif len(rows) == 1:
         head += " (interval above zero)" if above else " (not distinguishable from none)"
     else:
         head += f" (interval above zero in {above} of {len(rows)} models)"
