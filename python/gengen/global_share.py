@@ -256,6 +256,11 @@ def _share_text(row: Any) -> str:
     return f"{_percent(row.share)}% ({level} CI {_percent(row.ci_low)}–{_percent(row.ci_high)}%)"
 
 
+def _share_only(row: Any) -> str:
+    """``12%`` of one model's share row (its interval, when there is none, said once by the caller)."""
+    return f"{_percent(row.share)}%"
+
+
 def _percent(share: float) -> str:
     """A share in percent: whole numbers, one decimal below 1% (so that a bound above 0 never reads 0)."""
     return f"{100 * share:.1f}" if 0 < share < 0.01 else f"{100 * share:.0f}"
@@ -285,7 +290,7 @@ def answer_sentence(
     above = sum(bool(np.isfinite(row.ci_low) and row.ci_low > 0) for row in rows)
     # When no model has an interval, say why once rather than after every share.
     without_interval = all(np.isfinite(row.share) and not np.isfinite(row.ci_low) for row in rows)
-    text = (lambda row: f"{_percent(row.share)}%") if without_interval else _share_text
+    text = _share_only if without_interval else _share_text
     shown = rows if len(rows) <= 4 else [min(rows, key=lambda r: r.share), max(rows, key=lambda r: r.share)]
     first, *others = shown
     head = f"An estimated {text(first)} of OOD pairs co-move beyond ID in {first.unit}"
