@@ -357,12 +357,12 @@ def _interval_se(rows: pd.DataFrame) -> np.ndarray:
         high = np.arctanh(rows["ci_high"].to_numpy(dtype=float))
         level = rows["ci_level"].to_numpy(dtype=float)
         dof = rows["df_sieve"].to_numpy(dtype=float)
-        quantile = np.array(
-            [
-                _core.t_quantile(0.5 + q / 2, float(d)) if np.isfinite(q) and d > 0 else np.nan
-                for q, d in zip(level.tolist(), dof.tolist(), strict=True)
-            ]
-        )
+        # one vectorised quantile call per interval level (one level in practice), not one call per row
+        quantile = np.full(len(rows), np.nan)
+        ok = np.isfinite(level) & (dof > 0)
+        for value in np.unique(level[ok]):
+            chosen = ok & (level == value)
+            quantile[chosen] = _core.t_quantile_array(0.5 + float(value) / 2, np.ascontiguousarray(dof[chosen]))
         implied = np.maximum(high - z, z - low) / quantile
     return np.where(np.isfinite(implied) & np.isfinite(se), np.fmax(implied, se), se)
 
