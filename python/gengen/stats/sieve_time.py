@@ -1,0 +1,220 @@
+r"""Training time for the AR-sieve: the variance correction for irregularly spaced checkpoints (issue 34, item 2).
+
+The sieve (:mod:`gengen.stats.sieve`) models each residual series as an autoregression in *checkpoint index*.
+Where checkpoints are evenly spaced in training steps that is the same as a process in training time; where they
+are not (log-spaced, dense early), noise that lives in training steps is not stationary in the index: consecutive
+checkpoints are nearly the same model early in a log-spaced run and nearly independent late. An AR model in the
+index averages the two, and for an Ornstein–Uhlenbeck (OU) process in training steps sampled at 40 log-spaced
+checkpoints the sieve's standard error of :math:`\operatorname{artanh} r` is 17% too small (docs/calibration.md,
+"Training time (issue 34, item 2)").
+
+The correction fits, to each residual series :math:`e_j`, two Gaussian models with the same two parameters
+(:math:`\bar\phi`, the correlation of two checkpoints one mean gap apart, and :math:`w`, the share of white
+measurement noise):
+
+- **in training time:** :math:`\Sigma^{T}_{st} = (1 - w)\,\bar\phi^{|s_s - s_t| / \bar\Delta} + w\,[s = t]`, an OU
+  process on the actual steps :math:`s` (mean gap :math:`\bar\Delta`) plus white noise;
+- **in checkpoint index:** :math:`\Sigma^{I}_{st} = (1 - w)\,\bar\phi^{|s - t|} + w\,[s = t]`, the AR(1)-plus-white
+  model the sieve's index autoregression stands for,
+
+each by maximum likelihood on a grid (the scale profiled out; :func:`fit_gap_noise`). The first-order variance of the correlation of two
+independent residual series :math:`M_a u_a`, :math:`M_b u_b` (:math:`M_j` the control's residual operator) is
+
+.. math::
+
+    V(\Sigma_a, \Sigma_b) = \frac{\operatorname{tr}(M_a \Sigma_a M_a^\top M_b \Sigma_b M_b^\top)}
+    {\operatorname{tr}(M_a \Sigma_a M_a^\top)\,\operatorname{tr}(M_b \Sigma_b M_b^\top)}
+
+(Dutilleul, 1993), and the sieve's variance of :math:`z` is multiplied by :math:`V(\Sigma^T_a, \Sigma^T_b) /
+V(\Sigma^I_a, \Sigma^I_b)`: what the dependence in training time adds over the dependence in the index. With
+evenly spaced checkpoints the two models are the same model, the ratio is exactly 1 and the sieve is unchanged;
+with white residuals (:math:`w = 1`) it is 1 too.
+
+References
+----------
+Dutilleul, P. (1993). Modifying the t test for assessing the correlation between two spatial processes.
+*Biometrics* 49(1), 305–314.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from gengen.errors import InvalidArgumentError
+
+__all__ = ["MAX_GAP_PHI", "REGULAR_GAP_TOLERANCE", "fit_gap_noise", "gap_inflation", "regular_steps", "steps_array"]
+
+#: Largest correlation one mean gap apart that the fits may reach (a random walk has no stationary variance).
+MAX_GAP_PHI = 0.995
+#: Gaps that differ from their mean by less than this share count as even: the correction is then exactly 1.
+REGULAR_GAP_TOLERANCE = 0.01
+
+
+def steps_array(steps: ArrayLike | None, n: int) -> NDArray[np.float64] | None:
+    """The checkpoints' training steps as floats (None stays None), checked: n of them, finite, increasing."""
+    if steps is None:
+        return None
+    values = np.asarray(steps, dtype=np.float64).reshape(-1)
+    if values.size != n:
+        raise InvalidArgumentError(f"steps: need one training step per checkpoint ({n}), got {values.size}")
+    if not np.isfinite(values).all():
+        raise InvalidArgumentError("steps: must be finite (no NaN or infinity)")
+    if np.any(np.diff(values) <= 0):
+        first = int(np.flatnonzero(np.diff(values) <= 0)[0])
+        raise InvalidArgumentError(
+            f"steps: must increase strictly in checkpoint order (checkpoint {first + 2} is at step "
+            f"{values[first + 1]:g}, not after {values[first]:g})"
+        )
+    return values
+
+
+def regular_steps(steps: NDArray[np.float64] | None) -> bool:
+    """Whether the checkpoints are evenly spaced in training steps (or their steps are unknown)."""
+    if steps is None or steps.size < 3:
+        return True
+    gaps = np.diff(steps)
+    return bool(np.abs(gaps / gaps.mean() - 1.0).max() <= REGULAR_GAP_TOLERANCE)
+
+
+#: The grid the fits search: correlations one unit apart (denser towards 1, where the variance is most
+#: sensitive) and white shares. A grid, not an optimiser: the likelihood is flat along a ridge on short series,
+#: and the grid gives the same answer on every machine.
+_PHI_GRID = MAX_GAP_PHI * (1.0 - np.geomspace(1.0, 0.005, 60) + 0.005 * np.linspace(1.0, 0.0, 60))
+_WHITE_GRID = np.linspace(0.0, 0.98, 36)
+
+
+def _profile_loglik_grid(e: NDArray[np.float64], decay: NDArray[np.float64]) -> NDArray[np.float64]:
+    r"""−2 × the profile log-likelihood of ``e`` on the grid, by the Kalman filter of OU-plus-white noise.
+
+    ``decay`` (n − 1, K): the state's correlation from each checkpoint to the next at each grid point. The state
+    has variance 1 − w and the observation adds white noise of variance w; the scale is profiled out.
+    """
+    n = e.size
+    white = np.repeat(_WHITE_GRID[None, :], _PHI_GRID.size, axis=0).reshape(-1)
+    signal = 1.0 - white
+    predicted_var = signal.copy()
+    predicted_mean = np.zeros_like(white)
+    sum_sq = np.zeros_like(white)
+    sum_log = np.zeros_like(white)
+    for t in range(n):
+        if t:
+            a = decay[t - 1]
+            predicted_mean = a * mean
+            predicted_var = a * a * var + (1.0 - a * a) * signal
+        innovation_var = predicted_var + white
+        innovation = e[t] - predicted_mean
+        sum_sq += innovation * innovation / innovation_var
+        sum_log += np.log(innovation_var)
+        gain = predicted_var / innovation_var
+        mean = predicted_mean + gain * innovation
+        var = predicted_var * (1.0 - gain)
+    return np.asarray(n * np.log(np.maximum(sum_sq / n, 1e-300)) + sum_log, dtype=np.float64)
+
+
+def fit_gap_noise(e: ArrayLike, gaps: ArrayLike) -> tuple[float, float]:
+    r"""Maximum-likelihood :math:`(\bar\phi, w)` of :math:`(1 - w)\,\bar\phi^{D} + w I` for one series.
+
+    D is the distance between checkpoints, the sum of the ``gaps`` between them; the fit is the best point of a
+    60 × 36 grid (:math:`\bar\phi` up to :data:`MAX_GAP_PHI`, w from 0 to 0.98), its likelihood computed by
+    the Kalman filter of the equivalent state-space model (O(n) per grid point).
+
+    Parameters
+    ----------
+    e : array_like of shape (n,)
+        The series (a test set's residuals), centred here.
+    gaps : array_like of shape (n − 1,)
+        Distances between consecutive checkpoints: in mean gaps (training time) or ones (index).
+
+    Returns
+    -------
+    tuple of float
+        :math:`\bar\phi`, the correlation one unit of distance apart, and :math:`w`, the white share of the
+        variance.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> x = np.zeros(400)
+    >>> for t in range(1, 400):
+    ...     x[t] = 0.8 * x[t - 1] + rng.standard_normal()
+    >>> phi, white = fit_gap_noise(x, np.ones(399))
+    >>> bool(abs(phi - 0.8) < 0.08 and white < 0.2)
+    True
+    """
+    series = np.asarray(e, dtype=np.float64)
+    series = series - series.mean()
+    distance = np.asarray(gaps, dtype=np.float64)
+    phi = np.repeat(_PHI_GRID, _WHITE_GRID.size)
+    decay = phi[None, :] ** distance[:, None]
+    best = int(np.argmin(_profile_loglik_grid(series, decay)))
+    return float(phi[best]), float(_WHITE_GRID[best % _WHITE_GRID.size])
+
+
+def _covariance(phi: float, white: float, distance: NDArray[np.float64]) -> NDArray[np.float64]:
+    sigma = (1.0 - white) * phi**distance
+    sigma[np.diag_indices_from(sigma)] += white
+    return sigma
+
+
+def gap_inflation(
+    series: ArrayLike,
+    steps: NDArray[np.float64] | None,
+    operators: ArrayLike,
+) -> NDArray[np.float64]:
+    r"""The factor by which dependence in training time inflates the sieve's variance of every pair (m, m).
+
+    Parameters
+    ----------
+    series : array_like of shape (m, n)
+        Each test set's residual series, in checkpoint order.
+    steps : ndarray of shape (n,) or None
+        The checkpoints' training steps (None: evenly spaced).
+    operators : array_like of shape (n, n) or (m, n, n)
+        The residual operators :math:`M_j` of the control (one shared, or one per test set).
+
+    Returns
+    -------
+    ndarray of shape (m, m)
+        :math:`V(\Sigma^T_a, \Sigma^T_b) / V(\Sigma^I_a, \Sigma^I_b)` (module docstring); exactly 1 everywhere
+        when the checkpoints are evenly spaced, 1 on the diagonal.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(1)
+    >>> e = rng.standard_normal((2, 30))
+    >>> gap_inflation(e, np.arange(30.0) * 100, np.eye(30)).tolist()
+    [[1.0, 1.0], [1.0, 1.0]]
+    """
+    e = np.asarray(series, dtype=np.float64)
+    m, n = e.shape
+    out = np.ones((m, m))
+    if regular_steps(steps) or m < 2:
+        return out
+    assert steps is not None
+    time = (steps - steps[0]) / np.diff(steps).mean()
+    in_time = np.abs(np.subtract.outer(time, time))
+    position = np.arange(n, dtype=np.float64)
+    in_index = np.abs(np.subtract.outer(position, position))
+    ops = np.asarray(operators, dtype=np.float64)
+    if ops.ndim == 2:
+        ops = np.broadcast_to(ops, (m, n, n))
+    residual_cov = {}
+    for label, distance, gaps in (("time", in_time, np.diff(time)), ("index", in_index, np.ones(n - 1))):
+        covs = np.empty((m, n, n))
+        for j in range(m):
+            phi, white = fit_gap_noise(e[j], gaps)
+            covs[j] = ops[j] @ _covariance(phi, white, distance) @ ops[j].T
+        residual_cov[label] = covs
+    variance = {}
+    for label, covs in residual_cov.items():
+        traces = np.trace(covs, axis1=1, axis2=2)
+        # tr(A_a A_b) for every pair at once (the covariances are symmetric).
+        cross = np.einsum("aij,bij->ab", covs, covs)
+        variance[label] = cross / np.outer(traces, traces)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(variance["index"] > 0, variance["time"] / variance["index"], 1.0)
+    np.fill_diagonal(ratio, 1.0)
+    return np.asarray(ratio, dtype=np.float64)
