@@ -38,7 +38,7 @@ GENGEN = str(Path(PYTHON).with_name("gengen"))
 
 EAGER = (
     "import sys, importlib\n"
-    "import gengen.analyse, gengen.compare, gengen.store, gengen.stats, gengen._core\n"
+    "import gengen.analyse, gengen.across.compare, gengen.store.database, gengen.stats, gengen._core\n"
     "import gengen.cli\n"
     "for name in gengen.cli.COMMAND_MODULES:\n"
     "    importlib.import_module('gengen.cli.' + name)\n"

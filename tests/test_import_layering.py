@@ -16,16 +16,16 @@ import pytest
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "python"
 
 #: The statistics layer: it computes and validates, and knows nothing of what uses it.
-STATISTICS = ("gengen.stats", "gengen._core", "gengen.errors", "gengen.limits")
+STATISTICS = ("gengen.stats", "gengen._core", "gengen.errors", "gengen.stats.limits")
 #: Layers above the statistics, lowest first: each may import the ones before it, never those after.
 LAYERS = (
     ("gengen.analyse",),
-    ("gengen.compare",),
+    ("gengen.across.compare",),
     ("gengen.report",),
     ("gengen.pipeline",),
 )
 #: What runs the fine-tuning: a run's trainer below the study driver (the executors).
-TRAINING = (("gengen.train",), ("gengen.executors",))
+TRAINING = (("gengen.training.train",), ("gengen.executors",))
 #: Applications on top of the library: nothing in the library imports them.
 APPLICATIONS = ("gengen.cli", "gengen.demo")
 
@@ -150,7 +150,7 @@ def test_the_graph_is_read_from_every_kind_of_import(graph: dict[str, set[str]])
     assert len(graph) > 50 and "gengen.analyse" in graph and "gengen.analyse.core" in graph
     assert "gengen.errors" in graph["gengen"]  # top-level import
     assert "gengen._core" in graph["gengen.stats.correlation"]  # `from gengen import _core`: the extension module
-    assert "gengen.store" in graph["gengen.analyse.study"]  # imported inside a function
+    assert "gengen.store.database" in graph["gengen.analyse.study"]  # imported inside a function
     assert "gengen.analyse.result" in graph["gengen.report.figures"]  # imported under TYPE_CHECKING
     assert "gengen.report.figures" in graph["gengen.report"]  # `from gengen.report import figures`
 
@@ -218,11 +218,11 @@ def test_layers_import_downwards_only(graph: dict[str, set[str]]) -> None:
     ("module", "imported"),
     [
         ("gengen.stats", "gengen.analyse"),
-        ("gengen.errors", "gengen.train"),
+        ("gengen.errors", "gengen.training.train"),
         ("gengen.analyse.core", "gengen.report"),
-        ("gengen.compare", "gengen.pipeline"),
-        ("gengen.train", "gengen.executors"),
-        ("gengen.store", "gengen.cli"),
+        ("gengen.across.compare", "gengen.pipeline"),
+        ("gengen.training.train", "gengen.executors"),
+        ("gengen.store.database", "gengen.cli"),
     ],
 )
 def test_layering_check_catches_a_wrong_edge(module: str, imported: str, graph: dict[str, set[str]]) -> None:
