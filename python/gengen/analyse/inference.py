@@ -154,9 +154,19 @@ def lagged_pairs(
 
 
 def sieve_pairs(
-    x: np.ndarray, covar: np.ndarray, settings: Settings, rows: np.ndarray, cols: np.ndarray, labels: list[str]
+    x: np.ndarray,
+    covar: np.ndarray,
+    settings: Settings,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    labels: list[str],
+    steps: np.ndarray | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """The AR-sieve test and interval of ``r_partial`` for every pair, its diagnostics, and the problems met."""
+    """The AR-sieve test and interval of ``r_partial`` for every pair, its diagnostics, and the problems met.
+
+    ``steps``: the checkpoints' training steps (a run's rows), so that unevenly spaced checkpoints get the
+    sieve's training-time correction; None across runs.
+    """
     method: Any = settings.method
 
     def compute(data: np.ndarray) -> SievePartialCorrMatrix:
@@ -168,6 +178,7 @@ def sieve_pairs(
             n_boot=settings.n_boot,
             ci_level=settings.ci_level,
             seed=settings.seed,
+            steps=steps,
         )
 
     fields = ("se_z", "df", "p_value", "ci_low", "ci_high")

@@ -281,7 +281,8 @@ def _tested_pairs(
     problems: list[str] = []
     diagnostics: list[list[str]] = [[] for _ in rows]
     if plan.sieve:
-        sieve, sieve_problems = sieve_pairs(x, covar, settings, rows, cols, labels)
+        steps = np.asarray(group.index, dtype=float) if group.level == "run" else None
+        sieve, sieve_problems = sieve_pairs(x, covar, settings, rows, cols, labels, steps)
         for index, notes in enumerate(sieve.pop("_diagnostics")):
             diagnostics[index].extend(notes)
         out.update(sieve)

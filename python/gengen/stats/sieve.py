@@ -76,6 +76,7 @@ from gengen.stats.sieve_notes import (
     ljung_box,
     sieve_column_notes,
 )
+from gengen.stats.sieve_time import gap_inflation, regular_steps, steps_array
 from gengen.stats.validation import labelled, trajectory_inputs
 
 __all__ = [
@@ -135,6 +136,10 @@ class SievePartialCorrMatrix:
         Ratio of the innovations' standard deviation in the first third of the run to the last third.
     spread_slope : ndarray of shape (m,)
         Change of the innovations' log variance over the run that the replicates follow (0: constant spread).
+    time_inflation : ndarray of shape (m, m)
+        Factor by which dependence in training time, on the checkpoints' actual ``steps``, inflates the variance
+        of z over what the autoregression in checkpoint index gives (:func:`gengen.stats.sieve_time.gap_inflation`;
+        exactly 1 when the checkpoints are evenly spaced or their steps were not given).
     n, k, n_boot, max_order : int
     ci_level : float
     method, fit : str
@@ -154,6 +159,7 @@ class SievePartialCorrMatrix:
     ljung_box_p: NDArray[np.float64]
     variance_ratio: NDArray[np.float64]
     spread_slope: NDArray[np.float64]
+    time_inflation: NDArray[np.float64]
     n: int
     k: int
     n_boot: int
@@ -296,6 +302,7 @@ def sieve_partial_corr_matrix(
     ci_level: float = DEFAULT_CI_LEVEL,
     max_order: int | None = None,
     seed: int = 0,
+    steps: ArrayLike | None = None,
     **gam_options: Any,
 ) -> SievePartialCorrMatrix:
     r"""Partial correlations of every pair of test sets, with AR-sieve standard errors, tests and intervals.
@@ -320,6 +327,10 @@ def sieve_partial_corr_matrix(
         Highest AR order (default :func:`default_max_order` of n).
     seed : int
         Seed of the replicates; the result does not depend on anything else.
+    steps : array_like of shape (n,), optional
+        The checkpoints' training steps, increasing. Where they are unevenly spaced (log-spaced, dense early),
+        the variance of z is corrected for noise that is autocorrelated in training steps rather than in
+        checkpoint index (:mod:`gengen.stats.sieve_time`); evenly spaced steps, or none, leave it as it is.
     **gam_options
         ``k``, ``gam_method``, ``gam_basis`` and ``max_edf`` for ``fit="gam"`` (see :class:`~gengen.stats.Gam`;
         the cap applies to each smooth, ``"auto"`` being :func:`~gengen.stats.gam.default_max_edf` of n).
@@ -345,7 +356,9 @@ def sieve_partial_corr_matrix(
         T = \frac{\operatorname{artanh}(r_{ab})}{\mathrm{se}_z}, \qquad p = 2\,P(T_\nu > |T|),
 
     and the interval is :math:`\tanh\bigl(\operatorname{artanh}(r_{ab}) \mp t_{\nu, (1+\text{level})/2}\,
-    \mathrm{se}_z\bigr)`. With independent checkpoints the variance ratio is 1, so that
+    \mathrm{se}_z\bigr)`. Given unevenly spaced ``steps``, the variance ratio is multiplied by the training-time
+    correction of :func:`gengen.stats.sieve_time.gap_inflation` before the floor at 1. With independent
+    checkpoints the variance ratio is 1, so that
     :math:`\mathrm{se}_z = 1/\sqrt{n - 3 - k}` (Fisher's) and :math:`\nu = n - 2 - k` (ppcor's).
 
     References
@@ -370,6 +383,7 @@ def sieve_partial_corr_matrix(
     data, control, labels = _inputs(scores, covar, method, gam)
     n_boot, max_order = _checked_sizes(data.shape[0], control.shape[1], n_boot, ci_level, max_order)
     n = data.shape[0]
+    step_values = steps_array(steps, n)
     series, operators, df = _unit_residuals(data, control, gam)
     r = _correlations(series)
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x51E7E]))
@@ -380,7 +394,8 @@ def sieve_partial_corr_matrix(
     innovations = innovations - innovations.mean(axis=1, keepdims=True)
     ljung_box_p = _ljung_box(innovations, lags=min(10, max(innovations.shape[1] // 5, 2)), fitted_order=order)
     variances, spread_slope = _replicate_variances(coef, innovations, operators, n, n_boot, rng)
-    se_z, df_effective, statistic, p_value, ci_low, ci_high = _tests(r, variances, df, ci_level)
+    time_inflation = _time_inflation(series, step_values, operators)
+    se_z, df_effective, statistic, p_value, ci_low, ci_high = _tests(r, variances, df, ci_level, time_inflation)
     return SievePartialCorrMatrix(
         r=labelled(r, labels),
         se_z=labelled(se_z, labels),
@@ -394,6 +409,7 @@ def sieve_partial_corr_matrix(
         ljung_box_p=ljung_box_p,
         variance_ratio=_variance_ratio(innovations),
         spread_slope=spread_slope,
+        time_inflation=time_inflation,
         n=n,
         k=control.shape[1],
         n_boot=n_boot,
@@ -482,8 +498,24 @@ def _replicate_variances(
     return variances, spread_slope
 
 
+def _time_inflation(
+    series: NDArray[np.float64], steps: NDArray[np.float64] | None, operators: FactoredOperators
+) -> NDArray[np.float64]:
+    """The training-time correction of every pair (m, m): 1 unless the steps are uneven (sieve_time)."""
+    m, n = series.shape
+    if regular_steps(steps):
+        return np.ones((m, m))
+    basis, mix = operators
+    dense = np.eye(n)[None] - np.einsum("ir,mrs,js->mij", basis, mix, basis)
+    return gap_inflation(series, steps, dense)
+
+
 def _tests(
-    r: NDArray[np.float64], variances: list[NDArray[np.float64]], df: NDArray[np.float64], ci_level: float
+    r: NDArray[np.float64],
+    variances: list[NDArray[np.float64]],
+    df: NDArray[np.float64],
+    ci_level: float,
+    time_inflation: NDArray[np.float64],
 ) -> tuple[NDArray[np.float64], ...]:
     """se_z, effective df, statistic, p-value and interval bounds of every pair (m, m each), from the variance
     inflation of the replicates over their white twins."""
@@ -492,6 +524,9 @@ def _tests(
     # that the resampling's own small-sample error cancels, scales Fisher's 1/(n − 3 − k).
     with np.errstate(divide="ignore", invalid="ignore"):
         inflation = np.where(variances[1] > 0, variances[0] / variances[1], np.nan)
+        # The autoregression lives in checkpoint index; on unevenly spaced checkpoints the dependence in training
+        # time adds (or removes) what the index cannot see (gengen.stats.sieve_time).
+        inflation = inflation * time_inflation
         # Never more information than independent checkpoints: a negative AR estimate on short, white residuals
         # is far more often chance than real, and would shrink the standard error below Fisher's.
         inflation = np.maximum(inflation, 1.0)

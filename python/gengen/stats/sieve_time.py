@@ -17,8 +17,9 @@ measurement noise):
 - **in checkpoint index:** :math:`\Sigma^{I}_{st} = (1 - w)\,\bar\phi^{|s - t|} + w\,[s = t]`, the AR(1)-plus-white
   model the sieve's index autoregression stands for,
 
-each by maximum likelihood on a grid (the scale profiled out; :func:`fit_gap_noise`). The first-order variance of the correlation of two
-independent residual series :math:`M_a u_a`, :math:`M_b u_b` (:math:`M_j` the control's residual operator) is
+each by maximum likelihood on a grid (the scale profiled out; :func:`fit_gap_noise`). The first-order variance
+of the correlation of two independent residual series :math:`M_a u_a`, :math:`M_b u_b` (:math:`M_j` the
+control's residual operator) is
 
 .. math::
 
@@ -43,7 +44,15 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen.errors import InvalidArgumentError
 
-__all__ = ["MAX_GAP_PHI", "REGULAR_GAP_TOLERANCE", "fit_gap_noise", "gap_inflation", "regular_steps", "steps_array"]
+__all__ = [
+    "MAX_GAP_PHI",
+    "REGULAR_GAP_TOLERANCE",
+    "correlation_variance",
+    "fit_gap_noise",
+    "gap_inflation",
+    "regular_steps",
+    "steps_array",
+]
 
 #: Largest correlation one mean gap apart that the fits may reach (a random walk has no stationary variance).
 MAX_GAP_PHI = 0.995
@@ -93,15 +102,15 @@ def _profile_loglik_grid(e: NDArray[np.float64], decay: NDArray[np.float64]) -> 
     n = e.size
     white = np.repeat(_WHITE_GRID[None, :], _PHI_GRID.size, axis=0).reshape(-1)
     signal = 1.0 - white
-    predicted_var = signal.copy()
-    predicted_mean = np.zeros_like(white)
+    # The filtered state before the first checkpoint: the stationary distribution, one step of decay 0 away.
+    mean = np.zeros_like(white)
+    var = signal.copy()
     sum_sq = np.zeros_like(white)
     sum_log = np.zeros_like(white)
     for t in range(n):
-        if t:
-            a = decay[t - 1]
-            predicted_mean = a * mean
-            predicted_var = a * a * var + (1.0 - a * a) * signal
+        a = decay[t - 1] if t else np.zeros_like(white)
+        predicted_mean = a * mean
+        predicted_var = a * a * var + (1.0 - a * a) * signal
         innovation_var = predicted_var + white
         innovation = e[t] - predicted_mean
         sum_sq += innovation * innovation / innovation_var
@@ -158,6 +167,34 @@ def _covariance(phi: float, white: float, distance: NDArray[np.float64]) -> NDAr
     return sigma
 
 
+def correlation_variance(covariances: ArrayLike) -> NDArray[np.float64]:
+    r"""First-order variance of the correlation of every pair of independent zero-mean Gaussian series (m, m).
+
+    Parameters
+    ----------
+    covariances : array_like of shape (m, n, n)
+        The covariance :math:`A_j` of each series (e.g. :math:`M_j \Sigma_j M_j^\top` for residuals).
+
+    Returns
+    -------
+    ndarray of shape (m, m)
+        :math:`\operatorname{tr}(A_a A_b) / (\operatorname{tr} A_a \operatorname{tr} A_b)` (Dutilleul, 1993): the
+        variance of :math:`r_{ab}` (and of :math:`\operatorname{artanh} r_{ab}`) to first order when the two
+        series are independent; 1/n for white series of n values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> float(correlation_variance(np.stack([np.eye(25), np.eye(25)]))[0, 1])
+    0.04
+    """
+    covs = np.asarray(covariances, dtype=np.float64)
+    traces = np.trace(covs, axis1=1, axis2=2)
+    # tr(A_a A_b) for every pair at once (the covariances are symmetric).
+    cross = np.einsum("aij,bij->ab", covs, covs)
+    return np.asarray(cross / np.outer(traces, traces), dtype=np.float64)
+
+
 def gap_inflation(
     series: ArrayLike,
     steps: NDArray[np.float64] | None,
@@ -208,12 +245,7 @@ def gap_inflation(
             phi, white = fit_gap_noise(e[j], gaps)
             covs[j] = ops[j] @ _covariance(phi, white, distance) @ ops[j].T
         residual_cov[label] = covs
-    variance = {}
-    for label, covs in residual_cov.items():
-        traces = np.trace(covs, axis1=1, axis2=2)
-        # tr(A_a A_b) for every pair at once (the covariances are symmetric).
-        cross = np.einsum("aij,bij->ab", covs, covs)
-        variance[label] = cross / np.outer(traces, traces)
+    variance = {label: correlation_variance(covs) for label, covs in residual_cov.items()}
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(variance["index"] > 0, variance["time"] / variance["index"], 1.0)
     np.fill_diagonal(ratio, 1.0)
