@@ -76,7 +76,7 @@ from gengen.stats.sieve_notes import (
     ljung_box,
     sieve_column_notes,
 )
-from gengen.stats.sieve_time import gap_inflation, regular_steps, steps_array
+from gengen.stats.sieve_time import gap_inflation, regular_steps, steps_array, time_innovations
 from gengen.stats.validation import labelled, trajectory_inputs
 
 __all__ = [
@@ -131,9 +131,12 @@ class SievePartialCorrMatrix:
     ar_coef : ndarray of shape (m, max_order)
         Bias-corrected AR coefficients used to generate (zero beyond the order).
     ljung_box_p : ndarray of shape (m,)
-        Ljung–Box p-value of the AR innovations of each column (small: autocorrelation the AR model missed).
+        Ljung–Box p-value of the AR innovations of each column (small: autocorrelation the AR model missed); on
+        unevenly spaced ``steps``, of the training-time model's standardised innovations
+        (:func:`gengen.stats.sieve_time.time_innovations`).
     variance_ratio : ndarray of shape (m,)
-        Ratio of the innovations' standard deviation in the first third of the run to the last third.
+        Ratio of the innovations' standard deviation in the first third of the run to the last third (the same
+        innovations as ``ljung_box_p``).
     spread_slope : ndarray of shape (m,)
         Change of the innovations' log variance over the run that the replicates follow (0: constant spread).
     time_inflation : ndarray of shape (m, m)
@@ -392,7 +395,17 @@ def sieve_partial_corr_matrix(
     coef = _bias_corrected(series, order, coef, operators, exogenous, rng, BIAS_REPLICATES)
     innovations = _innovations(series, coef, max_order, exogenous)  # (m, T), common time points t = max_order … n − 1
     innovations = innovations - innovations.mean(axis=1, keepdims=True)
-    ljung_box_p = _ljung_box(innovations, lags=min(10, max(innovations.shape[1] // 5, 2)), fitted_order=order)
+    lags = min(10, max(innovations.shape[1] // 5, 2))
+    ljung_box_p = _ljung_box(innovations, lags=lags, fitted_order=order)
+    variance_ratio = _variance_ratio(innovations)
+    if not regular_steps(step_values):
+        # On uneven steps the diagnostics ask what the training-time model (whose correction the variance
+        # carries) leaves: the index AR's innovations shrink where checkpoints are dense and grow where they
+        # are sparse, which is not a failure of that model.
+        assert step_values is not None
+        standardised = time_innovations(series, step_values)[:, max_order:]
+        ljung_box_p = _ljung_box(standardised, lags=lags, fitted_order=1)
+        variance_ratio = _variance_ratio(standardised)
     variances, spread_slope = _replicate_variances(coef, innovations, operators, n, n_boot, rng)
     time_inflation = _time_inflation(series, step_values, operators)
     se_z, df_effective, statistic, p_value, ci_low, ci_high = _tests(r, variances, df, ci_level, time_inflation)
@@ -407,7 +420,7 @@ def sieve_partial_corr_matrix(
         ar_order=order,
         ar_coef=coef,
         ljung_box_p=ljung_box_p,
-        variance_ratio=_variance_ratio(innovations),
+        variance_ratio=variance_ratio,
         spread_slope=spread_slope,
         time_inflation=time_inflation,
         n=n,

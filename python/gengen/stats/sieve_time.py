@@ -52,6 +52,7 @@ __all__ = [
     "gap_inflation",
     "regular_steps",
     "steps_array",
+    "time_innovations",
 ]
 
 #: Largest correlation one mean gap apart that the fits may reach (a random walk has no stationary variance).
@@ -61,7 +62,20 @@ REGULAR_GAP_TOLERANCE = 0.01
 
 
 def steps_array(steps: ArrayLike | None, n: int) -> NDArray[np.float64] | None:
-    """The checkpoints' training steps as floats (None stays None), checked: n of them, finite, increasing."""
+    """The checkpoints' training steps as floats, checked: n of them, finite, strictly increasing.
+
+    Parameters
+    ----------
+    steps : array_like of shape (n,) or None
+        The training step of each checkpoint, in checkpoint order (None: unknown).
+    n : int
+        The number of checkpoints.
+
+    Returns
+    -------
+    ndarray of shape (n,) or None
+        The steps as floats; None when ``steps`` is None.
+    """
     if steps is None:
         return None
     values = np.asarray(steps, dtype=np.float64).reshape(-1)
@@ -79,7 +93,19 @@ def steps_array(steps: ArrayLike | None, n: int) -> NDArray[np.float64] | None:
 
 
 def regular_steps(steps: NDArray[np.float64] | None) -> bool:
-    """Whether the checkpoints are evenly spaced in training steps (or their steps are unknown)."""
+    """Whether the checkpoints are evenly spaced in training steps (or their steps are unknown).
+
+    Parameters
+    ----------
+    steps : ndarray of shape (n,) or None
+        Increasing training steps (None: unknown).
+
+    Returns
+    -------
+    bool
+        True when every gap is within :data:`REGULAR_GAP_TOLERANCE` of the mean gap, fewer than three
+        checkpoints are given, or the steps are unknown.
+    """
     if steps is None or steps.size < 3:
         return True
     gaps = np.diff(steps)
@@ -119,6 +145,64 @@ def _profile_loglik_grid(e: NDArray[np.float64], decay: NDArray[np.float64]) -> 
         mean = predicted_mean + gain * innovation
         var = predicted_var * (1.0 - gain)
     return np.asarray(n * np.log(np.maximum(sum_sq / n, 1e-300)) + sum_log, dtype=np.float64)
+
+
+def _standardised_innovations(
+    e: NDArray[np.float64], gaps: NDArray[np.float64], phi: float, white: float
+) -> NDArray[np.float64]:
+    """One-step prediction errors of ``e`` over their predicted sd under OU-plus-white at (φ, w): white, of one
+    spread, when the model holds."""
+    signal = 1.0 - white
+    mean, var = 0.0, signal
+    out = np.empty(e.size)
+    for t in range(e.size):
+        a = phi ** gaps[t - 1] if t else 0.0
+        predicted_mean = a * mean
+        predicted_var = a * a * var + (1.0 - a * a) * signal
+        innovation_var = predicted_var + white
+        out[t] = (e[t] - predicted_mean) / np.sqrt(innovation_var)
+        gain = predicted_var / innovation_var
+        mean = predicted_mean + gain * (e[t] - predicted_mean)
+        var = predicted_var * (1.0 - gain)
+    return out
+
+
+def time_innovations(series: ArrayLike, steps: NDArray[np.float64]) -> NDArray[np.float64]:
+    r"""Standardised innovations of each series under its OU-plus-white model in training time (m, n).
+
+    What the column diagnostics read on unevenly spaced runs in place of the index autoregression's innovations:
+    under noise that lives in training steps those shrink where checkpoints are dense and grow where they are
+    sparse, and would flag a changing variance and left-over autocorrelation that the training-time model
+    accounts for.
+
+    Parameters
+    ----------
+    series : array_like of shape (m, n)
+        Each test set's residual series, in checkpoint order.
+    steps : ndarray of shape (n,)
+        The checkpoints' training steps, increasing.
+
+    Returns
+    -------
+    ndarray of shape (m, n)
+        :math:`(e_t - \hat e_{t|t-1}) / \sqrt{F_t}` from the Kalman filter at each series' fitted
+        :math:`(\bar\phi, w)` (:func:`fit_gap_noise` on the gaps in mean gaps), in units of the series' scale.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(2)
+    >>> time_innovations(rng.standard_normal((2, 20)), np.geomspace(10, 1000, 20)).shape
+    (2, 20)
+    """
+    e = np.asarray(series, dtype=np.float64)
+    gaps = np.diff(steps) / np.diff(steps).mean()
+    out = np.empty_like(e)
+    for j in range(e.shape[0]):
+        centred = e[j] - e[j].mean()
+        phi, white = fit_gap_noise(centred, gaps)
+        out[j] = _standardised_innovations(centred, gaps, phi, white)
+    return out
 
 
 def fit_gap_noise(e: ArrayLike, gaps: ArrayLike) -> tuple[float, float]:
