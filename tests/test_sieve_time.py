@@ -13,8 +13,8 @@ import pytest
 
 import gengen
 from gengen.calibration.item_level import ability_curve
-from gengen.errors import InvalidArgumentError
 from gengen.calibration.learning_curves import TOTAL_STEPS, checkpoint_steps
+from gengen.errors import InvalidArgumentError
 from gengen.stats.sieve import sieve_column_notes, sieve_partial_corr_matrix
 from gengen.stats.sieve_time import (
     _PHI_GRID,
@@ -104,9 +104,7 @@ def test_on_ou_noise_in_training_steps_the_corrected_standard_error_matches_brut
     for replicate in range(60):
         e = factor @ rng.standard_normal((n, 2))
         index_se.append(sieve_partial_corr_matrix(e, x, fit="linear", n_boot=99, seed=replicate).se_z[0, 1])
-        time_se.append(
-            sieve_partial_corr_matrix(e, x, fit="linear", n_boot=99, seed=replicate, steps=steps).se_z[0, 1]
-        )
+        time_se.append(sieve_partial_corr_matrix(e, x, fit="linear", n_boot=99, seed=replicate, steps=steps).se_z[0, 1])
     index_ratio = sd_z / float(np.sqrt(np.mean(np.square(index_se))))
     time_ratio = sd_z / float(np.sqrt(np.mean(np.square(time_se))))
     assert index_ratio > 1.1, (index_ratio, time_ratio)
