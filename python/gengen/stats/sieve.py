@@ -76,7 +76,7 @@ from gengen.stats.sieve_notes import (
     ljung_box,
     sieve_column_notes,
 )
-from gengen.stats.sieve_time import gap_inflation, regular_steps, steps_array, time_innovations
+from gengen.stats.sieve_time import regular_steps, steps_array, time_innovations, training_time_model
 from gengen.stats.validation import labelled, trajectory_inputs
 
 __all__ = [
@@ -395,6 +395,7 @@ def sieve_partial_corr_matrix(
     coef = _bias_corrected(series, order, coef, operators, exogenous, rng, BIAS_REPLICATES)
     innovations = _innovations(series, coef, max_order, exogenous)  # (m, T), common time points t = max_order … n − 1
     innovations = innovations - innovations.mean(axis=1, keepdims=True)
+    time_inflation, time_fits = _time_inflation(series, step_values, operators)
     lags = min(10, max(innovations.shape[1] // 5, 2))
     ljung_box_p = _ljung_box(innovations, lags=lags, fitted_order=order)
     variance_ratio = _variance_ratio(innovations)
@@ -403,11 +404,10 @@ def sieve_partial_corr_matrix(
         # carries) leaves: the index AR's innovations shrink where checkpoints are dense and grow where they
         # are sparse, which is not a failure of that model.
         assert step_values is not None
-        standardised = time_innovations(series, step_values)[:, max_order:]
+        standardised = time_innovations(series, step_values, time_fits)[:, max_order:]
         ljung_box_p = _ljung_box(standardised, lags=lags, fitted_order=1)
         variance_ratio = _variance_ratio(standardised)
     variances, spread_slope = _replicate_variances(coef, innovations, operators, n, n_boot, rng)
-    time_inflation = _time_inflation(series, step_values, operators)
     se_z, df_effective, statistic, p_value, ci_low, ci_high = _tests(r, variances, df, ci_level, time_inflation)
     return SievePartialCorrMatrix(
         r=labelled(r, labels),
@@ -513,14 +513,14 @@ def _replicate_variances(
 
 def _time_inflation(
     series: NDArray[np.float64], steps: NDArray[np.float64] | None, operators: FactoredOperators
-) -> NDArray[np.float64]:
-    """The training-time correction of every pair (m, m): 1 unless the steps are uneven (sieve_time)."""
-    m, n = series.shape
-    if regular_steps(steps):
-        return np.ones((m, m))
-    basis, mix = operators
-    dense = np.eye(n)[None] - np.einsum("ir,mrs,js->mij", basis, mix, basis)
-    return gap_inflation(series, steps, dense)
+) -> tuple[NDArray[np.float64], list[tuple[float, float]] | None]:
+    """The training-time correction of every pair (m, m), 1 unless the steps are uneven (sieve_time), and the
+    series' training-time fits (None when not needed)."""
+    m = series.shape[0]
+    if regular_steps(steps) or m < 2:
+        return np.ones((m, m)), None
+    assert steps is not None
+    return training_time_model(series, steps, operators.basis, operators.mix)
 
 
 def _tests(

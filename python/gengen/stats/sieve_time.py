@@ -53,6 +53,7 @@ __all__ = [
     "regular_steps",
     "steps_array",
     "time_innovations",
+    "training_time_model",
 ]
 
 #: Largest correlation one mean gap apart that the fits may reach (a random walk has no stationary variance).
@@ -120,31 +121,42 @@ _WHITE_GRID = np.linspace(0.0, 0.98, 36)
 
 
 def _profile_loglik_grid(e: NDArray[np.float64], decay: NDArray[np.float64]) -> NDArray[np.float64]:
-    r"""−2 × the profile log-likelihood of ``e`` on the grid, by the Kalman filter of OU-plus-white noise.
+    r"""−2 × the profile log-likelihood of each series (rows of ``e``, (m, n)) on the grid (m, K), by the Kalman
+    filter of OU-plus-white noise.
 
     ``decay`` (n − 1, K): the state's correlation from each checkpoint to the next at each grid point. The state
-    has variance 1 − w and the observation adds white noise of variance w; the scale is profiled out.
+    has variance 1 − w and the observation adds white noise of variance w; the scale is profiled out. The
+    filter's variances do not depend on the data, so every series shares them.
     """
-    n = e.size
+    n = e.shape[1]
     white = np.repeat(_WHITE_GRID[None, :], _PHI_GRID.size, axis=0).reshape(-1)
     signal = 1.0 - white
     # The filtered state before the first checkpoint: the stationary distribution, one step of decay 0 away.
-    mean = np.zeros_like(white)
+    mean = np.zeros((e.shape[0], white.size))
     var = signal.copy()
-    sum_sq = np.zeros_like(white)
+    sum_sq = np.zeros_like(mean)
     sum_log = np.zeros_like(white)
     for t in range(n):
         a = decay[t - 1] if t else np.zeros_like(white)
         predicted_mean = a * mean
         predicted_var = a * a * var + (1.0 - a * a) * signal
         innovation_var = predicted_var + white
-        innovation = e[t] - predicted_mean
+        innovation = e[:, t, None] - predicted_mean
         sum_sq += innovation * innovation / innovation_var
         sum_log += np.log(innovation_var)
         gain = predicted_var / innovation_var
         mean = predicted_mean + gain * innovation
         var = predicted_var * (1.0 - gain)
     return np.asarray(n * np.log(np.maximum(sum_sq / n, 1e-300)) + sum_log, dtype=np.float64)
+
+
+def _fit_many(series: NDArray[np.float64], gaps: NDArray[np.float64]) -> list[tuple[float, float]]:
+    """:func:`fit_gap_noise` of every row of ``series`` (m, n) in one pass of the filter."""
+    centred = series - series.mean(axis=1, keepdims=True)
+    phi = np.repeat(_PHI_GRID, _WHITE_GRID.size)
+    decay = phi[None, :] ** gaps[:, None]
+    best = np.argmin(_profile_loglik_grid(centred, decay), axis=1)
+    return [(float(phi[k]), float(_WHITE_GRID[k % _WHITE_GRID.size])) for k in best]
 
 
 def _standardised_innovations(
@@ -167,7 +179,9 @@ def _standardised_innovations(
     return out
 
 
-def time_innovations(series: ArrayLike, steps: NDArray[np.float64]) -> NDArray[np.float64]:
+def time_innovations(
+    series: ArrayLike, steps: NDArray[np.float64], fits: list[tuple[float, float]] | None = None
+) -> NDArray[np.float64]:
     r"""Standardised innovations of each series under its OU-plus-white model in training time (m, n).
 
     What the column diagnostics read on unevenly spaced runs in place of the index autoregression's innovations:
@@ -181,6 +195,8 @@ def time_innovations(series: ArrayLike, steps: NDArray[np.float64]) -> NDArray[n
         Each test set's residual series, in checkpoint order.
     steps : ndarray of shape (n,)
         The checkpoints' training steps, increasing.
+    fits : list of (float, float), optional
+        Each series' :math:`(\bar\phi, w)` in training time when already fitted (:func:`training_time_model`).
 
     Returns
     -------
@@ -198,9 +214,9 @@ def time_innovations(series: ArrayLike, steps: NDArray[np.float64]) -> NDArray[n
     e = np.asarray(series, dtype=np.float64)
     gaps = np.diff(steps) / np.diff(steps).mean()
     out = np.empty_like(e)
-    for j in range(e.shape[0]):
+    fitted = _fit_many(e, gaps) if fits is None else fits
+    for j, (phi, white) in enumerate(fitted):
         centred = e[j] - e[j].mean()
-        phi, white = fit_gap_noise(centred, gaps)
         out[j] = _standardised_innovations(centred, gaps, phi, white)
     return out
 
@@ -236,13 +252,7 @@ def fit_gap_noise(e: ArrayLike, gaps: ArrayLike) -> tuple[float, float]:
     >>> bool(abs(phi - 0.8) < 0.08 and white < 0.2)
     True
     """
-    series = np.asarray(e, dtype=np.float64)
-    series = series - series.mean()
-    distance = np.asarray(gaps, dtype=np.float64)
-    phi = np.repeat(_PHI_GRID, _WHITE_GRID.size)
-    decay = phi[None, :] ** distance[:, None]
-    best = int(np.argmin(_profile_loglik_grid(series, decay)))
-    return float(phi[best]), float(_WHITE_GRID[best % _WHITE_GRID.size])
+    return _fit_many(np.asarray(e, dtype=np.float64)[None, :], np.asarray(gaps, dtype=np.float64))[0]
 
 
 def _covariance(phi: float, white: float, distance: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -274,8 +284,9 @@ def correlation_variance(covariances: ArrayLike) -> NDArray[np.float64]:
     """
     covs = np.asarray(covariances, dtype=np.float64)
     traces = np.trace(covs, axis1=1, axis2=2)
-    # tr(A_a A_b) for every pair at once (the covariances are symmetric).
-    cross = np.einsum("aij,bij->ab", covs, covs)
+    # tr(A_a A_b) for every pair at once (the covariances are symmetric): one matrix product of the flattened ones.
+    flat = covs.reshape(covs.shape[0], -1)
+    cross = flat @ flat.T
     return np.asarray(cross / np.outer(traces, traces), dtype=np.float64)
 
 
@@ -311,26 +322,55 @@ def gap_inflation(
     """
     e = np.asarray(series, dtype=np.float64)
     m, n = e.shape
-    out = np.ones((m, m))
     if regular_steps(steps) or m < 2:
-        return out
+        return np.ones((m, m))
     assert steps is not None
+    ops = np.asarray(operators, dtype=np.float64)
+    hat = np.eye(n) - (np.broadcast_to(ops, (m, n, n)) if ops.ndim == 2 else ops)
+    return training_time_model(e, steps, np.eye(n), hat)[0]
+
+
+def training_time_model(
+    series: NDArray[np.float64], steps: NDArray[np.float64], basis: NDArray[np.float64], mix: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], list[tuple[float, float]]]:
+    r""":func:`gap_inflation` on residual operators in factored form, and each series' training-time fit.
+
+    Parameters
+    ----------
+    series : ndarray of shape (m, n)
+        Each test set's residual series, in checkpoint order.
+    steps : ndarray of shape (n,)
+        The checkpoints' training steps, increasing and not evenly spaced.
+    basis, mix : ndarray of shape (n, r) and (m, r, r)
+        The residual operators :math:`M_j = I - U K_j U^\top` (U = ``basis``, :math:`K_j` = ``mix[j]``), as the
+        sieve's kernel holds them: the residual covariances then cost O(n² r) each, not O(n³).
+
+    Returns
+    -------
+    tuple
+        The factor (m, m) of :func:`gap_inflation`, and :math:`(\bar\phi, w)` of each series in training time
+        (for :func:`time_innovations`).
+    """
+    m, n = series.shape
     time = (steps - steps[0]) / np.diff(steps).mean()
     in_time = np.abs(np.subtract.outer(time, time))
     position = np.arange(n, dtype=np.float64)
     in_index = np.abs(np.subtract.outer(position, position))
-    ops = np.asarray(operators, dtype=np.float64)
-    if ops.ndim == 2:
-        ops = np.broadcast_to(ops, (m, n, n))
-    residual_cov = {}
+    variance = {}
+    time_fits: list[tuple[float, float]] = []
     for label, distance, gaps in (("time", in_time, np.diff(time)), ("index", in_index, np.ones(n - 1))):
         covs = np.empty((m, n, n))
-        for j in range(m):
-            phi, white = fit_gap_noise(e[j], gaps)
-            covs[j] = ops[j] @ _covariance(phi, white, distance) @ ops[j].T
-        residual_cov[label] = covs
-    variance = {label: correlation_variance(covs) for label, covs in residual_cov.items()}
+        fits = _fit_many(series, gaps)
+        if label == "time":
+            time_fits = fits
+        for j, (phi, white) in enumerate(fits):
+            sigma = _covariance(phi, white, distance)
+            # M Σ Mᵀ with M = I − U K Uᵀ, without forming M: Σ − U K UᵀΣ − ΣU Kᵀ Uᵀ + U K (UᵀΣU) Kᵀ Uᵀ.
+            projected = sigma @ basis  # (n, r)
+            left = basis @ (mix[j] @ projected.T)  # U K UᵀΣ (Σ symmetric)
+            covs[j] = sigma - left - left.T + basis @ (mix[j] @ (basis.T @ projected) @ mix[j].T) @ basis.T
+        variance[label] = correlation_variance(covs)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(variance["index"] > 0, variance["time"] / variance["index"], 1.0)
     np.fill_diagonal(ratio, 1.0)
-    return np.asarray(ratio, dtype=np.float64)
+    return np.asarray(ratio, dtype=np.float64), time_fits
