@@ -71,7 +71,7 @@ def test_the_cli_and_a_study_file_take_the_gam_options(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     settings = gengen.Analysis.from_dir(out).settings
-    assert (settings["gam_k"], settings["max_edf"]) == (5, 3.0)
+    assert (settings.gam_k, settings.max_edf) == (5, 3.0)
     bad = runner.invoke(app, ["analyse", str(scores), "--id", "id", "--max-edf", "x", "--out", str(tmp_path / "o2")])
     assert (
         bad.exit_code == 2

@@ -23,6 +23,7 @@ from gengen.analyse import load_scores
 from gengen.analyse.options import (
     ANALYSIS_OPTIONS,
     OPTIONS,
+    RESOLVED_FIELDS,
     STUDY_OPTIONS,
     Option,
     Settings,
@@ -70,7 +71,7 @@ def test_analyse_takes_exactly_the_tables_options_with_its_defaults() -> None:
 
 def test_the_settings_record_has_one_field_per_option_in_the_tables_order() -> None:
     fields = [field.name for field in dataclasses.fields(Settings)]
-    assert fields == [*NAMES, "fit_chosen"]
+    assert fields == [*NAMES, "fit_chosen", *RESOLVED_FIELDS, "unrecorded"]
     settings = make_settings(id_testset="id")
     for option in ANALYSIS_OPTIONS:
         if option.name not in ("id_testset", "id_metric", "lower_is_better", "inference"):
@@ -163,7 +164,7 @@ def test_boot_ci_method_reaches_the_analysis_from_the_cli(tmp_path: Path) -> Non
     result = CliRunner().invoke(app, ["analyse", str(source), "--id", "id", *arguments, "--out", str(out)])
     assert result.exit_code == 0, result.output
     analysis = gengen.Analysis.from_dir(out)
-    assert analysis.settings["boot_ci_method"] == "bca"
+    assert analysis.settings.boot_ci_method == "bca"
     assert analysis.pairs["boot_ci_method"].str.contains("bca, 199 draws").all()
     direct = gengen.analyse(
         scores(), id_testset="id", inference="t-test,bootstrap", n_boot=199, boot_ci_method="bca", fit="linear"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -52,6 +52,7 @@ from gengen.analyse.options import (
     DEFAULT_POOLING,
     DEFAULT_SCHEME,
     OPTIONS,
+    ResolvedMode,
     Settings,
     make_settings,
 )
@@ -63,6 +64,7 @@ from gengen.analyse.runs import CONDITION, label_keys, pooled_over, with_run_des
 from gengen.stats import options as stats_defaults  # the statistics' defaults, which the analysis keeps
 from gengen.stats.control_choice import choose_control
 from gengen.stats.controls import Gam, Linear
+from gengen.stats.options import Fit, FitChoice
 
 __all__ = [
     "GROUP_MODES",
@@ -88,6 +90,7 @@ def group_control(group: Group, settings: Settings) -> tuple[Settings, str]:
     if settings.fit != "auto":
         return settings, ""
     usable = [name for name in group.scores.columns if not getattr(group.information.get(name), "reason", "")]
+    choice_fit: Fit
     if len(usable) < 1 or len(group.id_values) < minimum_rows(1):
         choice_fit, reason = "linear", "too few testable test sets or checkpoints to test for curvature; linear control"
     else:
@@ -96,7 +99,7 @@ def group_control(group: Group, settings: Settings) -> tuple[Settings, str]:
     return replace(settings, fit=choice_fit, fit_chosen=True), f"fit='auto': {reason}"
 
 
-def group_pairs(group: Group, settings: Settings) -> tuple[pd.DataFrame, list[str], str]:
+def group_pairs(group: Group, settings: Settings) -> tuple[pd.DataFrame, list[str], FitChoice]:
     """One group's pairs table (:func:`analyse_group` under :func:`group_control`'s control, with
     ``fit_reason``), its warnings and the control it got: the work of one turn of the group loop."""
     group_settings, reason = group_control(group, settings)
@@ -106,7 +109,7 @@ def group_pairs(group: Group, settings: Settings) -> tuple[pd.DataFrame, list[st
     return table, warnings, group_settings.fit
 
 
-def control_summary(groups: list[Group], chosen: list[str]) -> str:
+def control_summary(groups: list[Group], chosen: Sequence[str]) -> str:
     """One line: which control ``fit="auto"`` gave how many groups (the reasons are in ``fit_reason``)."""
     gam = [group.label for group, fit in zip(groups, chosen, strict=True) if fit == "gam"]
     if not gam:
@@ -369,12 +372,14 @@ def analyse(
         pooled = pooled_over(meta_table(pairs, settings), design, settings.replicate_key)
     if resolved_mode == "checkpoints" and "residuals" in settings.pooling:
         pooled_residuals = _pooled_residuals(groups, settings, chosen)
-    record = given.as_dict()
-    record["pooling_cells"] = list(settings.by)
-    record["conditions"] = sorted(set(design.runs[CONDITION]) - {""})
-    record["mode_resolved"] = resolved_mode
-    record["ood_resolved"] = list(ood_names)
-    record["related_pairs"] = related.to_dict(orient="records")
+    record = replace(
+        given,
+        pooling_cells=settings.by,
+        conditions=tuple(sorted(set(design.runs[CONDITION]) - {""})),
+        mode_resolved=resolved_mode,
+        ood_resolved=tuple(ood_names),
+        related_pairs=tuple(related.to_dict(orient="records")),
+    )
     if len(related):
         verdict_use = "kept in the verdict (keep_related)" if settings.keep_related else "left out of the verdict"
         warnings.append(
@@ -399,11 +404,15 @@ def _related_summary(related: pd.DataFrame) -> str:
     return f"{counted}; e.g. {first['testset_a']} / {first['testset_b']}: {first['reason']}"
 
 
-def _groups(scores: pd.DataFrame, settings: Settings, ood: tuple[str, ...]) -> tuple[str, list[Group], list[str]]:
+def _groups(
+    scores: pd.DataFrame, settings: Settings, ood: tuple[str, ...]
+) -> tuple[ResolvedMode, list[Group], list[str]]:
     """The analysis' mode (``mode="auto"`` resolved), its groups (each checked for size) and their warnings."""
-    mode = settings.mode
-    if mode == "auto":
+    mode: ResolvedMode
+    if settings.mode == "auto":
         mode = "across_runs" if is_single_score_per_run(scores) else "checkpoints"
+    else:
+        mode = settings.mode
     if mode == "across_runs":
         groups, warnings = across_run_groups(scores, settings, ood)
     else:
@@ -413,7 +422,7 @@ def _groups(scores: pd.DataFrame, settings: Settings, ood: tuple[str, ...]) -> t
     return mode, groups, warnings
 
 
-def _pooled_residuals(groups: list[Group], settings: Settings, chosen: list[str]) -> pd.DataFrame:
+def _pooled_residuals(groups: list[Group], settings: Settings, chosen: list[FitChoice]) -> pd.DataFrame:
     """The pairs of each cell's pooled within-run residuals (under ``fit="auto"``, the control most runs got)."""
     pooled_settings = replace(settings, fit=max(set(chosen), key=chosen.count)) if settings.fit == "auto" else settings
     tables = []

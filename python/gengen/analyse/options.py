@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from functools import cached_property
 from numbers import Integral as _Integral
 from numbers import Real as _Real
@@ -44,6 +44,12 @@ from gengen.stats.options import (
     INTERVAL_METHODS,
     METHODS,
     Adjustment,
+    FitChoice,
+    GamBasis,
+    GamMaxEdf,
+    GamMethod,
+    IntervalMethod,
+    Method,
 )
 
 #: Name parts that make a metric lower-is-better; gengen negates such metrics so that "higher = better"
@@ -122,6 +128,8 @@ Scheme = Literal["free", "iid", "block", "circular"]
 AdjustMethod = Literal[Adjustment, "maxT"]
 Pooling = Literal["meta", "residuals"]
 Mode = Literal["auto", "checkpoints", "across_runs"]
+#: The mode an analysis ran in, ``"auto"`` resolved.
+ResolvedMode = Literal["checkpoints", "across_runs"]
 #: Columns of the score table that may define pooling cells (``by``).
 ByColumn = Literal["study", "model", "family", "size", "shots"]
 
@@ -543,21 +551,21 @@ class Settings:
     ood: tuple[str, ...] | None
     metric: str
     id_metric: str
-    fit: str
-    method: str
-    inference: tuple[str, ...]
-    scheme: str
+    fit: FitChoice
+    method: Method
+    inference: tuple[Inference, ...]
+    scheme: Scheme
     block_length: int | None
     n_perm: int
     n_boot: int
     ci_level: float
-    boot_ci_method: str
-    adjust: str
+    boot_ci_method: IntervalMethod
+    adjust: AdjustMethod
     alpha: float
     by: tuple[str, ...]
     replicate_key: tuple[str, ...]
-    pooling: tuple[str, ...]
-    mode: str
+    pooling: tuple[Pooling, ...]
+    mode: Mode
     lower_is_better: tuple[str, ...]
     higher_is_better: tuple[str, ...]
     models: tuple[str, ...]
@@ -568,14 +576,29 @@ class Settings:
     leave_one_out: bool
     min_step: int | None
     gam_k: int
-    gam_method: str
-    gam_basis: str
-    max_edf: float | str | None
+    gam_method: GamMethod
+    gam_basis: GamBasis
+    max_edf: GamMaxEdf
     related_groups: tuple[tuple[str, tuple[str, ...]], ...]
     keep_related: bool
     jobs: int | None
     #: Set on a group's copy of the settings when ``fit="auto"`` chose its control (then ``fit`` is the choice).
     fit_chosen: bool = False
+    # What the analysis resolved from its data: set on :attr:`gengen.Analysis.settings` (empty, and
+    # ``mode_resolved`` None, on settings that :func:`make_settings` made; then :meth:`as_dict` leaves them out).
+    #: The columns that made the pooling cells: ``by``, and ``condition`` when runs differ in condition.
+    pooling_cells: tuple[str, ...] = ()
+    #: The run conditions the score table holds (``"compute=2xC"``...), sorted.
+    conditions: tuple[str, ...] = ()
+    #: The mode the analysis ran in (``mode="auto"`` resolved).
+    mode_resolved: ResolvedMode | None = None
+    #: The OOD test sets analysed, in the pairs table's order.
+    ood_resolved: tuple[str, ...] = ()
+    #: The pairs of related OOD test sets (``testset_a``, ``testset_b``, ``reason``), one mapping per pair.
+    related_pairs: tuple[Mapping[str, Any], ...] = ()
+    #: The options and resolved fields a stored ``summary.json`` did not record (written before they existed):
+    #: they hold defaults here and stay out of :meth:`as_dict`, so that a record is never given a value it lacked.
+    unrecorded: tuple[str, ...] = ()
 
     @cached_property
     def control(self) -> Control:
@@ -584,7 +607,12 @@ class Settings:
         ``fit="auto"`` is resolved per group first (:func:`gengen.analyse.core.group_control`)."""
         if self.fit == "auto":
             raise RuntimeError("fit='auto' has no control until a group's control is chosen (group_control)")
-        return control_of(self.fit, asdict(self))
+        return self.control_as(self.fit)
+
+    def control_as(self, fit: str) -> Control:
+        """The control ``fit`` (``"linear"`` or ``"gam"``) names, with these settings' GAM options (a stored
+        analysis under ``fit="auto"`` redraws each run with the control chosen for it)."""
+        return control_of(fit, asdict(self))
 
     @property
     def permutation_scheme(self) -> str:
@@ -616,16 +644,99 @@ class Settings:
         return -1 if is_lower_better(metric, self.lower_is_better, self.higher_is_better) else 1
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain-JSON form (tuples become lists)."""
-        out = asdict(self)
-        for key, value in out.items():
-            if isinstance(value, tuple):
-                out[key] = list(value)
-        out["related_groups"] = {name: list(members) for name, members in self.related_groups}
-        out["primary_p"] = self.primary_p
-        out["permutation_scheme"] = self.permutation_scheme
-        out["bootstrap_scheme"] = self.bootstrap_scheme
+        """Plain-JSON form, as ``summary.json`` records it (tuples become lists; the resolved fields only when the
+        analysis set them; options in :attr:`unrecorded` left out)."""
+        out = {
+            field.name: _plain(getattr(self, field.name))
+            for field in fields(self)
+            if field.name not in RESOLVED_FIELDS and field.name not in self.unrecorded
+        }
+        out.pop("unrecorded")
+        if "related_groups" in out:
+            out["related_groups"] = {name: list(members) for name, members in self.related_groups}
+        if "inference" in out:
+            out["primary_p"] = self.primary_p
+        if "scheme" in out:
+            out["permutation_scheme"] = self.permutation_scheme
+            out["bootstrap_scheme"] = self.bootstrap_scheme
+        if self.ood_resolved:  # an analysis resolved them (it always has OOD test sets)
+            out.update({name: _plain(getattr(self, name)) for name in RESOLVED_FIELDS if name not in self.unrecorded})
         return out
+
+
+#: The fields of :class:`Settings` that :func:`gengen.analyse` resolves from the data, in ``summary.json``'s order.
+RESOLVED_FIELDS = ("pooling_cells", "conditions", "mode_resolved", "ood_resolved", "related_pairs")
+
+
+def _plain(value: Any) -> Any:
+    """A settings value as JSON holds it: tuples as lists, mappings as dicts, recursively."""
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def settings_from_record(record: Mapping[str, Any]) -> Settings:
+    """The :class:`Settings` of an analysis from its ``summary.json`` record (:meth:`Settings.as_dict`).
+
+    Every recorded option is checked as :func:`make_settings` checks it; an option or resolved field the record
+    lacks (it was written before it existed) takes its default and is listed in ``unrecorded``. The keys
+    derived from others (``primary_p``, the scheme names) and keys of no option are not read.
+
+    Parameters
+    ----------
+    record : mapping
+        The ``settings`` object of ``summary.json``; ``id_testset`` and ``ood_resolved`` are required.
+
+    Returns
+    -------
+    Settings
+        The settings, with the resolved fields (``ood_resolved``, ``mode_resolved``...) as recorded.
+
+    Raises
+    ------
+    GengenError
+        With ``option`` set to the first key that is missing or holds a value the analysis does not take.
+    """
+    for required in ("id_testset", "ood_resolved"):
+        if required not in record:
+            raise GengenError(option=required, problem="is missing from the record")
+    values: dict[str, Any] = {}
+    for option in ANALYSIS_OPTIONS:
+        given = record.get(option.name)
+        if option.name == "by" and given is None:
+            given = ()  # recorded as the cells' columns; never None after an analysis resolved it
+        values[option.name] = check_option(option, given if option.name in record else option.default)
+    values["id_metric"] = values["id_metric"] or values["metric"]
+    if "lower_is_better" not in record:
+        values["lower_is_better"] = tuple(sorted(LOWER_IS_BETTER))
+    fit_chosen = record.get("fit_chosen", False)
+    if not isinstance(fit_chosen, bool):
+        raise GengenError(option="fit_chosen", problem=f"must be true or false, got {_shown(fit_chosen)}")
+    mode = record.get("mode_resolved")
+    if mode is not None and mode not in get_args(ResolvedMode):
+        raise GengenError(option="mode_resolved", problem=f"must be checkpoints or across_runs, got {_shown(mode)}")
+    related = record.get("related_pairs", [])
+    if not isinstance(related, list) or not all(isinstance(pair, Mapping) for pair in related):
+        raise GengenError(option="related_pairs", problem=f"must be a list of objects, got {_shown(related)}")
+    return Settings(
+        **values,
+        fit_chosen=fit_chosen,
+        pooling_cells=_recorded_names(record, "pooling_cells"),
+        conditions=_recorded_names(record, "conditions"),
+        mode_resolved=mode,
+        ood_resolved=_recorded_names(record, "ood_resolved"),
+        related_pairs=tuple(dict(pair) for pair in related),
+        unrecorded=tuple(name for name in (*OPTIONS, *RESOLVED_FIELDS) if name not in record),
+    )
+
+
+def _recorded_names(record: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = record.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise GengenError(option=key, problem=f"must be a list of names, got {_shown(value)}")
+    return tuple(value)
 
 
 def control_of(fit: str, options: Mapping[str, Any]) -> Control:
