@@ -17,7 +17,7 @@ import pytest
 import gengen
 from gengen.analyse.options import RESOLVED_FIELDS, Settings, make_settings, settings_from_record
 from gengen.errors import GengenError, InputError
-from gengen.simulate import simulate_trajectories
+from gengen.calibration.simulate import simulate_trajectories
 
 PACKAGE = Path(gengen.__file__).parent
 
