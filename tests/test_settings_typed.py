@@ -16,8 +16,8 @@ import pytest
 
 import gengen
 from gengen.analyse.options import RESOLVED_FIELDS, Settings, make_settings, settings_from_record
-from gengen.errors import GengenError, InputError
 from gengen.calibration.simulate import simulate_trajectories
+from gengen.errors import GengenError, InputError
 
 PACKAGE = Path(gengen.__file__).parent
 

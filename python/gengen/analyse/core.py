@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -40,31 +40,24 @@ from gengen.analyse.group_plan import (
 from gengen.analyse.group_pool import map_groups, worker_count
 from gengen.analyse.inference import uncalibrated_path_warning
 from gengen.analyse.options import (
-    DEFAULT_ALPHA,
-    DEFAULT_ANALYSIS_FIT,
     DEFAULT_BY,
-    DEFAULT_INFERENCE,
-    DEFAULT_LEAVE_ONE_OUT,
-    DEFAULT_METRIC,
-    DEFAULT_MODE,
-    DEFAULT_POOLING,
-    DEFAULT_SCHEME,
-    OPTIONS,
+    AnalyseOptions,
     ResolvedMode,
     Settings,
     make_settings,
+    options_signature,
 )
 from gengen.analyse.pairs import analyse_group, independence_methods, repeated_diagnostics
 from gengen.analyse.pooled import meta_table, pooled_residual_groups
 from gengen.analyse.related import mark_related, measurement_sd, related_pairs, stacked_series
 from gengen.analyse.result import Analysis
 from gengen.analyse.runs import CONDITION, label_keys, pooled_over, with_run_design
-from gengen.stats import options as stats_defaults  # the statistics' defaults, which the analysis keeps
 from gengen.stats.control_choice import choose_control
-from gengen.stats.controls import Gam, Linear
 from gengen.stats.options import Fit, FitChoice
 from gengen.stats.pfloor import floor_p_columns
-from gengen.store.run_keys import REPLICATE_KEYS
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; the annotation is never evaluated
 
 __all__ = [
     "GROUP_MODES",
@@ -150,46 +143,7 @@ def _progress_lines(items: Iterable[Any], total: int, description: str) -> Itera
             last = now
 
 
-def analyse(
-    df: pd.DataFrame,
-    *,
-    id_testset: str,
-    ood: str | Iterable[str] | None = None,
-    metric: str = DEFAULT_METRIC,
-    id_metric: str | None = None,
-    fit: str | Linear | Gam = DEFAULT_ANALYSIS_FIT,
-    method: str = stats_defaults.DEFAULT_METHOD,
-    inference: str | Iterable[str] = DEFAULT_INFERENCE,
-    scheme: str = DEFAULT_SCHEME,
-    block_length: int | None = None,
-    n_perm: int = stats_defaults.DEFAULT_N_PERM,
-    n_boot: int = stats_defaults.DEFAULT_N_BOOT,
-    ci_level: float = stats_defaults.DEFAULT_CI_LEVEL,
-    boot_ci_method: str = stats_defaults.DEFAULT_INTERVAL_METHOD,
-    adjust: str = stats_defaults.DEFAULT_ADJUSTMENT,
-    alpha: float = DEFAULT_ALPHA,
-    by: str | Iterable[str] | None = None,
-    replicate_key: str | Iterable[str] = REPLICATE_KEYS,
-    pooling: str | Iterable[str] | None = DEFAULT_POOLING,
-    mode: str = DEFAULT_MODE,
-    lower_is_better: Iterable[str] | None = None,
-    higher_is_better: Iterable[str] | None = None,
-    models: str | Iterable[str] | None = None,
-    runs: str | Iterable[str] | None = None,
-    sizes: str | Iterable[str] | None = None,
-    shots: int | str | Iterable[int | str] | None = None,
-    seed: int = 0,
-    leave_one_out: bool = DEFAULT_LEAVE_ONE_OUT,
-    min_step: int | None = None,
-    gam_k: int = stats_defaults.DEFAULT_GAM_K,
-    gam_method: str = stats_defaults.DEFAULT_GAM_METHOD,
-    gam_basis: str = stats_defaults.DEFAULT_GAM_BASIS,
-    max_edf: float | str | None = stats_defaults.DEFAULT_GAM_MAX_EDF,
-    related_groups: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
-    keep_related: bool = False,
-    jobs: int | None = None,
-    progress: bool = False,
-) -> Analysis:
+def analyse(df: pd.DataFrame, *, progress: bool = False, **options: Unpack[AnalyseOptions]) -> Analysis:
     r"""Partial correlations of every pair of OOD test sets, controlling for ID performance.
 
     For each run (model, run), the OOD scores across its checkpoints are correlated pairwise after the ID
@@ -329,12 +283,11 @@ def analyse(
     1     ood_1     ood_3  gam       0.57         0.0         True
     2     ood_2     ood_3  gam       0.62         0.0         True
     """
-    # The keywords above are the option table's (gengen.analyse.options.ANALYSIS_OPTIONS), in its order.
-    options = {name: value for name, value in locals().items() if name in OPTIONS}
-    if options["by"] is None:  # the default cells' columns the table has, or its run labels give (five-shot)
+    requested: dict[str, Any] = dict(options)
+    if requested.get("by") is None:  # the default cells' columns the table has, or its run labels give (five-shot)
         present = set(df.columns) | label_keys(df) if isinstance(df, pd.DataFrame) else set()
-        options["by"] = tuple(column for column in DEFAULT_BY if column in present)
-    settings = make_settings(**options)
+        requested["by"] = tuple(column for column in DEFAULT_BY if column in present)
+    settings = make_settings(**requested)
     scores, ood_names = prepare(df, settings)
     # across runs, the runs of a cell are the observations: exchangeable, so labels need not name replicates
     across = settings.mode == "across_runs" or (settings.mode == "auto" and is_single_score_per_run(scores))
@@ -395,6 +348,10 @@ def analyse(
         settings=record,
         scores=scores,
     )
+
+
+# What help(), IDEs without PEP 692 and the numpydoc check show: every option as a keyword with its default.
+analyse.__signature__ = options_signature(analyse, AnalyseOptions)  # type: ignore[attr-defined]
 
 
 def _related_summary(related: pd.DataFrame) -> str:

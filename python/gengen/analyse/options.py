@@ -13,14 +13,15 @@ This module imports nothing heavy: the command line builds its options from it w
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from numbers import Integral as _Integral
 from numbers import Real as _Real
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, TypedDict, get_args, get_type_hints
 
 from gengen.errors import GengenError
 from gengen.stats.controls import MAX_GAM_K, MIN_GAM_K, Control, Gam, Linear
@@ -38,10 +39,7 @@ from gengen.stats.options import (
     DEFAULT_N_BOOT,
     DEFAULT_N_PERM,
     FIT_CHOICES,
-    GAM_BASES,
-    GAM_METHODS,
     INTERVAL_METHODS,
-    METHODS,
     Adjustment,
     FitChoice,
     GamBasis,
@@ -465,123 +463,167 @@ def check_option(option: Option, value: Any) -> Any:
     return _CHECKS[option.kind](option, value)
 
 
-#: Every option of :func:`gengen.analyse`, in the order of its signature.
-ANALYSIS_OPTIONS: tuple[Option, ...] = (
-    Option("id_testset", "text", None, "The in-domain test set whose score is regressed out.", required=True,
-           flag="--id"),
-    Option("ood", "names", None, "OOD test sets, comma-separated (default: all others).", optional=True,
-           at_least=2),
-    Option("metric", "text", DEFAULT_METRIC, "Metric of the OOD scores.", study=True),
-    Option("id_metric", "text", None, "Metric of the ID score (default: --metric).", optional=True),
-    Option("fit", "choice", DEFAULT_ANALYSIS_FIT, "How ID is regressed out: {choices} (auto: per run, the capped "
-           "GAM when most test sets curve in ID, else linear).", choices=ANALYSIS_FITS, study=True),
-    Option("method", "choice", DEFAULT_METHOD, "Correlation: {choices}.", choices=METHODS),
-    Option("inference", "choices", DEFAULT_INFERENCE, "Comma-separated: sieve (default: AR-sieve test and "
-           "interval of r_partial, calibrated for autocorrelated checkpoints), lagged (tests r_innovation, "
-           "another estimand), t-test, permutation, bootstrap. The first of sieve, lagged, permutation, t-test "
-           "decides 'significant'.", choices=INFERENCE_METHODS, at_least=1),
-    Option("scheme", "choice", DEFAULT_SCHEME, "Resampling scheme: {choices} (free = iid).", choices=SCHEMES),
-    Option("block_length", "integer", None, "Block length (default: from n).", bounds=(1, None), optional=True),
-    Option("n_perm", "integer", DEFAULT_N_PERM, "Permutations per group.", bounds=(1, MAX_RESAMPLES)),
-    Option("n_boot", "integer", DEFAULT_N_BOOT, "Sieve and bootstrap resamples per group.",
-           bounds=(1, MAX_RESAMPLES)),
-    Option("ci_level", "level", DEFAULT_CI_LEVEL, "Level of the intervals (the deciding p is below 1 - level "
-           "exactly when they exclude 0)."),
-    Option("boot_ci_method", "choice", DEFAULT_INTERVAL_METHOD, "Bootstrap interval: {choices}.",
-           choices=BOOT_CI_METHODS),
-    Option("adjust", "choice", DEFAULT_ADJUSTMENT, "p-value adjustment: {choices}.", choices=ADJUST_METHODS),
-    Option("alpha", "level", DEFAULT_ALPHA, "Significance level on adjusted p-values."),
-    Option("by", "columns", None, "Run attributes defining a pooling cell, comma-separated: columns of the score "
-           "table (study, model, family, size, shots, seed, data_seed, run...) or keys of run labels (lr in "
-           f"'lr=1e-4,seed=1') (default: {','.join(DEFAULT_BY)}, those the table has). Runs of different "
-           "conditions are never pooled, whatever it says."),
-    Option("replicate_key", "columns", REPLICATE_KEYS, "Run attributes that vary between replicates of one "
-           "condition, comma-separated (default: seed,data_seed; run: the run labels name replicates). Every other "
-           "attribute of a run (shots, compute, lr, prompt...) is its condition."),
-    Option("pooling", "choices", DEFAULT_POOLING, "{choices}, both comma-separated, or none.", choices=POOLING),
-    Option("mode", "choice", DEFAULT_MODE, "{choices} (auto: across runs when every run has one step).",
-           choices=MODES),
-    Option("lower_is_better", "metric_names", None, "Metric names (or name parts) to negate, beyond loss, "
-           "perplexity, ppl, bpb, error... (repeatable)."),
-    Option("higher_is_better", "metric_names", None, "Metric names (or name parts) never to negate; wins over "
-           "the rule (repeatable)."),
-    Option("models", "patterns", None, "Analyse only these models (glob; repeatable).", flag="--model"),
-    Option("runs", "patterns", None, "Analyse only these runs (glob; repeatable).", flag="--run"),
-    Option("sizes", "patterns", None, "Analyse only these model sizes (glob; repeatable).", flag="--size"),
-    Option("shots", "patterns", None, "Analyse only these shot counts (glob; repeatable).", flag="--shots"),
-    Option("seed", "integer", 0, "Seed of every permutation and bootstrap.", bounds=(0, 2**64 - 1)),
-    Option("leave_one_out", "flag", DEFAULT_LEAVE_ONE_OUT, "No single checkpoint decides a verdict: the "
-           "deciding p is the largest over deleting any one checkpoint (--no-leave-one-out: the full "
-           "estimate's p alone)."),
-    Option("min_step", "integer", None, "Leave out checkpoints before this step (1 leaves out step 0, the model "
-           "before training).", bounds=(0, None), optional=True),
-    Option("gam_k", "integer", DEFAULT_GAM_K, "GAM control: basis dimension (mgcv's k).", bounds=(MIN_GAM_K, MAX_GAM_K),
-           study=True),
-    Option("gam_method", "choice", DEFAULT_GAM_METHOD, "GAM control: smoothing criterion, {choices}.",
-           choices=GAM_METHODS, study=True),
-    Option("gam_basis", "choice", DEFAULT_GAM_BASIS, "GAM control: basis, {choices}.", choices=GAM_BASES,
-           study=True),
-    Option("max_edf", "edf", DEFAULT_GAM_MAX_EDF, "GAM control: cap on each smooth's effective degrees of "
-           "freedom: auto (from n), none, or a number.", study=True),
-    Option("related_groups", "groups", None, "Declared groups of related test sets, NAME=A,B,... (repeatable): "
-           "their pairs are related and left out of the verdict like splits of one task.", study=True,
-           flag="--related-group"),
-    Option("keep_related", "flag", False, "Keep related test sets (splits of one task, nested sets, declared "
-           "groups, near-duplicate series; marked in the pairs table's related column) in the verdict.",
-           study=True),
-    Option("jobs", "integer", None, "Groups analysed at once in worker processes (default: one per CPU when "
-           "there are 4 or more groups with enough work; 1: in this process). The tables do not depend on it.",
-           bounds=(1, 1024), optional=True),
-)  # fmt: skip
-#: The table by option name.
-OPTIONS: dict[str, Option] = {option.name: option for option in ANALYSIS_OPTIONS}
-#: The options a study file's ``[analysis]`` table takes as keys.
-STUDY_OPTIONS: tuple[Option, ...] = tuple(option for option in ANALYSIS_OPTIONS if option.study)
+_OPTION = "gengen.analyse.option"
+
+
+def option(kind: Kind, default: Any, help: str, **rules: Any) -> Any:
+    """A field of :class:`Settings` that is an option of the analysis (its field name and type give the rest).
+
+    Parameters
+    ----------
+    kind : str
+        What the value is (:data:`Kind`).
+    default : object
+        The value when not given.
+    help : str
+        One sentence for ``--help``.
+    **rules
+        The other fields of :class:`Option` (``bounds``, ``optional``, ``required``, ``at_least``, ``flag``,
+        ``study``, ``since``).
+
+    Returns
+    -------
+    dataclasses.Field
+        A field without a default (settings are made by :func:`make_settings`), carrying the entry.
+    """
+    return field(metadata={_OPTION: (kind, default, help, rules)})
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Validated settings of one analysis (recorded verbatim in ``summary.json``).
+    """Validated settings of one analysis (recorded in ``summary.json`` by :meth:`as_dict`).
 
-    One field per entry of :data:`ANALYSIS_OPTIONS` (the option's help says what it is), in its order, and
-    ``fit_chosen``.
+    The declaration of the analysis' options: each field made by :func:`option` is one option, whose name,
+    type (a ``Literal`` gives its choices), default, help and rules are written here once, in the order of
+    :func:`gengen.analyse`'s keywords; :data:`ANALYSIS_OPTIONS` is read from these fields. Then ``fit_chosen``
+    and what the analysis resolved from its data.
     """
 
-    id_testset: str
-    ood: tuple[str, ...] | None
-    metric: str
-    id_metric: str
-    fit: FitChoice
-    method: Method
-    inference: tuple[Inference, ...]
-    scheme: Scheme
-    block_length: int | None
-    n_perm: int
-    n_boot: int
-    ci_level: float
-    boot_ci_method: IntervalMethod
-    adjust: AdjustMethod
-    alpha: float
-    by: tuple[str, ...]
-    replicate_key: tuple[str, ...]
-    pooling: tuple[Pooling, ...]
-    mode: Mode
-    lower_is_better: tuple[str, ...]
-    higher_is_better: tuple[str, ...]
-    models: tuple[str, ...]
-    runs: tuple[str, ...]
-    sizes: tuple[str, ...]
-    shots: tuple[str, ...]
-    seed: int
-    leave_one_out: bool
-    min_step: int | None
-    gam_k: int
-    gam_method: GamMethod
-    gam_basis: GamBasis
-    max_edf: GamMaxEdf
-    related_groups: tuple[tuple[str, tuple[str, ...]], ...]
-    keep_related: bool
-    jobs: int | None
+    id_testset: str = option(
+        "text", None, "The in-domain test set whose score is regressed out.", required=True, flag="--id"
+    )
+    ood: tuple[str, ...] | None = option(
+        "names", None, "OOD test sets, comma-separated (default: all others).", optional=True, at_least=2
+    )
+    metric: str = option("text", DEFAULT_METRIC, "Metric of the OOD scores.", study=True)
+    id_metric: str = option("text", None, "Metric of the ID score (default: --metric).", optional=True)
+    fit: FitChoice = option(
+        "choice",
+        DEFAULT_ANALYSIS_FIT,
+        "How ID is regressed out: {choices} (auto: per run, the capped "
+        "GAM when most test sets curve in ID, else linear).",
+        study=True,
+    )
+    method: Method = option("choice", DEFAULT_METHOD, "Correlation: {choices}.")
+    inference: tuple[Inference, ...] = option(
+        "choices",
+        DEFAULT_INFERENCE,
+        "Comma-separated: sieve (default: AR-sieve test and "
+        "interval of r_partial, calibrated for autocorrelated checkpoints), lagged (tests r_innovation, "
+        "another estimand), t-test, permutation, bootstrap. The first of sieve, lagged, permutation, t-test "
+        "decides 'significant'.",
+        at_least=1,
+    )
+    scheme: Scheme = option("choice", DEFAULT_SCHEME, "Resampling scheme: {choices} (free = iid).")
+    block_length: int | None = option(
+        "integer", None, "Block length (default: from n).", bounds=(1, None), optional=True
+    )
+    n_perm: int = option("integer", DEFAULT_N_PERM, "Permutations per group.", bounds=(1, MAX_RESAMPLES))
+    n_boot: int = option(
+        "integer", DEFAULT_N_BOOT, "Sieve and bootstrap resamples per group.", bounds=(1, MAX_RESAMPLES)
+    )
+    ci_level: float = option(
+        "level",
+        DEFAULT_CI_LEVEL,
+        "Level of the intervals (the deciding p is below 1 - level exactly when they exclude 0).",
+    )
+    boot_ci_method: IntervalMethod = option("choice", DEFAULT_INTERVAL_METHOD, "Bootstrap interval: {choices}.")
+    adjust: AdjustMethod = option("choice", DEFAULT_ADJUSTMENT, "p-value adjustment: {choices}.")
+    alpha: float = option("level", DEFAULT_ALPHA, "Significance level on adjusted p-values.")
+    by: tuple[str, ...] = option(
+        "columns",
+        None,
+        "Run attributes defining a pooling cell, comma-separated: columns of the score "
+        "table (study, model, family, size, shots, seed, data_seed, run...) or keys of run labels (lr in "
+        f"'lr=1e-4,seed=1') (default: {','.join(DEFAULT_BY)}, those the table has). Runs of different "
+        "conditions are never pooled, whatever it says.",
+    )
+    replicate_key: tuple[str, ...] = option(
+        "columns",
+        REPLICATE_KEYS,
+        "Run attributes that vary between replicates of one "
+        "condition, comma-separated (default: seed,data_seed; run: the run labels name replicates). Every other "
+        "attribute of a run (shots, compute, lr, prompt...) is its condition.",
+    )
+    pooling: tuple[Pooling, ...] = option("choices", DEFAULT_POOLING, "{choices}, both comma-separated, or none.")
+    mode: Mode = option("choice", DEFAULT_MODE, "{choices} (auto: across runs when every run has one step).")
+    lower_is_better: tuple[str, ...] = option(
+        "metric_names",
+        None,
+        "Metric names (or name parts) to negate, beyond loss, perplexity, ppl, bpb, error... (repeatable).",
+    )
+    higher_is_better: tuple[str, ...] = option(
+        "metric_names", None, "Metric names (or name parts) never to negate; wins over the rule (repeatable)."
+    )
+    models: tuple[str, ...] = option("patterns", None, "Analyse only these models (glob; repeatable).", flag="--model")
+    runs: tuple[str, ...] = option("patterns", None, "Analyse only these runs (glob; repeatable).", flag="--run")
+    sizes: tuple[str, ...] = option(
+        "patterns", None, "Analyse only these model sizes (glob; repeatable).", flag="--size"
+    )
+    shots: tuple[str, ...] = option(
+        "patterns", None, "Analyse only these shot counts (glob; repeatable).", flag="--shots"
+    )
+    seed: int = option("integer", 0, "Seed of every permutation and bootstrap.", bounds=(0, 2**64 - 1))
+    leave_one_out: bool = option(
+        "flag",
+        DEFAULT_LEAVE_ONE_OUT,
+        "No single checkpoint decides a verdict: the "
+        "deciding p is the largest over deleting any one checkpoint (--no-leave-one-out: the full "
+        "estimate's p alone).",
+    )
+    min_step: int | None = option(
+        "integer",
+        None,
+        "Leave out checkpoints before this step (1 leaves out step 0, the model before training).",
+        bounds=(0, None),
+        optional=True,
+    )
+    gam_k: int = option(
+        "integer", DEFAULT_GAM_K, "GAM control: basis dimension (mgcv's k).", bounds=(MIN_GAM_K, MAX_GAM_K), study=True
+    )
+    gam_method: GamMethod = option(
+        "choice", DEFAULT_GAM_METHOD, "GAM control: smoothing criterion, {choices}.", study=True
+    )
+    gam_basis: GamBasis = option("choice", DEFAULT_GAM_BASIS, "GAM control: basis, {choices}.", study=True)
+    max_edf: GamMaxEdf = option(
+        "edf",
+        DEFAULT_GAM_MAX_EDF,
+        "GAM control: cap on each smooth's effective degrees of freedom: auto (from n), none, or a number.",
+        study=True,
+    )
+    related_groups: tuple[tuple[str, tuple[str, ...]], ...] = option(
+        "groups",
+        None,
+        "Declared groups of related test sets, NAME=A,B,... (repeatable): "
+        "their pairs are related and left out of the verdict like splits of one task.",
+        study=True,
+        flag="--related-group",
+    )
+    keep_related: bool = option(
+        "flag",
+        False,
+        "Keep related test sets (splits of one task, nested sets, declared "
+        "groups, near-duplicate series; marked in the pairs table's related column) in the verdict.",
+        study=True,
+    )
+    jobs: int | None = option(
+        "integer",
+        None,
+        "Groups analysed at once in worker processes (default: one per CPU when "
+        "there are 4 or more groups with enough work; 1: in this process). The tables do not depend on it.",
+        bounds=(1, 1024),
+        optional=True,
+    )
     #: Set on a group's copy of the settings when ``fit="auto"`` chose its control (then ``fit`` is the choice).
     fit_chosen: bool = False
     # What the analysis resolved from its data: set on :attr:`gengen.Analysis.settings` (empty, and
@@ -675,6 +717,113 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {key: _plain(item) for key, item in value.items()}
     return value
+
+
+def _option_table(record: type) -> tuple[Option, ...]:
+    """The :class:`Option` of each field of ``record`` that :func:`option` declared, in field order; the choices
+    of a ``choice`` are its ``Literal`` type's, those of ``choices`` its element type's."""
+    types = get_type_hints(record)
+    table = []
+    for entry in fields(record):
+        if _OPTION not in entry.metadata:
+            continue
+        kind, default, help_text, rules = entry.metadata[_OPTION]
+        kind_type = types[entry.name]
+        choices: tuple[str, ...] = ()
+        if kind == "choice":
+            choices = get_args(kind_type)
+        elif kind == "choices":
+            choices = get_args(get_args(kind_type)[0])
+        table.append(Option(entry.name, kind, default, help_text, choices=choices, **rules))
+    return tuple(table)
+
+
+#: Every option of :func:`gengen.analyse`, in the order of its signature: the fields of :class:`Settings`.
+ANALYSIS_OPTIONS: tuple[Option, ...] = _option_table(Settings)
+#: The table by option name.
+OPTIONS: dict[str, Option] = {option.name: option for option in ANALYSIS_OPTIONS}
+#: The options a study file's ``[analysis]`` table takes as keys.
+STUDY_OPTIONS: tuple[Option, ...] = tuple(option for option in ANALYSIS_OPTIONS if option.study)
+
+
+class _RequiredOptions(TypedDict):
+    id_testset: str
+
+
+class AnalyseOptions(_RequiredOptions, total=False):
+    """The keywords of :func:`gengen.analyse` as a caller gives them: one per option of :class:`Settings`, in its
+    order, typed as accepted before checking (a list as a comma-separated string or any iterable; a control
+    value for ``fit``); :func:`make_settings` turns them into the :class:`Settings` field types.
+    tests/test_analyse_options.py holds the names and the choices to the table."""
+
+    ood: str | Iterable[str] | None
+    metric: str
+    id_metric: str | None
+    fit: FitChoice | Linear | Gam
+    method: Method
+    inference: Inference | str | Iterable[Inference]
+    scheme: Scheme
+    block_length: int | None
+    n_perm: int
+    n_boot: int
+    ci_level: float
+    boot_ci_method: IntervalMethod
+    adjust: AdjustMethod
+    alpha: float
+    by: str | Iterable[str] | None
+    replicate_key: str | Iterable[str]
+    pooling: Pooling | str | Iterable[Pooling] | None
+    mode: Mode
+    lower_is_better: Iterable[str] | None
+    higher_is_better: Iterable[str] | None
+    models: str | Iterable[str] | None
+    runs: str | Iterable[str] | None
+    sizes: str | Iterable[str] | None
+    shots: int | str | Iterable[int | str] | None
+    seed: int
+    leave_one_out: bool
+    min_step: int | None
+    gam_k: int
+    gam_method: GamMethod
+    gam_basis: GamBasis
+    max_edf: float | str | None
+    related_groups: Mapping[str, Iterable[str]] | Iterable[str] | None
+    keep_related: bool
+    jobs: int | None
+
+
+def options_signature(function: Callable[..., Any], keywords: type) -> inspect.Signature:
+    """``function``'s signature with its ``**options`` spelled out: one keyword-only parameter per option of the
+    table, with its default (none for a required one) and its type from ``keywords``, before the function's
+    other keywords.
+
+    Parameters
+    ----------
+    function : callable
+        A function taking the options as ``**options: Unpack[keywords]``.
+    keywords : type
+        The ``TypedDict`` of the options (:class:`AnalyseOptions`).
+
+    Returns
+    -------
+    inspect.Signature
+        What ``help()``, ``inspect.signature`` and the docs show.
+    """
+    own = inspect.signature(function)
+    types = keywords.__annotations__
+    spelled = [
+        inspect.Parameter(
+            option.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if option.required else option.default,
+            annotation=getattr(types[option.name], "__forward_arg__", types[option.name]),
+        )
+        for option in ANALYSIS_OPTIONS
+    ]
+    positional = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    others = [p for p in own.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    positional = [p for p in positional if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    return own.replace(parameters=[*positional, *spelled, *others])
 
 
 def settings_from_record(record: Mapping[str, Any]) -> Settings:
