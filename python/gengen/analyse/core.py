@@ -35,6 +35,7 @@ from gengen.analyse.group_plan import (
     check_size,
     group_mode,
     minimum_rows,
+    pair_columns,
     plan_group,
 )
 from gengen.analyse.group_pool import map_groups, worker_count
@@ -316,8 +317,9 @@ def analyse(df: pd.DataFrame, *, progress: bool = False, **options: Unpack[Analy
         noise=measurement_sd(scores, ood_names),
     )
     pairs = mark_related(pairs, related)
-    extra = [column for column in settings.by if column in pairs.columns and column not in PAIR_COLUMNS]
-    columns = [column for column in PAIR_COLUMNS if column in pairs.columns]
+    order = pair_columns()
+    extra = [column for column in settings.by if column in pairs.columns and column not in order]
+    columns = [column for column in order if column in pairs.columns]
     after = columns.index("run") + 1
     pairs = pairs[[*columns[:after], *extra, *columns[after:]]]
     pooled = pd.DataFrame()

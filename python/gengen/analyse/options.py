@@ -164,15 +164,147 @@ DEFAULT_LEAVE_ONE_OUT: Final = True
 DEFAULT_METRIC: Final = "acc"
 #: Pooling cells when ``by`` is not given (the columns the score table has).
 DEFAULT_BY: tuple[ByColumn, ...] = ("model", "size", "shots")
+# ------------------------------------------------------------------------------------ the inference methods
+
+_NA = float("nan")
+
+
+@dataclass(frozen=True)
+class InferenceMethod:
+    """One inference method of the analysis: all the analysis needs to know of it beside the function that
+    computes its columns (:data:`gengen.analyse.inference.COLUMNS_OF`). Adding a method is one entry of
+    :data:`INFERENCE` (and its name in :data:`Inference`) plus that function: the deciding order, the pairs
+    table's columns, the values of a row the method did not run for, where it runs and Kendall's refusal are
+    read from the entry (docs/extending.md).
+
+    Attributes
+    ----------
+    name : str
+        The name ``inference=`` takes.
+    p_column : str or None
+        Its p-value's column in the pairs table (None: it gives no p-value, only an interval).
+    columns : tuple of str
+        Every column it adds to the pairs table, in order.
+    not_applicable : mapping
+        What a row gets in its columns when the method did not run for it (not asked for, or its group's level
+        cannot have it): NaN for numbers, ``""`` for its method text.
+    levels : tuple of str
+        The group levels it runs on (``"run"``: checkpoints in order; ``"across_runs"``;
+        ``"pooled_residuals"``).
+    residual_based : bool
+        Whether it correlates residuals (then Kendall's tau, which has no residual form, is refused with it).
+    deciding_rank : int or None
+        Its place in the order of the p-values that decide ``significant`` when several tests were asked for
+        (0 first); None: it never decides.
+    column_rank : int
+        Where its columns stand among the methods' columns of the pairs table.
+    estimand : str
+        What its p-value is about (``r_partial``, or ``r_innovation`` for the lagged test).
+    interval : tuple of str, optional
+        Its columns of an interval of ``r_partial`` consistent with its p-value, when it has one: the row's
+        ``ci_low``/``ci_high`` when it decides (dropped from the table afterwards).
+    no_interval : str
+        The row's ``ci_method`` when it decides and has no such interval.
+    """
+
+    name: str
+    p_column: str | None
+    columns: tuple[str, ...]
+    not_applicable: Mapping[str, Any]
+    levels: tuple[str, ...]
+    residual_based: bool
+    deciding_rank: int | None
+    column_rank: int
+    estimand: str = "r_partial"
+    interval: tuple[str, str] | None = None
+    no_interval: str = ""
+
+
+#: The inference methods, in the order ``Settings.inference`` records them (the names of :data:`Inference`).
+INFERENCE: dict[str, InferenceMethod] = {
+    method.name: method
+    for method in (
+        InferenceMethod(
+            "sieve",
+            "p_sieve",
+            ("se_z", "df_sieve", "p_sieve", "p_sieve_method", "ar_order_a", "ar_order_b"),
+            {"se_z": _NA, "df_sieve": _NA, "p_sieve": _NA, "p_sieve_method": "", "sieve_ci_low": _NA,
+             "sieve_ci_high": _NA, "ar_order_a": _NA, "ar_order_b": _NA},
+            levels=("run",),
+            residual_based=True,
+            deciding_rank=0,
+            column_rank=0,
+            interval=("sieve_ci_low", "sieve_ci_high"),
+        ),
+        InferenceMethod(
+            "lagged",
+            "p_lagged",
+            ("r_innovation", "df_lagged", "p_lagged", "p_lagged_method", "ci_low_innovation", "ci_high_innovation"),
+            {"r_innovation": _NA, "df_lagged": _NA, "p_lagged": _NA, "p_lagged_method": "",
+             "ci_low_innovation": _NA, "ci_high_innovation": _NA},
+            levels=("run",),
+            residual_based=True,
+            deciding_rank=1,
+            column_rank=4,
+            estimand="r_innovation",
+            no_interval="none: the lagged test is about r_innovation (its interval: ci_low_innovation, "
+            "ci_high_innovation)",
+        ),
+        InferenceMethod(
+            "t-test",
+            "p_value",
+            ("statistic", "p_value", "p_value_method"),
+            {},  # always computed, with the correlations
+            levels=("run", "across_runs", "pooled_residuals"),
+            residual_based=False,
+            deciding_rank=3,
+            column_rank=1,
+            no_interval="none: Kendall's tau has no interval consistent with its normal-approximation test",
+        ),
+        InferenceMethod(
+            "permutation",
+            "p_perm",
+            ("p_perm", "p_perm_method"),
+            {"p_perm": _NA, "p_perm_method": ""},
+            levels=("run", "across_runs"),
+            residual_based=True,
+            deciding_rank=2,
+            column_rank=2,
+            no_interval="none: a permutation test gives no interval (ask for inference 'bootstrap': boot_ci_low, "
+            "boot_ci_high)",
+        ),
+        InferenceMethod(
+            "bootstrap",
+            None,  # an interval, no p-value
+            ("boot_ci_low", "boot_ci_high", "boot_ci_method", "n_boot_valid"),
+            {"boot_ci_low": _NA, "boot_ci_high": _NA, "boot_ci_method": ""},
+            levels=("run", "across_runs"),
+            residual_based=True,
+            deciding_rank=None,
+            column_rank=3,
+        ),
+    )
+}  # fmt: skip
+#: The p-value that decides when no other asked for can run: ppcor's t-test's, always computed.
+FALLBACK_P = "p_value"
+
+
+def deciding_order() -> tuple[tuple[str, str], ...]:
+    """(method, p-value column) of the methods that may decide ``significant``, best first (from
+    :data:`INFERENCE`'s ``deciding_rank``)."""
+    ranked = sorted((m.deciding_rank, m.name, m.p_column) for m in INFERENCE.values() if m.deciding_rank is not None)
+    return tuple((name, column) for _, name, column in ranked if column)
+
+
+def residual_inference() -> tuple[str, ...]:
+    """The methods that correlate residuals (Kendall's partial tau has no residual form)."""
+    return tuple(name for name, method in INFERENCE.items() if method.residual_based)
+
+
 #: The tests that correlate residuals (all but ppcor's t-test): Kendall's partial τ has no residual form.
-RESIDUAL_INFERENCE: tuple[Inference, ...] = tuple(name for name in INFERENCE_METHODS if name != "t-test")
+RESIDUAL_INFERENCE: tuple[str, ...] = residual_inference()
 #: Which p-value decides ``significant`` when several tests were asked for, best first.
-DECIDING_ORDER: tuple[tuple[Inference, str], ...] = (
-    ("sieve", "p_sieve"),
-    ("lagged", "p_lagged"),
-    ("permutation", "p_perm"),
-    ("t-test", "p_value"),
-)
+DECIDING_ORDER: tuple[tuple[str, str], ...] = deciding_order()
 
 _PERMUTATION_SCHEME = {"free": "free", "iid": "free", "block": "block", "circular": "circular"}
 _BOOTSTRAP_SCHEME = {"free": "iid", "iid": "iid", "block": "block", "circular": "circular"}
@@ -676,10 +808,10 @@ class Settings:
     def primary_p(self) -> str:
         """The column whose p-values are adjusted and decide ``significant``: the first of ``p_sieve``,
         ``p_lagged``, ``p_perm`` whose test was asked for, else the t-test's ``p_value``."""
-        for name, column in DECIDING_ORDER:
+        for name, column in deciding_order():
             if name in self.inference:
                 return column
-        return "p_value"
+        return FALLBACK_P
 
     def sign(self, metric: str) -> int:
         """-1 when ``metric`` is lower-is-better (its values are negated), else +1 (see :func:`is_lower_better`)."""
@@ -939,7 +1071,7 @@ def make_settings(**options: Any) -> Settings:
     _check_together(values)
     values["id_metric"] = values["id_metric"] or values["metric"]
     # The tests in the pairs table's order; the sign rule's own words always among the lower-is-better names.
-    values["inference"] = tuple(name for name in INFERENCE_METHODS if name in values["inference"])
+    values["inference"] = tuple(name for name in INFERENCE if name in values["inference"])
     values["lower_is_better"] = tuple(sorted(LOWER_IS_BETTER | set(values["lower_is_better"])))
     values["higher_is_better"] = tuple(sorted(values["higher_is_better"]))
     return Settings(**values)
@@ -969,7 +1101,7 @@ def _check_together(values: dict[str, Any]) -> None:
     """The checks that involve two options."""
     if values["ood"] is not None and values["id_testset"] in values["ood"]:
         raise GengenError(option="ood", problem=f"lists {values['id_testset']!r}, the in-domain test set")
-    if values["method"] == "kendall" and set(RESIDUAL_INFERENCE) & set(values["inference"]):
+    if values["method"] == "kendall" and set(residual_inference()) & set(values["inference"]):
         raise GengenError(
             option="method",
             problem="kendall comes with the t-test only (normal approximation); the sieve, the lagged test, "
