@@ -16,12 +16,13 @@ from __future__ import annotations
 import inspect
 import math
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from numbers import Integral as _Integral
 from numbers import Real as _Real
-from typing import Any, Final, Literal, TypedDict, get_args, get_type_hints
+from typing import Any, Final, Literal, TypedDict, get_args
 
 from gengen.errors import GengenError
 from gengen.stats.controls import MAX_GAM_K, MIN_GAM_K, Control, Gam, Linear
@@ -854,18 +855,16 @@ def _plain(value: Any) -> Any:
 def _option_table(record: type) -> tuple[Option, ...]:
     """The :class:`Option` of each field of ``record`` that :func:`option` declared, in field order; the choices
     of a ``choice`` are its ``Literal`` type's, those of ``choices`` its element type's."""
-    types = get_type_hints(record)
+    namespace = vars(sys.modules[record.__module__])
     table = []
     for entry in fields(record):
         if _OPTION not in entry.metadata:
             continue
         kind, default, help_text, rules = entry.metadata[_OPTION]
-        kind_type = types[entry.name]
         choices: tuple[str, ...] = ()
-        if kind == "choice":
-            choices = get_args(kind_type)
-        elif kind == "choices":
-            choices = get_args(get_args(kind_type)[0])
+        if kind in ("choice", "choices"):  # only these annotations are evaluated: the CLI's start-up reads this
+            annotation = eval(entry.type, namespace) if isinstance(entry.type, str) else entry.type
+            choices = get_args(annotation if kind == "choice" else get_args(annotation)[0])
         table.append(Option(entry.name, kind, default, help_text, choices=choices, **rules))
     return tuple(table)
 
