@@ -1,0 +1,162 @@
+"""Pooled seeds, heterogeneity across models and every inference path on item-level curves (issue 34, items 4-5).
+
+Every replicate is drawn by :func:`gengen.item_level.simulate_items` (log-spaced checkpoints, N = 1,000 examples,
+n = 40 unless stated; docs/calibration.md, "Item-level grid") and analysed by the public ``gengen.analyse``.
+
+Kinds:
+
+* ``pooled REPS RUNS [N_BOOT]``: one model, ``RUNS`` seeds; a third test set ``ood_c`` = (ood_a + ood_b)/2 truly
+  co-moves with both, so ood_a/ood_b is a null pair beside two real ones. Writes every run-level row of the three
+  pairs (estimate, ``se_z``, ``df_sieve``, interval) and the pooled table's p-values, so that other poolings can
+  be evaluated on the same draws (``rates``).
+* ``models REPS [N_BOOT] [INFERENCE]``: 4 models, one run each, the same null in all four; the verdict's Cochran's
+  Q (``p_heterogeneity``), ``p_joint`` and class for the null pair ood_a/ood_b.
+* ``paths REPS N_EXAMPLES [N_BOOT]``: one run with a stuck set beside the main pair; every inference path's
+  deciding p on every run-level row.
+
+Seeds: replicate r of a kind draws from ``numpy.random.default_rng([34, 5, KIND_CODE, r])``; analyse's seed is r.
+
+Usage::
+
+    python benches/calibration_paths.py pooled 300 10 > pooled10.csv
+    python benches/calibration_paths.py rates pooled10.csv
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import zlib
+
+import numpy as np
+import pandas as pd
+
+_RUN_COLUMNS = (
+    "model", "run", "testset_a", "testset_b", "testable", "r_partial", "se_z", "df_sieve", "ci_low", "ci_high",
+    "ci_level", "p_deciding", "fit", "estimand", "r_innovation", "df_lagged", "diagnostics",
+)  # fmt: skip
+
+
+def _rng(kind: str, rep: int) -> np.random.Generator:
+    return np.random.default_rng([34, 5, zlib.crc32(kind.encode()), rep])
+
+
+def _with_ood_c(table: pd.DataFrame) -> pd.DataFrame:
+    wide = table.pivot_table(index=["model", "run", "step"], columns="testset", values="value").reset_index()
+    wide["ood_c"] = (wide["ood_a"] + wide["ood_b"]) / 2.0
+    long = wide.melt(id_vars=["model", "run", "step"], var_name="testset", value_name="value")
+    long["metric"] = "acc"
+    long["n_examples"] = 1000
+    return long
+
+
+def _pooled(reps: int, runs: int, n_boot: int, batch: int = 30) -> pd.DataFrame:
+    import gengen
+    from gengen.item_level import ItemCell, item_table, simulate_items
+
+    cell = ItemCell(f"log n=40, {runs} seeds", runs=runs, rhos=(0.0,))
+    out = []
+    for first in range(0, reps, batch):
+        count = min(batch, reps - first)
+        drawn = [simulate_items(cell, 0.0, _rng(f"pooled{runs}", first + i)) for i in range(count)]
+        table = _with_ood_c(item_table(cell, drawn, first=first))
+        found = gengen.analyse(table, id_testset="id", n_boot=n_boot, seed=first)
+        runs_rows = found.pairs[found.pairs["level"] == "run"]
+        frame = runs_rows[[c for c in _RUN_COLUMNS if c in runs_rows.columns]].copy()
+        pooled = found.pooled[["model", "testset_a", "testset_b", "p_fixed", "p_random", "tau2"]]
+        frame = frame.merge(pooled, on=["model", "testset_a", "testset_b"], how="left")
+        frame["cell"] = cell.label
+        out.append(frame)
+        print(f"pooled {runs}: {first + count}/{reps}", file=sys.stderr, flush=True)
+    return pd.concat(out, ignore_index=True)
+
+
+def _models(reps: int, n_boot: int, inference: str) -> pd.DataFrame:
+    import gengen
+    from gengen.item_level import ItemCell, item_table, simulate_items
+    from gengen.verdict import build_verdict
+
+    cell = ItemCell("log n=40, 4 models", models=4, rhos=(0.0,))
+    rows = []
+    for rep in range(reps):
+        table = item_table(cell, [simulate_items(cell, 0.0, _rng("models", rep))], first=rep)
+        found = gengen.analyse(table, id_testset="id", n_boot=n_boot, seed=rep, inference=inference)
+        verdict = build_verdict(found, n_perm=19)
+        for row in verdict.pairs.itertuples(index=False):
+            rows.append(
+                {
+                    "cell": cell.label,
+                    "rep": rep,
+                    "inference": inference,
+                    "pair": f"{row.testset_a}/{row.testset_b}",
+                    "n_groups": row.n_groups,
+                    "p_heterogeneity": row.p_heterogeneity,
+                    "p_common": row.p_common,
+                    "p_joint": getattr(row, "p_joint", np.nan),
+                    "verdict": row.verdict,
+                }
+            )
+        runs_rows = found.pairs[found.pairs["level"] == "run"]
+        for row in runs_rows.itertuples(index=False):
+            rows.append(
+                {
+                    "cell": cell.label,
+                    "rep": rep,
+                    "inference": inference,
+                    "pair": f"run {row.testset_a}/{row.testset_b}",
+                    "p_deciding": row.p_deciding,
+                    "testable": row.testable,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+_PATHS = ("sieve", "lagged", "t", "block", "circular")
+
+
+def _paths(reps: int, n_examples: int, n_boot: int, n: int = 40, schedule: str = "log", batch: int = 30) -> pd.DataFrame:
+    import gengen
+    from gengen.item_level import ItemCell, item_table, simulate_items
+
+    cell = ItemCell(
+        f"{schedule} n={n} N={n_examples}", n=n, n_examples=n_examples, schedule=schedule, specials=("stuck",),
+        rhos=(0.0,),
+    )  # fmt: skip
+    out = []
+    for first in range(0, reps, batch):
+        count = min(batch, reps - first)
+        drawn = [simulate_items(cell, 0.0, _rng(f"paths{n_examples}{schedule}{n}", first + i)) for i in range(count)]
+        table = item_table(cell, drawn, first=first)
+        for inference in _PATHS:
+            found = gengen.analyse(table, id_testset="id", n_boot=n_boot, seed=first, inference=inference)
+            runs_rows = found.pairs[found.pairs["level"] == "run"]
+            frame = runs_rows[[c for c in _RUN_COLUMNS if c in runs_rows.columns]].copy()
+            frame["inference"] = inference
+            frame["cell"] = cell.label
+            out.append(frame)
+        print(f"paths {n_examples}: {first + count}/{reps}", file=sys.stderr, flush=True)
+    return pd.concat(out, ignore_index=True)
+
+
+def main(argv: list[str]) -> None:
+    kind = argv[0]
+    start = time.process_time()
+    if kind == "pooled":
+        out = _pooled(int(argv[1]), int(argv[2]), int(argv[3]) if len(argv) > 3 else 299)
+    elif kind == "models":
+        out = _models(int(argv[1]), int(argv[2]) if len(argv) > 2 else 299, argv[3] if len(argv) > 3 else "sieve")
+    elif kind == "paths":
+        extra = {}
+        if len(argv) > 4:
+            extra["n"] = int(argv[4])
+        if len(argv) > 5:
+            extra["schedule"] = argv[5]
+        out = _paths(int(argv[1]), int(argv[2]), int(argv[3]) if len(argv) > 3 else 299, **extra)
+    else:
+        raise SystemExit(f"unknown kind {kind!r}")
+    out.to_csv(sys.stdout, index=False)
+    print(f"# CPU {time.process_time() - start:.0f} s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
