@@ -5,10 +5,10 @@ n = 40 unless stated; docs/calibration.md, "Item-level grid") and analysed by th
 
 Kinds:
 
-* ``pooled REPS RUNS [N_BOOT]``: one model, ``RUNS`` seeds; a third test set ``ood_c`` = (ood_a + ood_b)/2 truly
-  co-moves with both, so ood_a/ood_b is a null pair beside two real ones. Writes every run-level row of the three
-  pairs (estimate, ``se_z``, ``df_sieve``, interval) and the pooled table's p-values, so that other poolings can
-  be evaluated on the same draws (``rates``).
+* ``pooled REPS RUNS [N_BOOT] [alone]``: one model, ``RUNS`` seeds; a third test set ``ood_c`` = (ood_a + ood_b)/2
+  truly co-moves with both, so ood_a/ood_b is a null pair beside two real ones (``alone``: the null pair only).
+  Writes every run-level row of the pairs (estimate, ``se_z``, ``df_sieve``, interval) and the pooled table's
+  p-values, so that other poolings can be evaluated on the same draws.
 * ``models REPS [N_BOOT] [INFERENCE]``: 4 models, one run each, the same null in all four; the verdict's Cochran's
   Q (``p_heterogeneity``), ``p_joint`` and class for the null pair ood_a/ood_b.
 * ``paths REPS N_EXAMPLES [N_BOOT]``: one run with a stuck set beside the main pair; every inference path's
@@ -50,16 +50,21 @@ def _with_ood_c(table: pd.DataFrame) -> pd.DataFrame:
     return long
 
 
-def _pooled(reps: int, runs: int, n_boot: int, batch: int = 30) -> pd.DataFrame:
+def _pooled(reps: int, runs: int, n_boot: int, third: bool = True, batch: int = 30) -> pd.DataFrame:
     import gengen
-    from gengen.item_level import ItemCell, item_table, simulate_items
+    from gengen.calibration.item_level import ItemCell, item_table, simulate_items
 
-    cell = ItemCell(f"log n=40, {runs} seeds", runs=runs, rhos=(0.0,))
+    beside = ", a real pair beside" if third else ""
+    cell = ItemCell(f"log n=40, {runs} seeds{beside}", runs=runs, rhos=(0.0,))
     out = []
     for first in range(0, reps, batch):
         count = min(batch, reps - first)
-        drawn = [simulate_items(cell, 0.0, _rng(f"pooled{runs}", first + i)) for i in range(count)]
-        table = _with_ood_c(item_table(cell, drawn, first=first))
+        drawn = [
+            simulate_items(cell, 0.0, _rng(f"pooled{runs}" + ("" if third else " alone"), first + i))
+            for i in range(count)
+        ]
+        table = item_table(cell, drawn, first=first)
+        table = _with_ood_c(table) if third else table
         found = gengen.analyse(table, id_testset="id", n_boot=n_boot, seed=first)
         runs_rows = found.pairs[found.pairs["level"] == "run"]
         frame = runs_rows[[c for c in _RUN_COLUMNS if c in runs_rows.columns]].copy()
@@ -73,8 +78,8 @@ def _pooled(reps: int, runs: int, n_boot: int, batch: int = 30) -> pd.DataFrame:
 
 def _models(reps: int, n_boot: int, inference: str) -> pd.DataFrame:
     import gengen
-    from gengen.item_level import ItemCell, item_table, simulate_items
-    from gengen.verdict import build_verdict
+    from gengen.across.verdict import build_verdict
+    from gengen.calibration.item_level import ItemCell, item_table, simulate_items
 
     cell = ItemCell("log n=40, 4 models", models=4, rhos=(0.0,))
     rows = []
@@ -111,12 +116,21 @@ def _models(reps: int, n_boot: int, inference: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-_PATHS = ("sieve", "lagged", "t", "block", "circular")
+#: Every inference path: its label and the options that ask for it.
+_PATHS: dict[str, dict[str, str]] = {
+    "sieve": {},
+    "lagged": {"inference": "lagged"},
+    "t-test": {"inference": "t-test"},
+    "block permutation": {"inference": "permutation", "scheme": "block"},
+    "circular permutation": {"inference": "permutation", "scheme": "circular"},
+}
 
 
-def _paths(reps: int, n_examples: int, n_boot: int, n: int = 40, schedule: str = "log", batch: int = 30) -> pd.DataFrame:
+def _paths(
+    reps: int, n_examples: int, n_boot: int, n: int = 40, schedule: str = "log", batch: int = 30
+) -> pd.DataFrame:
     import gengen
-    from gengen.item_level import ItemCell, item_table, simulate_items
+    from gengen.calibration.item_level import ItemCell, item_table, simulate_items
 
     cell = ItemCell(
         f"{schedule} n={n} N={n_examples}", n=n, n_examples=n_examples, schedule=schedule, specials=("stuck",),
@@ -127,8 +141,8 @@ def _paths(reps: int, n_examples: int, n_boot: int, n: int = 40, schedule: str =
         count = min(batch, reps - first)
         drawn = [simulate_items(cell, 0.0, _rng(f"paths{n_examples}{schedule}{n}", first + i)) for i in range(count)]
         table = item_table(cell, drawn, first=first)
-        for inference in _PATHS:
-            found = gengen.analyse(table, id_testset="id", n_boot=n_boot, seed=first, inference=inference)
+        for inference, options in _PATHS.items():
+            found = gengen.analyse(table, id_testset="id", n_boot=n_boot, seed=first, **options)  # type: ignore[arg-type]
             runs_rows = found.pairs[found.pairs["level"] == "run"]
             frame = runs_rows[[c for c in _RUN_COLUMNS if c in runs_rows.columns]].copy()
             frame["inference"] = inference
@@ -142,7 +156,8 @@ def main(argv: list[str]) -> None:
     kind = argv[0]
     start = time.process_time()
     if kind == "pooled":
-        out = _pooled(int(argv[1]), int(argv[2]), int(argv[3]) if len(argv) > 3 else 299)
+        third = len(argv) <= 4 or argv[4] != "alone"
+        out = _pooled(int(argv[1]), int(argv[2]), int(argv[3]) if len(argv) > 3 else 299, third)
     elif kind == "models":
         out = _models(int(argv[1]), int(argv[2]) if len(argv) > 2 else 299, argv[3] if len(argv) > 3 else "sieve")
     elif kind == "paths":

@@ -142,7 +142,7 @@ def test_a_model_with_seeds_enters_with_its_pooled_random_effects_estimate() -> 
     for row in table.itertuples(index=False):
         rows = merged[(merged["testset_a"] == row.testset_a) & (merged["testset_b"] == row.testset_b)]
         q, p, _ = reference_q(
-            np.arctanh(rows["r_random"].to_numpy()), rows["se_random"].to_numpy() ** 2, rows["df_fixed"].to_numpy()
+            np.arctanh(rows["r_random"].to_numpy()), rows["se_random"].to_numpy() ** 2, rows["df_random"].to_numpy()
         )
         assert_allclose([row.q_heterogeneity, row.p_heterogeneity], [q, p], rtol=1e-9)
 
