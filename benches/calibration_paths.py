@@ -152,9 +152,60 @@ def _paths(
     return pd.concat(out, ignore_index=True)
 
 
+def _rate(p: pd.Series) -> str:
+    p = p.dropna()
+    if not len(p):
+        return "–"
+    rate = float((p < 0.05).mean())
+    return f"{rate:.3f} ± {np.sqrt(rate * (1 - rate) / len(p)):.3f} (of {len(p)})"
+
+
+def rates(path: str) -> None:
+    """Rates at α = 0.05 with Monte Carlo s.e.: for a ``pooled`` file the pooled table's p-values as recorded
+    (before) and :func:`gengen.stats.meta.fisher_meta` on the same runs now (after); for ``paths`` each path's
+    rejections by pair; for ``models`` Cochran's Q, ``p_joint`` and the wrong verdicts on the null pair."""
+    from gengen.stats.meta import fisher_meta
+
+    table = pd.read_csv(path)
+    if "inference" in table.columns and "p_heterogeneity" in table.columns:
+        verdicts = table[table["pair"] == "ood_a/ood_b"]
+        wrong = verdicts["verdict"].fillna("") != "undetermined"
+        print(
+            f"Q {_rate(verdicts['p_heterogeneity'])} | p_joint {_rate(verdicts['p_joint'])} | wrong verdicts "
+            f"{wrong.mean():.3f} ± {np.sqrt(wrong.mean() * (1 - wrong.mean()) / len(wrong)):.3f}"
+        )
+        runs = table[table["pair"] == "run ood_a/ood_b"]
+        print(f"run-level main pair {_rate(runs.loc[runs['testable'].astype(bool), 'p_deciding'])}")
+        return
+    table = table[table["testable"].astype(bool)]
+    if "inference" in table.columns:
+        for (inference, a, b), part in table.groupby(["inference", "testset_a", "testset_b"]):
+            print(f"{inference} | {a}/{b} | {_rate(part['p_deciding'])}")
+        return
+    rows = []
+    for (_, a, b), runs in table[np.isfinite(table["se_z"])].groupby(["model", "testset_a", "testset_b"]):
+        if len(runs) < 2:
+            continue
+        now = fisher_meta(
+            runs["r_partial"].to_numpy(),
+            np.zeros(len(runs)),
+            np.zeros(len(runs)),
+            variance=runs["se_z"].to_numpy() ** 2,
+            df=runs["df_sieve"].to_numpy(),
+        )
+        rows.append((f"{a}/{b}", runs["p_fixed"].iloc[0], runs["p_random"].iloc[0], now.p_fixed, now.p_random))
+    pooled = pd.DataFrame(rows, columns=["pair", "fixed before", "random before", "fixed after", "random after"])
+    for null, part in pooled.groupby(pooled["pair"] == "ood_a/ood_b"):
+        label = "null pair" if null else "real pairs (power)"
+        print(label, " | ".join(f"{name} {_rate(part[name])}" for name in pooled.columns[1:]))
+
+
 def main(argv: list[str]) -> None:
     kind = argv[0]
     start = time.process_time()
+    if kind == "rates":
+        rates(argv[1])
+        return
     if kind == "pooled":
         third = len(argv) <= 4 or argv[4] != "alone"
         out = _pooled(int(argv[1]), int(argv[2]), int(argv[3]) if len(argv) > 3 else 299, third)
