@@ -11,8 +11,8 @@ Kinds:
   p-values, so that other poolings can be evaluated on the same draws.
 * ``models REPS [N_BOOT] [INFERENCE]``: 4 models, one run each, the same null in all four; the verdict's Cochran's
   Q (``p_heterogeneity``), ``p_joint`` and class for the null pair ood_a/ood_b.
-* ``paths REPS N_EXAMPLES [N_BOOT]``: one run with a stuck set beside the main pair; every inference path's
-  deciding p on every run-level row.
+* ``paths REPS N_EXAMPLES [N_BOOT] [N] [SCHEDULE] [PATHS]``: one run with a stuck set beside the main pair; every
+  inference path's (or the comma-separated ``PATHS``') deciding p on every run-level row.
 
 Seeds: replicate r of a kind draws from ``numpy.random.default_rng([34, 5, KIND_CODE, r])``; analyse's seed is r.
 
@@ -127,7 +127,13 @@ _PATHS: dict[str, dict[str, str]] = {
 
 
 def _paths(
-    reps: int, n_examples: int, n_boot: int, n: int = 40, schedule: str = "log", batch: int = 30
+    reps: int,
+    n_examples: int,
+    n_boot: int,
+    n: int = 40,
+    schedule: str = "log",
+    paths: tuple[str, ...] = tuple(_PATHS),
+    batch: int = 30,
 ) -> pd.DataFrame:
     import gengen
     from gengen.calibration.item_level import ItemCell, item_table, simulate_items
@@ -141,7 +147,7 @@ def _paths(
         count = min(batch, reps - first)
         drawn = [simulate_items(cell, 0.0, _rng(f"paths{n_examples}{schedule}{n}", first + i)) for i in range(count)]
         table = item_table(cell, drawn, first=first)
-        for inference, options in _PATHS.items():
+        for inference, options in ((name, _PATHS[name]) for name in paths):
             found = gengen.analyse(table, id_testset="id", n_boot=n_boot, seed=first, **options)  # type: ignore[arg-type]
             runs_rows = found.pairs[found.pairs["level"] == "run"]
             frame = runs_rows[[c for c in _RUN_COLUMNS if c in runs_rows.columns]].copy()
@@ -160,9 +166,27 @@ def _rate(p: pd.Series) -> str:
     return f"{rate:.3f} ± {np.sqrt(rate * (1 - rate) / len(p)):.3f} (of {len(p)})"
 
 
+def _textbook(z: np.ndarray, v: np.ndarray, df: np.ndarray) -> tuple[float, float]:
+    """The pooled p-values before issue 34's second round: the fixed effect on Satterthwaite's t, the
+    DerSimonian–Laird random effect on the normal."""
+    from scipy import stats
+
+    w = 1 / v
+    fixed = np.sum(w * z) / np.sum(w)
+    nu = np.sum(w) ** 2 / np.sum(w**2 / df)
+    q = np.sum(w * (z - fixed) ** 2)
+    tau2 = max(0.0, (q - (len(z) - 1)) / (np.sum(w) - np.sum(w**2) / np.sum(w)))
+    w_random = 1 / (v + tau2)
+    random = np.sum(w_random * z) / np.sum(w_random)
+    return (
+        float(2 * stats.t.sf(abs(fixed) * np.sqrt(np.sum(w)), nu)),
+        float(2 * stats.norm.sf(abs(random) * np.sqrt(np.sum(w_random)))),
+    )
+
+
 def rates(path: str) -> None:
-    """Rates at α = 0.05 with Monte Carlo s.e.: for a ``pooled`` file the pooled table's p-values as recorded
-    (before) and :func:`gengen.stats.meta.fisher_meta` on the same runs now (after); for ``paths`` each path's
+    """Rates at α = 0.05 with Monte Carlo s.e.: for a ``pooled`` file the textbook pooling (before, written out)
+    and :func:`gengen.stats.meta.fisher_meta` on the same runs now (after); for ``paths`` each path's
     rejections by pair; for ``models`` Cochran's Q, ``p_joint`` and the wrong verdicts on the null pair."""
     from gengen.stats.meta import fisher_meta
 
@@ -193,7 +217,10 @@ def rates(path: str) -> None:
             variance=runs["se_z"].to_numpy() ** 2,
             df=runs["df_sieve"].to_numpy(),
         )
-        rows.append((f"{a}/{b}", runs["p_fixed"].iloc[0], runs["p_random"].iloc[0], now.p_fixed, now.p_random))
+        before = _textbook(
+            np.arctanh(runs["r_partial"].to_numpy()), runs["se_z"].to_numpy() ** 2, runs["df_sieve"].to_numpy()
+        )
+        rows.append((f"{a}/{b}", *before, now.p_fixed, now.p_random))
     pooled = pd.DataFrame(rows, columns=["pair", "fixed before", "random before", "fixed after", "random after"])
     for null, part in pooled.groupby(pooled["pair"] == "ood_a/ood_b"):
         label = "null pair" if null else "real pairs (power)"
@@ -217,6 +244,8 @@ def main(argv: list[str]) -> None:
             extra["n"] = int(argv[4])
         if len(argv) > 5:
             extra["schedule"] = argv[5]
+        if len(argv) > 6:
+            extra["paths"] = tuple(argv[6].split(","))
         out = _paths(int(argv[1]), int(argv[2]), int(argv[3]) if len(argv) > 3 else 299, **extra)
     else:
         raise SystemExit(f"unknown kind {kind!r}")

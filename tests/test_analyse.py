@@ -360,8 +360,10 @@ def test_fisher_meta_matches_hand_computation() -> None:
     tau2 = max(0.0, (q - 2) / (sum(w) - sum(wi**2 for wi in w) / sum(w)))
     w_star = [1 / (vi + tau2) for vi in v]
     z_random = sum(wi * zi for wi, zi in zip(w_star, z, strict=True)) / sum(w_star)
-    # Hartung–Knapp: the runs' spread about z_random, on R - 1 = 2 df
-    se_random = np.sqrt(sum(wi * (zi - z_random) ** 2 for wi, zi in zip(w_star, z, strict=True)) / (2 * sum(w_star)))
+    # Hartung–Knapp's spread about z_random widens the variance where it exceeds 1, on R - 1 = 2 df
+    spread = sum(wi * (zi - z_random) ** 2 for wi, zi in zip(w_star, z, strict=True)) / 2
+    assert spread > 1
+    se_random = np.sqrt(spread / sum(w_star))
     result = fisher_meta(r, n, k)
     assert result.n_runs == 3 and result.q_df == 2 and result.df_random == 2
     assert_allclose(result.r_fixed, np.tanh(z_fixed), rtol=1e-12)

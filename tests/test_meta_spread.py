@@ -1,9 +1,11 @@
-"""Pooled seeds whose variances are too small (issue 34, item 4): the random effect on Hartung–Knapp's standard
-error (Student's t on R - 1) and the fixed effect widened by Q/(R - 1), against statsmodels' ``combine_effects``
-(its HKSJ variances ``var_hksj_re`` / ``var_hksj_fe``), scipy's t and normal tails, and a closed-form Monte Carlo.
+"""Pooled seeds whose variances are too small (issue 34, item 4): the random effect widened by Hartung–Knapp's
+spread (Student's t on R - 1) and the fixed effect widened by Q/(R - 1), each where the spread exceeds 1, against
+statsmodels' ``combine_effects`` (its HKSJ variances ``var_hksj_re`` / ``var_hksj_fe``), scipy's t and normal
+tails, and a closed-form Monte Carlo.
 
 metafor is not installed here; statsmodels' HKSJ variances are the independent reference (R's
-``metafor::rma(yi, vi, method = "DL", test = "knha")`` computes the same random-effects standard error).
+``metafor::rma(yi, vi, method = "DL", test = "knha")`` gives the same random-effects standard error where the
+spread exceeds 1).
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ from gengen.stats.meta import fisher_meta, fisher_meta_rows
 CASES = [
     (np.array([0.45, -0.10, 0.30]), np.array([0.03, 0.05, 0.04]), np.array([20.0, 30.0, 25.0])),
     (np.array([0.6, 0.1, 0.35, -0.2, 0.5]), np.array([0.02, 0.06, 0.04, 0.05, 0.03]), np.array([15.0] * 5)),
-    (np.tanh(np.linspace(-0.4, 0.7, 10)), np.linspace(0.02, 0.07, 10), np.linspace(12.0, 40.0, 10)),
+    (np.tanh(np.linspace(-0.6, 0.9, 10)), np.linspace(0.01, 0.03, 10), np.linspace(12.0, 40.0, 10)),
 ]
 
 
 @pytest.mark.parametrize(("r", "v", "dfs"), CASES)
-def test_random_effect_is_hartung_knapp_on_r_minus_1_df(r: np.ndarray, v: np.ndarray, dfs: np.ndarray) -> None:
+def test_spread_out_runs_get_hartung_knapp_on_r_minus_1_df(r: np.ndarray, v: np.ndarray, dfs: np.ndarray) -> None:
     """Accurate to 1e-9 (relative): DL's τ² and estimate, HKSJ's variance, t on R − 1 for p and interval."""
     z = np.arctanh(r)
     result = fisher_meta(r, np.zeros(len(r)), np.zeros(len(r)), variance=v, df=dfs)
@@ -34,6 +36,7 @@ def test_random_effect_is_hartung_knapp_on_r_minus_1_df(r: np.ndarray, v: np.nda
     assert reference.tau2 > 0  # Q > R - 1: statsmodels' DL τ² is not truncated below 0, so compare above it
     assert_allclose(result.tau2, reference.tau2, rtol=1e-9)
     assert_allclose(np.arctanh(result.r_random), reference.mean_effect_re, rtol=1e-9)
+    assert reference.scale_hksj_re > 1  # the runs spread more than the weights promise
     assert_allclose(result.se_random, math.sqrt(reference.var_hksj_re), rtol=1e-9)
     dof = len(r) - 1
     assert result.df_random == dof
@@ -56,8 +59,9 @@ def test_random_effect_is_hartung_knapp_on_r_minus_1_df(r: np.ndarray, v: np.nda
         assert_allclose(rows[name][0], value, rtol=1e-12, equal_nan=True, err_msg=name)
 
 
-def test_fixed_effect_keeps_satterthwaites_t_when_the_runs_agree() -> None:
-    """Q ≤ R − 1: se = 1/√Σw on Satterthwaite's ν = (Σw)²/Σ(w²/ν_i), written out (1e-9 relative)."""
+def test_runs_that_agree_keep_the_weights_variances() -> None:
+    """Q ≤ R − 1: the fixed effect's se = 1/√Σw on Satterthwaite's ν = (Σw)²/Σ(w²/ν_i); the random effect (τ² = 0)
+    the same estimate and se on the normal; written out (1e-9 relative)."""
     r = np.array([0.30, 0.28, 0.33])
     v = np.array([0.04, 0.05, 0.03])
     dfs = np.array([20.0, 25.0, 30.0])
@@ -68,13 +72,16 @@ def test_fixed_effect_keeps_satterthwaites_t_when_the_runs_agree() -> None:
     nu = np.sum(w) ** 2 / np.sum(w**2 / dfs)
     assert_allclose([result.se_fixed, result.df_fixed], [1 / math.sqrt(np.sum(w)), nu], rtol=1e-9)
     assert_allclose(result.p_fixed, 2 * scipy.stats.t.sf(abs(z) * math.sqrt(np.sum(w)), nu), rtol=1e-9)
+    assert result.tau2 == 0 and np.isnan(result.df_random)
+    assert_allclose(result.se_random, 1 / math.sqrt(np.sum(w)), rtol=1e-9)
+    assert_allclose(result.p_random, 2 * scipy.stats.norm.sf(abs(z) * math.sqrt(np.sum(w))), rtol=1e-9)
 
 
 def test_identical_estimates_leave_a_positive_standard_error_and_p() -> None:
-    """No spread to measure: the random effect falls back on the weights' variance (never se = 0 or p = 0)."""
+    """No spread to measure: the weights' own variance, never se = 0 or p = 0."""
     result = fisher_meta(np.full(4, 0.2), np.zeros(4), np.zeros(4), variance=np.full(4, 0.04))
-    assert_allclose(result.se_random, math.sqrt(0.04 / 4), rtol=1e-12)
-    assert 0 < result.p_random < 1 and result.df_random == 3
+    assert_allclose([result.se_random, result.se_fixed], math.sqrt(0.04 / 4), rtol=1e-12)
+    assert 0 < result.p_random < 1 and 0 < result.p_fixed < 1
 
 
 @pytest.mark.parametrize("runs", [3, 10])

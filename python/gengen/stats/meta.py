@@ -18,16 +18,18 @@ estimated variances) or the normal.
 
 Random effect: DerSimonian–Laird between-run variance
 :math:`\hat\tau^2 = \max\bigl(0, (Q - (R-1)) / (\sum w_i - \sum w_i^2 / \sum w_i)\bigr)`, weights
-:math:`w_i^* = 1 / (v_i + \hat\tau^2)`, :math:`\hat z_R = \sum w_i^* z_i / \sum w_i^*`, and the
-Hartung–Knapp–Sidik–Jonkman standard error :math:`\operatorname{se}_R^2 = \sum w_i^* (z_i - \hat z_R)^2 /
-((R - 1) \sum w_i^*)` on Student's t with :math:`R - 1` degrees of freedom (``df_random``): its variance comes
-from the runs' observed spread, so it does not rest on each run's variance being right. Estimates and
+:math:`w_i^* = 1 / (v_i + \hat\tau^2)`, :math:`\hat z_R = \sum w_i^* z_i / \sum w_i^*` and
+:math:`\operatorname{se}_R^2 = \max(1, q^*) / \sum w_i^*` with Hartung and Knapp's
+:math:`q^* = \sum w_i^* (z_i - \hat z_R)^2 / (R - 1)`: when the runs spread about the estimate more than the
+weights promise, the variance is the Hartung–Knapp–Sidik–Jonkman one and the reference Student's t on
+:math:`R - 1` degrees of freedom (``df_random``); otherwise DerSimonian–Laird's, on the normal. Estimates and
 confidence limits are transformed back with tanh.
 
 Why both moved off the textbook forms (issue 34, docs/calibration.md, "Pooled seeds and every inference path"):
 on item-level learning curves the runs' AR-sieve variances are 5–10% too small and a linear control leaves a
 small bias that all seeds share, so the normal-reference DerSimonian–Laird effect and the plain fixed effect
-rejected a null pair 0.06–0.11 of the time over 3 and 10 seeds.
+rejected a null pair 0.06–0.11 of the time over 3 and 10 seeds (0.047–0.070 now; plain Hartung–Knapp, always on
+t, was worse at 3 seeds: 0.083).
 
 The variance :math:`1/(n - 3 - k)` assumes independent checkpoints; with autocorrelated residuals it is too
 small, and so are the pooled standard errors (at AR(1) φ = 0.9, 50 checkpoints and three seeds, 45% false
@@ -112,8 +114,8 @@ def fisher_meta(
         :math:`\\nu = (\\sum_i w_i)^2 / \\sum_i (w_i^2 / \\nu_i)`, :math:`w_i = 1/v_i` (``df_fixed``): its
         standard error is a sum of estimated weights, not a known constant. When the runs spread more than
         their variances allow (:math:`Q > R - 1`) the fixed effect's variance is widened by :math:`Q/(R-1)`
-        and ``df_fixed`` is :math:`R - 1` instead. The random effect is always on :math:`R - 1` (``df_random``,
-        Hartung–Knapp).
+        and ``df_fixed`` is :math:`R - 1` instead. The random effect is on :math:`R - 1` (``df_random``) when
+        Hartung–Knapp's spread widens it, else on the normal (``df_random`` NaN).
 
     Returns
     -------
@@ -199,9 +201,16 @@ def fisher_meta(
     z_random = np.sum(w_random * z) / np.sum(w_random)
     # Hartung–Knapp: the spread of the runs about the random-effects estimate, relative to the weights' variance
     # (identical estimates leave no spread to measure: the weights' own variance then, never a zero s.e.)
+    # Hartung–Knapp: the runs' spread about the random-effects estimate relative to what the weights promise;
+    # where it is larger the variance is widened by it, on the spread's R - 1 df
     hartung_knapp = float(np.sum(w_random * (z - z_random) ** 2) / q_df)
-    random = pooled(w_random, float(q_df), hartung_knapp if hartung_knapp > 0 else 1.0)
-    return MetaResult(n_runs, *fixed, *random, tau2, q, q_df, p_q, i2, df_fixed, float(q_df))
+    if hartung_knapp > 1:
+        df_random = float(q_df)
+        random = pooled(w_random, df_random, hartung_knapp)
+    else:
+        df_random = nan
+        random = pooled(w_random, df_random)
+    return MetaResult(n_runs, *fixed, *random, tau2, q, q_df, p_q, i2, df_fixed, df_random)
 
 
 def fisher_meta_rows(
@@ -267,11 +276,12 @@ def fisher_meta_rows(
         dispersion = np.where(several, q / np.where(several, q_df, 1), np.nan)
         widened = several & (dispersion > 1)
         df_fixed = np.where(widened, q_df, df_fixed)
-        # random: Hartung–Knapp's spread about the random-effects estimate, on R - 1 df (1 if no spread)
+        # random: widened by Hartung–Knapp's spread about the random-effects estimate where it exceeds 1, on R - 1
         z_random = np.sum(w_random * z, axis=1) / np.sum(w_random, axis=1)
         hartung_knapp = np.sum(w_random * (z - z_random[:, None]) ** 2, axis=1) / np.where(several, q_df, 1)
-        random_scale = np.where(several & (hartung_knapp > 0), hartung_knapp, 1.0)
-        df_random = np.where(several, q_df, np.nan).astype(float)
+        spread_out = several & (hartung_knapp > 1)
+        random_scale = np.where(spread_out, hartung_knapp, 1.0)
+        df_random = np.where(spread_out, q_df, np.nan).astype(float)
     upper = 1.0 - (1.0 - ci_level) / 2.0
     normal_quantile = float(_core.normal_quantile(upper))
     fields: dict[str, np.ndarray] = {}
