@@ -367,8 +367,7 @@ def test_fisher_meta_matches_hand_computation() -> None:
     result = fisher_meta(r, n, k)
     assert result.n_runs == 3 and result.q_df == 2 and result.df_random == 2
     assert_allclose(result.r_fixed, np.tanh(z_fixed), rtol=1e-12)
-    # the fixed effect's variance widened by Q/(R - 1) when the runs spread more than their variances allow
-    assert_allclose(result.se_fixed, np.sqrt(max(1.0, q / 2) / sum(w)), rtol=1e-12)
+    assert_allclose(result.se_fixed, 1 / np.sqrt(sum(w)), rtol=1e-12)
     assert_allclose(result.q, q, rtol=1e-12)
     assert_allclose(result.i2, max(0.0, (q - 2) / q), rtol=1e-12)
     assert_allclose(result.tau2, tau2, rtol=1e-12)

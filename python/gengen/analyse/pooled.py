@@ -3,8 +3,8 @@
 Which to use
 ------------
 * **Meta-analysis** (``pooling="meta"``, the default): each run keeps its own partial correlation, and the
-  runs are combined on Fisher's z scale (fixed and random effects — DerSimonian–Laird τ², Hartung–Knapp
-  standard error on R − 1 df — with I²; :mod:`gengen.stats.meta`). Right when runs
+  runs are combined on Fisher's z scale (fixed and random effects — DerSimonian–Laird τ², widened by the runs'
+  spread where it exceeds 1 (Hartung–Knapp, t on R − 1) — with I²; :mod:`gengen.stats.meta`). Right when runs
   may differ (different seeds reach different regimes): the random-effects estimate is the average relation,
   τ² and I² say how much runs disagree. It needs enough checkpoints per run for each correlation.
 * **Pooled residuals** (``pooling="residuals"``): the ID score is regressed out within each run (its own
@@ -69,13 +69,14 @@ POOLED_COLUMNS = (
 #: How each run's variance of Fisher's z is obtained, as recorded in ``variance_method``.
 SIEVE_VARIANCE = (
     "se_z² of each run (AR-sieve bootstrap, autocorrelation-aware); fixed effect on Student's t with "
-    "Satterthwaite's df_fixed from the runs' df_sieve (R - 1, widened by Q/(R - 1), when the runs spread more)"
+    "Satterthwaite's df_fixed from the runs' df_sieve; random effect widened by the runs' spread (Hartung–Knapp) "
+    "where it exceeds 1, on df_random = R - 1"
 )
 INDEPENDENT_VARIANCE = "1/(n - 3 - k) (assumes independent checkpoints)"
 LAGGED_VARIANCE = (
     "(artanh r_innovation / t)² of each run's lagged test (the innovations' correlation is pooled); fixed "
-    "effect on Student's t with Satterthwaite's df_fixed from the runs' df_lagged (R - 1, widened by Q/(R - 1), "
-    "when the runs spread more)"
+    "effect on Student's t with Satterthwaite's df_fixed from the runs' df_lagged; random effect widened by the "
+    "runs' spread (Hartung–Knapp) where it exceeds 1, on df_random = R - 1"
 )
 
 

@@ -10,11 +10,8 @@ partial correlation :math:`r_i` from :math:`n_i` checkpoints with :math:`k_i` co
 Heterogeneity: :math:`Q = \sum w_i (z_i - \hat z_F)^2` on :math:`R - 1` degrees of freedom,
 :math:`I^2 = \max(0, (Q - (R - 1)) / Q)`.
 
-Fixed (common) effect: :math:`\hat z_F = \sum w_i z_i / \sum w_i` with
-:math:`\operatorname{se}_F^2 = \max\bigl(1, Q/(R-1)\bigr) / \sum w_i`: when the runs spread more than their
-variances allow, the standard error is widened by that dispersion (Birge's ratio) and the estimate is referred to
-Student's t on :math:`R - 1` degrees of freedom; otherwise to Student's t on Satterthwaite's ``df_fixed`` (with
-estimated variances) or the normal.
+Fixed (common) effect: :math:`\hat z_F = \sum w_i z_i / \sum w_i`, :math:`\operatorname{se}_F = (\sum
+w_i)^{-1/2}`, on Student's t with Satterthwaite's ``df_fixed`` (estimated variances) or the normal.
 
 Random effect: DerSimonian–Laird between-run variance
 :math:`\hat\tau^2 = \max\bigl(0, (Q - (R-1)) / (\sum w_i - \sum w_i^2 / \sum w_i)\bigr)`, weights
@@ -25,11 +22,13 @@ weights promise, the variance is the Hartung–Knapp–Sidik–Jonkman one and t
 :math:`R - 1` degrees of freedom (``df_random``); otherwise DerSimonian–Laird's, on the normal. Estimates and
 confidence limits are transformed back with tanh.
 
-Why both moved off the textbook forms (issue 34, docs/calibration.md, "Pooled seeds and every inference path"):
-on item-level learning curves the runs' AR-sieve variances are 5–10% too small and a linear control leaves a
-small bias that all seeds share, so the normal-reference DerSimonian–Laird effect and the plain fixed effect
-rejected a null pair 0.06–0.11 of the time over 3 and 10 seeds (0.047–0.070 now; plain Hartung–Knapp, always on
-t, was worse at 3 seeds: 0.083).
+Why the random effect moved off the textbook form (issue 34; docs/calibration.md, "Pooled seeds, heterogeneity and
+every inference path on item-level curves"): on item-level learning curves the runs' AR-sieve variances are up to
+10% too small and a linear control leaves a small bias that all seeds share, so the normal-reference
+DerSimonian–Laird effect rejected a null pair 0.027–0.083 of the time over 3 and 10 seeds (0.027–0.070 now; plain
+Hartung–Knapp, always on t, was worse at 3 seeds: 0.083). The fixed effect trusts the runs' variances and rejects
+0.057–0.107 there; widening it by Q/(R − 1) too measured 0.020–0.060 but cost a planned 6-seed design a sixth of
+its power (0.918 → 0.753), so it was not adopted.
 
 The variance :math:`1/(n - 3 - k)` assumes independent checkpoints; with autocorrelated residuals it is too
 small, and so are the pooled standard errors (at AR(1) φ = 0.9, 50 checkpoints and three seeds, 45% false
@@ -112,10 +111,9 @@ def fisher_meta(
         Degrees of freedom of each run's ``variance`` when it is itself estimated (e.g. the sieve's
         ``df_sieve``). The fixed effect is then referred to Student's t on Satterthwaite's
         :math:`\\nu = (\\sum_i w_i)^2 / \\sum_i (w_i^2 / \\nu_i)`, :math:`w_i = 1/v_i` (``df_fixed``): its
-        standard error is a sum of estimated weights, not a known constant. When the runs spread more than
-        their variances allow (:math:`Q > R - 1`) the fixed effect's variance is widened by :math:`Q/(R-1)`
-        and ``df_fixed`` is :math:`R - 1` instead. The random effect is on :math:`R - 1` (``df_random``) when
-        Hartung–Knapp's spread widens it, else on the normal (``df_random`` NaN).
+        standard error is a sum of estimated weights, not a known constant. The random effect is on
+        :math:`R - 1` (``df_random``) when Hartung–Knapp's spread widens it, else on the normal (``df_random``
+        NaN).
 
     Returns
     -------
@@ -191,12 +189,7 @@ def fisher_meta(
     tau2 = max(0.0, (q - q_df) / c) if c > 0 else 0.0
     p_q = float(_core.chi_squared_sf(q, q_df))
     i2 = max(0.0, (q - q_df) / q) if q > 0 else 0.0
-    dispersion = q / q_df
-    if dispersion > 1:  # the runs spread more than their variances allow: widen, on the spread's R - 1 df
-        df_fixed = float(q_df)
-        fixed = pooled(w, df_fixed, dispersion)
-    else:
-        fixed = pooled(w, df_fixed)
+    fixed = pooled(w, df_fixed)
     w_random = 1.0 / (v + tau2)
     z_random = np.sum(w_random * z) / np.sum(w_random)
     # Hartung–Knapp: the spread of the runs about the random-effects estimate, relative to the weights' variance
@@ -272,10 +265,6 @@ def fisher_meta_rows(
         i2 = np.where(q > 0, np.maximum(0.0, (q - q_df) / q), 0.0)
         w_random = np.where(keep, 1.0 / (np.where(keep, variance, 1.0) + tau2[:, None]), 0.0)
         several = n_runs > 1
-        # fixed: widened by Q/(R - 1) on R - 1 df where the runs spread more than their variances allow
-        dispersion = np.where(several, q / np.where(several, q_df, 1), np.nan)
-        widened = several & (dispersion > 1)
-        df_fixed = np.where(widened, q_df, df_fixed)
         # random: widened by Hartung–Knapp's spread about the random-effects estimate where it exceeds 1, on R - 1
         z_random = np.sum(w_random * z, axis=1) / np.sum(w_random, axis=1)
         hartung_knapp = np.sum(w_random * (z - z_random[:, None]) ** 2, axis=1) / np.where(several, q_df, 1)
@@ -286,7 +275,7 @@ def fisher_meta_rows(
     normal_quantile = float(_core.normal_quantile(upper))
     fields: dict[str, np.ndarray] = {}
     for suffix, weights, dofs, scale in (
-        ("fixed", w, df_fixed, np.where(widened, dispersion, 1.0)),
+        ("fixed", w, df_fixed, np.ones(len(r))),
         ("random", w_random, df_random, random_scale),
     ):
         with np.errstate(divide="ignore", invalid="ignore"):
