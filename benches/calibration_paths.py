@@ -166,9 +166,10 @@ def _rate(p: pd.Series) -> str:
     return f"{rate:.3f} ± {np.sqrt(rate * (1 - rate) / len(p)):.3f} (of {len(p)})"
 
 
-def _textbook(z: np.ndarray, v: np.ndarray, df: np.ndarray) -> tuple[float, float]:
-    """The pooled p-values before issue 34's second round: the fixed effect on Satterthwaite's t, the
-    DerSimonian–Laird random effect on the normal."""
+def _textbook(z: np.ndarray, v: np.ndarray, df: np.ndarray) -> tuple[float, float, float]:
+    """The pooled p-values before issue 34's second round — the fixed effect on Satterthwaite's t, the
+    DerSimonian–Laird random effect on the normal — and the fixed effect widened by Q/(R − 1) on t with R − 1 df
+    where Q > R − 1 (measured, not adopted)."""
     from scipy import stats
 
     w = 1 / v
@@ -178,9 +179,16 @@ def _textbook(z: np.ndarray, v: np.ndarray, df: np.ndarray) -> tuple[float, floa
     tau2 = max(0.0, (q - (len(z) - 1)) / (np.sum(w) - np.sum(w**2) / np.sum(w)))
     w_random = 1 / (v + tau2)
     random = np.sum(w_random * z) / np.sum(w_random)
+    spread = q / (len(z) - 1)
+    widened = (
+        float(2 * stats.t.sf(abs(fixed) * np.sqrt(np.sum(w) / spread), len(z) - 1))
+        if spread > 1
+        else float(2 * stats.t.sf(abs(fixed) * np.sqrt(np.sum(w)), nu))
+    )
     return (
         float(2 * stats.t.sf(abs(fixed) * np.sqrt(np.sum(w)), nu)),
         float(2 * stats.norm.sf(abs(random) * np.sqrt(np.sum(w_random)))),
+        widened,
     )
 
 
@@ -221,7 +229,9 @@ def rates(path: str) -> None:
             np.arctanh(runs["r_partial"].to_numpy()), runs["se_z"].to_numpy() ** 2, runs["df_sieve"].to_numpy()
         )
         rows.append((f"{a}/{b}", *before, now.p_fixed, now.p_random))
-    pooled = pd.DataFrame(rows, columns=["pair", "fixed before", "random before", "fixed after", "random after"])
+    pooled = pd.DataFrame(
+        rows, columns=["pair", "fixed before", "random before", "fixed widened", "fixed after", "random after"]
+    )
     for null, part in pooled.groupby(pooled["pair"] == "ood_a/ood_b"):
         label = "null pair" if null else "real pairs (power)"
         print(label, " | ".join(f"{name} {_rate(part[name])}" for name in pooled.columns[1:]))
