@@ -333,7 +333,7 @@ def test_across_runs_mode_correlates_final_scores_across_runs() -> None:
     df = synthetic(n_runs=25, n_steps=6, seed=7)
     final = df[df["step"] == df["step"].max()]
     result = analyse(final, id_testset="id", inference=("permutation", "bootstrap"), **FAST)
-    assert result.settings["mode_resolved"] == "across_runs"
+    assert result.settings.mode_resolved == "across_runs"
     assert set(result.pairs["level"]) == {"across_runs"}
     assert (result.pairs["n"] == 25).all()
     assert result.pairs["p_perm_method"].str.startswith("permutation (free").all()
@@ -528,7 +528,7 @@ def test_contract_table_pools_seeds_per_model_size_shots() -> None:
     # two shot counts; runs 0, 1 at full data (<NA>), runs 2, 3 with 64 examples
     df["shots"] = pd.array([pd.NA if run in ("seed=0", "seed=1") else 64 for run in df["run"]], dtype="Int64")
     result = analyse(df, id_testset="id", inference="t-test")
-    assert result.settings["by"] == ["model", "size", "shots"]
+    assert result.settings.by == ("model", "size", "shots")
     assert len(result.pooled) == 2 * 10
     assert (result.pooled["n_runs"] == 2).all()
     assert set(result.pooled["shots"].dropna()) == {64} and result.pooled["shots"].isna().sum() == 10

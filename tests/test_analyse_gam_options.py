@@ -33,7 +33,7 @@ def curved(n: int = 40, seed: int = 0) -> pd.DataFrame:
     ("options", "expected"),
     [
         ({"gam_k": 5}, {"k": 5}),
-        ({"gam_method": "reml", "gam_basis": "tp"}, {"gam_method": "reml", "gam_basis": "tp"}),
+        ({"gam_method": "reml", "gam_basis": "tp"}, {"method": "reml", "basis": "tp"}),
         ({"max_edf": 3.0}, {"max_edf": 3.0}),
         ({"max_edf": None}, {"max_edf": None}),
     ],
@@ -42,9 +42,10 @@ def test_gam_options_reach_the_partial_correlations_and_the_sieve(options: dict,
     table = curved()
     pairs = gengen.analyse(table, id_testset="id", fit="gam", n_boot=99, pooling=None, **options).pairs
     wide = table.pivot(index="step", columns="testset", values="value")
-    reference = stats.partial_corr_matrix(wide[["t0", "t1", "t2"]], wide[["id"]], fit="gam", **expected)
+    control = stats.Gam(**expected)
+    reference = stats.partial_corr_matrix(wide[["t0", "t1", "t2"]], wide[["id"]], fit=control)
     assert_allclose(pairs["r_partial"], np.asarray(reference.r)[np.triu_indices(3, 1)], rtol=1e-10)
-    sieve = stats.sieve_partial_corr_matrix(wide[["t0", "t1", "t2"]], wide[["id"]], fit="gam", n_boot=99, **expected)
+    sieve = stats.sieve_partial_corr_matrix(wide[["t0", "t1", "t2"]], wide[["id"]], fit=control, n_boot=99)
     assert_allclose(pairs["se_z"], np.asarray(sieve.se_z)[np.triu_indices(3, 1)], rtol=1e-10)
     if "max_edf" in expected and expected["max_edf"] is not None:
         assert (pairs[["edf_a", "edf_b"]] <= expected["max_edf"] + 1e-9).all().all()
@@ -71,7 +72,7 @@ def test_the_cli_and_a_study_file_take_the_gam_options(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     settings = gengen.Analysis.from_dir(out).settings
-    assert (settings["gam_k"], settings["max_edf"]) == (5, 3.0)
+    assert (settings.gam_k, settings.max_edf) == (5, 3.0)
     bad = runner.invoke(app, ["analyse", str(scores), "--id", "id", "--max-edf", "x", "--out", str(tmp_path / "o2")])
     assert (
         bad.exit_code == 2

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import numpy as np
 import pandas as pd
@@ -23,7 +23,9 @@ from gengen.analyse import load_scores
 from gengen.analyse.options import (
     ANALYSIS_OPTIONS,
     OPTIONS,
+    RESOLVED_FIELDS,
     STUDY_OPTIONS,
+    AnalyseOptions,
     Option,
     Settings,
     check_option,
@@ -68,9 +70,36 @@ def test_analyse_takes_exactly_the_tables_options_with_its_defaults() -> None:
         assert parameter.default == expected, option.name
 
 
+def test_analyses_keywords_are_the_tables_with_its_choices_as_literal_types() -> None:
+    """The typed keywords (``**options: Unpack[AnalyseOptions]``) and the Settings fields name the table's options,
+    and where an option has choices both types are Literals of exactly those choices."""
+    keywords = get_type_hints(AnalyseOptions)
+    fields = get_type_hints(Settings)
+    assert list(keywords) == NAMES and AnalyseOptions.__required_keys__ == {"id_testset"}
+    for option in ANALYSIS_OPTIONS:
+        if not option.choices:
+            continue
+        field_type = fields[option.name]
+        literal = get_args(field_type)[0] if option.kind == "choices" else field_type
+        assert get_origin(literal) is Literal and get_args(literal) == option.choices, option.name
+        keyword = keywords[option.name]
+        given = (
+            [keyword] if get_origin(keyword) is Literal else [a for a in get_args(keyword) if get_origin(a) is Literal]
+        )
+        assert [get_args(arg) for arg in given] == [option.choices], option.name
+    # one declaration: the table is read from the Settings fields (a field without an entry is not an option)
+    declared = [field.name for field in dataclasses.fields(Settings) if field.metadata]
+    assert declared == NAMES
+
+
+def test_an_unknown_keyword_of_analyse_is_one_line_naming_it() -> None:
+    with pytest.raises(GengenError, match=r"^n_perms is not an option of the analysis \(id_testset, "):
+        gengen.analyse(scores(), id_testset="id", n_perms=99)  # type: ignore[call-arg]
+
+
 def test_the_settings_record_has_one_field_per_option_in_the_tables_order() -> None:
     fields = [field.name for field in dataclasses.fields(Settings)]
-    assert fields == [*NAMES, "fit_chosen"]
+    assert fields == [*NAMES, "fit_chosen", *RESOLVED_FIELDS, "unrecorded"]
     settings = make_settings(id_testset="id")
     for option in ANALYSIS_OPTIONS:
         if option.name not in ("id_testset", "id_metric", "lower_is_better", "inference"):
@@ -163,7 +192,7 @@ def test_boot_ci_method_reaches_the_analysis_from_the_cli(tmp_path: Path) -> Non
     result = CliRunner().invoke(app, ["analyse", str(source), "--id", "id", *arguments, "--out", str(out)])
     assert result.exit_code == 0, result.output
     analysis = gengen.Analysis.from_dir(out)
-    assert analysis.settings["boot_ci_method"] == "bca"
+    assert analysis.settings.boot_ci_method == "bca"
     assert analysis.pairs["boot_ci_method"].str.contains("bca, 199 draws").all()
     direct = gengen.analyse(
         scores(), id_testset="id", inference="t-test,bootstrap", n_boot=199, boot_ci_method="bca", fit="linear"

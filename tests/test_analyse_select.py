@@ -85,7 +85,7 @@ def test_selection_keeps_only_the_matching_runs() -> None:
         "pythia-410m",
     }
     settings = analyse(df, id_testset="id", inference="t-test", models=["opt-*"]).settings
-    assert settings["models"] == ["opt-*"]
+    assert settings.models == ("opt-*",)
 
 
 def test_a_pattern_matching_nothing_lists_what_exists() -> None:

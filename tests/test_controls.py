@@ -138,6 +138,7 @@ def _same(a: Any, b: Any) -> None:
             assert_array_equal(np.asarray(getattr(a, name)), np.asarray(getattr(b, name)), err_msg=name)
 
 
+@pytest.mark.filterwarnings("ignore:.*GAM options as keywords:FutureWarning")  # the deprecation: test_gam_keywords.py
 @pytest.mark.parametrize(("typed", "named"), [(Linear(), {"fit": "linear"}), (GAM, GAM_KEYWORDS)])
 def test_every_statistic_gives_identical_numbers_for_both_forms(
     data: tuple[np.ndarray, np.ndarray], typed: Any, named: dict[str, Any]

@@ -372,7 +372,7 @@ def test_residualise_is_gam_fit_residuals_and_columns_are_independent() -> None:
     fit = stats.gam_fit(ys, z, gam_method="reml")
     assert fit.fitted.shape == ys.shape and fit.edf.shape == (3,) and fit.lam.shape == (3, 1)
     assert_allclose(fit.fitted + fit.residuals, ys, atol=1e-12)
-    assert_allclose(stats.residualise(ys, z, fit="gam", gam_method="reml"), fit.residuals, atol=1e-12)
+    assert_allclose(stats.residualise(ys, z, fit=stats.Gam(method="reml")), fit.residuals, atol=1e-12)
     single = stats.gam_fit(ys[:, 1], z, gam_method="reml")
     assert_allclose(single.residuals, fit.residuals[:, 1], atol=1e-12)
     assert 2.0 <= single.edf <= 10.0
@@ -439,7 +439,7 @@ def test_gam_at_11_checkpoints_keeps_its_degrees_of_freedom() -> None:
             assert_allclose(at.residuals, capped.residuals[:, j], atol=1e-12)
         if free.edf.max() > 8.5:
             result = sieve_partial_corr_matrix(ood, idv, fit="gam", n_boot=99, seed=seed)
-            before = sieve_partial_corr_matrix(ood, idv, fit="gam", n_boot=99, seed=seed, max_edf=None)
+            before = sieve_partial_corr_matrix(ood, idv, fit=stats.Gam(max_edf=None), n_boot=99, seed=seed)
             assert before.se_z[0, 1] > 1.0  # the bug: at most 1.5 degrees of freedom left to test on
             # df = n − 2 − (EDF − 1) as ppcor counts it, from the capped EDF: the sieve's se_z is at least Fisher's.
             assert 0 < result.se_z[0, 1] <= 2.0
@@ -451,10 +451,10 @@ def test_gam_at_11_checkpoints_keeps_its_degrees_of_freedom() -> None:
 def test_residualise_and_matrix_take_the_cap() -> None:
     idv, ood = eleven_checkpoints(3)
     capped = stats.gam_fit(ood, idv, max_edf=3.0)
-    assert_allclose(stats.residualise(ood, idv, fit="gam", max_edf=3.0), capped.residuals, atol=1e-12)
+    assert_allclose(stats.residualise(ood, idv, fit=stats.Gam(max_edf=3.0)), capped.residuals, atol=1e-12)
     default = stats.residualise(ood, idv, fit="gam")
     assert_allclose(default, stats.gam_fit(ood, idv).residuals, atol=1e-12)
-    matrix = stats.partial_corr_matrix(ood, idv, fit="gam", max_edf=3.0)
+    matrix = stats.partial_corr_matrix(ood, idv, fit=stats.Gam(max_edf=3.0))
     r = np.corrcoef(capped.residuals.T)[0, 1]
     assert_allclose(np.asarray(matrix.r)[0, 1], r, atol=1e-10)
 

@@ -3,6 +3,7 @@ errors and warnings as in one process, Ctrl-C stopping the workers."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import signal
 import time
@@ -43,14 +44,14 @@ def test_the_tables_are_the_same_for_one_and_two_workers() -> None:
     assert_frame_equal(one.pairs, two.pairs)
     assert_frame_equal(one.pooled, two.pooled)
     assert one.warnings == two.warnings
-    assert {**one.settings, "jobs": 2} == two.settings
+    assert dataclasses.replace(one.settings, jobs=2) == two.settings
     assert list(two.pairs["run"].unique()) == [f"seed={run}" for run in range(5)]  # in group order
 
 
 def test_workers_are_used_only_where_they_pay() -> None:
     settings = make_settings(id_testset="id")
     small = gengen.analyse(scores(runs=4), id_testset="id", n_boot=19)
-    assert small.settings["jobs"] is None
+    assert small.settings.jobs is None
     groups = [_group(n=250, m=64)] * 8
     assert sum(group_work(group) for group in groups) >= MIN_WORK
     assert worker_count(None, groups) == min(8, available_cpus())

@@ -290,7 +290,7 @@ def test_the_default_control_follows_curved_learning_curves() -> None:
     assert (pairs["fit"] == "gam").all() and pairs["fit_reason"].str.contains("test sets curve in ID").all()
     assert pairs["significant"].mean() < 0.1
     assert not pairs["diagnostics"].str.contains("non-linear").any()
-    assert default.settings["fit"] == "auto" and default.warnings[0].startswith("control (fit='auto')")
+    assert default.settings.fit == "auto" and default.warnings[0].startswith("control (fit='auto')")
     # On straight dependence the default keeps the line.
     steps, id_acc, rng = learning_curve(40, 6)
     straight = {

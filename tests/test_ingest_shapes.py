@@ -184,7 +184,7 @@ def test_per_run_table_with_summary_rows_is_exactly_its_runs(tmp_path: Path) -> 
     assert "1 blank row (line 102)" in note
     # across runs: the observations are the 100 runs
     analysis = analyse(load_scores(tmp_path / "s"), id_testset="MNLI", inference="t-test")
-    assert analysis.settings["mode_resolved"] == "across_runs"
+    assert analysis.settings.mode_resolved == "across_runs"
     row = analysis.pairs[(analysis.pairs["testset_a"] == "HANS constituent")].iloc[0]
     other = np.array(values[row["testset_b"]])
     expected = numpy_partial_corr(np.array(values["HANS constituent"]), other, np.array(values["MNLI"]))

@@ -67,7 +67,7 @@ def test_an_analysis_is_split_with_its_own_options() -> None:
     scores = planted(n_runs=1, seed=3)
     analysis = analyse(scores, id_testset="id", n_boot=199)
     phases = compare_phases(analysis, split="id", at=0.5)
-    assert phases.early.settings["n_boot"] == 199
+    assert phases.early.settings.n_boot == 199
     labels = phase_labels(scores, id_testset="id", split="id", at=0.5)
     curve = scores[scores["testset"] == "id"].set_index("step")["value"]
     progress = (np.maximum.accumulate(curve.to_numpy()) - curve.iloc[0]) / (curve.max() - curve.iloc[0])

@@ -152,7 +152,7 @@ def test_pooled_table_equals_per_pair_loop_on_pythia(tmp_path: Path) -> None:
     # "main" and "main-copy" carry no seed: declared replicates, as the analysis refuses to guess
     table = pd.concat([scores, second], ignore_index=True)
     result = analyse(table, id_testset="lambada_openai", replicate_key="run")
-    settings = _settings(by=tuple(result.settings["by"]))
+    settings = _settings(by=tuple(result.settings.by))
     assert len(result.pooled) > 0
     assert set(result.pooled["pooled_over"]) == {"run labels: main, main-copy"}
     pooled = result.pooled.drop(columns="pooled_over")

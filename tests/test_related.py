@@ -113,9 +113,9 @@ def test_verdict_leaves_related_pairs_out_and_says_so() -> None:
         frozenset(("task_test", "task_val")),
         frozenset(("hans", "hans_lexical_nonent")),
     }
-    assert analysis.settings["ood_resolved"] == sorted(["task_test", "task_val", "hans", "hans_lexical_nonent",
+    assert list(analysis.settings.ood_resolved) == sorted(["task_test", "task_val", "hans", "hans_lexical_nonent",
                                                         "ood_3", "ood_4"])  # fmt: skip
-    assert len(analysis.settings["related_pairs"]) == 2
+    assert len(analysis.settings.related_pairs) == 2
     assert any("2 pair(s) of related OOD test sets" in warning for warning in analysis.warnings)
 
     verdict = build_verdict(analysis, n_perm=99)
@@ -138,7 +138,7 @@ def test_keep_related_option_is_recorded(keep: bool) -> None:
     analysis = gengen.analyse(
         table, id_testset="id", metric="accuracy", fit="linear", n_boot=99, keep_related=keep, pooling="none"
     )
-    assert analysis.settings["keep_related"] is keep
+    assert analysis.settings.keep_related is keep
     assert len(build_verdict(analysis, n_perm=19).pairs) == (15 if keep else 13)
 
 
@@ -152,7 +152,8 @@ def test_declared_groups_from_python_cli_and_study_option() -> None:
     )  # fmt: skip
     row = analysis.pairs[(analysis.pairs["testset_a"] == "ood_3") & (analysis.pairs["testset_b"] == "ood_4")]
     assert row["related"].all() and set(row["related_reason"]) == {"declared group 'mine'"}
-    assert analysis.settings["related_groups"] == {"mine": ["ood_3", "ood_4"]}
+    assert analysis.settings.related_groups == (("mine", ("ood_3", "ood_4")),)
+    assert analysis.settings.as_dict()["related_groups"] == {"mine": ["ood_3", "ood_4"]}
     assert make_settings(id_testset="id", related_groups=["g=a,b"]).related_groups == (("g", ("a", "b")),)
     with pytest.raises(gengen.GengenError, match="related_groups group 'g' needs at least 2 test sets"):
         make_settings(id_testset="id", related_groups=["g=a"])

@@ -249,7 +249,7 @@ def test_report_of_an_across_run_analysis(tmp_path: Path) -> None:
                     }
                 )
     result = analyse(pd.DataFrame(rows), id_testset="id", n_perm=49, n_boot=49)
-    assert result.settings["mode_resolved"] == "across_runs"
+    assert result.settings.mode_resolved == "across_runs"
     path = report(result, None, tmp_path)
     html = path.read_text(encoding="utf-8")
     assert "across 12 runs" in html and (tmp_path / "figures" / "heatmaps_partial.svg").is_file()

@@ -70,7 +70,7 @@ def written(analysed: tuple[Analysis, Comparison], tmp_path_factory: pytest.Temp
 
 def test_groups_and_test_sets(analysed: tuple[Analysis, Comparison]) -> None:
     analysis, _ = analysed
-    assert len(analysis.groups("run")) == 32 and len(analysis.settings["ood_resolved"]) == 64
+    assert len(analysis.groups("run")) == 32 and len(analysis.settings.ood_resolved) == 64
 
 
 def test_written_in_15_cpu_seconds_and_5_mb(written: tuple[Path, float]) -> None:

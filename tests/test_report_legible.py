@@ -25,7 +25,7 @@ def analysis() -> Analysis:
 def test_heatmap_cells_of_non_significant_pairs_are_faded(analysis: Analysis) -> None:
     figure = plot_heatmaps(analysis)
     order = [label.get_text() for label in figure.axes[0].get_yticklabels()]
-    names = [name for name in analysis.settings["ood_resolved"] if name.endswith(tuple(order))]
+    names = [name for name in analysis.settings.ood_resolved if name.endswith(tuple(order))]
     assert len(names) == len(order) == 6
     names = [next(name for name in names if name.endswith(label)) for label in order]
     kinds = set()

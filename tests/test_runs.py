@@ -71,8 +71,8 @@ def test_shot_conditions_are_not_pooled_as_seeds() -> None:
 def test_compute_ladder_is_a_condition_and_warned() -> None:
     table = _runs({"1B-0.5xC seed=1": 0.0, "1B-2xC seed=1": 0.5, "1B-2xC seed=2": 0.5})
     analysis = gengen.analyse(table, id_testset="id", metric="accuracy", fit="linear", n_boot=99)
-    assert analysis.settings["conditions"] == ["compute=0.5xC", "compute=2xC"]
-    assert analysis.settings["pooling_cells"][-1] == "condition" and "condition" not in analysis.settings["by"]
+    assert analysis.settings.conditions == ("compute=0.5xC", "compute=2xC")
+    assert analysis.settings.pooling_cells[-1] == "condition" and "condition" not in analysis.settings.by
     assert set(analysis.pooled["condition"]) == {"compute=2xC"}
     assert any("differ in compute" in warning and "never as replicates" in warning for warning in analysis.warnings)
     verdict = build_verdict(analysis, n_perm=19)

@@ -68,7 +68,7 @@ def test_analyse_takes_the_typed_controls_as_the_statistics_do() -> None:
     named = gengen.analyse(df, id_testset="id", inference="lagged", fit="gam", gam_k=5, gam_method="reml",
                            progress=False)  # fmt: skip
     pd.testing.assert_frame_equal(typed.pairs, named.pairs)
-    assert typed.settings["fit"] == "gam" and typed.settings["gam_k"] == 5
+    assert typed.settings.fit == "gam" and typed.settings.gam_k == 5
     linear = gengen.analyse(df, id_testset="id", inference="lagged", fit=Linear(), progress=False)
     by_name = gengen.analyse(df, id_testset="id", inference="lagged", fit="linear", progress=False)
     pd.testing.assert_frame_equal(linear.pairs, by_name.pairs)

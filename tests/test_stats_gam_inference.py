@@ -52,8 +52,8 @@ def test_matrix_is_the_correlation_of_gam_residuals_with_edf_degrees_of_freedom(
 
 def test_partial_corr_gam_matches_matrix_and_semi_uses_one_smooth() -> None:
     scores, id_score = trajectories(seed=3)
-    matrix = stats.partial_corr_matrix(scores, id_score, fit="gam", gam_method="reml")
-    pair = stats.partial_corr(scores[:, 0], scores[:, 2], id_score, fit="gam", gam_method="reml")
+    matrix = stats.partial_corr_matrix(scores, id_score, fit=stats.Gam(method="reml"))
+    pair = stats.partial_corr(scores[:, 0], scores[:, 2], id_score, fit=stats.Gam(method="reml"))
     assert pair.r == pytest.approx(matrix.r[0, 2], rel=1e-12)
     assert pair.df == pytest.approx(matrix.df[0, 2], rel=1e-12)
     semi = stats.partial_corr(scores[:, 0], scores[:, 2], id_score, fit="gam", semi="y")

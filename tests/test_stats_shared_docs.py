@@ -20,7 +20,7 @@ def test_a_fragment_stands_whole_at_the_markers_indentation() -> None:
     doc = stats.permutation_test_batch.__doc__ or ""
     expected = "\n".join("    " + line for line in FRAGMENTS["runs"].splitlines())
     assert expected in doc
-    assert re.search(r"^    \*\*gam_options\n        ``k``", doc, re.MULTILINE)
+    assert re.search(r"^    \*\*gam_options\n        Deprecated: ``k``", doc, re.MULTILINE)
 
 
 def test_an_unknown_fragment_fails_when_the_function_is_defined() -> None:

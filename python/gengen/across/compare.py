@@ -641,8 +641,7 @@ def _adjust_method(source: Analysis | pd.DataFrame) -> str:
     """The analysis' p-value adjustment for tables maxT does not cover (Holm for maxT, as the pooled table)."""
     if isinstance(source, pd.DataFrame):
         return "holm"
-    method = str(source.settings.get("adjust", "holm"))
-    return "holm" if method == "maxT" else method
+    return str(source.settings.p_adjust_method)
 
 
 def _has_variance(pairs: pd.DataFrame) -> bool:

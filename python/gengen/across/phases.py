@@ -25,7 +25,6 @@ The calibration under the null (no difference between phases) is in ``docs/calib
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -326,10 +325,10 @@ def compare_phases(
         forwarded: dict[str, Any] = {}
     else:
         settings = source.settings
-        id_testset = id_testset or str(settings["id_testset"])
-        accepted = set(inspect.signature(analyse).parameters)
-        forwarded = {key: settings[key] for key in FORWARDED if key in settings and key in accepted}
-        forwarded["ood"] = list(settings.get("ood_resolved", [])) or None
+        id_testset = id_testset or settings.id_testset
+        recorded = [key for key in FORWARDED if key not in settings.unrecorded]
+        forwarded = {key: getattr(settings, key) for key in recorded}
+        forwarded["ood"] = list(settings.ood_resolved) or None
         # the stored scores are sign-adjusted (lower-is-better metrics negated): undo it, analyse negates again
         scores = source.scores.drop(columns=["role"], errors="ignore")
         if "sign" in scores.columns:
@@ -349,9 +348,8 @@ def compare_phases(
                 )
     early = analyse(scores[phase == "early"], id_testset=id_testset, **forwarded)
     late = analyse(scores[phase == "late"], id_testset=id_testset, **forwarded)
-    alpha = float(early.settings.get("alpha", 0.05))
-    adjust = str(early.settings.get("adjust", "holm"))
-    adjust = "holm" if adjust == "maxT" else adjust
+    alpha = early.settings.alpha
+    adjust = str(early.settings.p_adjust_method)
     keys = ["model", "run", "testset_a", "testset_b"]
     tables = []
     for level, rows_of in (("run", _run_rows), ("model", _model_rows)):

@@ -545,13 +545,12 @@ def build_verdict(
     from gengen.across.compare import _model_agreement
     from gengen.across.heterogeneity import NO_VARIANCE, _cell_matrices, group_estimates
 
-    settings = {} if isinstance(source, pd.DataFrame) else source.settings
-    alpha = float(settings.get("alpha", 0.05)) if alpha is None else float(alpha)
+    settings = None if isinstance(source, pd.DataFrame) else source.settings  # a bare pairs table: the defaults
+    alpha = (settings.alpha if settings else 0.05) if alpha is None else float(alpha)
     if adjust is None:
-        adjust = str(settings.get("adjust", "holm"))
-        adjust = "holm" if adjust == "maxT" else adjust
+        adjust = str(settings.p_adjust_method) if settings else "holm"
     pairs_table = source if isinstance(source, pd.DataFrame) else source.pairs
-    keep_related = bool(settings.get("keep_related", False)) if keep_related is None else keep_related
+    keep_related = (settings.keep_related if settings else False) if keep_related is None else keep_related
     pairs_table, related_note = _without_related(pairs_table, keep_related)
     estimates = group_estimates(pairs_table)
     groups = list(dict.fromkeys(map(str, estimates["unit"])))

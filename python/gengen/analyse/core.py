@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -35,34 +35,30 @@ from gengen.analyse.group_plan import (
     check_size,
     group_mode,
     minimum_rows,
+    pair_columns,
     plan_group,
 )
 from gengen.analyse.group_pool import map_groups, worker_count
 from gengen.analyse.inference import lagged_spacing_warning, uncalibrated_path_warning
 from gengen.analyse.options import (
-    DEFAULT_ALPHA,
-    DEFAULT_ANALYSIS_FIT,
     DEFAULT_BY,
-    DEFAULT_INFERENCE,
-    DEFAULT_LEAVE_ONE_OUT,
-    DEFAULT_METRIC,
-    DEFAULT_MODE,
-    DEFAULT_POOLING,
-    DEFAULT_SCHEME,
-    OPTIONS,
+    AnalyseOptions,
+    ResolvedMode,
     Settings,
     make_settings,
+    options_signature,
 )
 from gengen.analyse.pairs import analyse_group, independence_methods, repeated_diagnostics
 from gengen.analyse.pooled import meta_table, pooled_residual_groups
 from gengen.analyse.related import mark_related, measurement_sd, related_pairs, stacked_series
 from gengen.analyse.result import Analysis
 from gengen.analyse.runs import CONDITION, label_keys, pooled_over, with_run_design
-from gengen.stats import options as stats_defaults  # the statistics' defaults, which the analysis keeps
 from gengen.stats.control_choice import choose_control
-from gengen.stats.controls import Gam, Linear
+from gengen.stats.options import Fit, FitChoice
 from gengen.stats.pfloor import floor_p_columns
-from gengen.store.run_keys import REPLICATE_KEYS
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; the annotation is never evaluated
 
 __all__ = [
     "GROUP_MODES",
@@ -88,6 +84,7 @@ def group_control(group: Group, settings: Settings) -> tuple[Settings, str]:
     if settings.fit != "auto":
         return settings, ""
     usable = [name for name in group.scores.columns if not getattr(group.information.get(name), "reason", "")]
+    choice_fit: Fit
     if len(usable) < 1 or len(group.id_values) < minimum_rows(1):
         choice_fit, reason = "linear", "too few testable test sets or checkpoints to test for curvature; linear control"
     else:
@@ -96,7 +93,7 @@ def group_control(group: Group, settings: Settings) -> tuple[Settings, str]:
     return replace(settings, fit=choice_fit, fit_chosen=True), f"fit='auto': {reason}"
 
 
-def group_pairs(group: Group, settings: Settings) -> tuple[pd.DataFrame, list[str], str]:
+def group_pairs(group: Group, settings: Settings) -> tuple[pd.DataFrame, list[str], FitChoice]:
     """One group's pairs table (:func:`analyse_group` under :func:`group_control`'s control, with
     ``fit_reason``), its warnings and the control it got: the work of one turn of the group loop."""
     group_settings, reason = group_control(group, settings)
@@ -106,7 +103,7 @@ def group_pairs(group: Group, settings: Settings) -> tuple[pd.DataFrame, list[st
     return table, warnings, group_settings.fit
 
 
-def control_summary(groups: list[Group], chosen: list[str]) -> str:
+def control_summary(groups: list[Group], chosen: Sequence[str]) -> str:
     """One line: which control ``fit="auto"`` gave how many groups (the reasons are in ``fit_reason``)."""
     gam = [group.label for group, fit in zip(groups, chosen, strict=True) if fit == "gam"]
     if not gam:
@@ -147,46 +144,7 @@ def _progress_lines(items: Iterable[Any], total: int, description: str) -> Itera
             last = now
 
 
-def analyse(
-    df: pd.DataFrame,
-    *,
-    id_testset: str,
-    ood: str | Iterable[str] | None = None,
-    metric: str = DEFAULT_METRIC,
-    id_metric: str | None = None,
-    fit: str | Linear | Gam = DEFAULT_ANALYSIS_FIT,
-    method: str = stats_defaults.DEFAULT_METHOD,
-    inference: str | Iterable[str] = DEFAULT_INFERENCE,
-    scheme: str = DEFAULT_SCHEME,
-    block_length: int | None = None,
-    n_perm: int = stats_defaults.DEFAULT_N_PERM,
-    n_boot: int = stats_defaults.DEFAULT_N_BOOT,
-    ci_level: float = stats_defaults.DEFAULT_CI_LEVEL,
-    boot_ci_method: str = stats_defaults.DEFAULT_INTERVAL_METHOD,
-    adjust: str = stats_defaults.DEFAULT_ADJUSTMENT,
-    alpha: float = DEFAULT_ALPHA,
-    by: str | Iterable[str] | None = None,
-    replicate_key: str | Iterable[str] = REPLICATE_KEYS,
-    pooling: str | Iterable[str] | None = DEFAULT_POOLING,
-    mode: str = DEFAULT_MODE,
-    lower_is_better: Iterable[str] | None = None,
-    higher_is_better: Iterable[str] | None = None,
-    models: str | Iterable[str] | None = None,
-    runs: str | Iterable[str] | None = None,
-    sizes: str | Iterable[str] | None = None,
-    shots: int | str | Iterable[int | str] | None = None,
-    seed: int = 0,
-    leave_one_out: bool = DEFAULT_LEAVE_ONE_OUT,
-    min_step: int | None = None,
-    gam_k: int = stats_defaults.DEFAULT_GAM_K,
-    gam_method: str = stats_defaults.DEFAULT_GAM_METHOD,
-    gam_basis: str = stats_defaults.DEFAULT_GAM_BASIS,
-    max_edf: float | str | None = stats_defaults.DEFAULT_GAM_MAX_EDF,
-    related_groups: Mapping[str, Iterable[str]] | Iterable[str] | None = None,
-    keep_related: bool = False,
-    jobs: int | None = None,
-    progress: bool = False,
-) -> Analysis:
+def analyse(df: pd.DataFrame, *, progress: bool = False, **options: Unpack[AnalyseOptions]) -> Analysis:
     r"""Partial correlations of every pair of OOD test sets, controlling for ID performance.
 
     For each run (model, run), the OOD scores across its checkpoints are correlated pairwise after the ID
@@ -326,12 +284,11 @@ def analyse(
     1     ood_1     ood_3  gam       0.57         0.0         True
     2     ood_2     ood_3  gam       0.62         0.0         True
     """
-    # The keywords above are the option table's (gengen.analyse.options.ANALYSIS_OPTIONS), in its order.
-    options = {name: value for name, value in locals().items() if name in OPTIONS}
-    if options["by"] is None:  # the default cells' columns the table has, or its run labels give (five-shot)
+    requested: dict[str, Any] = dict(options)
+    if requested.get("by") is None:  # the default cells' columns the table has, or its run labels give (five-shot)
         present = set(df.columns) | label_keys(df) if isinstance(df, pd.DataFrame) else set()
-        options["by"] = tuple(column for column in DEFAULT_BY if column in present)
-    settings = make_settings(**options)
+        requested["by"] = tuple(column for column in DEFAULT_BY if column in present)
+    settings = make_settings(**requested)
     scores, ood_names = prepare(df, settings)
     # across runs, the runs of a cell are the observations: exchangeable, so labels need not name replicates
     across = settings.mode == "across_runs" or (settings.mode == "auto" and is_single_score_per_run(scores))
@@ -363,8 +320,9 @@ def analyse(
         noise=measurement_sd(scores, ood_names),
     )
     pairs = mark_related(pairs, related)
-    extra = [column for column in settings.by if column in pairs.columns and column not in PAIR_COLUMNS]
-    columns = [column for column in PAIR_COLUMNS if column in pairs.columns]
+    order = pair_columns()
+    extra = [column for column in settings.by if column in pairs.columns and column not in order]
+    columns = [column for column in order if column in pairs.columns]
     after = columns.index("run") + 1
     pairs = pairs[[*columns[:after], *extra, *columns[after:]]]
     pooled = pd.DataFrame()
@@ -373,12 +331,14 @@ def analyse(
         pooled = pooled_over(meta_table(pairs, settings), design, settings.replicate_key)
     if resolved_mode == "checkpoints" and "residuals" in settings.pooling:
         pooled_residuals = _pooled_residuals(groups, settings, chosen)
-    record = given.as_dict()
-    record["pooling_cells"] = list(settings.by)
-    record["conditions"] = sorted(set(design.runs[CONDITION]) - {""})
-    record["mode_resolved"] = resolved_mode
-    record["ood_resolved"] = list(ood_names)
-    record["related_pairs"] = related.to_dict(orient="records")
+    record = replace(
+        given,
+        pooling_cells=settings.by,
+        conditions=tuple(sorted(set(design.runs[CONDITION]) - {""})),
+        mode_resolved=resolved_mode,
+        ood_resolved=tuple(ood_names),
+        related_pairs=tuple(related.to_dict(orient="records")),
+    )
     if len(related):
         verdict_use = "kept in the verdict (keep_related)" if settings.keep_related else "left out of the verdict"
         warnings.append(
@@ -395,6 +355,10 @@ def analyse(
     )
 
 
+# What help(), IDEs without PEP 692 and the numpydoc check show: every option as a keyword with its default.
+analyse.__signature__ = options_signature(analyse, AnalyseOptions)  # type: ignore[attr-defined]
+
+
 def _related_summary(related: pd.DataFrame) -> str:
     """'3 splits of one task, 2 nested, e.g. arc_easy_test / arc_easy_val': the kinds of related pairs."""
     kinds = related["reason"].str.split(r"[:(]", n=1, regex=True).str[0].str.strip().value_counts()
@@ -403,11 +367,15 @@ def _related_summary(related: pd.DataFrame) -> str:
     return f"{counted}; e.g. {first['testset_a']} / {first['testset_b']}: {first['reason']}"
 
 
-def _groups(scores: pd.DataFrame, settings: Settings, ood: tuple[str, ...]) -> tuple[str, list[Group], list[str]]:
+def _groups(
+    scores: pd.DataFrame, settings: Settings, ood: tuple[str, ...]
+) -> tuple[ResolvedMode, list[Group], list[str]]:
     """The analysis' mode (``mode="auto"`` resolved), its groups (each checked for size) and their warnings."""
-    mode = settings.mode
-    if mode == "auto":
+    mode: ResolvedMode
+    if settings.mode == "auto":
         mode = "across_runs" if is_single_score_per_run(scores) else "checkpoints"
+    else:
+        mode = settings.mode
     if mode == "across_runs":
         groups, warnings = across_run_groups(scores, settings, ood)
     else:
@@ -417,7 +385,7 @@ def _groups(scores: pd.DataFrame, settings: Settings, ood: tuple[str, ...]) -> t
     return mode, groups, warnings
 
 
-def _pooled_residuals(groups: list[Group], settings: Settings, chosen: list[str]) -> pd.DataFrame:
+def _pooled_residuals(groups: list[Group], settings: Settings, chosen: list[FitChoice]) -> pd.DataFrame:
     """The pairs of each cell's pooled within-run residuals (under ``fit="auto"``, the control most runs got)."""
     pooled_settings = replace(settings, fit=max(set(chosen), key=chosen.count)) if settings.fit == "auto" else settings
     tables = []

@@ -13,11 +13,26 @@ import numpy as np
 
 from gengen import stats
 from gengen.analyse.data import RUN_COLUMNS, Group
-from gengen.analyse.options import Settings
+from gengen.analyse.options import INFERENCE, Settings
 from gengen.errors import GengenError
 
-#: Column order of the pairs table (run-level columns absent from the score table are left out).
-PAIR_COLUMNS = (
+
+def method_columns() -> tuple[str, ...]:
+    """The inference methods' columns of the pairs table, method by method (by ``column_rank``), from
+    :data:`gengen.analyse.options.INFERENCE`."""
+    methods = sorted(INFERENCE.values(), key=lambda method: method.column_rank)
+    return tuple(column for method in methods for column in method.columns)
+
+
+def pair_columns() -> tuple[str, ...]:
+    """Column order of the pairs table, with the inference methods of
+    :data:`gengen.analyse.options.INFERENCE` as they stand now (:data:`PAIR_COLUMNS`: the built-in ones)."""
+    return (*_BEFORE_METHODS, *method_columns(), *_AFTER_METHODS)
+
+
+#: The pairs table's columns before the inference methods' (run-level columns absent from the score table are
+#: left out of a table).
+_BEFORE_METHODS = (
     "level",
     "model",
     "run",
@@ -60,27 +75,9 @@ PAIR_COLUMNS = (
     "verdict_note",
     "estimand",
     "diagnostics",
-    "se_z",
-    "df_sieve",
-    "p_sieve",
-    "p_sieve_method",
-    "ar_order_a",
-    "ar_order_b",
-    "statistic",
-    "p_value",
-    "p_value_method",
-    "p_perm",
-    "p_perm_method",
-    "boot_ci_low",
-    "boot_ci_high",
-    "boot_ci_method",
-    "n_boot_valid",
-    "r_innovation",
-    "df_lagged",
-    "p_lagged",
-    "p_lagged_method",
-    "ci_low_innovation",
-    "ci_high_innovation",
+)
+#: The pairs table's columns after the inference methods'.
+_AFTER_METHODS = (
     "fit",
     "fit_reason",
     "method",
@@ -91,6 +88,9 @@ PAIR_COLUMNS = (
     "acf1_b",
     "autocorr_high",
 )
+#: Column order of the pairs table (run-level columns absent from the score table are left out), with the
+#: built-in inference methods' columns after ``diagnostics``.
+PAIR_COLUMNS = pair_columns()
 
 
 def pair_values(matrix: Any, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -134,10 +134,8 @@ class GroupPlan:
     """The tests one group gets, and the resampling they use (from its mode and the settings)."""
 
     mode: GroupMode
-    sieve: bool
-    lagged: bool
-    permutation: bool
-    bootstrap: bool
+    #: The inference methods asked for that this group's level can have, in :data:`INFERENCE`'s order.
+    tests: tuple[str, ...]
     permutation_scheme: str
     bootstrap_scheme: str
     block_length: int | None
@@ -146,6 +144,26 @@ class GroupPlan:
     def ordered(self) -> bool:
         """Whether the rows are checkpoints in training order (the autocorrelation check needs it)."""
         return self.mode == "run"
+
+    @property
+    def sieve(self) -> bool:
+        """Whether the group gets the AR-sieve test."""
+        return "sieve" in self.tests
+
+    @property
+    def lagged(self) -> bool:
+        """Whether the group gets the lagged test."""
+        return "lagged" in self.tests
+
+    @property
+    def permutation(self) -> bool:
+        """Whether the group gets the permutation test."""
+        return "permutation" in self.tests
+
+    @property
+    def bootstrap(self) -> bool:
+        """Whether the group gets bootstrap intervals."""
+        return "bootstrap" in self.tests
 
 
 def group_mode(group: Group) -> GroupMode:
@@ -158,8 +176,6 @@ def group_mode(group: Group) -> GroupMode:
 
 def plan_group(mode: GroupMode, settings: Settings, n: int) -> GroupPlan:
     """Which of the asked-for tests a group of ``n`` rows in ``mode`` can have, and their schemes."""
-    ordered = mode == "run"
-    resampled = mode != "pooled_residuals"
     across = mode == "across_runs"
     permutation_scheme = "free" if across else settings.permutation_scheme
     bootstrap_scheme = "iid" if across else settings.bootstrap_scheme
@@ -168,10 +184,7 @@ def plan_group(mode: GroupMode, settings: Settings, n: int) -> GroupPlan:
         block_length = settings.block_length or int(stats.default_block_length(n))
     return GroupPlan(
         mode=mode,
-        sieve="sieve" in settings.inference and ordered,
-        lagged="lagged" in settings.inference and ordered,
-        permutation="permutation" in settings.inference and resampled,
-        bootstrap="bootstrap" in settings.inference and resampled,
+        tests=tuple(name for name, method in INFERENCE.items() if name in settings.inference and mode in method.levels),
         permutation_scheme=permutation_scheme,
         bootstrap_scheme=bootstrap_scheme,
         block_length=block_length,

@@ -7,14 +7,15 @@ the pairs that still fail get NaN with the reason in their method column.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 from warnings import catch_warnings, simplefilter
 
 import numpy as np
 
 from gengen import stats
 from gengen.analyse.group_plan import GroupPlan, pair_values
-from gengen.analyse.options import Settings
+from gengen.analyse.options import INFERENCE, Settings
 from gengen.errors import GengenError
 from gengen.stats.correlation import consistent_interval
 from gengen.stats.lagged import lagged_partial_corr_matrix
@@ -326,26 +327,11 @@ def correlation_columns(
     }
 
 
-NO_SIEVE = {
-    "se_z": np.nan,
-    "df_sieve": np.nan,
-    "p_sieve": np.nan,
-    "p_sieve_method": "",
-    "sieve_ci_low": np.nan,
-    "sieve_ci_high": np.nan,
-    "ar_order_a": np.nan,
-    "ar_order_b": np.nan,
-}
-NO_PERMUTATION = {"p_perm": np.nan, "p_perm_method": ""}
-NO_LAGGED = {
-    "r_innovation": np.nan,
-    "df_lagged": np.nan,
-    "p_lagged": np.nan,
-    "p_lagged_method": "",
-    "ci_low_innovation": np.nan,
-    "ci_high_innovation": np.nan,
-}
-NO_BOOTSTRAP = {"boot_ci_low": np.nan, "boot_ci_high": np.nan, "boot_ci_method": ""}
+#: The columns of each method that did not run, from its entry of :data:`gengen.analyse.options.INFERENCE`.
+NO_SIEVE = dict(INFERENCE["sieve"].not_applicable)
+NO_PERMUTATION = dict(INFERENCE["permutation"].not_applicable)
+NO_LAGGED = dict(INFERENCE["lagged"].not_applicable)
+NO_BOOTSTRAP = dict(INFERENCE["bootstrap"].not_applicable)
 
 
 def permutation_columns(
@@ -394,3 +380,126 @@ def bootstrap_columns(
         "boot_ci_method": f"bootstrap ({scheme}{length}, {settings.boot_ci_method}, {settings.n_boot} draws)",
     }
     return out, [str(warning.message) for warning in caught]
+
+
+class MethodColumns(NamedTuple):
+    """What an inference method adds to a group's pairs: its columns, the problems met (warnings), and notes for
+    each pair's ``diagnostics`` (empty: none)."""
+
+    columns: dict[str, Any]
+    problems: list[str]
+    diagnostics: list[list[str]]
+
+
+#: The function of an inference method: ``(x, covar, settings, plan, rows, cols, labels)`` → its columns for the
+#: pairs ``(rows[i], cols[i])`` of the group's test sets ``labels`` (``x``: scores, ``covar``: ID).
+ColumnFunction = Callable[
+    [np.ndarray, np.ndarray, Settings, GroupPlan, np.ndarray, np.ndarray, list[str]], MethodColumns
+]
+
+
+def _sieve_method(
+    x: np.ndarray,
+    covar: np.ndarray,
+    settings: Settings,
+    plan: GroupPlan,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    labels: list[str],
+) -> MethodColumns:
+    columns, problems = sieve_pairs(x, covar, settings, rows, cols, labels)
+    return MethodColumns(columns, problems, columns.pop("_diagnostics"))
+
+
+def _lagged_method(
+    x: np.ndarray,
+    covar: np.ndarray,
+    settings: Settings,
+    plan: GroupPlan,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    labels: list[str],
+) -> MethodColumns:
+    columns, problems = lagged_pairs(x, covar, settings, rows, cols)
+    return MethodColumns(columns, problems, [])
+
+
+def _permutation_method(
+    x: np.ndarray,
+    covar: np.ndarray,
+    settings: Settings,
+    plan: GroupPlan,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    labels: list[str],
+) -> MethodColumns:
+    return MethodColumns(permutation_columns(x, covar, settings, plan, rows, cols), [], [])
+
+
+def _bootstrap_method(
+    x: np.ndarray,
+    covar: np.ndarray,
+    settings: Settings,
+    plan: GroupPlan,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    labels: list[str],
+) -> MethodColumns:
+    columns, problems = bootstrap_columns(x, covar, settings, plan, rows, cols)
+    return MethodColumns(columns, problems, [])
+
+
+#: The function of each inference method of :data:`gengen.analyse.options.INFERENCE` (the t-test has none: its
+#: columns come with the correlations, always).
+COLUMNS_OF: dict[str, ColumnFunction] = {
+    "sieve": _sieve_method,
+    "lagged": _lagged_method,
+    "permutation": _permutation_method,
+    "bootstrap": _bootstrap_method,
+}
+
+
+def method_columns(
+    x: np.ndarray,
+    covar: np.ndarray,
+    settings: Settings,
+    plan: GroupPlan,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    labels: list[str],
+) -> MethodColumns:
+    """Every inference method's columns for a group's pairs: computed for the methods of ``plan.tests``, the
+    entry's "not applicable" values for the others; their problems and diagnostics in :data:`INFERENCE`'s order.
+
+    Parameters
+    ----------
+    x, covar : ndarray
+        The group's scores (one column per test set) and its ID score(s).
+    settings : Settings
+        The analysis' settings.
+    plan : GroupPlan
+        The tests this group gets.
+    rows, cols : ndarray
+        The pairs, as indices into the columns of ``x``.
+    labels : list of str
+        The test sets.
+
+    Returns
+    -------
+    MethodColumns
+        The columns of every method, the problems met and each pair's diagnostics.
+    """
+    out = MethodColumns({}, [], [[] for _ in rows])
+    for name, method in INFERENCE.items():
+        function = COLUMNS_OF.get(name)
+        if function is None:
+            continue
+        if name not in plan.tests:
+            out.columns.update(method.not_applicable)
+            continue
+        columns, problems, diagnostics = function(x, covar, settings, plan, rows, cols, labels)
+        out.columns.update(columns)
+        out.problems.extend(problems)
+        for notes, more in zip(out.diagnostics, diagnostics, strict=False):
+            notes.extend(more)
+    return out

@@ -13,14 +13,16 @@ This module imports nothing heavy: the command line builds its options from it w
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from numbers import Integral as _Integral
 from numbers import Real as _Real
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, TypedDict, get_args
 
 from gengen.errors import GengenError
 from gengen.stats.controls import MAX_GAM_K, MIN_GAM_K, Control, Gam, Linear
@@ -38,11 +40,14 @@ from gengen.stats.options import (
     DEFAULT_N_BOOT,
     DEFAULT_N_PERM,
     FIT_CHOICES,
-    GAM_BASES,
-    GAM_METHODS,
     INTERVAL_METHODS,
-    METHODS,
     Adjustment,
+    FitChoice,
+    GamBasis,
+    GamMaxEdf,
+    GamMethod,
+    IntervalMethod,
+    Method,
 )
 from gengen.store.run_keys import REPLICATE_KEYS
 
@@ -122,6 +127,8 @@ Scheme = Literal["free", "iid", "block", "circular"]
 AdjustMethod = Literal[Adjustment, "maxT"]
 Pooling = Literal["meta", "residuals"]
 Mode = Literal["auto", "checkpoints", "across_runs"]
+#: The mode an analysis ran in, ``"auto"`` resolved.
+ResolvedMode = Literal["checkpoints", "across_runs"]
 #: Columns of the score table that may define pooling cells (``by``).
 ByColumn = Literal["study", "model", "family", "size", "shots"]
 
@@ -158,15 +165,147 @@ DEFAULT_LEAVE_ONE_OUT: Final = True
 DEFAULT_METRIC: Final = "acc"
 #: Pooling cells when ``by`` is not given (the columns the score table has).
 DEFAULT_BY: tuple[ByColumn, ...] = ("model", "size", "shots")
+# ------------------------------------------------------------------------------------ the inference methods
+
+_NA = float("nan")
+
+
+@dataclass(frozen=True)
+class InferenceMethod:
+    """One inference method of the analysis: all the analysis needs to know of it beside the function that
+    computes its columns (:data:`gengen.analyse.inference.COLUMNS_OF`). Adding a method is one entry of
+    :data:`INFERENCE` (and its name in :data:`Inference`) plus that function: the deciding order, the pairs
+    table's columns, the values of a row the method did not run for, where it runs and Kendall's refusal are
+    read from the entry (docs/extending.md).
+
+    Attributes
+    ----------
+    name : str
+        The name ``inference=`` takes.
+    p_column : str or None
+        Its p-value's column in the pairs table (None: it gives no p-value, only an interval).
+    columns : tuple of str
+        Every column it adds to the pairs table, in order.
+    not_applicable : mapping
+        What a row gets in its columns when the method did not run for it (not asked for, or its group's level
+        cannot have it): NaN for numbers, ``""`` for its method text.
+    levels : tuple of str
+        The group levels it runs on (``"run"``: checkpoints in order; ``"across_runs"``;
+        ``"pooled_residuals"``).
+    residual_based : bool
+        Whether it correlates residuals (then Kendall's tau, which has no residual form, is refused with it).
+    deciding_rank : int or None
+        Its place in the order of the p-values that decide ``significant`` when several tests were asked for
+        (0 first); None: it never decides.
+    column_rank : int
+        Where its columns stand among the methods' columns of the pairs table.
+    estimand : str
+        What its p-value is about (``r_partial``, or ``r_innovation`` for the lagged test).
+    interval : tuple of str, optional
+        Its columns of an interval of ``r_partial`` consistent with its p-value, when it has one: the row's
+        ``ci_low``/``ci_high`` when it decides (dropped from the table afterwards).
+    no_interval : str
+        The row's ``ci_method`` when it decides and has no such interval.
+    """
+
+    name: str
+    p_column: str | None
+    columns: tuple[str, ...]
+    not_applicable: Mapping[str, Any]
+    levels: tuple[str, ...]
+    residual_based: bool
+    deciding_rank: int | None
+    column_rank: int
+    estimand: str = "r_partial"
+    interval: tuple[str, str] | None = None
+    no_interval: str = ""
+
+
+#: The inference methods, in the order ``Settings.inference`` records them (the names of :data:`Inference`).
+INFERENCE: dict[str, InferenceMethod] = {
+    method.name: method
+    for method in (
+        InferenceMethod(
+            "sieve",
+            "p_sieve",
+            ("se_z", "df_sieve", "p_sieve", "p_sieve_method", "ar_order_a", "ar_order_b"),
+            {"se_z": _NA, "df_sieve": _NA, "p_sieve": _NA, "p_sieve_method": "", "sieve_ci_low": _NA,
+             "sieve_ci_high": _NA, "ar_order_a": _NA, "ar_order_b": _NA},
+            levels=("run",),
+            residual_based=True,
+            deciding_rank=0,
+            column_rank=0,
+            interval=("sieve_ci_low", "sieve_ci_high"),
+        ),
+        InferenceMethod(
+            "lagged",
+            "p_lagged",
+            ("r_innovation", "df_lagged", "p_lagged", "p_lagged_method", "ci_low_innovation", "ci_high_innovation"),
+            {"r_innovation": _NA, "df_lagged": _NA, "p_lagged": _NA, "p_lagged_method": "",
+             "ci_low_innovation": _NA, "ci_high_innovation": _NA},
+            levels=("run",),
+            residual_based=True,
+            deciding_rank=1,
+            column_rank=4,
+            estimand="r_innovation",
+            no_interval="none: the lagged test is about r_innovation (its interval: ci_low_innovation, "
+            "ci_high_innovation)",
+        ),
+        InferenceMethod(
+            "t-test",
+            "p_value",
+            ("statistic", "p_value", "p_value_method"),
+            {},  # always computed, with the correlations
+            levels=("run", "across_runs", "pooled_residuals"),
+            residual_based=False,
+            deciding_rank=3,
+            column_rank=1,
+            no_interval="none: Kendall's tau has no interval consistent with its normal-approximation test",
+        ),
+        InferenceMethod(
+            "permutation",
+            "p_perm",
+            ("p_perm", "p_perm_method"),
+            {"p_perm": _NA, "p_perm_method": ""},
+            levels=("run", "across_runs"),
+            residual_based=True,
+            deciding_rank=2,
+            column_rank=2,
+            no_interval="none: a permutation test gives no interval (ask for inference 'bootstrap': boot_ci_low, "
+            "boot_ci_high)",
+        ),
+        InferenceMethod(
+            "bootstrap",
+            None,  # an interval, no p-value
+            ("boot_ci_low", "boot_ci_high", "boot_ci_method", "n_boot_valid"),
+            {"boot_ci_low": _NA, "boot_ci_high": _NA, "boot_ci_method": ""},
+            levels=("run", "across_runs"),
+            residual_based=True,
+            deciding_rank=None,
+            column_rank=3,
+        ),
+    )
+}  # fmt: skip
+#: The p-value that decides when no other asked for can run: ppcor's t-test's, always computed.
+FALLBACK_P = "p_value"
+
+
+def deciding_order() -> tuple[tuple[str, str], ...]:
+    """(method, p-value column) of the methods that may decide ``significant``, best first (from
+    :data:`INFERENCE`'s ``deciding_rank``)."""
+    ranked = sorted((m.deciding_rank, m.name, m.p_column) for m in INFERENCE.values() if m.deciding_rank is not None)
+    return tuple((name, column) for _, name, column in ranked if column)
+
+
+def residual_inference() -> tuple[str, ...]:
+    """The methods that correlate residuals (Kendall's partial tau has no residual form)."""
+    return tuple(name for name, method in INFERENCE.items() if method.residual_based)
+
+
 #: The tests that correlate residuals (all but ppcor's t-test): Kendall's partial τ has no residual form.
-RESIDUAL_INFERENCE: tuple[Inference, ...] = tuple(name for name in INFERENCE_METHODS if name != "t-test")
+RESIDUAL_INFERENCE: tuple[str, ...] = residual_inference()
 #: Which p-value decides ``significant`` when several tests were asked for, best first.
-DECIDING_ORDER: tuple[tuple[Inference, str], ...] = (
-    ("sieve", "p_sieve"),
-    ("lagged", "p_lagged"),
-    ("permutation", "p_perm"),
-    ("t-test", "p_value"),
-)
+DECIDING_ORDER: tuple[tuple[str, str], ...] = deciding_order()
 
 _PERMUTATION_SCHEME = {"free": "free", "iid": "free", "block": "block", "circular": "circular"}
 _BOOTSTRAP_SCHEME = {"free": "iid", "iid": "iid", "block": "block", "circular": "circular"}
@@ -457,125 +596,184 @@ def check_option(option: Option, value: Any) -> Any:
     return _CHECKS[option.kind](option, value)
 
 
-#: Every option of :func:`gengen.analyse`, in the order of its signature.
-ANALYSIS_OPTIONS: tuple[Option, ...] = (
-    Option("id_testset", "text", None, "The in-domain test set whose score is regressed out.", required=True,
-           flag="--id"),
-    Option("ood", "names", None, "OOD test sets, comma-separated (default: all others).", optional=True,
-           at_least=2),
-    Option("metric", "text", DEFAULT_METRIC, "Metric of the OOD scores.", study=True),
-    Option("id_metric", "text", None, "Metric of the ID score (default: --metric).", optional=True),
-    Option("fit", "choice", DEFAULT_ANALYSIS_FIT, "How ID is regressed out: {choices} (auto: per run, the capped "
-           "GAM when most test sets curve in ID, else linear).", choices=ANALYSIS_FITS, study=True),
-    Option("method", "choice", DEFAULT_METHOD, "Correlation: {choices}.", choices=METHODS),
-    Option("inference", "choices", DEFAULT_INFERENCE, "Comma-separated: sieve (default: AR-sieve test and "
-           "interval of r_partial, calibrated for autocorrelated checkpoints), lagged (tests r_innovation, "
-           "another estimand), t-test, permutation, bootstrap. The first of sieve, lagged, permutation, t-test "
-           "decides 'significant'.", choices=INFERENCE_METHODS, at_least=1),
-    Option("scheme", "choice", DEFAULT_SCHEME, "Resampling scheme: {choices} (free = iid).", choices=SCHEMES),
-    Option("block_length", "integer", None, "Block length (default: from n).", bounds=(1, None), optional=True),
-    Option("n_perm", "integer", DEFAULT_N_PERM, "Permutations per group.", bounds=(1, MAX_RESAMPLES)),
-    Option("n_boot", "integer", DEFAULT_N_BOOT, "Sieve and bootstrap resamples per group.",
-           bounds=(1, MAX_RESAMPLES)),
-    Option("ci_level", "level", DEFAULT_CI_LEVEL, "Level of the intervals (the deciding p is below 1 - level "
-           "exactly when they exclude 0)."),
-    Option("boot_ci_method", "choice", DEFAULT_INTERVAL_METHOD, "Bootstrap interval: {choices}.",
-           choices=BOOT_CI_METHODS),
-    Option("adjust", "choice", DEFAULT_ADJUSTMENT, "p-value adjustment: {choices}.", choices=ADJUST_METHODS),
-    Option("alpha", "level", DEFAULT_ALPHA, "Significance level on adjusted p-values."),
-    Option("by", "columns", None, "Run attributes defining a pooling cell, comma-separated: columns of the score "
-           "table (study, model, family, size, shots, seed, data_seed, run...) or keys of run labels (lr in "
-           f"'lr=1e-4,seed=1') (default: {','.join(DEFAULT_BY)}, those the table has). Runs of different "
-           "conditions are never pooled, whatever it says."),
-    Option("replicate_key", "columns", REPLICATE_KEYS, "Run attributes that vary between replicates of one "
-           "condition, comma-separated (default: seed,data_seed; run: the run labels name replicates). Every other "
-           "attribute of a run (shots, compute, lr, prompt...) is its condition."),
-    Option("pooling", "choices", DEFAULT_POOLING, "{choices}, both comma-separated, or none.", choices=POOLING),
-    Option("mode", "choice", DEFAULT_MODE, "{choices} (auto: across runs when every run has one step).",
-           choices=MODES),
-    Option("lower_is_better", "metric_names", None, "Metric names (or name parts) to negate, beyond loss, "
-           "perplexity, ppl, bpb, error... (repeatable)."),
-    Option("higher_is_better", "metric_names", None, "Metric names (or name parts) never to negate; wins over "
-           "the rule (repeatable)."),
-    Option("models", "patterns", None, "Analyse only these models (glob; repeatable).", flag="--model"),
-    Option("runs", "patterns", None, "Analyse only these runs (glob; repeatable).", flag="--run"),
-    Option("sizes", "patterns", None, "Analyse only these model sizes (glob; repeatable).", flag="--size"),
-    Option("shots", "patterns", None, "Analyse only these shot counts (glob; repeatable).", flag="--shots"),
-    Option("seed", "integer", 0, "Seed of every permutation and bootstrap.", bounds=(0, 2**64 - 1)),
-    Option("leave_one_out", "flag", DEFAULT_LEAVE_ONE_OUT, "No single checkpoint decides a verdict: the "
-           "deciding p is the largest over deleting any one checkpoint (--no-leave-one-out: the full "
-           "estimate's p alone)."),
-    Option("min_step", "integer", None, "Leave out checkpoints before this step (1 leaves out step 0, the model "
-           "before training).", bounds=(0, None), optional=True),
-    Option("gam_k", "integer", DEFAULT_GAM_K, "GAM control: basis dimension (mgcv's k).", bounds=(MIN_GAM_K, MAX_GAM_K),
-           study=True),
-    Option("gam_method", "choice", DEFAULT_GAM_METHOD, "GAM control: smoothing criterion, {choices}.",
-           choices=GAM_METHODS, study=True),
-    Option("gam_basis", "choice", DEFAULT_GAM_BASIS, "GAM control: basis, {choices}.", choices=GAM_BASES,
-           study=True),
-    Option("max_edf", "edf", DEFAULT_GAM_MAX_EDF, "GAM control: cap on each smooth's effective degrees of "
-           "freedom: auto (from n), none, or a number.", study=True),
-    Option("related_groups", "groups", None, "Declared groups of related test sets, NAME=A,B,... (repeatable): "
-           "their pairs are related and left out of the verdict like splits of one task.", study=True,
-           flag="--related-group"),
-    Option("keep_related", "flag", False, "Keep related test sets (splits of one task, nested sets, declared "
-           "groups, near-duplicate series; marked in the pairs table's related column) in the verdict.",
-           study=True),
-    Option("jobs", "integer", None, "Groups analysed at once in worker processes (default: one per CPU when "
-           "there are 4 or more groups with enough work; 1: in this process). The tables do not depend on it.",
-           bounds=(1, 1024), optional=True),
-)  # fmt: skip
-#: The table by option name.
-OPTIONS: dict[str, Option] = {option.name: option for option in ANALYSIS_OPTIONS}
-#: The options a study file's ``[analysis]`` table takes as keys.
-STUDY_OPTIONS: tuple[Option, ...] = tuple(option for option in ANALYSIS_OPTIONS if option.study)
+_OPTION = "gengen.analyse.option"
+
+
+def option(kind: Kind, default: Any, help: str, **rules: Any) -> Any:
+    """A field of :class:`Settings` that is an option of the analysis (its field name and type give the rest).
+
+    Parameters
+    ----------
+    kind : str
+        What the value is (:data:`Kind`).
+    default : object
+        The value when not given.
+    help : str
+        One sentence for ``--help``.
+    **rules
+        The other fields of :class:`Option` (``bounds``, ``optional``, ``required``, ``at_least``, ``flag``,
+        ``study``, ``since``).
+
+    Returns
+    -------
+    dataclasses.Field
+        A field without a default (settings are made by :func:`make_settings`), carrying the entry.
+    """
+    return field(metadata={_OPTION: (kind, default, help, rules)})
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Validated settings of one analysis (recorded verbatim in ``summary.json``).
+    """Validated settings of one analysis (recorded in ``summary.json`` by :meth:`as_dict`).
 
-    One field per entry of :data:`ANALYSIS_OPTIONS` (the option's help says what it is), in its order, and
-    ``fit_chosen``.
+    The declaration of the analysis' options: each field made by :func:`option` is one option, whose name,
+    type (a ``Literal`` gives its choices), default, help and rules are written here once, in the order of
+    :func:`gengen.analyse`'s keywords; :data:`ANALYSIS_OPTIONS` is read from these fields. Then ``fit_chosen``
+    and what the analysis resolved from its data.
     """
 
-    id_testset: str
-    ood: tuple[str, ...] | None
-    metric: str
-    id_metric: str
-    fit: str
-    method: str
-    inference: tuple[str, ...]
-    scheme: str
-    block_length: int | None
-    n_perm: int
-    n_boot: int
-    ci_level: float
-    boot_ci_method: str
-    adjust: str
-    alpha: float
-    by: tuple[str, ...]
-    replicate_key: tuple[str, ...]
-    pooling: tuple[str, ...]
-    mode: str
-    lower_is_better: tuple[str, ...]
-    higher_is_better: tuple[str, ...]
-    models: tuple[str, ...]
-    runs: tuple[str, ...]
-    sizes: tuple[str, ...]
-    shots: tuple[str, ...]
-    seed: int
-    leave_one_out: bool
-    min_step: int | None
-    gam_k: int
-    gam_method: str
-    gam_basis: str
-    max_edf: float | str | None
-    related_groups: tuple[tuple[str, tuple[str, ...]], ...]
-    keep_related: bool
-    jobs: int | None
+    id_testset: str = option(
+        "text", None, "The in-domain test set whose score is regressed out.", required=True, flag="--id"
+    )
+    ood: tuple[str, ...] | None = option(
+        "names", None, "OOD test sets, comma-separated (default: all others).", optional=True, at_least=2
+    )
+    metric: str = option("text", DEFAULT_METRIC, "Metric of the OOD scores.", study=True)
+    id_metric: str = option("text", None, "Metric of the ID score (default: --metric).", optional=True)
+    fit: FitChoice = option(
+        "choice",
+        DEFAULT_ANALYSIS_FIT,
+        "How ID is regressed out: {choices} (auto: per run, the capped "
+        "GAM when most test sets curve in ID, else linear).",
+        study=True,
+    )
+    method: Method = option("choice", DEFAULT_METHOD, "Correlation: {choices}.")
+    inference: tuple[Inference, ...] = option(
+        "choices",
+        DEFAULT_INFERENCE,
+        "Comma-separated: sieve (default: AR-sieve test and "
+        "interval of r_partial, calibrated for autocorrelated checkpoints), lagged (tests r_innovation, "
+        "another estimand), t-test, permutation, bootstrap. The first of sieve, lagged, permutation, t-test "
+        "decides 'significant'.",
+        at_least=1,
+    )
+    scheme: Scheme = option("choice", DEFAULT_SCHEME, "Resampling scheme: {choices} (free = iid).")
+    block_length: int | None = option(
+        "integer", None, "Block length (default: from n).", bounds=(1, None), optional=True
+    )
+    n_perm: int = option("integer", DEFAULT_N_PERM, "Permutations per group.", bounds=(1, MAX_RESAMPLES))
+    n_boot: int = option(
+        "integer", DEFAULT_N_BOOT, "Sieve and bootstrap resamples per group.", bounds=(1, MAX_RESAMPLES)
+    )
+    ci_level: float = option(
+        "level",
+        DEFAULT_CI_LEVEL,
+        "Level of the intervals (the deciding p is below 1 - level exactly when they exclude 0).",
+    )
+    boot_ci_method: IntervalMethod = option("choice", DEFAULT_INTERVAL_METHOD, "Bootstrap interval: {choices}.")
+    adjust: AdjustMethod = option("choice", DEFAULT_ADJUSTMENT, "p-value adjustment: {choices}.")
+    alpha: float = option("level", DEFAULT_ALPHA, "Significance level on adjusted p-values.")
+    by: tuple[str, ...] = option(
+        "columns",
+        None,
+        "Run attributes defining a pooling cell, comma-separated: columns of the score "
+        "table (study, model, family, size, shots, seed, data_seed, run...) or keys of run labels (lr in "
+        f"'lr=1e-4,seed=1') (default: {','.join(DEFAULT_BY)}, those the table has). Runs of different "
+        "conditions are never pooled, whatever it says.",
+    )
+    replicate_key: tuple[str, ...] = option(
+        "columns",
+        REPLICATE_KEYS,
+        "Run attributes that vary between replicates of one "
+        "condition, comma-separated (default: seed,data_seed; run: the run labels name replicates). Every other "
+        "attribute of a run (shots, compute, lr, prompt...) is its condition.",
+    )
+    pooling: tuple[Pooling, ...] = option("choices", DEFAULT_POOLING, "{choices}, both comma-separated, or none.")
+    mode: Mode = option("choice", DEFAULT_MODE, "{choices} (auto: across runs when every run has one step).")
+    lower_is_better: tuple[str, ...] = option(
+        "metric_names",
+        None,
+        "Metric names (or name parts) to negate, beyond loss, perplexity, ppl, bpb, error... (repeatable).",
+    )
+    higher_is_better: tuple[str, ...] = option(
+        "metric_names", None, "Metric names (or name parts) never to negate; wins over the rule (repeatable)."
+    )
+    models: tuple[str, ...] = option("patterns", None, "Analyse only these models (glob; repeatable).", flag="--model")
+    runs: tuple[str, ...] = option("patterns", None, "Analyse only these runs (glob; repeatable).", flag="--run")
+    sizes: tuple[str, ...] = option(
+        "patterns", None, "Analyse only these model sizes (glob; repeatable).", flag="--size"
+    )
+    shots: tuple[str, ...] = option(
+        "patterns", None, "Analyse only these shot counts (glob; repeatable).", flag="--shots"
+    )
+    seed: int = option("integer", 0, "Seed of every permutation and bootstrap.", bounds=(0, 2**64 - 1))
+    leave_one_out: bool = option(
+        "flag",
+        DEFAULT_LEAVE_ONE_OUT,
+        "No single checkpoint decides a verdict: the "
+        "deciding p is the largest over deleting any one checkpoint (--no-leave-one-out: the full "
+        "estimate's p alone).",
+    )
+    min_step: int | None = option(
+        "integer",
+        None,
+        "Leave out checkpoints before this step (1 leaves out step 0, the model before training).",
+        bounds=(0, None),
+        optional=True,
+    )
+    gam_k: int = option(
+        "integer", DEFAULT_GAM_K, "GAM control: basis dimension (mgcv's k).", bounds=(MIN_GAM_K, MAX_GAM_K), study=True
+    )
+    gam_method: GamMethod = option(
+        "choice", DEFAULT_GAM_METHOD, "GAM control: smoothing criterion, {choices}.", study=True
+    )
+    gam_basis: GamBasis = option("choice", DEFAULT_GAM_BASIS, "GAM control: basis, {choices}.", study=True)
+    max_edf: GamMaxEdf = option(
+        "edf",
+        DEFAULT_GAM_MAX_EDF,
+        "GAM control: cap on each smooth's effective degrees of freedom: auto (from n), none, or a number.",
+        study=True,
+    )
+    related_groups: tuple[tuple[str, tuple[str, ...]], ...] = option(
+        "groups",
+        None,
+        "Declared groups of related test sets, NAME=A,B,... (repeatable): "
+        "their pairs are related and left out of the verdict like splits of one task.",
+        study=True,
+        flag="--related-group",
+    )
+    keep_related: bool = option(
+        "flag",
+        False,
+        "Keep related test sets (splits of one task, nested sets, declared "
+        "groups, near-duplicate series; marked in the pairs table's related column) in the verdict.",
+        study=True,
+    )
+    jobs: int | None = option(
+        "integer",
+        None,
+        "Groups analysed at once in worker processes (default: one per CPU when "
+        "there are 4 or more groups with enough work; 1: in this process). The tables do not depend on it.",
+        bounds=(1, 1024),
+        optional=True,
+    )
     #: Set on a group's copy of the settings when ``fit="auto"`` chose its control (then ``fit`` is the choice).
     fit_chosen: bool = False
+    # What the analysis resolved from its data: set on :attr:`gengen.Analysis.settings` (empty, and
+    # ``mode_resolved`` None, on settings that :func:`make_settings` made; then :meth:`as_dict` leaves them out).
+    #: The columns that made the pooling cells: ``by``, and ``condition`` when runs differ in condition.
+    pooling_cells: tuple[str, ...] = ()
+    #: The run conditions the score table holds (``"compute=2xC"``...), sorted.
+    conditions: tuple[str, ...] = ()
+    #: The mode the analysis ran in (``mode="auto"`` resolved).
+    mode_resolved: ResolvedMode | None = None
+    #: The OOD test sets analysed, in the pairs table's order.
+    ood_resolved: tuple[str, ...] = ()
+    #: The pairs of related OOD test sets (``testset_a``, ``testset_b``, ``reason``), one mapping per pair.
+    related_pairs: tuple[Mapping[str, Any], ...] = ()
+    #: The options and resolved fields a stored ``summary.json`` did not record (written before they existed):
+    #: they hold defaults here and stay out of :meth:`as_dict`, so that a record is never given a value it lacked.
+    unrecorded: tuple[str, ...] = ()
 
     @cached_property
     def control(self) -> Control:
@@ -584,7 +782,12 @@ class Settings:
         ``fit="auto"`` is resolved per group first (:func:`gengen.analyse.core.group_control`)."""
         if self.fit == "auto":
             raise RuntimeError("fit='auto' has no control until a group's control is chosen (group_control)")
-        return control_of(self.fit, asdict(self))
+        return self.control_as(self.fit)
+
+    def control_as(self, fit: str) -> Control:
+        """The control ``fit`` (``"linear"`` or ``"gam"``) names, with these settings' GAM options (a stored
+        analysis under ``fit="auto"`` redraws each run with the control chosen for it)."""
+        return control_of(fit, asdict(self))
 
     @property
     def permutation_scheme(self) -> str:
@@ -606,26 +809,214 @@ class Settings:
     def primary_p(self) -> str:
         """The column whose p-values are adjusted and decide ``significant``: the first of ``p_sieve``,
         ``p_lagged``, ``p_perm`` whose test was asked for, else the t-test's ``p_value``."""
-        for name, column in DECIDING_ORDER:
+        for name, column in deciding_order():
             if name in self.inference:
                 return column
-        return "p_value"
+        return FALLBACK_P
 
     def sign(self, metric: str) -> int:
         """-1 when ``metric`` is lower-is-better (its values are negated), else +1 (see :func:`is_lower_better`)."""
         return -1 if is_lower_better(metric, self.lower_is_better, self.higher_is_better) else 1
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain-JSON form (tuples become lists)."""
-        out = asdict(self)
-        for key, value in out.items():
-            if isinstance(value, tuple):
-                out[key] = list(value)
-        out["related_groups"] = {name: list(members) for name, members in self.related_groups}
-        out["primary_p"] = self.primary_p
-        out["permutation_scheme"] = self.permutation_scheme
-        out["bootstrap_scheme"] = self.bootstrap_scheme
+        """Plain-JSON form, as ``summary.json`` records it (tuples become lists; the resolved fields only when the
+        analysis set them; options in :attr:`unrecorded` left out)."""
+        out = {
+            field.name: _plain(getattr(self, field.name))
+            for field in fields(self)
+            if field.name not in RESOLVED_FIELDS and field.name not in self.unrecorded
+        }
+        out.pop("unrecorded")
+        if "related_groups" in out:
+            out["related_groups"] = {name: list(members) for name, members in self.related_groups}
+        if "inference" in out:
+            out["primary_p"] = self.primary_p
+        if "scheme" in out:
+            out["permutation_scheme"] = self.permutation_scheme
+            out["bootstrap_scheme"] = self.bootstrap_scheme
+        if self.ood_resolved:  # an analysis resolved them (it always has OOD test sets)
+            out.update({name: _plain(getattr(self, name)) for name in RESOLVED_FIELDS if name not in self.unrecorded})
         return out
+
+
+#: The fields of :class:`Settings` that :func:`gengen.analyse` resolves from the data, in ``summary.json``'s order.
+RESOLVED_FIELDS = ("pooling_cells", "conditions", "mode_resolved", "ood_resolved", "related_pairs")
+
+
+def _plain(value: Any) -> Any:
+    """A settings value as JSON holds it: tuples as lists, mappings as dicts, recursively."""
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def _option_table(record: type) -> tuple[Option, ...]:
+    """The :class:`Option` of each field of ``record`` that :func:`option` declared, in field order; the choices
+    of a ``choice`` are its ``Literal`` type's, those of ``choices`` its element type's."""
+    namespace = vars(sys.modules[record.__module__])
+    table = []
+    for entry in fields(record):
+        if _OPTION not in entry.metadata:
+            continue
+        kind, default, help_text, rules = entry.metadata[_OPTION]
+        choices: tuple[str, ...] = ()
+        if kind in ("choice", "choices"):  # only these annotations are evaluated: the CLI's start-up reads this
+            annotation = eval(entry.type, namespace) if isinstance(entry.type, str) else entry.type
+            choices = get_args(annotation if kind == "choice" else get_args(annotation)[0])
+        table.append(Option(entry.name, kind, default, help_text, choices=choices, **rules))
+    return tuple(table)
+
+
+#: Every option of :func:`gengen.analyse`, in the order of its signature: the fields of :class:`Settings`.
+ANALYSIS_OPTIONS: tuple[Option, ...] = _option_table(Settings)
+#: The table by option name.
+OPTIONS: dict[str, Option] = {option.name: option for option in ANALYSIS_OPTIONS}
+#: The options a study file's ``[analysis]`` table takes as keys.
+STUDY_OPTIONS: tuple[Option, ...] = tuple(option for option in ANALYSIS_OPTIONS if option.study)
+
+
+class _RequiredOptions(TypedDict):
+    id_testset: str
+
+
+class AnalyseOptions(_RequiredOptions, total=False):
+    """The keywords of :func:`gengen.analyse` as a caller gives them: one per option of :class:`Settings`, in its
+    order, typed as accepted before checking (a list as a comma-separated string or any iterable; a control
+    value for ``fit``); :func:`make_settings` turns them into the :class:`Settings` field types.
+    tests/test_analyse_options.py holds the names and the choices to the table."""
+
+    ood: str | Iterable[str] | None
+    metric: str
+    id_metric: str | None
+    fit: FitChoice | Linear | Gam
+    method: Method
+    inference: Inference | str | Iterable[Inference]
+    scheme: Scheme
+    block_length: int | None
+    n_perm: int
+    n_boot: int
+    ci_level: float
+    boot_ci_method: IntervalMethod
+    adjust: AdjustMethod
+    alpha: float
+    by: str | Iterable[str] | None
+    replicate_key: str | Iterable[str]
+    pooling: Pooling | str | Iterable[Pooling] | None
+    mode: Mode
+    lower_is_better: Iterable[str] | None
+    higher_is_better: Iterable[str] | None
+    models: str | Iterable[str] | None
+    runs: str | Iterable[str] | None
+    sizes: str | Iterable[str] | None
+    shots: int | str | Iterable[int | str] | None
+    seed: int
+    leave_one_out: bool
+    min_step: int | None
+    gam_k: int
+    gam_method: GamMethod
+    gam_basis: GamBasis
+    max_edf: float | str | None
+    related_groups: Mapping[str, Iterable[str]] | Iterable[str] | None
+    keep_related: bool
+    jobs: int | None
+
+
+def options_signature(function: Callable[..., Any], keywords: type) -> inspect.Signature:
+    """``function``'s signature with its ``**options`` spelled out: one keyword-only parameter per option of the
+    table, with its default (none for a required one) and its type from ``keywords``, before the function's
+    other keywords.
+
+    Parameters
+    ----------
+    function : callable
+        A function taking the options as ``**options: Unpack[keywords]``.
+    keywords : type
+        The ``TypedDict`` of the options (:class:`AnalyseOptions`).
+
+    Returns
+    -------
+    inspect.Signature
+        What ``help()``, ``inspect.signature`` and the docs show.
+    """
+    own = inspect.signature(function)
+    types = keywords.__annotations__
+    spelled = [
+        inspect.Parameter(
+            option.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if option.required else option.default,
+            annotation=getattr(types[option.name], "__forward_arg__", types[option.name]),
+        )
+        for option in ANALYSIS_OPTIONS
+    ]
+    positional = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    others = [p for p in own.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    positional = [p for p in positional if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    return own.replace(parameters=[*positional, *spelled, *others])
+
+
+def settings_from_record(record: Mapping[str, Any]) -> Settings:
+    """The :class:`Settings` of an analysis from its ``summary.json`` record (:meth:`Settings.as_dict`).
+
+    Every recorded option is checked as :func:`make_settings` checks it; an option or resolved field the record
+    lacks (it was written before it existed) takes its default and is listed in ``unrecorded``. The keys
+    derived from others (``primary_p``, the scheme names) and keys of no option are not read.
+
+    Parameters
+    ----------
+    record : mapping
+        The ``settings`` object of ``summary.json``; ``id_testset`` and ``ood_resolved`` are required.
+
+    Returns
+    -------
+    Settings
+        The settings, with the resolved fields (``ood_resolved``, ``mode_resolved``...) as recorded.
+
+    Raises
+    ------
+    GengenError
+        With ``option`` set to the first key that is missing or holds a value the analysis does not take.
+    """
+    for required in ("id_testset", "ood_resolved"):
+        if required not in record:
+            raise GengenError(option=required, problem="is missing from the record")
+    values: dict[str, Any] = {}
+    for option in ANALYSIS_OPTIONS:
+        given = record.get(option.name)
+        if option.name == "by" and given is None:
+            given = ()  # recorded as the cells' columns; never None after an analysis resolved it
+        values[option.name] = check_option(option, given if option.name in record else option.default)
+    values["id_metric"] = values["id_metric"] or values["metric"]
+    if "lower_is_better" not in record:
+        values["lower_is_better"] = tuple(sorted(LOWER_IS_BETTER))
+    fit_chosen = record.get("fit_chosen", False)
+    if not isinstance(fit_chosen, bool):
+        raise GengenError(option="fit_chosen", problem=f"must be true or false, got {_shown(fit_chosen)}")
+    mode = record.get("mode_resolved")
+    if mode is not None and mode not in get_args(ResolvedMode):
+        raise GengenError(option="mode_resolved", problem=f"must be checkpoints or across_runs, got {_shown(mode)}")
+    related = record.get("related_pairs", [])
+    if not isinstance(related, list) or not all(isinstance(pair, Mapping) for pair in related):
+        raise GengenError(option="related_pairs", problem=f"must be a list of objects, got {_shown(related)}")
+    return Settings(
+        **values,
+        fit_chosen=fit_chosen,
+        pooling_cells=_recorded_names(record, "pooling_cells"),
+        conditions=_recorded_names(record, "conditions"),
+        mode_resolved=mode,
+        ood_resolved=_recorded_names(record, "ood_resolved"),
+        related_pairs=tuple(dict(pair) for pair in related),
+        unrecorded=tuple(name for name in (*OPTIONS, *RESOLVED_FIELDS) if name not in record),
+    )
+
+
+def _recorded_names(record: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = record.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise GengenError(option=key, problem=f"must be a list of names, got {_shown(value)}")
+    return tuple(value)
 
 
 def control_of(fit: str, options: Mapping[str, Any]) -> Control:
@@ -679,7 +1070,7 @@ def make_settings(**options: Any) -> Settings:
     _check_together(values)
     values["id_metric"] = values["id_metric"] or values["metric"]
     # The tests in the pairs table's order; the sign rule's own words always among the lower-is-better names.
-    values["inference"] = tuple(name for name in INFERENCE_METHODS if name in values["inference"])
+    values["inference"] = tuple(name for name in INFERENCE if name in values["inference"])
     values["lower_is_better"] = tuple(sorted(LOWER_IS_BETTER | set(values["lower_is_better"])))
     values["higher_is_better"] = tuple(sorted(values["higher_is_better"]))
     return Settings(**values)
@@ -709,7 +1100,7 @@ def _check_together(values: dict[str, Any]) -> None:
     """The checks that involve two options."""
     if values["ood"] is not None and values["id_testset"] in values["ood"]:
         raise GengenError(option="ood", problem=f"lists {values['id_testset']!r}, the in-domain test set")
-    if values["method"] == "kendall" and set(RESIDUAL_INFERENCE) & set(values["inference"]):
+    if values["method"] == "kendall" and set(residual_inference()) & set(values["inference"]):
         raise GengenError(
             option="method",
             problem="kendall comes with the t-test only (normal approximation); the sieve, the lagged test, "

@@ -15,20 +15,10 @@ import pandas as pd
 
 from gengen import stats
 from gengen.analyse.data import Group
-from gengen.analyse.group_plan import PAIR_COLUMNS, GroupPlan, check_size, group_mode, plan_group
-from gengen.analyse.inference import (
-    NO_BOOTSTRAP,
-    NO_LAGGED,
-    NO_PERMUTATION,
-    NO_SIEVE,
-    bootstrap_columns,
-    correlation_columns,
-    lagged_pairs,
-    permutation_columns,
-    sieve_pairs,
-)
+from gengen.analyse.group_plan import PAIR_COLUMNS, GroupPlan, check_size, group_mode, pair_columns, plan_group
+from gengen.analyse.inference import correlation_columns, method_columns
 from gengen.analyse.leave_one_out import LEAVE_ONE_OUT_NOTE, hull_interval, leave_one_out_columns
-from gengen.analyse.options import DECIDING_ORDER, Settings
+from gengen.analyse.options import FALLBACK_P, INFERENCE, Settings, deciding_order
 from gengen.analyse.untestable import information_columns, untestable_rows
 from gengen.stats.autocorr import AUTOCORR_THRESHOLD, autocorrelation_warning, lag1_autocorrelation
 from gengen.stats.correlation import consistent_interval
@@ -39,24 +29,24 @@ from gengen.stats.sieve import (
 
 
 def _deciding_p(settings: Settings, plan: GroupPlan) -> str:
-    """The column of unadjusted p-values that decides ``significant`` in this table."""
-    available = {"p_sieve": plan.sieve, "p_lagged": plan.lagged, "p_perm": plan.permutation}
-    for name, column in DECIDING_ORDER:
-        if name in settings.inference and available.get(column, True):
+    """The column of unadjusted p-values that decides ``significant`` in this table: the first in the deciding
+    order that was asked for and that this group's level can have (across runs, which have no order, and pooled
+    residuals have neither the sieve nor the lagged test), else the t-test's, which every row has."""
+    for name, column in deciding_order():
+        if name in settings.inference and (name in plan.tests or column == FALLBACK_P):
             return column
-    # Across runs (no order) and pooled residuals have neither the sieve nor the lagged test.
-    return "p_perm" if available["p_perm"] else "p_value"
+    return FALLBACK_P
 
 
 def _interval_columns(table: pd.DataFrame, deciding: str, settings: Settings) -> None:
     """``ci_low``/``ci_high``/``ci_method``: an interval of ``r_partial`` from the method that decides the row."""
-    if deciding == "p_sieve":
-        table["ci_low"] = table["sieve_ci_low"]
-        table["ci_high"] = table["sieve_ci_high"]
-        table["ci_method"] = table["p_sieve_method"].where(
-            ~table["p_sieve_method"].str.startswith("not computed"), "none (no sieve test for this pair)"
+    method = next(method for method in INFERENCE.values() if method.p_column == deciding)
+    if method.interval is not None:
+        table["ci_low"], table["ci_high"] = table[method.interval[0]], table[method.interval[1]]
+        table["ci_method"] = table[f"{deciding}_method"].where(
+            ~table[f"{deciding}_method"].str.startswith("not computed"), f"none (no {method.name} test for this pair)"
         )
-    elif deciding == "p_value" and settings.method != "kendall":
+    elif deciding == FALLBACK_P and settings.method != "kendall":
         low, high = consistent_interval(table["r_partial"], table["statistic"], table["df"], settings.ci_level)
         table["ci_low"] = low
         table["ci_high"] = high
@@ -64,14 +54,8 @@ def _interval_columns(table: pd.DataFrame, deciding: str, settings: Settings) ->
     else:
         table["ci_low"] = np.nan
         table["ci_high"] = np.nan
-        table["ci_method"] = {
-            "p_lagged": "none: the lagged test is about r_innovation (its interval: ci_low_innovation, "
-            "ci_high_innovation)",
-            "p_perm": "none: a permutation test gives no interval (ask for inference 'bootstrap': boot_ci_low, "
-            "boot_ci_high)",
-            "p_value": "none: Kendall's tau has no interval consistent with its normal-approximation test",
-        }[deciding]
-    for column in ("sieve_ci_low", "sieve_ci_high"):
+        table["ci_method"] = method.no_interval
+    for column in (column for method in INFERENCE.values() for column in method.interval or ()):
         if column in table.columns:
             del table[column]
 
@@ -91,7 +75,7 @@ def _decision_columns(table: pd.DataFrame, deciding: str, settings: Settings, *,
         table["p_adjusted_from"] = "p_loo_max" if leave_one_out else deciding
     table["p_deciding"] = deciding_p
     table["p_deciding_method"] = table[f"{deciding}_method"] + (LEAVE_ONE_OUT_NOTE if leave_one_out else "")
-    table["estimand"] = "r_innovation" if deciding == "p_lagged" else "r_partial"
+    table["estimand"] = next(method.estimand for method in INFERENCE.values() if method.p_column == deciding)
     table["adjust"] = settings.adjust
     table["significant"] = table["p_adjusted"] < settings.alpha
     table["ci_level"] = settings.ci_level
@@ -260,8 +244,9 @@ def analyse_group(
     order = np.lexsort((table["testset_b"].map(position), table["testset_a"].map(position)))
     table = table.iloc[order].reset_index(drop=True)
     _identity_columns(table, group, settings, plan)
-    extra = [column for column in group.meta if column not in PAIR_COLUMNS]  # run attributes ``by`` names
-    return table[[column for column in PAIR_COLUMNS if column in table.columns] + extra], warnings
+    columns = pair_columns()
+    extra = [column for column in group.meta if column not in columns]  # run attributes ``by`` names
+    return table[[column for column in columns if column in table.columns] + extra], warnings
 
 
 def _tested_pairs(
@@ -278,29 +263,9 @@ def _tested_pairs(
     rows, cols = np.triu_indices(len(labels), 1)
 
     out = correlation_columns(x, covar, settings, labels, rows, cols, residuals=residuals, p_value_note=p_value_note)
-    problems: list[str] = []
-    diagnostics: list[list[str]] = [[] for _ in rows]
-    if plan.sieve:
-        sieve, sieve_problems = sieve_pairs(x, covar, settings, rows, cols, labels)
-        for index, notes in enumerate(sieve.pop("_diagnostics")):
-            diagnostics[index].extend(notes)
-        out.update(sieve)
-        problems.extend(sieve_problems)
-    else:
-        out.update(NO_SIEVE)
-    out.update(permutation_columns(x, covar, settings, plan, rows, cols) if plan.permutation else NO_PERMUTATION)
-    if plan.lagged:
-        lagged, lagged_problems = lagged_pairs(x, covar, settings, rows, cols)
-        out.update(lagged)
-        problems.extend(lagged_problems)
-    else:
-        out.update(NO_LAGGED)
-    if plan.bootstrap:
-        boot, bootstrap_problems = bootstrap_columns(x, covar, settings, plan, rows, cols)
-        out.update(boot)
-        problems.extend(bootstrap_problems)
-    else:
-        out.update(NO_BOOTSTRAP)
+    methods = method_columns(x, covar, settings, plan, rows, cols, labels)
+    out.update(methods.columns)
+    problems, diagnostics = methods.problems, methods.diagnostics
     warnings = [f"{group.label}: {problem}" for problem in problems]
     table = pd.DataFrame(out)
 

@@ -15,7 +15,7 @@ import pandas as pd
 from gengen import stats
 from gengen._files import inside
 from gengen._versions import installed_versions
-from gengen.analyse.options import control_of
+from gengen.analyse.options import Settings
 from gengen.errors import GengenError, InputError
 from gengen.store.csv_writer import write_csv
 
@@ -164,8 +164,9 @@ class Analysis:
         Pairs-table rows (``level="pooled_residuals"``) for the pooled-residuals mode, when asked for.
     warnings : list of str
         Autocorrelation warnings and notes on left-out rows and test sets.
-    settings : dict
-        The options used (as in ``summary.json``).
+    settings : Settings
+        The options used, checked, with what the analysis resolved from the data (``ood_resolved``,
+        ``mode_resolved``...); :meth:`Settings.as_dict` is ``summary.json``'s record of them.
     scores : DataFrame
         The long score table actually used, values sign-adjusted ("higher = better"), with ``role``.
     """
@@ -174,7 +175,7 @@ class Analysis:
     pooled: pd.DataFrame
     pooled_residuals: pd.DataFrame
     warnings: list[str]
-    settings: dict[str, Any]
+    settings: Settings
     scores: pd.DataFrame
     versions: dict[str, str] = field(default_factory=package_versions)
 
@@ -227,7 +228,7 @@ class Analysis:
         model, run = self.resolve(model, run, level)
         rows = self.pairs[(self.pairs["level"] == level) & (self.pairs["model"] == model) & (self.pairs["run"] == run)]
         present = set(rows["testset_a"]) | set(rows["testset_b"])  # once, not per name
-        order = [name for name in self.settings["ood_resolved"] if name in present]
+        order = [name for name in self.settings.ood_resolved if name in present]
         position = {name: i for i, name in enumerate(order)}
         values = np.full((len(order), len(order)), np.nan)
         i = rows["testset_a"].map(position).to_numpy(dtype=int)
@@ -243,23 +244,24 @@ class Analysis:
         model, run = self.resolve(model, run)
         rows = self.scores[(self.scores["model"] == model) & (self.scores["run"] == run)]
         table = rows.pivot(index="step", columns="testset", values="value").sort_index()
-        ood = [name for name in self.settings["ood_resolved"] if name in table.columns]
-        return table[[self.settings["id_testset"], *ood]].dropna()
+        ood = [name for name in self.settings.ood_resolved if name in table.columns]
+        return table[[self.settings.id_testset, *ood]].dropna()
 
     def residuals(self, model: str, run: str | None = None) -> pd.DataFrame:
         """(step × OOD test set) residuals after regressing out ID with the run's control (its rows' ``fit``:
         under ``fit="auto"`` the one chosen for it), via gengen.stats."""
         table = self.wide(model, run)
-        covar = table[self.settings["id_testset"]].to_numpy(dtype=float)[:, None]
-        fit = self.settings["fit"]
+        covar = table[self.settings.id_testset].to_numpy(dtype=float)[:, None]
+        fit: str = self.settings.fit
         if fit == "auto":
             rows = self.pairs[self.pairs["model"] == model]
             if run is not None:
                 rows = rows[rows["run"] == run]
             fit = str(rows["fit"].iloc[0]) if len(rows) else "linear"
+        control = self.settings.control_as(fit)
         out = {
             name: np.asarray(
-                stats.residualise(table[name].to_numpy(dtype=float), covar, fit=control_of(fit, self.settings)),
+                stats.residualise(table[name].to_numpy(dtype=float), covar, fit=control),
                 dtype=float,
             )
             for name in table.columns[1:]
@@ -278,10 +280,10 @@ class Analysis:
         negated = sorted(set(self.scores.loc[self.scores["sign"] < 0, "metric"].unique()))
         return _json_safe(
             {
-                "settings": self.settings,
+                "settings": self.settings.as_dict(),
                 "sign_convention": {
                     "rule": "higher = better: lower-is-better metrics are negated before analysis",
-                    "lower_is_better": self.settings.get("lower_is_better", []),
+                    "lower_is_better": list(self.settings.lower_is_better),
                     "negated_in_this_analysis": negated,
                 },
                 "versions": self.versions,
@@ -292,7 +294,7 @@ class Analysis:
         )
 
     def _pooled_cells(self) -> int:
-        by = [column for column in self.settings.get("by", []) if column in self.pooled.columns]
+        by = [column for column in self.settings.by if column in self.pooled.columns]
         if self.pooled.empty:
             return 0
         return len(self.pooled.drop_duplicates(by)) if by else 1
@@ -364,7 +366,7 @@ class Analysis:
         summary = read_json(path / "summary.json")
         if not isinstance(summary, dict) or not isinstance(summary.get("settings"), dict):
             raise InputError(f"{path / 'summary.json'}: no 'settings' object; not written by gengen analyse")
-        stored.check_settings(summary["settings"], str(path / "summary.json"))
+        settings = stored.read_settings(summary["settings"], str(path / "summary.json"))
         warnings = summary.get("warnings", [])
         if not isinstance(warnings, list):
             raise InputError(f"{path / 'summary.json'}: 'warnings' is not a list; not as gengen analyse writes it")
@@ -396,7 +398,7 @@ class Analysis:
             pooled=optional("pooled"),
             pooled_residuals=optional("pooled_residuals"),
             warnings=[str(text) for text in warnings],
-            settings=summary["settings"],
+            settings=settings,
             scores=scores,
             versions={str(key): str(value) for key, value in versions.items()},
         )

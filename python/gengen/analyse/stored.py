@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gengen.errors import InputError
+from gengen.analyse.options import Settings, settings_from_record
+from gengen.errors import GengenError, InputError
 
-__all__ = ["check_columns", "check_file", "check_settings", "check_whole_csv"]
+__all__ = ["check_columns", "check_file", "check_settings", "check_whole_csv", "read_settings"]
 
 #: Columns of the pairs table that every reader needs.
 PAIRS_REQUIRED = ("level", "model", "run", "testset_a", "testset_b", "r_partial", "p_adjusted", "significant")
@@ -110,6 +111,36 @@ def check_settings(settings: dict[str, Any], where: str) -> None:
             shown = repr(settings[key])
             shown = shown if len(shown) <= 40 else shown[:39] + "…"
             raise InputError(f"{where}: settings {key!r} is {shown}, expected {kind}; not as gengen analyse writes it")
+
+
+def read_settings(record: dict[str, Any], where: str) -> Settings:
+    """The typed settings of a ``summary.json`` record, each recorded option checked as the analysis checks it.
+
+    Parameters
+    ----------
+    record : dict
+        The ``settings`` object of ``summary.json``.
+    where : str
+        The file, named in the error line.
+
+    Returns
+    -------
+    Settings
+        The settings (options the record lacks, from before they existed, hold their defaults and are listed in
+        ``unrecorded``).
+
+    Raises
+    ------
+    InputError
+        A setting of the wrong kind (:func:`check_settings`) or holding a value the analysis does not take.
+    """
+    check_settings(record, where)
+    try:
+        return settings_from_record(record)
+    except GengenError as error:
+        raise InputError(
+            f"{where}: settings {error.option!r} {error.problem}; not as gengen analyse writes it"
+        ) from None
 
 
 def _numeric(frame: pd.DataFrame, column: str, where: str) -> None:

@@ -16,33 +16,29 @@ from gengen import _core, stats
 from gengen.analyse.data import Group
 from gengen.analyse.group_plan import GroupPlan, minimum_rows
 from gengen.analyse.information import pair_distinct_rows
-from gengen.analyse.options import Settings
+from gengen.analyse.options import INFERENCE, Settings
 from gengen.stats.correlation import consistent_interval
 
-#: Columns of a tested pair that a pair without enough information leaves empty (NaN).
-INFERENCE_COLUMNS = (
-    "r_partial",
-    "statistic",
-    "p_value",
-    "edf_a",
-    "edf_b",
-    "se_z",
-    "df_sieve",
-    "p_sieve",
-    "sieve_ci_low",
-    "sieve_ci_high",
-    "ar_order_a",
-    "ar_order_b",
-    "p_perm",
-    "p_fwer",
-    "r_innovation",
-    "df_lagged",
-    "p_lagged",
-    "ci_low_innovation",
-    "ci_high_innovation",
-    "boot_ci_low",
-    "boot_ci_high",
-)
+#: Columns of a tested pair, beside the inference methods' numbers, that a pair without enough information leaves
+#: empty (NaN).
+ESTIMATE_COLUMNS = ("r_partial", "statistic", "p_value", "edf_a", "edf_b", "p_fwer")
+
+
+def inference_columns() -> tuple[str, ...]:
+    """The columns a pair without enough information leaves empty: :data:`ESTIMATE_COLUMNS` and every number of
+    every inference method (those its entry of :data:`~gengen.analyse.options.INFERENCE` makes NaN when it did
+    not run)."""
+    numbers = (
+        name
+        for method in INFERENCE.values()
+        for name, value in method.not_applicable.items()
+        if isinstance(value, float)
+    )
+    return tuple(dict.fromkeys((*ESTIMATE_COLUMNS, *numbers)))
+
+
+#: The columns as the built-in methods give them.
+INFERENCE_COLUMNS = inference_columns()
 
 
 def information_columns(
@@ -87,7 +83,7 @@ def information_columns(
     table["untestable_reason"] = reasons
     table["testable"] = [not reason for reason in reasons]
     lost = ~table["testable"].to_numpy()
-    for name in INFERENCE_COLUMNS if lost.any() else ():
+    for name in inference_columns() if lost.any() else ():
         if name in table.columns:
             table.loc[lost, name] = np.nan
     # Fisher's standard error on the informative checkpoints is a floor for the sieve's: a plateau's

@@ -143,7 +143,7 @@ def _chunk(
                     pooled[chosen].assign(testable=True), *columns, value, "diagnostics"
                 )
     settings = found.settings
-    return counts, f"fit={settings.get('fit')}; inference={'+'.join(settings.get('inference', []))}"
+    return counts, f"fit={settings.fit}; inference={'+'.join(settings.inference)}"
 
 
 def run_items(

@@ -271,7 +271,7 @@ def _realistic_chunk(
         counts["lagged"] = _tally_rows(references["lagged"], "p", None, None, truth, None)
         counts["t-test"] = _tally_rows(references["t-test"], "p", "ci_low", "ci_high", truth, None)
     settings = default.settings
-    described = f"fit={settings.get('fit')}; inference={'+'.join(settings.get('inference', []))}"
+    described = f"fit={settings.fit}; inference={'+'.join(settings.inference)}"
     return counts, described
 
 

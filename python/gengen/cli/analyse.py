@@ -83,8 +83,8 @@ def _analyse(store: Path, *, study: str | None = None, out: Path = Path("gengen-
     for line in verdict.lines():
         if not line.startswith("answer: "):
             typer.echo(line)
-    ood = analysis.settings["ood_resolved"]
-    typer.echo(f"OOD test sets ({len(ood)}, metric {analysis.settings['metric']}): {', '.join(ood)}")
+    ood = analysis.settings.ood_resolved
+    typer.echo(f"OOD test sets ({len(ood)}, metric {analysis.settings.metric}): {', '.join(ood)}")
     for group in analysis.summary()["groups"]:
         typer.echo(
             f"{group['model']} / {group['run']}: {group['n_pairs']} pairs, n = {group['n']}, "

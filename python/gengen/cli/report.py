@@ -72,7 +72,7 @@ def report_command(
     if study is not None:
         analysis = select_study(analysis, study, str(analysis_dir))
     scatter = _pairs(pair)
-    known = set(analysis.settings.get("ood_resolved", []))
+    known = set(analysis.settings.ood_resolved)
     for a, b in scatter or []:
         for name in (a, b):
             if name not in known:

@@ -212,7 +212,7 @@ def _heatmap_figure(cache: FigureCache, analysis: Analysis, main_level: str, ord
     )
     if analysis.groups("run"):  # every run on its training progress (its code is not figures.py: in the key)
         code = Path(progress_figure.__code__.co_filename).read_bytes()
-        settings = (analysis.settings.get("id_testset"), analysis.settings.get("ood_resolved"))
+        settings = (analysis.settings.id_testset, list(analysis.settings.ood_resolved))
         cache.figure("scores_over_training", digest(analysis.scores, settings, code), lambda: progress_figure(analysis))
 
 
@@ -266,7 +266,7 @@ def _pooled_record(analysis: Analysis, payload: dict[str, Any]) -> dict[str, Any
         significant = flag.fillna(False).astype(bool)
         strongest = pd.Series(range(total), index=pooled.index) < limit - int(significant.sum())
         pooled = pooled[strongest | significant]
-    table = encode_table(pooled_view(pooled, list(analysis.settings.get("by", []))))
+    table = encode_table(pooled_view(pooled, list(analysis.settings.by)))
     table["total"] = total
     table["kept"] = "every significant row and the strongest |r_random|"
     table["file"] = "pooled.csv"
@@ -295,8 +295,8 @@ def _group_records(
             analysis.wide(model, run),
             model,
             run,
-            analysis.settings.get("fit"),
-            analysis.settings.get("id_testset"),
+            analysis.settings.fit,
+            analysis.settings.id_testset,
         )
         meter.step(f"residuals {label}")
         residuals = figure_record(
@@ -330,7 +330,7 @@ def _pair_records(
     from gengen.report.pair import pair_tables, pair_trajectories
 
     records = []
-    id_name = analysis.settings.get("id_testset")
+    id_name = analysis.settings.id_testset
     for a, b in chosen:
         scores = analysis.scores[analysis.scores["testset"].isin([a, b, id_name])]
         figure = figure_record(
@@ -370,13 +370,13 @@ def _summary_table(analysis: Analysis) -> dict[str, Any]:
 
 def _settings_rows(analysis: Analysis, comparison: Comparison) -> list[tuple[str, Any]]:
     """The options as requested: the analysis' settings, then the comparison's."""
-    rows = [
+    rows = [  # as summary.json records them: an option an older analysis did not record stays out
         (key, ", ".join(map(str, value)) if isinstance(value, list) else value)
-        for key, value in analysis.settings.items()
+        for key, value in analysis.settings.as_dict().items()
         if key not in ("ood_resolved", "related_pairs")
     ]
-    rows.append(("ood_resolved", ", ".join(analysis.settings.get("ood_resolved", []))))
-    related = analysis.settings.get("related_pairs", [])  # one row per pair in summary.json; counted here
+    rows.append(("ood_resolved", ", ".join(analysis.settings.ood_resolved)))
+    related = analysis.settings.related_pairs  # one row per pair in summary.json; counted here
     rows.append(("related_pairs", f"{len(related)} (the pairs table's related column)"))
     rows += [(f"compare.{key}", value) for key, value in comparison.settings.items() if key != "groups"]
     return rows
@@ -416,6 +416,11 @@ def warnings_by_model(warnings: list[str]) -> list[str]:
     return [text for _, text in sorted(enumerate(warnings), key=key)]
 
 
+def _requested_p(analysis: Analysis) -> str | None:
+    """The ``primary_p`` the analysis' options asked for (None when its record did not say which tests)."""
+    return None if "inference" in analysis.settings.unrecorded else analysis.settings.primary_p
+
+
 def deciding_note(deciding: list[str], requested: Any) -> str:
     """Why the p-value that decided differs from the ``primary_p`` the options asked for (empty when it does not)."""
     if not requested or deciding == [requested]:
@@ -443,12 +448,12 @@ def _render(
     return environment.from_string(TEMPLATE).render(
         title=title,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        settings=analysis.settings,
+        settings=analysis.settings.as_dict(),  # the values as recorded, for the page's text
         versions=analysis.versions,
         warnings=warnings_by_model(analysis.warnings),
         n_groups=sum(len(dict.fromkeys(zip(rows["model"], rows["run"], strict=True))) for _, rows in levels),
         deciding=", ".join(deciding) or "p_adjusted",
-        deciding_note=deciding_note(deciding, analysis.settings.get("primary_p")),
+        deciding_note=deciding_note(deciding, _requested_p(analysis)),
         figure_folder=figure_dir.name,
         contents=_contents(levels, parts),
         tables={"summary": _summary_table(analysis)},
@@ -515,7 +520,7 @@ def report(
     check_analysis(analysis)
     comparison = comparison if comparison is not None else compare(analysis)
     verdict = verdict if verdict is not None else build_verdict(analysis, comparison)
-    alpha = float(analysis.settings.get("alpha", 0.05))
+    alpha = analysis.settings.alpha
     levels = [(spec, level_rows(analysis, spec[0])) for spec in LEVELS]
     levels = [(spec, rows) for spec, rows in levels if not rows.empty]
     run_keys = sorted(analysis.groups("run"), key=lambda key: group_key(*key))

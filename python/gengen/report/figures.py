@@ -125,7 +125,7 @@ def testset_order(analysis: Analysis, level: str, value: str = "r_partial") -> l
     present: set[str] = set()
     for rows in groups.values():
         present |= set(rows["testset_a"]) | set(rows["testset_b"])
-    names = [name for name in analysis.settings.get("ood_resolved", []) if name in present] or sorted(present)
+    names = [name for name in analysis.settings.ood_resolved if name in present] or sorted(present)
     if not groups:
         return names
     pooled = pooled_correlation([square(rows, names, value) for rows in groups.values()])
@@ -141,7 +141,7 @@ def direction_label(metric: str, sign: int) -> str:
 
 def metric_sign(analysis: Analysis, role: str) -> tuple[str, int]:
     """The metric and its ``sign`` (+1, or −1 when negated) of the ID (``role="id"``) or OOD scores."""
-    metric = analysis.settings["id_metric" if role == "id" else "metric"]
+    metric = analysis.settings.id_metric if role == "id" else analysis.settings.metric
     scores = analysis.scores
     rows = scores[scores["metric"] == metric] if "metric" in scores else scores
     if "role" in rows:
@@ -267,7 +267,7 @@ def heatmaps(
         )
         figure.colorbar(image, cax=cax, label=value.replace("_", " "))
     figure.suptitle(
-        f"{value.replace('_', ' ')} (• adjusted p < {analysis.settings['alpha']}; other pairs faded); columns in "
+        f"{value.replace('_', ' ')} (• adjusted p < {analysis.settings.alpha}; other pairs faded); columns in "
         "the order of the rows",
         fontsize=11,
         y=1 - 0.2 / height,
@@ -331,7 +331,7 @@ def summary_heatmaps(
         small.set_title(model if single else f"{model}\n{run}", fontsize=6.5)  # two short lines fit the panel
     figure.suptitle(
         f"{value.replace('_', ' ')}: the groups' common value, then each group (same order; non-significant pairs "
-        f"faded, adjusted p < {analysis.settings['alpha']})",
+        f"faded, adjusted p < {analysis.settings.alpha})",
         fontsize=10,
         y=1 - 0.2 / height,
     )
@@ -351,7 +351,7 @@ def raw_vs_partial(analysis: Analysis, model: str, run: str) -> Figure:
     figure = Figure(figsize=(2 * panel + 1.0, panel + 0.8), layout="constrained")
     ax_raw, ax_partial = figure.subplots(1, 2)
     draw_heatmap(ax_raw, raw, None, "raw correlation", panel)
-    title = f"partial correlation given {analysis.settings['id_testset']}"
+    title = f"partial correlation given {analysis.settings.id_testset}"
     image = draw_heatmap(ax_partial, partial, marks, title, panel)
     figure.colorbar(image, ax=[ax_raw, ax_partial], shrink=0.6)
     figure.suptitle(f"{model} / {run}", fontsize=11)
@@ -411,7 +411,7 @@ def residual_scatter(analysis: Analysis, model: str, run: str, pairs: list[tuple
         colorbar = figure.colorbar(points, cax=cax, label="step")
         colorbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: step_text(value)))
         colorbar.ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
-    figure.suptitle(f"residuals given {analysis.settings['id_testset']} — {model} / {run}", fontsize=10)
+    figure.suptitle(f"residuals given {analysis.settings.id_testset} — {model} / {run}", fontsize=10)
     return figure
 
 
@@ -458,7 +458,7 @@ def trajectories(analysis: Analysis, model: str, run: str, top: int = TOP_TRAJEC
     the ID metric differs from the OOD metric, ID gets its own axis on the right.
     """
     table = analysis.wide(model, run)
-    id_name = analysis.settings["id_testset"]
+    id_name = analysis.settings.id_testset
     ood_all = list(table.columns[1:])
     ood = top_moving(table, ood_all, top)
     labels, _ = short_labels(ood_all)

@@ -95,7 +95,7 @@ def check_analysis(analysis: Analysis, folder: Path | None = None) -> None:
         checkpoint at fault.
     """
     _check_pairs(analysis.pairs, _name(folder, "pairs"))
-    id_testset = analysis.settings.get("id_testset")
+    id_testset = analysis.settings.id_testset
     _check_scores(analysis.scores, _name(folder, "scores"), id_testset if isinstance(id_testset, str) else None)
 
 

@@ -92,7 +92,7 @@ def section(analysis: Analysis, level: str, rows: pd.DataFrame) -> tuple[dict[st
     """The heatmap and pairs-table payloads of one level, and its test-set order."""
     keys = sorted(dict.fromkeys(zip(rows["model"], rows["run"], strict=True)), key=lambda key: group_key(*key))
     present = set(rows["testset_a"]) | set(rows["testset_b"])
-    names = [name for name in analysis.settings.get("ood_resolved", []) if name in present] or sorted(present)
+    names = [name for name in analysis.settings.ood_resolved if name in present] or sorted(present)
     parts = dict(iter(rows.groupby(["model", "run"], sort=False)))  # one pass, not a mask per group
     per_group = [parts[key] for key in keys]
     pooled = pooled_correlation([fig.square(group, names, "r_partial") for group in per_group])

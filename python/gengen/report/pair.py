@@ -68,7 +68,7 @@ def pair_trajectories(analysis: Analysis, a: str, b: str) -> Figure:
     """
     from matplotlib.figure import Figure as MplFigure
 
-    id_name = analysis.settings["id_testset"]
+    id_name = analysis.settings.id_testset
     scores = analysis.scores[analysis.scores["testset"].isin([a, b, id_name])]
     models = sort_models(scores["model"].astype(str).unique())
     columns = min(max(len(models), 1), PAIR_PANELS_PER_ROW)

@@ -106,7 +106,7 @@ def trajectory_payload(analysis: Analysis, keys: list[tuple[str, str]], order: l
         ``progress`` in [0, 1], ``last_step``) and ``panels`` (per test set: ``name``, ``label``, ``role``,
         ``ylabel``, ``series`` aligned with the groups); ``direction``: which way the metrics run.
     """
-    id_name = analysis.settings["id_testset"]
+    id_name = analysis.settings.id_testset
     single = len({model for model, _ in keys}) == len(keys)
     tables = [analysis.wide(model, run) for model, run in keys]
     labels, _ = short_labels(order)
@@ -185,7 +185,7 @@ def progress_figure(analysis: Analysis, testsets: list[str] | None = None) -> Fi
     from matplotlib.figure import Figure as MplFigure
 
     keys = sorted(analysis.groups("run"), key=lambda key: group_key(*key))
-    order = list(analysis.settings.get("ood_resolved", []))
+    order = list(analysis.settings.ood_resolved)
     if testsets is None:
         tables = [analysis.wide(*key) for key in keys]
         spans = pd.concat([table[[name for name in order if name in table]] for table in tables])

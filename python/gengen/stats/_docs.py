@@ -47,7 +47,8 @@ n_threads : int, optional
     Threads to use (default: all cores); the result does not depend on it.""",
     "gam_options": """\
 **gam_options
-    ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"`` (the fields of :class:`~gengen.stats.Gam`).""",
+    Deprecated: ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"``; pass the control
+    ``fit=Gam(k=..., method=..., basis=..., max_edf=...)`` instead (a ``FutureWarning`` names it).""",
 }
 
 _MARKER = re.compile(r"^( *)%\((\w+)\)s$", re.MULTILINE)

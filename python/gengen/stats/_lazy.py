@@ -8,11 +8,13 @@ and sits in the bottom layer (:mod:`gengen.stats`) so that every package above c
 
 from __future__ import annotations
 
+import ast
 import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["lazy_names"]
+__all__ = ["declared_names", "lazy_names", "public_order"]
 
 
 def lazy_names(
@@ -63,3 +65,60 @@ def lazy_names(
         return sorted(set(namespace) | set(public))
 
     return __getattr__, __dir__
+
+
+def declared_names(init_file: str, package: str) -> dict[str, str]:
+    """The public names a package's ``__init__.py`` imports under ``if TYPE_CHECKING:``, each to its module.
+
+    The package writes each public name once, as a type checker reads it (``from .module import name as
+    name``); this reads the same lines at run time (the block itself never runs), so the lazy map and
+    ``__all__`` cannot drift from what type checkers see.
+
+    Parameters
+    ----------
+    init_file : str
+        The package's ``__init__.py`` (its ``__file__``).
+    package : str
+        The package's name, for the error of a file that declares nothing.
+
+    Returns
+    -------
+    dict of str to str
+        Public name → the full name of the module defining it, in the file's order.
+
+    Raises
+    ------
+    ImportError
+        The file has no ``if TYPE_CHECKING:`` block of ``from ... import`` lines.
+    """
+    tree = ast.parse(Path(init_file).read_text(encoding="utf-8"))
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for statement in node.body:
+                if isinstance(statement, ast.ImportFrom) and statement.module:
+                    found.update({alias.asname or alias.name: statement.module for alias in statement.names})
+    if not found:
+        raise ImportError(f"{package}: its __init__.py declares no public names under 'if TYPE_CHECKING:'")
+    return found
+
+
+def public_order(names: Iterable[str]) -> list[str]:
+    """Names in the order of a sorted ``__all__``: constants, then classes, then functions, each alphabetical.
+
+    Parameters
+    ----------
+    names : iterable of str
+        Public names.
+
+    Returns
+    -------
+    list of str
+        The names, sorted as ruff's RUF022 sorts ``__all__``.
+
+    Examples
+    --------
+    >>> public_order(["partial_corr", "Gam", "SIEVE_METHOD", "Linear"])
+    ['SIEVE_METHOD', 'Gam', 'Linear', 'partial_corr']
+    """
+    return sorted(names, key=lambda name: (0 if name.isupper() else 1 if name[:1].isupper() else 2, name))

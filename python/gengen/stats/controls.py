@@ -1,8 +1,9 @@
 """The control of a statistic as a typed value: :class:`Linear` or :class:`Gam`, checked once when made.
 
 Every function of :mod:`gengen.stats` that regresses covariates out takes ``fit=``: a control value
-(``fit=Gam(k=6, method="reml")``) or, as before, the name ``"linear"`` or ``"gam"`` with the GAM's keyword
-options (``fit="gam", k=6, gam_method="reml"``), which :func:`as_control` turns into the same value. The
+(``fit=Gam(k=6, method="reml")``) or the name ``"linear"`` or ``"gam"`` (the GAM with its defaults). The GAM's
+options as keywords beside the name (``fit="gam", k=6, gam_method="reml"``) are deprecated: they still give the
+same value, with a ``FutureWarning`` naming the control to pass instead (:func:`keyword_control`). The
 function converts its argument once and hands the one value to the Rust core (``gengen._core``), whose binding
 turns it into the core's ``Control::{Linear, Gam(GamOptions)}``: no name or option is checked twice.
 
@@ -14,8 +15,11 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import sys
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Final, TypeAlias
 
 from gengen.errors import InvalidArgumentError
@@ -34,7 +38,17 @@ from gengen.stats.options import (
     GamMethod,
 )
 
-__all__ = ["MAX_GAM_K", "MIN_GAM_K", "Control", "FitArgument", "Gam", "Linear", "as_control", "gam_of"]
+__all__ = [
+    "MAX_GAM_K",
+    "MIN_GAM_K",
+    "Control",
+    "FitArgument",
+    "Gam",
+    "Linear",
+    "as_control",
+    "gam_of",
+    "keyword_control",
+]
 
 #: The smallest basis dimension of a penalised cubic regression spline.
 MIN_GAM_K: Final = 3
@@ -174,6 +188,68 @@ def as_control(fit: FitArgument, gam_options: Mapping[str, Any] | None = None) -
             raise InvalidArgumentError(option=sorted(options)[0], problem='is a GAM option and needs fit="gam"')
         return Linear()
     return gam_of(options)
+
+
+def keyword_control(fit: FitArgument, gam_options: Mapping[str, Any]) -> Control:
+    """The control of a public statistic's ``fit=`` and its deprecated ``**gam_options`` keywords.
+
+    The same value as :func:`as_control`; when GAM options came as keywords, a ``FutureWarning`` pointing at
+    the user's call names the statistic and the control value to pass instead (``fit=Gam(k=6, ...)``): the
+    controls are the one way GAM options travel, and the keywords will be removed.
+
+    Parameters
+    ----------
+    fit : Linear, Gam, "linear" or "gam"
+        The statistic's ``fit=``.
+    gam_options : mapping
+        Its ``**gam_options`` keywords (``k``, ``gam_method``, ``gam_basis``, ``max_edf``).
+
+    Returns
+    -------
+    Linear or Gam
+        The checked control.
+
+    Raises
+    ------
+    InvalidArgumentError
+        As :func:`as_control` (before any warning).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from gengen.stats.controls import keyword_control
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     control = keyword_control("gam", {"k": 6})
+    >>> control, caught[0].category.__name__
+    (Gam(k=6, method='gcv', basis='cr', max_edf='auto'), 'FutureWarning')
+    """
+    control = as_control(fit, gam_options)
+    if gam_options:
+        function, stacklevel = _public_caller()
+        given = ", ".join(f"{name}={value!r}" for name, value in gam_options.items())
+        warnings.warn(
+            f"gengen.stats.{function}: GAM options as keywords ({given}) are deprecated and will be removed; "
+            f"pass fit={control!r} instead",
+            FutureWarning,
+            stacklevel=stacklevel,
+        )
+    return control
+
+
+_STATS = Path(__file__).resolve().parent
+
+
+def _public_caller() -> tuple[str, int]:
+    """The outermost function of :mod:`gengen.stats` on the stack (the one the user called) and the
+    ``stacklevel`` of its caller, for a warning raised by :func:`keyword_control`."""
+    frame = sys._getframe(1)  # keyword_control, whose warnings.warn is stacklevel 1
+    level, name = 1, "?"
+    while frame.f_back is not None and Path(frame.f_code.co_filename).resolve().parent == _STATS:
+        name = frame.f_code.co_name
+        frame = frame.f_back
+        level += 1
+    return name, level
 
 
 def gam_of(options: Mapping[str, Any]) -> Gam:

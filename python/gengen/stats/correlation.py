@@ -30,7 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 from gengen import _core
 from gengen.errors import InvalidArgumentError
 from gengen.stats._docs import shared_doc
-from gengen.stats.controls import FitArgument, Gam, Linear, as_control
+from gengen.stats.controls import FitArgument, Gam, Linear, keyword_control
 from gengen.stats.gam import fit_gam, warn_if_k_lowered
 from gengen.stats.options import DEFAULT_CI_LEVEL, DEFAULT_FIT, DEFAULT_METHOD, METHODS, SEMIS, Method, Semi
 from gengen.stats.validation import (
@@ -250,7 +250,7 @@ def partial_corr(
     if y_values.shape[0] != x_values.shape[0]:
         raise InvalidArgumentError(f"y: has {y_values.shape[0]} values but x has {x_values.shape[0]}")
     covariates = as_covar(covar, x_values.shape[0])
-    control = as_control(fit, gam_options)
+    control = keyword_control(fit, gam_options)
     result = _core.partial_corr(x_values, y_values, covariates, method, semi, control)
     r, statistic, p_value, df, n, k = result.r, result.statistic, result.p_value, result.df, result.n, result.k
     ci = _core.fisher_ci(r, df, float(ci_level))
@@ -389,7 +389,12 @@ def spcor(data: ArrayLike, method: Method = DEFAULT_METHOD) -> CorrMatrices:
 
 
 def residualise(
-    y: ArrayLike, covar: ArrayLike | None, *, fit: FitArgument = DEFAULT_FIT, **gam_options: Any
+    y: ArrayLike,
+    covar: ArrayLike | None,
+    *,
+    fit: FitArgument = DEFAULT_FIT,
+    lam: ArrayLike | None = None,
+    **gam_options: Any,
 ) -> NDArray[np.float64]:
     r"""Residuals of each column of ``y`` after least squares on :math:`[1, \text{covar}]`.
 
@@ -400,10 +405,12 @@ def residualise(
     covar : array_like of shape (n,) or (n, k), or None
         The covariates; None centres only.
     fit : Linear, Gam, "linear" or "gam"
-        The control; with ``"gam"`` the residuals are :func:`gam_fit`'s (options ``k``, ``gam_method``,
-        ``gam_basis``, and ``lam`` to fix the smoothing parameters).
+        The control; with a GAM the residuals are :func:`gam_fit`'s.
+    lam : array_like, optional
+        With a GAM control, fixed smoothing parameters (one per covariate) instead of the criterion's.
     **gam_options
-        ``k``, ``gam_method``, ``gam_basis``, ``lam`` for ``fit="gam"``.
+        Deprecated: ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"``; pass
+        ``fit=Gam(...)`` instead (a ``FutureWarning`` says which).
 
     Returns
     -------
@@ -423,8 +430,7 @@ def residualise(
     >>> stats.residualise(2 * z + np.array([0.1, -0.1, -0.1, 0.1]), z).round(6)
     array([ 0.1, -0.1, -0.1,  0.1])
     """
-    lam = gam_options.pop("lam", None)
-    control = as_control(fit, gam_options)
+    control = keyword_control(fit, gam_options)
     if isinstance(control, Gam):
         return fit_gam(y, covar, control, lam=lam).residuals  # type: ignore[arg-type]
     if lam is not None:
@@ -532,7 +538,7 @@ def partial_corr_matrix_batch(
     [20, 35]
     """
     check_choice("method", method, METHODS)
-    control = as_control(fit, gam_options)
+    control = keyword_control(fit, gam_options)
     tables, covars, labels = as_runs(scores, covar)
     if isinstance(control, Gam):
         for index, controls in enumerate(covars):

@@ -30,7 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
 from gengen.errors import GengenError, InvalidArgumentError
-from gengen.stats.controls import FitArgument, Linear, as_control
+from gengen.stats.controls import FitArgument, Linear, keyword_control
 from gengen.stats.correlation import partial_corr_matrix, partial_corr_matrix_batch
 from gengen.stats.options import DEFAULT_FIT, DEFAULT_METHOD, Method
 
@@ -77,7 +77,8 @@ def leave_one_out_partial_corr(
     fit : Linear, Gam, "linear" or "gam"
         The control, refitted on the remaining checkpoints.
     **gam_options
-        Passed to :func:`~gengen.stats.partial_corr_matrix` for ``fit="gam"``.
+        Deprecated: ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"``; pass
+        ``fit=Gam(...)`` instead (a ``FutureWarning`` says which).
 
     Returns
     -------
@@ -123,7 +124,7 @@ def leave_one_out_partial_corr(
     n = data.shape[0]
     if n < 5:
         raise InvalidArgumentError(f"scores: need at least 5 checkpoints to delete one, got {n}")
-    options: dict[str, Any] = {"method": method, "fit": as_control(fit, gam_options)}
+    options: dict[str, Any] = {"method": method, "fit": keyword_control(fit, gam_options)}
     keep = [np.flatnonzero(np.arange(n) != t) for t in range(n)]
     if method == "pearson" and isinstance(options["fit"], Linear):
         closed = _linear_deletions(data, control)

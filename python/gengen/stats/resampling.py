@@ -26,7 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 from gengen import _core
 from gengen.stats import limits
 from gengen.stats._docs import shared_doc
-from gengen.stats.controls import Control, FitArgument, as_control
+from gengen.stats.controls import Control, FitArgument, keyword_control
 from gengen.stats.options import (
     BOOTSTRAP_SCHEMES,
     DEFAULT_CI_LEVEL,
@@ -619,7 +619,7 @@ def _checked_runs(
     In that order (the first bad one is reported); the number of resamples is at least ``minimum`` and at
     most :data:`gengen.stats.limits.MAX_RESAMPLES`.
     """
-    control = as_control(fit, gam_options)
+    control = keyword_control(fit, gam_options)
     runs = as_runs(scores, covar)
     count = limits.check_resamples(count_name, check_count(count_name, count, minimum))
     return control, runs, count, check_seed(seed)

@@ -47,7 +47,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from gengen import _core
 from gengen.errors import DegenerateDataError, InvalidArgumentError
-from gengen.stats.controls import Control, FitArgument, Gam, Linear, as_control
+from gengen.stats.controls import Control, FitArgument, Gam, Linear, keyword_control
 from gengen.stats.gam import fit_gam
 from gengen.stats.options import (
     DEFAULT_CI_LEVEL,
@@ -321,8 +321,8 @@ def sieve_partial_corr_matrix(
     seed : int
         Seed of the replicates; the result does not depend on anything else.
     **gam_options
-        ``k``, ``gam_method``, ``gam_basis`` and ``max_edf`` for ``fit="gam"`` (see :class:`~gengen.stats.Gam`;
-        the cap applies to each smooth, ``"auto"`` being :func:`~gengen.stats.gam.default_max_edf` of n).
+        Deprecated: ``k``, ``gam_method``, ``gam_basis``, ``max_edf`` with ``fit="gam"``; pass
+        ``fit=Gam(...)`` instead (a ``FutureWarning`` says which; the GAM's cap applies to each smooth).
 
     Returns
     -------
@@ -366,7 +366,7 @@ def sieve_partial_corr_matrix(
     >>> bool((result.p_value[0, 1] < 0.05) == (result.ci_low[0, 1] > 0 or result.ci_high[0, 1] < 0))
     True
     """
-    gam = as_control(fit, gam_options)
+    gam = keyword_control(fit, gam_options)
     data, control, labels = _inputs(scores, covar, method, gam)
     n_boot, max_order = _checked_sizes(data.shape[0], control.shape[1], n_boot, ci_level, max_order)
     n = data.shape[0]
