@@ -360,17 +360,20 @@ def test_fisher_meta_matches_hand_computation() -> None:
     tau2 = max(0.0, (q - 2) / (sum(w) - sum(wi**2 for wi in w) / sum(w)))
     w_star = [1 / (vi + tau2) for vi in v]
     z_random = sum(wi * zi for wi, zi in zip(w_star, z, strict=True)) / sum(w_star)
-    se_random = 1 / np.sqrt(sum(w_star))
+    # Hartung–Knapp's spread about z_random widens the variance where it exceeds 1, on R - 1 = 2 df
+    spread = sum(wi * (zi - z_random) ** 2 for wi, zi in zip(w_star, z, strict=True)) / 2
+    assert spread > 1
+    se_random = np.sqrt(spread / sum(w_star))
     result = fisher_meta(r, n, k)
-    assert result.n_runs == 3 and result.q_df == 2
+    assert result.n_runs == 3 and result.q_df == 2 and result.df_random == 2
     assert_allclose(result.r_fixed, np.tanh(z_fixed), rtol=1e-12)
     assert_allclose(result.se_fixed, 1 / np.sqrt(sum(w)), rtol=1e-12)
     assert_allclose(result.q, q, rtol=1e-12)
     assert_allclose(result.i2, max(0.0, (q - 2) / q), rtol=1e-12)
     assert_allclose(result.tau2, tau2, rtol=1e-12)
     assert_allclose(result.r_random, np.tanh(z_random), rtol=1e-12)
-    assert_allclose(result.ci_low_random, np.tanh(z_random - 1.959963984540054 * se_random), rtol=1e-10)
-    assert_allclose(result.p_random, 2 * scipy.stats.norm.sf(abs(z_random / se_random)), rtol=1e-10)
+    assert_allclose(result.ci_low_random, np.tanh(z_random - scipy.stats.t.ppf(0.975, 2) * se_random), rtol=1e-10)
+    assert_allclose(result.p_random, 2 * scipy.stats.t.sf(abs(z_random / se_random), 2), rtol=1e-10)
     assert_allclose(result.p_q, scipy.stats.chi2.sf(q, 2), rtol=1e-10)
     # and against statsmodels' DerSimonian–Laird implementation
     from statsmodels.stats.meta_analysis import combine_effects
@@ -379,6 +382,7 @@ def test_fisher_meta_matches_hand_computation() -> None:
     assert_allclose(np.arctanh(result.r_random), reference.mean_effect_re, rtol=1e-10)
     assert_allclose(np.arctanh(result.r_fixed), reference.mean_effect_fe, rtol=1e-10)
     assert_allclose(result.tau2, reference.tau2, rtol=1e-10)
+    assert_allclose(result.se_random, np.sqrt(reference.var_hksj_re), rtol=1e-10)  # statsmodels' HKSJ
 
 
 def test_pooled_table_meta_analyses_the_run_rows() -> None:

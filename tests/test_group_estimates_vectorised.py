@@ -73,7 +73,7 @@ def per_pair_group_estimates(pairs: pd.DataFrame) -> pd.DataFrame:
                     "r": r_random,
                     "z": float(np.arctanh(r_random)) if np.isfinite(r_random) and abs(r_random) < 1 else np.nan,
                     "variance": meta.se_random**2,
-                    "df": meta.df_fixed if np.isfinite(meta.df_fixed) else np.inf,
+                    "df": meta.df_random if np.isfinite(meta.df_random) else np.inf,
                     "variance_method": POOLED if variance_runs is not None else INDEPENDENT,
                 }
             )

@@ -20,7 +20,8 @@ Rows that cannot be tested (``testable`` False) are left out. The test (:func:`h
     H_0: \rho_1 = \dots = \rho_M, \quad I^2 = \max\Bigl(0, \frac{Q - (M - 1)}{Q}\Bigr).
 
 The variances are themselves estimated (the sieve's ``se_z`` on ``df_sieve`` degrees of freedom :math:`\nu_g`;
-a model's pooled variance on the meta-analysis' Satterthwaite ``df_fixed``), so Q is referred to
+a model's pooled variance — widened by its seeds' spread (Hartung–Knapp) on their R − 1, ``df_random``), so Q
+is referred to
 :math:`(M-1) F_{M-1,\nu}` with :math:`\nu = (\sum_g w_g)^2 / \sum_g (w_g^2 / \nu_g)` rather than to
 :math:`\chi^2_{M-1}` (its limit for known variances, used when no df is recorded): with the chi-squared
 reference the type-I error reached 0.068 at AR(1) φ = 0.9 and 50 checkpoints.
@@ -80,14 +81,15 @@ SIEVE = "se_z² (AR-sieve, autocorrelation-aware)"
 SIEVE_INTERVAL = (
     "se² that the row's interval implies (AR-sieve, autocorrelation-aware; the leave-one-out hull by default)"
 )
-POOLED = "se_random² of the runs' random-effects pooling (se_z² per run, DerSimonian–Laird τ²)"
+POOLED = "se_random² of the runs' random-effects pooling (se_z² per run, DL τ², Hartung–Knapp widening)"
 POOLED_INTERVAL = (
-    "se_random² of the runs' random-effects pooling (per run the se² its interval implies, DerSimonian–Laird τ²)"
+    "se_random² of the runs' random-effects pooling (per run the se² its interval implies, DL τ², Hartung–Knapp "
+    "widening)"
 )
 INDEPENDENT = "1/(n - 3 - k) (assumes independent checkpoints)"
 LAGGED = "(artanh r_innovation / t)² of the lagged test (innovations, autocorrelation-aware)"
 POOLED_LAGGED = (
-    "se_random² of the runs' random-effects pooling of r_innovation (lagged variances, DerSimonian–Laird τ²)"
+    "se_random² of the runs' random-effects pooling of r_innovation (lagged variances, DL τ², Hartung–Knapp widening)"
 )
 NO_VARIANCE = (
     "none: the deciding test (t-test or permutation) assumes independent checkpoints; ask for inference "
@@ -454,7 +456,7 @@ def _pooled_run_estimates(cell: pd.DataFrame) -> dict[str, list[Any]]:
         "r": r_random.tolist(),
         "z": z.tolist(),
         "variance": (meta["se_random"] ** 2).tolist(),
-        "df": np.where(np.isfinite(meta["df_fixed"]), meta["df_fixed"], np.inf).tolist(),
+        "df": np.where(np.isfinite(meta["df_random"]), meta["df_random"], np.inf).tolist(),
         "variance_method": [POOLED if has else INDEPENDENT for has in pair_has_se],
     }
 

@@ -78,6 +78,77 @@ def uncalibrated_path_warning(settings: Settings) -> str | None:
     )
 
 
+#: How much the gaps between a run's checkpoints may differ (largest over smallest) before the lagged test's
+#: one-checkpoint lag stops meaning one step of a fixed length.
+IRREGULAR_GAP_RATIO = 2.0
+
+#: What the lagged test was measured to do on true nulls with irregularly spaced checkpoints (docs/calibration.md,
+#: "Pooled seeds and every inference path": item-level curves, n = 40, 300 runs per cell, α = 0.05).
+LAGGED_IRREGULAR_RATE = (
+    "rejected 0.100 of true nulls on item-level learning curves with log-spaced checkpoints and N = 30,000 examples "
+    "(0.053 at N = 1,000; 0.040 with even spacing at N = 30,000)"
+)
+
+
+def irregular_spacing(steps: Any) -> bool:
+    """Whether a run's checkpoint gaps differ more than :data:`IRREGULAR_GAP_RATIO`-fold (log-spaced or
+    dense-early schedules; evenly spaced ones are regular).
+
+    Parameters
+    ----------
+    steps : array_like
+        The run's training steps (any order; repeats count once).
+
+    Returns
+    -------
+    bool
+        True when the largest gap exceeds the ratio times the smallest.
+
+    Examples
+    --------
+    >>> irregular_spacing([0, 100, 200, 300]), irregular_spacing([1, 2, 4, 8, 16])
+    (False, True)
+    """
+    values = np.unique(np.asarray(steps, dtype=float))
+    gaps = np.diff(values[np.isfinite(values)])
+    return bool(gaps.size >= 2 and gaps.max() > IRREGULAR_GAP_RATIO * gaps.min())
+
+
+def lagged_spacing_warning(settings: Settings, run_steps: list[Any]) -> str | None:
+    """The one-line warning an analysis gets when the lagged test decides rows of runs whose checkpoints are
+    irregularly spaced, with the rate measured there; None otherwise.
+
+    Parameters
+    ----------
+    settings : Settings
+        The analysis' settings.
+    run_steps : list of array_like
+        Each run's training steps.
+
+    Returns
+    -------
+    str or None
+        The warning, or None.
+
+    Notes
+    -----
+    The lagged test regresses each score on its value one checkpoint earlier, which whitens AR(1) noise only
+    when every lag spans the same training time; with log-spaced checkpoints the early lags span little and the
+    late ones much, and the residuals it correlates stay dependent.
+    """
+    if settings.primary_p != "p_lagged" or not run_steps:
+        return None
+    irregular = sum(irregular_spacing(steps) for steps in run_steps)
+    if not irregular:
+        return None
+    return (
+        f"inference: the lagged test decides the rows, and {irregular} of {len(run_steps)} run(s) have irregularly "
+        f"spaced checkpoints (gaps differing more than {IRREGULAR_GAP_RATIO:g}-fold), where it "
+        f"{LAGGED_IRREGULAR_RATE} (docs/calibration.md); its 'significant' rows there are not calibrated: use "
+        "'sieve' (the default)"
+    )
+
+
 def _pairwise_fallback(
     compute: Any, x: np.ndarray, rows: np.ndarray, cols: np.ndarray, fields: tuple[str, ...]
 ) -> tuple[dict[str, list[Any]], list[str], list[Any]]:

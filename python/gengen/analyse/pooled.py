@@ -3,7 +3,8 @@
 Which to use
 ------------
 * **Meta-analysis** (``pooling="meta"``, the default): each run keeps its own partial correlation, and the
-  runs are combined on Fisher's z scale (fixed and DerSimonian–Laird random effects, with I²). Right when runs
+  runs are combined on Fisher's z scale (fixed and random effects — DerSimonian–Laird τ², widened by the runs'
+  spread where it exceeds 1 (Hartung–Knapp, t on R − 1) — with I²; :mod:`gengen.stats.meta`). Right when runs
   may differ (different seeds reach different regimes): the random-effects estimate is the average relation,
   τ² and I² say how much runs disagree. It needs enough checkpoints per run for each correlation.
 * **Pooled residuals** (``pooling="residuals"``): the ID score is regressed out within each run (its own
@@ -52,6 +53,7 @@ POOLED_COLUMNS = (
     "ci_low_random",
     "ci_high_random",
     "p_random",
+    "df_random",
     "p_random_adjusted",
     "significant_random",
     "tau2",
@@ -67,12 +69,14 @@ POOLED_COLUMNS = (
 #: How each run's variance of Fisher's z is obtained, as recorded in ``variance_method``.
 SIEVE_VARIANCE = (
     "se_z² of each run (AR-sieve bootstrap, autocorrelation-aware); fixed effect on Student's t with "
-    "Satterthwaite's df_fixed from the runs' df_sieve"
+    "Satterthwaite's df_fixed from the runs' df_sieve; random effect widened by the runs' spread (Hartung–Knapp) "
+    "where it exceeds 1, on df_random = R - 1"
 )
 INDEPENDENT_VARIANCE = "1/(n - 3 - k) (assumes independent checkpoints)"
 LAGGED_VARIANCE = (
     "(artanh r_innovation / t)² of each run's lagged test (the innovations' correlation is pooled); fixed "
-    "effect on Student's t with Satterthwaite's df_fixed from the runs' df_lagged"
+    "effect on Student's t with Satterthwaite's df_fixed from the runs' df_lagged; random effect widened by the "
+    "runs' spread (Hartung–Knapp) where it exceeds 1, on df_random = R - 1"
 )
 
 

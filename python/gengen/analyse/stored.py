@@ -39,8 +39,8 @@ SCORES_NUMERIC = ("step", "value", "sign")
 POOLED_REQUIRED = ("testset_a", "testset_b")
 POOLED_NUMERIC = (
     "n_total", "mean_r", "n_runs", "r_fixed", "se_fixed", "ci_low_fixed", "ci_high_fixed", "p_fixed", "df_fixed",
-    "p_fixed_adjusted", "r_random", "se_random", "ci_low_random", "ci_high_random", "p_random", "p_random_adjusted",
-    "tau2", "q", "q_df", "p_q", "i2",
+    "p_fixed_adjusted", "r_random", "se_random", "ci_low_random", "ci_high_random", "p_random", "df_random",
+    "p_random_adjusted", "tau2", "q", "q_df", "p_q", "i2",
 )  # fmt: skip
 #: Settings of ``summary.json`` that are read back, and the kind each must be when present.
 SETTING_KINDS: dict[str, str] = {
