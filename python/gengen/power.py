@@ -851,8 +851,8 @@ def plan_power(
         max(added, 0),
         f"global power simulated for {powers.simulated} designs"
         + (
-            f" (the search stopped at its limit of {MAX_SIMULATED_DESIGNS}; designs it did not reach may "
-            "meet the target)"
+            f" (the cheapest-first searches stop after {MAX_SIMULATED_DESIGNS} simulations; designs they did not "
+            "reach may meet the target)"
             if powers.exhausted
             else ""
         ),
