@@ -39,8 +39,8 @@ __all__ = [
     "clique_sizes",
     "pipeline_power",
     "predicted_global_power",
+    "scores_table",
     "simulate_testsets",
-    "testsets_table",
 ]
 
 #: Replicates of the planner's simulation per design: a Monte Carlo s.e. of at most 0.029 (at power 0.5).
@@ -278,13 +278,40 @@ def simulate_testsets(
     phi: float,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
-    r"""Steps and counts (runs, n, 1 + K) of ``gengen simulate``'s learning curves with K OOD test sets.
+    r"""Simulate ``gengen simulate``'s learning curves with K OOD test sets: steps and counts (runs, n, 1 + K).
 
     The process of :mod:`gengen.learning_curves` (step 0 at chance, ID rising through the first 15% of training,
     every accuracy a count on a fixed test set) with K OOD test sets on linear links of slopes 0.4 … 0.6, each
     with AR(1) noise (coefficient ``phi``, sd 0.02) in the checkpoint index; the test sets of each clique share a
     common AR(1) factor, :math:`e_j = \sqrt{1-\rho}\,v_j + \sqrt\rho\,F_c`, so that their noises correlate at
     :math:`\rho` and every other pair's not at all.
+
+    Parameters
+    ----------
+    n : int
+        Checkpoints per run, step 0 included.
+    schedule : {"log", "dense-early", "even"}
+        Checkpoint schedule (:func:`gengen.learning_curves.checkpoint_steps`).
+    n_examples : int
+        Examples per test set.
+    runs : int
+        Seeds.
+    testsets : int
+        OOD test sets K.
+    cliques : tuple of int
+        Sizes of the groups of co-moving test sets (the first ones, in order).
+    rho : float
+        Correlation of the noises inside a clique.
+    phi : float
+        AR(1) coefficient of the noise.
+    rng : numpy.random.Generator
+        The randomness.
+
+    Returns
+    -------
+    steps : ndarray of int64, shape (n,)
+    counts : ndarray of int64, shape (runs, n, 1 + K)
+        Correct answers out of ``n_examples``: ID first, then the OOD test sets.
 
     Examples
     --------
@@ -317,9 +344,23 @@ def simulate_testsets(
     return steps, counts
 
 
-def testsets_table(replicates: list[tuple[np.ndarray, np.ndarray]], n_examples: int, first: int = 0) -> pd.DataFrame:
-    """Replicates of :func:`simulate_testsets` as one score table for :func:`gengen.analyse` (replicate r is model
-    ``rep{first + r}``, its runs ``seed=0``, …; values counts / N, ``n_examples`` N)."""
+def scores_table(replicates: list[tuple[np.ndarray, np.ndarray]], n_examples: int, first: int = 0) -> pd.DataFrame:
+    """Put replicates of :func:`simulate_testsets` into one score table for :func:`gengen.analyse`.
+
+    Parameters
+    ----------
+    replicates : list of (steps, counts)
+        Results of :func:`simulate_testsets`.
+    n_examples : int
+        Examples per test set.
+    first : int
+        Number of the first replicate's model.
+
+    Returns
+    -------
+    DataFrame
+        Replicate r is model ``rep{first + r}``, its runs ``seed=0``, …; values counts / N, ``n_examples`` N.
+    """
     frames = []
     for offset, (steps, counts) in enumerate(replicates):
         runs, n, width = counts.shape
@@ -356,8 +397,10 @@ def pipeline_power(
     n_boot: int = 299,
     seed: int = 0,
 ) -> GlobalPower:
-    """Power of the global answer and of the chosen pair measured on the full pipeline: curves of
-    :func:`simulate_testsets` analysed by :func:`gengen.analyse` with its defaults, then the verdict's steps.
+    """Power of the global answer and of the chosen pair, measured on the full pipeline.
+
+    Curves of :func:`simulate_testsets` analysed by :func:`gengen.analyse` with its defaults, then the verdict's
+    steps.
 
     Parameters
     ----------
@@ -407,7 +450,7 @@ def pipeline_power(
             for _ in range(min(batch, replicates - first))
         ]
         analysis = gengen.analyse(
-            testsets_table(group, n_examples, first), id_testset="id", n_boot=n_boot, seed=seed + first
+            scores_table(group, n_examples, first), id_testset="id", n_boot=n_boot, seed=seed + first
         )
         table, estimates = _verdict_global(analysis.pairs, alpha)
         shares.append(table)
