@@ -17,7 +17,7 @@ use _core::method::Method;
 use _core::pcor::partial_corr_matrix;
 use _core::permutation::{count_exceedances_batch, PreparedRun};
 use _core::residualise::LinearResidualiser;
-use _core::rng::{BootstrapScheme, PermutationScheme, Xoshiro256pp};
+use _core::rng::{BootstrapKind, BootstrapScheme, PermutationKind, PermutationScheme, Xoshiro256pp};
 
 /// A run of `n` checkpoints: an ID learning curve and `m` OOD scores that follow it plus AR(1) noise.
 fn trajectory(n: usize, m: usize, seed: u64) -> (Mat, Mat) {
@@ -109,13 +109,13 @@ fn w1_batch(c: &mut Criterion) {
     let resampling = ResamplingRequest {
         method: Method::Pearson,
         control: Control::Linear,
-        scheme: "block".to_string(),
         block_length: None,
         seed: 1,
         n_threads: Some(1),
     };
     let permutations = PermutationRequest {
         resampling: resampling.clone(),
+        scheme: PermutationKind::Block,
         n_perm: 10_000,
         mirror: false,
     };
@@ -126,6 +126,7 @@ fn w1_batch(c: &mut Criterion) {
     });
     let bootstrap = BootstrapRequest {
         resampling,
+        scheme: BootstrapKind::MovingBlock,
         n_boot: 2_000,
         ci_level: 0.95,
         ci_method: IntervalMethod::Percentile,

@@ -19,7 +19,7 @@ import pytest
 from numpy.testing import assert_allclose
 from scipy import stats as scipy_stats
 
-from gengen.global_share import (
+from gengen.across.global_share import (
     answer_sentence,
     global_share_table,
     r_distribution_table,
@@ -185,7 +185,7 @@ def test_global_share_calibration_ci_sized() -> None:
     """A CI-sized run of docs/calibration.md's grid: all-null and 30% non-null, 60 replicates each, 199 sieve
     draws. With 60 replicates the Monte-Carlo s.e. of a 95% coverage is 0.028: the bounds (coverage >= 0.85,
     type-I of "share > 0" by the interval's lower end <= 0.10) fail only for a real miscalibration."""
-    from gengen.calibration_global import GlobalCell, global_share_study
+    from gengen.calibration.global_share import GlobalCell, global_share_study
 
     cells = (
         GlobalCell("null", 40, 0.5, (), 0.0, n_testsets=12),

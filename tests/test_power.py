@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gengen.config import load_config
-from gengen.power import (
+from gengen.study.config import load_config
+from gengen.study.power import (
     Design,
     assumed_inputs,
     design_steps,
@@ -71,8 +71,8 @@ def test_effective_n_is_bartletts_variance_of_r_for_ar1_series() -> None:
 
 
 def test_global_power_simulates_the_verdicts_statistics() -> None:
-    from gengen.power_global import clique_sizes, predicted_global_power
     from gengen.stats.global_share import MIN_TESTSETS_INTERVAL
+    from gengen.study.power_global import clique_sizes, predicted_global_power
 
     # Cliques of co-moving test sets: their within-clique pairs, counted by hand.
     assert clique_sizes(12, 0.1) == (4,)  # 6 of 66 pairs
@@ -107,9 +107,9 @@ def test_predicted_global_power_matches_the_pipeline() -> None:
     12 OOD test sets, 30% of pairs co-moving at noise rho 0.5; the prediction from the pilot measured there
     (log and even pilots: 20 models of 3 seeds, n = 20) against ``gengen.analyse``'s default and the verdict's
     global share on 150 simulated models. Tolerance 0.05 plus twice the Monte Carlo s.e. of the two."""
-    from gengen.learning_curves import CurveCell, design_partial_corr
-    from gengen.power import PowerInputs, _pair_prediction
-    from gengen.power_global import pipeline_power, predicted_global_power
+    from gengen.calibration.learning_curves import CurveCell, design_partial_corr
+    from gengen.study.power import PowerInputs, _pair_prediction
+    from gengen.study.power_global import pipeline_power, predicted_global_power
 
     warnings.simplefilter("ignore")
     pilot = PowerInputs(
@@ -157,8 +157,8 @@ def test_predicted_power_matches_gengen_simulate() -> None:
     ``gengen.analyse``; the design it recommends for 90% power at the pilot's ρ, simulated with enough
     replicates for a Monte Carlo s.e. <= 0.02, finds the pair within ±0.05 of the prediction."""
     import gengen
-    from gengen.learning_curves import CurveCell, curve_table, design_partial_corr
-    from gengen.simulate import simulate
+    from gengen.calibration.learning_curves import CurveCell, curve_table, design_partial_corr
+    from gengen.calibration.simulate import simulate
 
     warnings.simplefilter("ignore")
     noise_rho = 0.6
@@ -214,8 +214,8 @@ def test_plan_power_cli() -> None:
 
 def test_pilot_folder_feeds_the_plan(tmp_path: Path) -> None:
     import gengen
-    from gengen.learning_curves import CurveCell, curve_table
-    from gengen.simulate import simulate
+    from gengen.calibration.learning_curves import CurveCell, curve_table
+    from gengen.calibration.simulate import simulate
 
     cell = CurveCell("pilot", n=20, schedule="dense-early", n_examples=1000, runs=2)
     rng = np.random.default_rng(5)
@@ -239,7 +239,7 @@ def test_pilot_folder_feeds_the_plan(tmp_path: Path) -> None:
 def test_examples_from_an_accuracys_stderr() -> None:
     import pandas as pd
 
-    from gengen.power import _examples
+    from gengen.study.power import _examples
 
     # lm-eval's stderr of an accuracy on N examples: sqrt(p (1 - p) / (N - 1)).
     scores = pd.DataFrame(
@@ -261,7 +261,7 @@ def test_few_shot_replicates_and_short_runs() -> None:
     current = plan.table[plan.table["label"] == "current"].iloc[0]
     assert current["gpu_hours"] < whole.table[whole.table["label"] == "current"].iloc[0]["gpu_hours"]
     # Every evaluation count in the table is one the run can hold: design_steps gives that many steps.
-    from gengen.power import _total_steps
+    from gengen.study.power import _total_steps
 
     total = _total_steps(config)
     for count in plan.table["evaluations"]:
@@ -271,6 +271,6 @@ def test_few_shot_replicates_and_short_runs() -> None:
 
 
 def config_evaluations(config: Any) -> int:
-    from gengen.power import current_design
+    from gengen.study.power import current_design
 
     return current_design(config).evaluations

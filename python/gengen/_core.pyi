@@ -1,7 +1,9 @@
 """Type stubs of gengen._core, the Rust extension. Use gengen.stats: it validates arguments and documents them.
 
 Matrices are float64 numpy arrays of shape (n, m) (observations × variables), in any memory order. Errors are
-raised as gengen.errors.InvalidArgumentError or gengen.errors.DegenerateDataError. Results are frozen result
+raised as gengen.errors.InvalidArgumentError or gengen.errors.DegenerateDataError with their fields: ``option``
+(the argument at fault), ``problem`` and, in a batch of several runs, ``run``; a string option's unknown name is
+one of them, naming the option and the names it takes. Results are frozen result
 objects whose attributes are read-only. The ``*_batch`` functions take one matrix per run and return one result
 per run, in the same order.
 """
@@ -266,7 +268,7 @@ def simulate_run(
     seed: int,
     index: int,
 ) -> tuple[NDArray[np.float64], _Float2D]:
-    """(id (n,), ood (n, m)) of one simulated run (see gengen.simulate.simulate_trajectories)."""
+    """(id (n,), ood (n, m)) of one simulated run (see gengen.calibration.simulate.simulate_trajectories)."""
 
 def calibration_cell(
     n: int,

@@ -33,6 +33,12 @@ class GengenError(ValueError):
     hint : str, optional
         What to do instead; an option it names is written ``{name}`` and rendered like ``option``, e.g.
         ``"use {fit} linear for fewer than 8 checkpoints"`` (``--fit linear`` in the CLI, ``fit linear`` here).
+    run : int, optional
+        The run of a batch call (one matrix per run) that ``option`` belongs to; the line starts ``run 2: ``.
+    separator : str, optional
+        What stands between the option and the problem: a space (the default) for a problem that reads on from
+        the name (``gam_k must be …``), ``": "`` for one that does not (``covar: column 2 is constant``, the
+        form of every error raised by the Rust core, which crosses with its fields).
 
     Examples
     --------
@@ -41,6 +47,8 @@ class GengenError(ValueError):
     'gam_k must be an integer >= 3, got 2'
     >>> error.render(lambda name: "--" + name.replace("_", "-"))
     '--gam-k must be an integer >= 3, got 2'
+    >>> str(GengenError(option="covar", problem="column 1 is constant", run=2, separator=": "))
+    'run 2: covar: column 1 is constant'
     """
 
     def __init__(
@@ -50,16 +58,21 @@ class GengenError(ValueError):
         option: str | None = None,
         problem: str | None = None,
         hint: str | None = None,
+        run: int | None = None,
+        separator: str = " ",
     ) -> None:
         self.option = option
         self.problem = problem
         self.hint = hint
+        self.run = run
+        self.separator = separator
         self._message = message
         super().__init__(self.render())
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Keeps the fields across processes (executors pickle errors back from workers).
-        return (_rebuild, (type(self), self._message, self.option, self.problem, self.hint))
+        fields = (self._message, self.option, self.problem, self.hint, self.run, self.separator)
+        return (_rebuild, (type(self), *fields))
 
     def render(self, name: Callable[[str], str] | None = None) -> str:
         """The error's line, with its option written by ``name`` (default: the library's keyword).
@@ -72,14 +85,17 @@ class GengenError(ValueError):
         Returns
         -------
         str
-            One line: the message, or ``"<option> <problem>"`` plus ``"; <hint>"`` (its ``{name}`` options
+            One line: the message, or ``"<option> <problem>"`` (``"<option>: <problem>"`` with the separator
+            ``": "``, after ``"run <run>: "`` when there is a run) plus ``"; <hint>"`` (its ``{name}`` options
             written by ``name`` too).
         """
         if self._message is not None and self.option is None:
             text = self._message
         else:
             shown = self.option if self.option is None or name is None else name(self.option)
-            text = " ".join(part for part in (shown, self.problem or self._message) if part)
+            text = self.separator.join(part for part in (shown, self.problem or self._message) if part)
+        if self.run is not None:
+            text = f"run {self.run}: {text}"
         if not self.hint:
             return text
         return f"{text}; {_HINT_OPTION.sub(lambda found: (name or str)(found[1]), self.hint)}"
@@ -114,8 +130,14 @@ class DegenerateDataError(GengenError):
 
 
 def _rebuild(
-    cls: type[GengenError], message: str | None, option: str | None, problem: str | None, hint: str | None
+    cls: type[GengenError],
+    message: str | None,
+    option: str | None,
+    problem: str | None,
+    hint: str | None,
+    run: int | None = None,
+    separator: str = " ",
 ) -> GengenError:
     error = cls.__new__(cls)
-    GengenError.__init__(error, message, option=option, problem=problem, hint=hint)
+    GengenError.__init__(error, message, option=option, problem=problem, hint=hint, run=run, separator=separator)
     return error

@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 
+use crate::choice::Choice;
 use crate::error::{Result, StatsError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,24 +20,19 @@ pub enum Adjustment {
     None,
 }
 
-impl Adjustment {
-    pub fn parse(name: &str) -> Result<Self> {
-        match name {
-            "holm" => Ok(Adjustment::Holm),
-            "hochberg" => Ok(Adjustment::Hochberg),
-            "hommel" => Ok(Adjustment::Hommel),
-            "bonferroni" => Ok(Adjustment::Bonferroni),
-            "BH" | "fdr" => Ok(Adjustment::BenjaminiHochberg),
-            "BY" => Ok(Adjustment::BenjaminiYekutieli),
-            "none" => Ok(Adjustment::None),
-            other => Err(StatsError::invalid(
-                "method",
-                format!(
-                    "unknown adjustment {other:?}; expected one of holm, hochberg, hommel, bonferroni, BH, fdr, BY, none"
-                ),
-            )),
-        }
-    }
+impl Choice for Adjustment {
+    const OPTION: &'static str = "method";
+    const WHAT: &'static str = "adjustment";
+    const NAMES: &'static [(&'static str, Self)] = &[
+        ("holm", Adjustment::Holm),
+        ("hochberg", Adjustment::Hochberg),
+        ("hommel", Adjustment::Hommel),
+        ("bonferroni", Adjustment::Bonferroni),
+        ("BH", Adjustment::BenjaminiHochberg),
+        ("fdr", Adjustment::BenjaminiHochberg),
+        ("BY", Adjustment::BenjaminiYekutieli),
+        ("none", Adjustment::None),
+    ];
 }
 
 /// Adjusted p-values, in the input order.

@@ -24,7 +24,9 @@ use crate::method::Method;
 use crate::pcor::{self, CorrMatrices};
 use crate::permutation::{count_exceedances_batch, p_values, ExceedanceCounts, PreparedRun};
 use crate::permutation_fast::{count_exceedances_batch_fast, prepare_fast, FastRun};
-use crate::rng::{bootstrap_into, permutation_into, BootstrapScheme, PermutationScheme};
+use crate::rng::{
+    bootstrap_into, permutation_into, BootstrapKind, BootstrapScheme, PermutationKind, PermutationScheme,
+};
 
 /// Permutations or replicates computed between two calls of `progress`.
 pub const SLICE: u64 = 1024;
@@ -187,25 +189,23 @@ pub fn partial_corr_matrix_batch(
 }
 
 /// What the permutation tests and the bootstrap of a batch are both asked: the partial correlations'
-/// method and control, the resampling scheme (its block length: None for the default of each run's n) and
-/// seed, and the threads (None: rayon's global pool).
+/// method and control, the resampling scheme's block length (None: the default of each run's n) and seed,
+/// and the threads (None: rayon's global pool).
 #[derive(Debug, Clone)]
 pub struct ResamplingRequest {
     pub method: Method,
     pub control: Control,
-    /// "free", "block" or "circular" for the permutations (see [`PermutationScheme::parse`]); "iid", "block"
-    /// or "circular" for the bootstrap (see [`BootstrapScheme::parse`]).
-    pub scheme: String,
     pub block_length: Option<usize>,
     pub seed: u64,
     pub n_threads: Option<usize>,
 }
 
-/// What a permutation test of a batch is asked to do: `n_perm` permutations (circular ones mirrored with
-/// `mirror`).
+/// What a permutation test of a batch is asked to do: `n_perm` permutations by `scheme` (circular ones
+/// mirrored with `mirror`).
 #[derive(Debug, Clone)]
 pub struct PermutationRequest {
     pub resampling: ResamplingRequest,
+    pub scheme: PermutationKind,
     pub n_perm: u64,
     pub mirror: bool,
 }
@@ -239,7 +239,7 @@ impl PermutationBatch {
         let mut prepared = Vec::with_capacity(count);
         for (i, (s, c)) in runs.iter().enumerate() {
             let n = s.nrows();
-            let plan = PermutationScheme::parse(&shared.scheme, shared.block_length, request.mirror, n)
+            let plan = PermutationScheme::new(request.scheme, shared.block_length, request.mirror, n)
                 .map_err(|e| e.in_run(i, count))?;
             pcor::check_degrees_of_freedom(n, c.ncols()).map_err(|e| e.in_run(i, count))?;
             prepared.push(
@@ -293,11 +293,12 @@ impl PermutationBatch {
     }
 }
 
-/// What a bootstrap of a batch is asked to do: `n_boot` replicates, and intervals of `ci_level` by
-/// `ci_method`.
+/// What a bootstrap of a batch is asked to do: `n_boot` replicates by `scheme`, and intervals of `ci_level`
+/// by `ci_method`.
 #[derive(Debug, Clone)]
 pub struct BootstrapRequest {
     pub resampling: ResamplingRequest,
+    pub scheme: BootstrapKind,
     pub n_boot: u64,
     pub ci_level: f64,
     pub ci_method: IntervalMethod,
@@ -358,7 +359,7 @@ impl BootstrapBatch {
         for (i, (s, c)) in pairs_of_runs.into_iter().enumerate() {
             let n = s.nrows();
             pcor::check_degrees_of_freedom(n, c.ncols()).map_err(|e| e.in_run(i, count))?;
-            let plan = BootstrapScheme::parse(&shared.scheme, shared.block_length, n)
+            let plan = BootstrapScheme::new(request.scheme, shared.block_length, n)
                 .map_err(|e| e.in_run(i, count))?;
             let estimate = pcor::partial_corr_matrix_with(&s, &c, shared.method, &shared.control)
                 .map_err(|e| e.in_run(i, count))?;
@@ -491,22 +492,20 @@ pub enum IndexPlan {
     Bootstrap(BootstrapScheme),
 }
 
-/// The plan of permutations of `n` checkpoints: scheme "free", "block" or "circular" (see
-/// [`PermutationScheme::parse`]).
+/// The plan of permutations of `n` checkpoints by `scheme` (see [`PermutationScheme::new`]).
 pub fn permutation_plan(
     n: usize,
-    scheme: &str,
+    scheme: PermutationKind,
     block_length: Option<usize>,
     mirror: bool,
 ) -> Result<IndexPlan> {
-    let plan = PermutationScheme::parse(scheme, block_length, mirror, checkpoints(n)?)?;
+    let plan = PermutationScheme::new(scheme, block_length, mirror, checkpoints(n)?)?;
     Ok(IndexPlan::Permutation(plan))
 }
 
-/// The plan of bootstrap resamples of `n` checkpoints: scheme "iid", "block" or "circular" (see
-/// [`BootstrapScheme::parse`]).
-pub fn bootstrap_plan(n: usize, scheme: &str, block_length: Option<usize>) -> Result<IndexPlan> {
-    let plan = BootstrapScheme::parse(scheme, block_length, checkpoints(n)?)?;
+/// The plan of bootstrap resamples of `n` checkpoints by `scheme` (see [`BootstrapScheme::new`]).
+pub fn bootstrap_plan(n: usize, scheme: BootstrapKind, block_length: Option<usize>) -> Result<IndexPlan> {
+    let plan = BootstrapScheme::new(scheme, block_length, checkpoints(n)?)?;
     Ok(IndexPlan::Bootstrap(plan))
 }
 

@@ -11,9 +11,9 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
+use crate::choice::Choice;
 use crate::control::{residualise_run, Control};
 use crate::dist::{normal_cdf, normal_quantile};
-use crate::error::{Result, StatsError};
 use crate::fast_kernel::run_chunks;
 use crate::matrix::{dot, Mat};
 use crate::method::Method;
@@ -28,17 +28,14 @@ pub enum IntervalMethod {
     Bca,
 }
 
-impl IntervalMethod {
-    pub fn parse(name: &str) -> Result<Self> {
-        match name {
-            "percentile" => Ok(IntervalMethod::Percentile),
-            "bca" | "BCa" => Ok(IntervalMethod::Bca),
-            other => Err(StatsError::invalid(
-                "ci_method",
-                format!("unknown interval {other:?}; expected \"percentile\" or \"bca\""),
-            )),
-        }
-    }
+impl Choice for IntervalMethod {
+    const OPTION: &'static str = "ci_method";
+    const WHAT: &'static str = "interval";
+    const NAMES: &'static [(&'static str, Self)] = &[
+        ("percentile", IntervalMethod::Percentile),
+        ("bca", IntervalMethod::Bca),
+    ];
+    const ALIASES: &'static [(&'static str, Self)] = &[("BCa", IntervalMethod::Bca)];
 }
 
 /// The data of one run.

@@ -9,6 +9,7 @@
 //! is ppcor's n − 2 − k when the control is linear (a linear term has ν = k). The permutation test is the
 //! recommended inference under GAM control: it does not lean on this approximation.
 
+use crate::choice::Choice;
 use crate::error::{Result, StatsError};
 use crate::gam::{FixedSmoother, GamOptions, GamSmoother};
 use crate::matrix::{norm, Mat};
@@ -24,6 +25,20 @@ pub enum Control {
     /// mgcv-style additive model: intercept + one penalised regression spline per covariate, smoothing
     /// parameters chosen per column.
     Gam(GamOptions),
+}
+
+/// The control an option names: [`Control`] without its GAM options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlKind {
+    Linear,
+    Gam,
+}
+
+impl Choice for ControlKind {
+    const OPTION: &'static str = "fit";
+    const WHAT: &'static str = "control";
+    const NAMES: &'static [(&'static str, Self)] =
+        &[("linear", ControlKind::Linear), ("gam", ControlKind::Gam)];
 }
 
 impl Control {

@@ -16,6 +16,7 @@ pub mod batch;
 pub mod bootstrap;
 pub mod bootstrap_fast;
 pub mod bounds;
+pub mod choice;
 pub mod control;
 pub mod dist;
 pub mod error;
@@ -36,10 +37,13 @@ pub mod simulate;
 #[cfg(test)]
 mod layering;
 
+#[cfg(test)]
+mod string_options;
+
 #[cfg(feature = "python")]
 mod py;
 
-/// The `gengen._core` extension module: the export list lives in `py::register`.
+/// The `gengen._core` extension module: its one export list is `py::register`.
 #[cfg(feature = "python")]
 #[pyo3::pymodule]
 fn _core(module: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {

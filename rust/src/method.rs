@@ -1,7 +1,7 @@
 //! Which correlation a statistic is built on: shared by the point estimates ([`crate::pcor`]), the control
 //! ([`crate::control`]) and the resampling kernels, so that none of them has to import another for it.
 
-use crate::error::{Result, StatsError};
+use crate::choice::{self, Choice};
 
 /// Which correlation the statistic is built on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,24 +11,18 @@ pub enum Method {
     Kendall,
 }
 
-impl Method {
-    pub fn parse(name: &str) -> Result<Self> {
-        match name {
-            "pearson" => Ok(Method::Pearson),
-            "spearman" => Ok(Method::Spearman),
-            "kendall" => Ok(Method::Kendall),
-            other => Err(StatsError::invalid(
-                "method",
-                format!("unknown method {other:?}; expected one of \"pearson\", \"spearman\", \"kendall\""),
-            )),
-        }
-    }
+impl Choice for Method {
+    const OPTION: &'static str = "method";
+    const WHAT: &'static str = "method";
+    const NAMES: &'static [(&'static str, Self)] = &[
+        ("pearson", Method::Pearson),
+        ("spearman", Method::Spearman),
+        ("kendall", Method::Kendall),
+    ];
+}
 
+impl Method {
     pub fn name(self) -> &'static str {
-        match self {
-            Method::Pearson => "pearson",
-            Method::Spearman => "spearman",
-            Method::Kendall => "kendall",
-        }
+        choice::name(self)
     }
 }

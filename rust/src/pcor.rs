@@ -13,6 +13,7 @@
 //! Reference: Kim, S. (2015). ppcor: an R package for a fast calculation to semi-partial correlation
 //! coefficients. Communications for Statistical Applications and Methods, 22(6), 665–674.
 
+use crate::choice::Choice;
 use crate::control::{pair_df, residualise_run, Control};
 use crate::dist::{normal_quantile, normal_two_sided, t_two_sided};
 use crate::error::{Result, StatsError};
@@ -32,18 +33,11 @@ pub enum Semi {
     Y,
 }
 
-impl Semi {
-    pub fn parse(name: Option<&str>) -> Result<Self> {
-        match name {
-            None => Ok(Semi::Both),
-            Some("x") => Ok(Semi::X),
-            Some("y") => Ok(Semi::Y),
-            Some(other) => Err(StatsError::invalid(
-                "semi",
-                format!("unknown value {other:?}; expected None, \"x\" or \"y\""),
-            )),
-        }
-    }
+impl Choice for Semi {
+    const OPTION: &'static str = "semi";
+    const WHAT: &'static str = "value";
+    const NAMES: &'static [(&'static str, Self)] = &[("x", Semi::X), ("y", Semi::Y)];
+    const MISSING: Option<Self> = Some(Semi::Both);
 }
 
 /// One partial correlation with its test.
@@ -274,10 +268,12 @@ impl Pair<'_> {
 /// Errors about "scores" from a one-column run, renamed to the variable they concern.
 fn rename_scores(error: StatsError, name: &str) -> StatsError {
     match error {
-        StatsError::InvalidArgument { name: n, problem } if n == "scores" => {
+        StatsError::InvalidArgument { name: n, problem, .. } if n == "scores" => {
             StatsError::invalid(name, problem)
         }
-        StatsError::Degenerate { name: n, problem } if n == "scores" => StatsError::degenerate(name, problem),
+        StatsError::Degenerate { name: n, problem, .. } if n == "scores" => {
+            StatsError::degenerate(name, problem)
+        }
         other => other,
     }
 }

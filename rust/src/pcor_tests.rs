@@ -96,7 +96,7 @@ fn bad_input_is_named() {
         err.to_string().starts_with("y: is a linear function of covar"),
         "{err}"
     );
-    assert!(Method::parse("pearsn")
+    assert!(crate::choice::parse::<Method>("pearsn")
         .unwrap_err()
         .to_string()
         .starts_with("method: unknown method"));

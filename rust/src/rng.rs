@@ -5,6 +5,7 @@
 //! on the seed alone, never on the thread count. The generator is xoshiro256++ (Blackman & Vigna, 2021);
 //! bounded integers use Lemire's (2019) unbiased multiply-and-reject method.
 
+use crate::choice::Choice;
 use crate::error::{Result, StatsError};
 
 /// What a stream is for, so that permutation i and bootstrap replicate i never share random numbers.
@@ -100,6 +101,43 @@ impl Xoshiro256pp {
     }
 }
 
+/// The permutation scheme an option names: [`PermutationScheme`] before its block length is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermutationKind {
+    Free,
+    Block,
+    Circular,
+}
+
+impl Choice for PermutationKind {
+    const OPTION: &'static str = "scheme";
+    const WHAT: &'static str = "permutation scheme";
+    const NAMES: &'static [(&'static str, Self)] = &[
+        ("free", PermutationKind::Free),
+        ("block", PermutationKind::Block),
+        ("circular", PermutationKind::Circular),
+    ];
+}
+
+/// The bootstrap scheme an option names: [`BootstrapScheme`] before its block length is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BootstrapKind {
+    Iid,
+    MovingBlock,
+    CircularBlock,
+}
+
+impl Choice for BootstrapKind {
+    const OPTION: &'static str = "scheme";
+    const WHAT: &'static str = "bootstrap scheme";
+    const NAMES: &'static [(&'static str, Self)] = &[
+        ("iid", BootstrapKind::Iid),
+        ("block", BootstrapKind::MovingBlock),
+        ("circular", BootstrapKind::CircularBlock),
+    ];
+    const ALIASES: &'static [(&'static str, Self)] = &[("moving", BootstrapKind::MovingBlock)];
+}
+
 /// How checkpoints are permuted. Trajectories are autocorrelated, so exchanging single checkpoints (free)
 /// breaks the dependence the null distribution should keep; blocks and circular shifts preserve it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,20 +195,18 @@ fn check_several_blocks(length: usize, n: usize, consequence: &str) -> Result<()
 }
 
 impl PermutationScheme {
-    pub fn parse(name: &str, block_length: Option<usize>, mirror: bool, n: usize) -> Result<Self> {
-        match name {
-            "free" => Ok(PermutationScheme::Free),
-            "block" => {
+    /// The scheme `kind` for `n` checkpoints: blocks of `block_length` (None: the default for n), circular
+    /// shifts mirrored with `mirror`.
+    pub fn new(kind: PermutationKind, block_length: Option<usize>, mirror: bool, n: usize) -> Result<Self> {
+        match kind {
+            PermutationKind::Free => Ok(PermutationScheme::Free),
+            PermutationKind::Block => {
                 let length = block_length.unwrap_or_else(|| default_block_length(n));
                 check_block_length(length, n)?;
                 check_several_blocks(length, n, "every permutation is the identity and p = 1")?;
                 Ok(PermutationScheme::Block { length })
             }
-            "circular" => Ok(PermutationScheme::Circular { mirror }),
-            other => Err(StatsError::invalid(
-                "scheme",
-                format!("unknown permutation scheme {other:?}; expected \"free\", \"block\" or \"circular\""),
-            )),
+            PermutationKind::Circular => Ok(PermutationScheme::Circular { mirror }),
         }
     }
 
@@ -183,7 +219,8 @@ impl PermutationScheme {
 }
 
 impl BootstrapScheme {
-    pub fn parse(name: &str, block_length: Option<usize>, n: usize) -> Result<Self> {
+    /// The scheme `kind` for `n` checkpoints, with blocks of `block_length` (None: the default for n).
+    pub fn new(kind: BootstrapKind, block_length: Option<usize>, n: usize) -> Result<Self> {
         let length = || -> Result<usize> {
             let length = block_length.unwrap_or_else(|| default_block_length(n));
             check_block_length(length, n)?;
@@ -194,14 +231,10 @@ impl BootstrapScheme {
             )?;
             Ok(length)
         };
-        match name {
-            "iid" => Ok(BootstrapScheme::Iid),
-            "block" | "moving" => Ok(BootstrapScheme::MovingBlock { length: length()? }),
-            "circular" => Ok(BootstrapScheme::CircularBlock { length: length()? }),
-            other => Err(StatsError::invalid(
-                "scheme",
-                format!("unknown bootstrap scheme {other:?}; expected \"iid\", \"block\" or \"circular\""),
-            )),
+        match kind {
+            BootstrapKind::Iid => Ok(BootstrapScheme::Iid),
+            BootstrapKind::MovingBlock => Ok(BootstrapScheme::MovingBlock { length: length()? }),
+            BootstrapKind::CircularBlock => Ok(BootstrapScheme::CircularBlock { length: length()? }),
         }
     }
 

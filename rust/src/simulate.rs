@@ -30,7 +30,8 @@ use crate::autocorr::{
 };
 use crate::batch::Progress;
 use crate::bootstrap::{interval, replicates, BootstrapRun, IntervalMethod};
-use crate::control::Control;
+use crate::choice::{self, Choice};
+use crate::control::{Control, ControlKind};
 use crate::error::{Result, StatsError};
 use crate::gam::{GamOptions, GamSmoother};
 use crate::matrix::{dot, Mat};
@@ -51,11 +52,25 @@ pub enum Noise {
     RandomWalk,
 }
 
+/// The noise an option names: [`Noise`] before its coefficient is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoiseKind {
+    Ar1,
+    RandomWalk,
+}
+
+impl Choice for NoiseKind {
+    const OPTION: &'static str = "noise";
+    const WHAT: &'static str = "noise";
+    const NAMES: &'static [(&'static str, Self)] = &[("ar1", NoiseKind::Ar1), ("rw", NoiseKind::RandomWalk)];
+    const ALIASES: &'static [(&'static str, Self)] = &[("random_walk", NoiseKind::RandomWalk)];
+}
+
 impl Noise {
-    /// `"ar1"` with `phi`, or `"rw"` / `"random_walk"`.
-    pub fn parse(name: &str, phi: f64) -> Result<Self> {
-        match name {
-            "ar1" => {
+    /// The noise `kind`, AR(1) with coefficient `phi` (which the random walk ignores).
+    pub fn new(kind: NoiseKind, phi: f64) -> Result<Self> {
+        match kind {
+            NoiseKind::Ar1 => {
                 if !(phi.is_finite() && phi.abs() < 1.0) {
                     return Err(StatsError::invalid(
                         "phi",
@@ -64,11 +79,7 @@ impl Noise {
                 }
                 Ok(Noise::Ar1 { phi })
             }
-            "rw" | "random_walk" => Ok(Noise::RandomWalk),
-            other => Err(StatsError::invalid(
-                "noise",
-                format!("unknown noise {other:?}; expected \"ar1\" or \"rw\""),
-            )),
+            NoiseKind::RandomWalk => Ok(Noise::RandomWalk),
         }
     }
 
@@ -89,25 +100,20 @@ pub enum Shape {
     NonMonotone,
 }
 
-impl Shape {
-    pub fn parse(name: &str) -> Result<Self> {
-        match name {
-            "linear" => Ok(Shape::Linear),
-            "saturating" => Ok(Shape::Saturating),
-            "nonmonotone" | "non-monotone" => Ok(Shape::NonMonotone),
-            other => Err(StatsError::invalid(
-                "shape",
-                format!("unknown shape {other:?}; expected \"linear\", \"saturating\" or \"nonmonotone\""),
-            )),
-        }
-    }
+impl Choice for Shape {
+    const OPTION: &'static str = "shape";
+    const WHAT: &'static str = "shape";
+    const NAMES: &'static [(&'static str, Self)] = &[
+        ("linear", Shape::Linear),
+        ("saturating", Shape::Saturating),
+        ("nonmonotone", Shape::NonMonotone),
+    ];
+    const ALIASES: &'static [(&'static str, Self)] = &[("non-monotone", Shape::NonMonotone)];
+}
 
+impl Shape {
     pub fn name(self) -> &'static str {
-        match self {
-            Shape::Linear => "linear",
-            Shape::Saturating => "saturating",
-            Shape::NonMonotone => "nonmonotone",
-        }
+        choice::name(self)
     }
 
     fn apply(self, x: f64) -> f64 {
@@ -181,7 +187,7 @@ impl TrajectorySpec {
             return Err(StatsError::invalid("noise_sd", "must be positive"));
         }
         if let Noise::Ar1 { phi } = self.noise {
-            Noise::parse("ar1", phi)?;
+            Noise::new(NoiseKind::Ar1, phi)?;
         }
         Ok(())
     }
@@ -329,11 +335,11 @@ impl Inference {
         }
     }
 
-    /// The control the method uses: "linear" or "gam".
-    pub fn control(self) -> &'static str {
+    /// The control the method uses.
+    pub fn control(self) -> ControlKind {
         match self {
-            Inference::GamTTest | Inference::GamPrewhitened | Inference::GamLagged => "gam",
-            _ => "linear",
+            Inference::GamTTest | Inference::GamPrewhitened | Inference::GamLagged => ControlKind::Gam,
+            _ => ControlKind::Linear,
         }
     }
 
@@ -352,7 +358,7 @@ impl Inference {
     }
 
     fn is_gam(self) -> bool {
-        self.control() == "gam"
+        self.control() == ControlKind::Gam
     }
 }
 
@@ -775,9 +781,9 @@ mod tests {
         assert!((Shape::Saturating.apply(1.0) - 1.0).abs() < 1e-15);
         assert!(simulate(&spec(4, Noise::RandomWalk, 0.0), 0, 0).is_err());
         assert!(simulate(&spec(20, Noise::RandomWalk, 1.0), 0, 0).is_err());
-        assert!(Noise::parse("ar1", 1.0).is_err());
-        assert!(Noise::parse("garch", 0.0).is_err());
-        assert!(Shape::parse("cubic").is_err());
+        assert!(Noise::new(NoiseKind::Ar1, 1.0).is_err());
+        assert!(choice::parse::<NoiseKind>("garch").is_err());
+        assert!(choice::parse::<Shape>("cubic").is_err());
     }
 
     #[test]
@@ -818,7 +824,10 @@ mod tests {
         let spec = TrajectorySpec::new(24, 2, Noise::Ar1 { phi: 0.5 }, Shape::NonMonotone, 0.0);
         let options = options(0, 0, true);
         let tallies = run_cell(&spec, &options, 2, 3, 0).unwrap();
-        let gam: Vec<&MethodTally> = tallies.iter().filter(|t| t.method.control() == "gam").collect();
+        let gam: Vec<&MethodTally> = tallies
+            .iter()
+            .filter(|t| t.method.control() == ControlKind::Gam)
+            .collect();
         assert_eq!(gam.len(), 3);
         for tally in gam {
             assert_eq!(tally.evaluated, 2, "{:?}", tally.method);

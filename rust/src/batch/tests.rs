@@ -30,27 +30,25 @@ fn data(runs: usize, n: usize, m: usize, seed: u64) -> (Vec<Mat>, Vec<Mat>) {
     (scores, covars)
 }
 
-/// Resampling by `scheme` (its default block length) from `seed`.
-fn resampling(
-    method: Method,
-    control: Control,
-    scheme: &str,
-    seed: u64,
-    n_threads: Option<usize>,
-) -> ResamplingRequest {
+/// Resampling with the default block length from `seed`.
+fn resampling(method: Method, control: Control, seed: u64, n_threads: Option<usize>) -> ResamplingRequest {
     ResamplingRequest {
         method,
         control,
-        scheme: scheme.to_string(),
         block_length: None,
         seed,
         n_threads,
     }
 }
 
-fn permutation_request(scheme: &str, control: Control, n_threads: Option<usize>) -> PermutationRequest {
+fn permutation_request(
+    scheme: PermutationKind,
+    control: Control,
+    n_threads: Option<usize>,
+) -> PermutationRequest {
     PermutationRequest {
-        resampling: resampling(Method::Pearson, control, scheme, 3, n_threads),
+        resampling: resampling(Method::Pearson, control, 3, n_threads),
+        scheme,
         n_perm: 2500,
         mirror: false,
     }
@@ -62,7 +60,8 @@ fn bootstrap_request(
     n_threads: Option<usize>,
 ) -> BootstrapRequest {
     BootstrapRequest {
-        resampling: resampling(method, Control::Linear, "block", 5, n_threads),
+        resampling: resampling(method, Control::Linear, 5, n_threads),
+        scheme: BootstrapKind::MovingBlock,
         n_boot: 1500,
         ci_level: 0.9,
         ci_method,
@@ -76,10 +75,10 @@ fn quiet() -> std::result::Result<(), StatsError> {
 #[test]
 fn the_linear_control_takes_the_fast_kernels() {
     let (scores, covars) = data(2, 40, 4, 1);
-    let linear = permutation_request("block", Control::Linear, None);
+    let linear = permutation_request(PermutationKind::Block, Control::Linear, None);
     let batch = PermutationBatch::prepare(scores.clone(), covars.clone(), &linear).unwrap();
     assert_eq!(batch.kernel(), Kernel::Fast);
-    let gam = permutation_request("block", Control::Gam(GamOptions::default()), None);
+    let gam = permutation_request(PermutationKind::Block, Control::Gam(GamOptions::default()), None);
     let batch = PermutationBatch::prepare(scores.clone(), covars.clone(), &gam).unwrap();
     assert_eq!(batch.kernel(), Kernel::Exact);
     for (method, kernel) in [
@@ -96,7 +95,11 @@ fn the_linear_control_takes_the_fast_kernels() {
 #[test]
 fn both_kernels_give_the_same_answers() {
     let (scores, covars) = data(3, 45, 5, 2);
-    for scheme in ["free", "block", "circular"] {
+    for scheme in [
+        PermutationKind::Free,
+        PermutationKind::Block,
+        PermutationKind::Circular,
+    ] {
         let request = permutation_request(scheme, Control::Linear, None);
         let fast = PermutationBatch::prepare(scores.clone(), covars.clone(), &request).unwrap();
         let exact = PermutationBatch::prepare(scores.clone(), covars.clone(), &request)
@@ -104,7 +107,7 @@ fn both_kernels_give_the_same_answers() {
             .exact();
         assert_eq!(exact.kernel(), Kernel::Exact);
         let (fast, exact) = (fast.run(&quiet).unwrap(), exact.run(&quiet).unwrap());
-        assert_eq!(fast, exact, "{scheme}");
+        assert_eq!(fast, exact, "{scheme:?}");
         // Not a vacuous equality: some pairs are significant, some not.
         let p: Vec<f64> = fast.iter().flat_map(|o| o.p_value.as_slice().to_vec()).collect();
         assert!(p.iter().any(|&v| v < 0.01) && p.iter().any(|&v| v > 0.2), "{p:?}");
@@ -146,7 +149,7 @@ fn results_do_not_depend_on_the_thread_count() {
     let (scores, covars) = data(5, 60, 4, 3);
     let (s, c) = (&scores, &covars);
     same_for_any_thread_count(|threads| {
-        let request = permutation_request("block", Control::Linear, threads);
+        let request = permutation_request(PermutationKind::Block, Control::Linear, threads);
         permutation_test_batch(s.clone(), c.clone(), &request, &quiet).unwrap()
     });
     same_for_any_thread_count(|threads| {
@@ -187,14 +190,14 @@ fn progress_is_called_between_slices_and_can_stop_the_call() {
     };
     // The fast kernel counts 9,000 permutations in slices of 4,096, 4,096 and 808; the reference kernel 2,500
     // in slices of 1,024, 1,024 and 452.
-    let mut request = permutation_request("free", Control::Linear, Some(2));
+    let mut request = permutation_request(PermutationKind::Free, Control::Linear, Some(2));
     request.n_perm = 9000;
     permutation_test_batch(scores.clone(), covars.clone(), &request, &count).unwrap();
     assert_eq!(calls.swap(0, Ordering::SeqCst), 3);
     let exact = PermutationBatch::prepare(
         scores.clone(),
         covars.clone(),
-        &permutation_request("free", Control::Linear, None),
+        &permutation_request(PermutationKind::Free, Control::Linear, None),
     )
     .unwrap()
     .exact();
@@ -209,7 +212,7 @@ fn progress_is_called_between_slices_and_can_stop_the_call() {
         calls.fetch_add(1, Ordering::SeqCst);
         Err(Interrupt::Stopped)
     };
-    let request = permutation_request("free", Control::Linear, None);
+    let request = permutation_request(PermutationKind::Free, Control::Linear, None);
     let stopped = permutation_test_batch(scores, covars, &request, &stop);
     assert_eq!(stopped, Err(Interrupt::Stopped));
     assert_eq!(calls.load(Ordering::SeqCst), 1);
@@ -218,7 +221,7 @@ fn progress_is_called_between_slices_and_can_stop_the_call() {
 #[test]
 fn errors_name_the_argument_and_the_run() {
     let (scores, mut covars) = data(3, 30, 3, 5);
-    let request = permutation_request("block", Control::Linear, None);
+    let request = permutation_request(PermutationKind::Block, Control::Linear, None);
     let short = covars.pop().unwrap();
     let error = PermutationBatch::prepare(scores.clone(), covars.clone(), &request)
         .err()
@@ -268,7 +271,7 @@ fn index_tables_are_the_drawn_rows() {
     // 2,100 rows: progress after rows 1,024 and 2,048.
     let plan = PermutationScheme::Block { length: 3 };
     assert_eq!(
-        permutation_plan(12, "block", Some(3), false).unwrap(),
+        permutation_plan(12, PermutationKind::Block, Some(3), false).unwrap(),
         IndexPlan::Permutation(plan)
     );
     let table = indices(12, 2100, IndexPlan::Permutation(plan), 4, &count).unwrap();
@@ -279,12 +282,19 @@ fn index_tables_are_the_drawn_rows() {
         let expected: Vec<i64> = row.iter().map(|&i| i as i64).collect();
         assert_eq!(&table[index as usize * 12..][..12], expected.as_slice());
     }
-    let table = indices(10, 5, bootstrap_plan(10, "iid", None).unwrap(), 9, &count).unwrap();
+    let table = indices(
+        10,
+        5,
+        bootstrap_plan(10, BootstrapKind::Iid, None).unwrap(),
+        9,
+        &count,
+    )
+    .unwrap();
     assert_eq!(table.len(), 50);
     assert!(table.iter().all(|&i| (0..10).contains(&i)));
-    let error = bootstrap_plan(0, "iid", None).unwrap_err();
+    let error = bootstrap_plan(0, BootstrapKind::Iid, None).unwrap_err();
     assert_eq!(error.to_string(), "n: must be at least 1");
-    let error = permutation_plan(0, "block", None, false).unwrap_err();
+    let error = permutation_plan(0, PermutationKind::Block, None, false).unwrap_err();
     assert_eq!(error.to_string(), "n: must be at least 1");
     let error = indices(
         10,

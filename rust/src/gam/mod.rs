@@ -64,6 +64,7 @@ mod search;
 use nalgebra::{DMatrix, DVector, SymmetricEigen, SVD};
 use rayon::prelude::*;
 
+use crate::choice::{self, Choice};
 use crate::error::{Result, StatsError};
 use crate::matrix::{check_finite, dot, Mat};
 use crate::residualise::column_name;
@@ -97,24 +98,16 @@ pub enum SmoothMethod {
     Reml,
 }
 
-impl SmoothMethod {
-    /// `"gcv"` or `"reml"`; `option` names the argument in the error.
-    pub fn parse(name: &str, option: &str) -> Result<Self> {
-        match name {
-            "gcv" => Ok(SmoothMethod::Gcv),
-            "reml" => Ok(SmoothMethod::Reml),
-            other => Err(StatsError::invalid(
-                option,
-                format!("unknown smoothing-parameter method {other:?}; expected \"gcv\" or \"reml\""),
-            )),
-        }
-    }
+impl Choice for SmoothMethod {
+    const OPTION: &'static str = "gam_method";
+    const WHAT: &'static str = "smoothing-parameter method";
+    const NAMES: &'static [(&'static str, Self)] =
+        &[("gcv", SmoothMethod::Gcv), ("reml", SmoothMethod::Reml)];
+}
 
+impl SmoothMethod {
     pub fn name(self) -> &'static str {
-        match self {
-            SmoothMethod::Gcv => "gcv",
-            SmoothMethod::Reml => "reml",
-        }
+        choice::name(self)
     }
 }
 
@@ -129,24 +122,17 @@ pub enum Basis {
     ThinPlate,
 }
 
-impl Basis {
-    /// `"cr"` or `"tp"` (mgcv's names); `option` names the argument in the error.
-    pub fn parse(name: &str, option: &str) -> Result<Self> {
-        match name {
-            "cr" => Ok(Basis::CubicRegression),
-            "tp" => Ok(Basis::ThinPlate),
-            other => Err(StatsError::invalid(
-                option,
-                format!("unknown spline basis {other:?}; expected \"cr\" or \"tp\""),
-            )),
-        }
-    }
+/// mgcv's names: `"cr"` and `"tp"`.
+impl Choice for Basis {
+    const OPTION: &'static str = "gam_basis";
+    const WHAT: &'static str = "spline basis";
+    const NAMES: &'static [(&'static str, Self)] =
+        &[("cr", Basis::CubicRegression), ("tp", Basis::ThinPlate)];
+}
 
+impl Basis {
     pub fn name(self) -> &'static str {
-        match self {
-            Basis::CubicRegression => "cr",
-            Basis::ThinPlate => "tp",
-        }
+        choice::name(self)
     }
 }
 
@@ -178,6 +164,20 @@ pub enum EdfCap {
     Auto,
     /// At most this many, at least `1 + q` (every smooth a straight line).
     At(f64),
+}
+
+/// The caps `max_edf` names rather than gives as a number: `"auto"`.
+impl Choice for EdfCap {
+    const OPTION: &'static str = "max_edf";
+    const WHAT: &'static str = "cap";
+    const NAMES: &'static [(&'static str, Self)] = &[("auto", EdfCap::Auto)];
+
+    fn unknown(name: &str) -> StatsError {
+        StatsError::invalid(
+            Self::OPTION,
+            format!("must be a number, \"auto\" or None, got {name:?}"),
+        )
+    }
 }
 
 impl EdfCap {

@@ -372,17 +372,17 @@ fn thin_plate_fits_match_mgcv() {
 #[test]
 fn basis_names_round_trip() {
     for basis in [Basis::CubicRegression, Basis::ThinPlate] {
-        assert_eq!(Basis::parse(basis.name(), "basis").unwrap(), basis);
+        assert_eq!(choice::parse::<Basis>(basis.name()).unwrap(), basis);
     }
-    assert!(Basis::parse("ps", "basis").is_err());
+    assert!(choice::parse::<Basis>("ps").is_err());
 }
 
 #[test]
 fn method_names_round_trip() {
     for method in [SmoothMethod::Gcv, SmoothMethod::Reml] {
-        assert_eq!(SmoothMethod::parse(method.name(), "gam_method").unwrap(), method);
+        assert_eq!(choice::parse::<SmoothMethod>(method.name()).unwrap(), method);
     }
-    let err = SmoothMethod::parse("GCV.Cp", "gam_method").unwrap_err();
+    let err = choice::parse::<SmoothMethod>("GCV.Cp").unwrap_err();
     assert!(err.to_string().starts_with("gam_method: unknown"), "{err}");
 }
 

@@ -3,32 +3,36 @@
 //! here only as far as a direct call of `gengen._core` needs (names and k), with the same option names.
 
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 
-use crate::control::Control;
+use super::choice::Chosen;
+use crate::choice;
+use crate::control::{Control, ControlKind};
 use crate::error::StatsError;
 use crate::gam::{Basis, EdfCap, GamOptions, SmoothMethod};
 
 /// Smallest basis dimension of a penalised regression spline (Python's `MIN_GAM_K`).
 const MIN_GAM_K: usize = 3;
 
-/// The GAM's `max_edf` as Python holds it: a number, or `"auto"` for the default of n (None: no cap).
-#[derive(FromPyObject)]
-pub enum EdfCapArgument {
-    Value(f64),
-    Name(String),
-}
+/// The GAM's `max_edf` as Python holds it: a number (infinity: no cap), `"auto"` for the default of n, or
+/// None for no cap.
+pub struct EdfCapArgument(pub EdfCap);
 
-/// The core's cap from Python's `max_edf`.
-pub fn edf_cap_from(cap: &Option<EdfCapArgument>) -> Result<EdfCap, StatsError> {
-    match cap {
-        None => Ok(EdfCap::Off),
-        Some(EdfCapArgument::Value(value)) if *value == f64::INFINITY => Ok(EdfCap::Off),
-        Some(EdfCapArgument::Value(value)) => Ok(EdfCap::At(*value)),
-        Some(EdfCapArgument::Name(name)) if name == "auto" => Ok(EdfCap::Auto),
-        Some(EdfCapArgument::Name(name)) => Err(StatsError::invalid(
-            "max_edf",
-            format!("must be a number, \"auto\" or None, got {name:?}"),
-        )),
+impl<'py> FromPyObject<'py> for EdfCapArgument {
+    fn extract_bound(value: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if value.is_none() {
+            return Ok(EdfCapArgument(EdfCap::Off));
+        }
+        if value.is_instance_of::<PyString>() {
+            let Chosen(cap) = value.extract::<Chosen<EdfCap>>()?;
+            return Ok(EdfCapArgument(cap));
+        }
+        let cap: f64 = value.extract()?;
+        Ok(EdfCapArgument(if cap == f64::INFINITY {
+            EdfCap::Off
+        } else {
+            EdfCap::At(cap)
+        }))
     }
 }
 
@@ -44,9 +48,9 @@ impl<'py> FromPyObject<'py> for ControlArgument {
             .map_err(|_| {
                 StatsError::invalid("fit", "must be gengen.stats.Linear() or gengen.stats.Gam(...)")
             })?;
-        match name.as_str() {
-            "linear" => Ok(ControlArgument(Control::Linear)),
-            "gam" => {
+        match choice::parse::<ControlKind>(&name)? {
+            ControlKind::Linear => Ok(ControlArgument(Control::Linear)),
+            ControlKind::Gam => {
                 let k: usize = value.getattr("k")?.extract()?;
                 if k < MIN_GAM_K {
                     return Err(StatsError::invalid(
@@ -55,17 +59,16 @@ impl<'py> FromPyObject<'py> for ControlArgument {
                     )
                     .into());
                 }
-                let method: String = value.getattr("method")?.extract()?;
-                let basis: String = value.getattr("basis")?.extract()?;
-                let max_edf: Option<EdfCapArgument> = value.getattr("max_edf")?.extract()?;
+                let Chosen(method) = value.getattr("method")?.extract::<Chosen<SmoothMethod>>()?;
+                let Chosen(basis) = value.getattr("basis")?.extract::<Chosen<Basis>>()?;
+                let EdfCapArgument(max_edf) = value.getattr("max_edf")?.extract()?;
                 Ok(ControlArgument(Control::Gam(GamOptions {
                     k,
-                    method: SmoothMethod::parse(&method, "gam_method")?,
-                    basis: Basis::parse(&basis, "gam_basis")?,
-                    max_edf: edf_cap_from(&max_edf)?,
+                    method,
+                    basis,
+                    max_edf,
                 })))
             }
-            other => Err(StatsError::invalid("fit", format!("unknown control {other:?}")).into()),
         }
     }
 }

@@ -1,17 +1,20 @@
 //! The binding layer: the only code that knows Python. It converts arguments, calls the core and maps
 //! errors; the orchestration (kernel choice, thread pool, slices) lives in [`crate::batch`].
 //!
-//! Arrays arrive as numpy arrays (any memory order) and are copied into column-major [`Mat`]s; results go
-//! back as frozen result objects holding new numpy arrays. Heavy calls run with the GIL released; the core
+//! Arrays arrive as numpy arrays (any memory order) and are copied into column-major [`Mat`]s; string
+//! options arrive as their enums ([`choice::Chosen`], converted once, in the argument's extraction); results
+//! go back as frozen result objects holding new numpy arrays. Heavy calls run with the GIL released; the core
 //! calls back between slices of work, and the callback takes the GIL to check for Ctrl-C. Every
 //! [`StatsError`] becomes a `gengen.errors` exception (`InvalidArgumentError` or `DegenerateDataError`, both
-//! `ValueError` subclasses).
+//! `ValueError` subclasses) with its fields: `option` the argument at fault, `problem`, and `run` in a batch.
+//! [`register`] holds the module's one export list.
 
 use numpy::ndarray::{Array1, Array2, ArrayView2, ShapeBuilder};
 use numpy::{
     IntoPyArray, PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3,
 };
 use pyo3::prelude::*;
+use pyo3::types::IntoPyDict;
 
 /// Declares a frozen result class of `gengen._core` and `Class::new(py, out)`, which fills it from the core
 /// result `out`: its `matrix` fields become 2-D numpy arrays, its `vector` fields 1-D ones, and its `value`
@@ -52,16 +55,18 @@ macro_rules! result_class {
 
 /// Adds result classes and functions to a module: `add_to_module!(module; Class, …; function, …)`.
 macro_rules! add_to_module {
-    ($module:ident; $($class:ty),*; $($function:ident),* $(,)?) => {
+    ($module:ident; $($class:ty),* $(,)?; $($function:path),* $(,)?) => {
         $($module.add_class::<$class>()?;)*
         $($module.add_function(wrap_pyfunction!($function, $module)?)?;)*
     };
 }
 
+mod choice;
 mod control;
 mod sieve;
 mod simulate;
 
+use choice::Chosen;
 use control::{control_of, ControlArgument};
 
 use crate::adjust::{p_adjust_with as adjust, Adjustment};
@@ -73,18 +78,31 @@ use crate::gam::{default_max_edf as max_edf_rule, GamOptions};
 use crate::matrix::Mat;
 use crate::method::Method;
 use crate::pcor::{self, Semi};
-use crate::rng::default_block_length as block_rule;
+use crate::rng::{default_block_length as block_rule, BootstrapKind, PermutationKind};
 
 pyo3::import_exception_bound!(gengen.errors, InvalidArgumentError);
 pyo3::import_exception_bound!(gengen.errors, DegenerateDataError);
 
 impl From<StatsError> for PyErr {
+    /// The `gengen.errors` exception of `error`, built with its fields:
+    /// `InvalidArgumentError(option=name, problem=problem, run=run, separator=": ")`, whose message is the core's
+    /// (`"run 2: covar: …"`).
     fn from(error: StatsError) -> PyErr {
-        let message = error.to_string();
-        match error {
-            StatsError::InvalidArgument { .. } => InvalidArgumentError::new_err(message),
-            StatsError::Degenerate { .. } => DegenerateDataError::new_err(message),
-        }
+        Python::with_gil(|py| {
+            let class = match error {
+                StatsError::InvalidArgument { .. } => py.get_type::<InvalidArgumentError>(),
+                StatsError::Degenerate { .. } => py.get_type::<DegenerateDataError>(),
+            };
+            let fields = [
+                ("option", error.name().into_pyobject(py)?.into_any()),
+                ("problem", error.problem().into_pyobject(py)?.into_any()),
+                ("run", error.run().into_pyobject(py)?.into_any()),
+                ("separator", ": ".into_pyobject(py)?.into_any()),
+            ]
+            .into_py_dict(py)?;
+            class.call((), Some(&fields)).map(PyErr::from_value)
+        })
+        .unwrap_or_else(|failed| failed)
     }
 }
 
@@ -151,12 +169,12 @@ fn partial_corr(
     x: PyReadonlyArray1<'_, f64>,
     y: PyReadonlyArray1<'_, f64>,
     covar: PyReadonlyArray2<'_, f64>,
-    method: &str,
-    semi: Option<&str>,
+    method: Chosen<Method>,
+    semi: Option<Chosen<Semi>>,
     fit: Option<ControlArgument>,
 ) -> CoreResult<PartialCorrResult> {
-    let method = Method::parse(method)?;
-    let semi = Semi::parse(semi)?;
+    let Chosen(method) = method;
+    let semi = Chosen::or_missing(semi)?;
     let control = control_of(fit);
     let x = x.as_array().to_vec();
     let y = y.as_array().to_vec();
@@ -182,10 +200,10 @@ result_class! {
 fn ppcor_matrices(
     py: Python<'_>,
     data: PyReadonlyArray2<'_, f64>,
-    method: &str,
+    method: Chosen<Method>,
     semi: bool,
 ) -> CoreResult<PpcorResult> {
-    let method = Method::parse(method)?;
+    let Chosen(method) = method;
     let data = to_mat(&data.as_array());
     let out = py.allow_threads(|| pcor::ppcor_matrices(&data, method, semi))?;
     Ok(PpcorResult::new(py, out))
@@ -221,11 +239,11 @@ fn partial_corr_matrix_batch(
     py: Python<'_>,
     scores: Vec<PyReadonlyArray2<'_, f64>>,
     covars: Vec<PyReadonlyArray2<'_, f64>>,
-    method: &str,
+    method: Chosen<Method>,
     fit: Option<ControlArgument>,
     n_threads: Option<usize>,
 ) -> CoreResult<Vec<CorrMatrixResult>> {
-    let method = Method::parse(method)?;
+    let Chosen(method) = method;
     let control = control_of(fit);
     let kernel =
         |scores, covars| batch::partial_corr_matrix_batch(scores, covars, method, &control, n_threads);
@@ -234,15 +252,19 @@ fn partial_corr_matrix_batch(
 
 /// Declares the binding of a batch resampling kernel, `batch::name(scores, covars, &request, progress)`:
 /// `name(scores, covars, method, <count>, scheme, block_length=None, <own arguments>, seed=0, fit=None,
-/// n_threads=None)` in Python. The shared arguments make the request's [`ResamplingRequest`]; the request's
-/// other fields are the count and those listed, each the argument of its name or the value given.
+/// n_threads=None)` in Python, `scheme` converted to the kernel's scheme kind. The shared arguments make the
+/// request's [`ResamplingRequest`]; the request's other fields are the scheme, the count and those listed,
+/// each the argument of its name or the value given. Attributes before the name go to the function (a
+/// `text_signature` where a default is not a literal).
 macro_rules! resampling_binding {
     (
-        $name:ident($count:ident $(, $arg:ident: $ty:ty = $default:tt)*) -> $result:ident,
+        $(#[$meta:meta])*
+        $name:ident($count:ident, scheme: $scheme:ty $(, $arg:ident: $ty:ty = $default:tt)*) -> $result:ident,
         $request:ident { $($field:ident $(: $value:expr)?),* $(,)? }
     ) => {
         #[allow(clippy::too_many_arguments)]
         #[pyfunction]
+        $(#[$meta])*
         #[pyo3(signature = (
             scores, covars, method, $count, scheme, block_length=None, $($arg=$default,)* seed=0, fit=None,
             n_threads=None
@@ -251,9 +273,9 @@ macro_rules! resampling_binding {
             py: Python<'_>,
             scores: Vec<PyReadonlyArray2<'_, f64>>,
             covars: Vec<PyReadonlyArray2<'_, f64>>,
-            method: &str,
+            method: Chosen<Method>,
             $count: u64,
-            scheme: &str,
+            scheme: Chosen<$scheme>,
             block_length: Option<usize>,
             $($arg: $ty,)*
             seed: u64,
@@ -261,14 +283,13 @@ macro_rules! resampling_binding {
             n_threads: Option<usize>,
         ) -> CoreResult<Vec<$result>> {
             let resampling = ResamplingRequest {
-                method: Method::parse(method)?,
+                method: method.0,
                 control: control_of(fit),
-                scheme: scheme.to_string(),
                 block_length,
                 seed,
                 n_threads,
             };
-            let request = $request { resampling, $count, $($field $(: $value)?),* };
+            let request = $request { resampling, scheme: scheme.0, $count, $($field $(: $value)?),* };
             let kernel = |scores, covars| batch::$name(scores, covars, &request, &check_signals);
             over_runs(py, &scores, &covars, kernel, $result::new)
         }
@@ -284,7 +305,7 @@ result_class! {
 }
 
 resampling_binding! {
-    permutation_test_batch(n_perm, mirror: bool = false) -> PermutationResult,
+    permutation_test_batch(n_perm, scheme: PermutationKind, mirror: bool = false) -> PermutationResult,
     PermutationRequest { mirror }
 }
 
@@ -297,8 +318,15 @@ result_class! {
 }
 
 resampling_binding! {
-    bootstrap_ci_batch(n_boot, ci_level: f64 = 0.95, ci_method: &str = "percentile") -> BootstrapResult,
-    BootstrapRequest { ci_level, ci_method: IntervalMethod::parse(ci_method)? }
+    #[pyo3(text_signature = "(scores, covars, method, n_boot, scheme, block_length=None, ci_level=0.95, \
+                             ci_method='percentile', seed=0, fit=None, n_threads=None)")]
+    bootstrap_ci_batch(
+        n_boot,
+        scheme: BootstrapKind,
+        ci_level: f64 = 0.95,
+        ci_method: Chosen<IntervalMethod> = { Chosen(IntervalMethod::Percentile) }
+    ) -> BootstrapResult,
+    BootstrapRequest { ci_level, ci_method: ci_method.0 }
 }
 
 result_class! {
@@ -364,12 +392,12 @@ fn permutation_indices(
     py: Python<'_>,
     n: usize,
     n_perm: usize,
-    scheme: &str,
+    scheme: Chosen<PermutationKind>,
     block_length: Option<usize>,
     mirror: bool,
     seed: u64,
 ) -> CoreResult<Py<PyArray2<i64>>> {
-    let plan = batch::permutation_plan(n, scheme, block_length, mirror)?;
+    let plan = batch::permutation_plan(n, scheme.0, block_length, mirror)?;
     index_array(py, n, n_perm, plan, seed)
 }
 
@@ -379,11 +407,11 @@ fn bootstrap_indices(
     py: Python<'_>,
     n: usize,
     n_boot: usize,
-    scheme: &str,
+    scheme: Chosen<BootstrapKind>,
     block_length: Option<usize>,
     seed: u64,
 ) -> CoreResult<Py<PyArray2<i64>>> {
-    let plan = batch::bootstrap_plan(n, scheme, block_length)?;
+    let plan = batch::bootstrap_plan(n, scheme.0, block_length)?;
     index_array(py, n, n_boot, plan, seed)
 }
 
@@ -391,9 +419,9 @@ fn bootstrap_indices(
 fn p_adjust<'py>(
     py: Python<'py>,
     p: PyReadonlyArray1<'py, f64>,
-    method: &str,
+    method: Chosen<Adjustment>,
 ) -> CoreResult<Bound<'py, PyArray1<f64>>> {
-    let method = Adjustment::parse(method)?;
+    let Chosen(method) = method;
     let values = p.as_array().to_vec();
     let adjusted = py.allow_threads(|| adjust(&values, method, &check_signals))?;
     Ok(Array1::from(adjusted).into_pyarray(py))
@@ -460,14 +488,18 @@ fn default_block_length(n: usize) -> usize {
     block_rule(n)
 }
 
+/// The export list of `gengen._core`: every result class and function of the binding layer (python/gengen/
+/// _core.pyi lists the same names; stubtest holds the two together).
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     add_to_module!(module;
-        PartialCorrResult, PpcorResult, CorrMatrixResult, PermutationResult, BootstrapResult, GamFitResult;
+        PartialCorrResult, PpcorResult, CorrMatrixResult, PermutationResult, BootstrapResult, GamFitResult,
+        simulate::CalibrationTally, simulate::LaggedResult, simulate::PrewhitenedResult;
         partial_corr, fisher_ci, ppcor_matrices, residualise, partial_corr_matrix_batch, permutation_test_batch,
         bootstrap_ci_batch, permutation_indices, bootstrap_indices, p_adjust, default_block_length, gam_fit,
         default_max_edf, normal_two_sided, normal_quantile, t_two_sided, t_quantile, ar_generate, chi_squared_sf,
+        simulate::simulate_run, simulate::calibration_cell, simulate::lagged_partial_corr,
+        simulate::prewhitened_partial_corr, simulate::lag1_autocorrelation,
+        sieve::sieve_moments, sieve::sieve_bias_refit, sieve::t_two_sided_array, sieve::t_quantile_array,
     );
-    simulate::register(module)?;
-    sieve::register(module)?;
     Ok(())
 }

@@ -66,7 +66,7 @@ macro_rules! sieve_binding {
         $(#[$meta])*
         #[pyfunction]
         #[allow(clippy::too_many_arguments)]
-        fn $name<$py>(
+        pub(super) fn $name<$py>(
             $python: Python<$py>,
             $coef: PyReadonlyArray2<$py, f64>,
             $($own: $own_ty,)*
@@ -155,7 +155,7 @@ sieve_binding! {
 
 /// 2·P(T > |t|) for Student's t, entry by entry of `t` and `df` (equal lengths): `t_two_sided` over arrays.
 #[pyfunction]
-fn t_two_sided_array<'py>(
+pub(super) fn t_two_sided_array<'py>(
     py: Python<'py>,
     t: PyReadonlyArray1<'py, f64>,
     df: PyReadonlyArray1<'py, f64>,
@@ -176,7 +176,7 @@ fn t_two_sided_array<'py>(
 
 /// The `p` quantile of Student's t on each of `df`: `t_quantile` over an array.
 #[pyfunction]
-fn t_quantile_array<'py>(
+pub(super) fn t_quantile_array<'py>(
     py: Python<'py>,
     p: f64,
     df: PyReadonlyArray1<'py, f64>,
@@ -187,12 +187,4 @@ fn t_quantile_array<'py>(
         .map(|&df| crate::dist::t_quantile(p, df))
         .collect();
     out.into_pyarray(py)
-}
-
-pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    module.add_function(wrap_pyfunction!(sieve_moments, module)?)?;
-    module.add_function(wrap_pyfunction!(sieve_bias_refit, module)?)?;
-    module.add_function(wrap_pyfunction!(t_two_sided_array, module)?)?;
-    module.add_function(wrap_pyfunction!(t_quantile_array, module)?)?;
-    Ok(())
 }

@@ -9,10 +9,12 @@ use crate::autocorr::{
     LaggedMatrices, PrewhitenedMatrices,
 };
 use crate::bounds::{check_array, check_resamples};
+use crate::choice;
 use crate::control::Control;
 use crate::method::Method;
-use crate::simulate::{simulate, Noise, Shape, StudyOptions, TrajectorySpec};
+use crate::simulate::{simulate, Noise, NoiseKind, Shape, StudyOptions, TrajectorySpec};
 
+use super::choice::Chosen;
 use super::control::{control_of, ControlArgument};
 use super::{check_signals, to_mat, to_numpy, vector};
 
@@ -43,20 +45,20 @@ type RunArrays = (Py<PyArray1<f64>>, Py<PyArray2<f64>>);
 #[allow(clippy::too_many_arguments)]
 #[pyfunction]
 #[pyo3(signature = (n, m, noise, phi, shape, shared, noise_sd, id_noise_sd, seed, index))]
-fn simulate_run(
+pub(super) fn simulate_run(
     py: Python<'_>,
     n: usize,
     m: usize,
-    noise: &str,
+    noise: Chosen<NoiseKind>,
     phi: f64,
-    shape: &str,
+    shape: Chosen<Shape>,
     shared: f64,
     noise_sd: f64,
     id_noise_sd: f64,
     seed: u64,
     index: u64,
 ) -> PyResult<RunArrays> {
-    let design = TrajectorySpec::new(n, m, Noise::parse(noise, phi)?, Shape::parse(shape)?, shared);
+    let design = TrajectorySpec::new(n, m, Noise::new(noise.0, phi)?, shape.0, shared);
     let spec = checked(design, noise_sd, id_noise_sd)?;
     let run = simulate(&spec, seed, index)?;
     Ok((vector(py, run.id), to_numpy(py, &run.ood)))
@@ -80,12 +82,12 @@ pub struct CalibrationTally {
 #[pyfunction]
 #[pyo3(signature = (n, noise, phi, shape, shared, replicates, seed, cell, n_perm, n_boot, gam, gam_lagged_k,
                     noise_sd, id_noise_sd))]
-fn calibration_cell(
+pub(super) fn calibration_cell(
     py: Python<'_>,
     n: usize,
-    noise: &str,
+    noise: Chosen<NoiseKind>,
     phi: f64,
-    shape: &str,
+    shape: Chosen<Shape>,
     shared: f64,
     replicates: u64,
     seed: u64,
@@ -97,7 +99,7 @@ fn calibration_cell(
     noise_sd: f64,
     id_noise_sd: f64,
 ) -> PyResult<Vec<CalibrationTally>> {
-    let design = TrajectorySpec::new(n, 2, Noise::parse(noise, phi)?, Shape::parse(shape)?, shared);
+    let design = TrajectorySpec::new(n, 2, Noise::new(noise.0, phi)?, shape.0, shared);
     let spec = checked(design, noise_sd, id_noise_sd)?;
     check_resamples("replicates", replicates, 0)?;
     // 0 permutations or replicates leaves those methods out of the cell.
@@ -116,7 +118,7 @@ fn calibration_cell(
         .into_iter()
         .map(|t| CalibrationTally {
             method: t.method.name().to_string(),
-            control: t.method.control().to_string(),
+            control: choice::name(t.method.control()).to_string(),
             evaluated: t.evaluated,
             reject_05: t.reject_05,
             reject_01: t.reject_01,
@@ -128,7 +130,7 @@ fn calibration_cell(
 }
 
 /// Declares the binding of a test of every pair of columns of `scores` given `covar`,
-/// `name(scores, covar, method, <option>=<default>)`: it parses `method`, converts the arrays and runs
+/// `name(scores, covar, method, <option>=<default>)`: it converts the arrays and runs
 /// `test(&scores, &covar, method, option)` with the GIL released.
 macro_rules! pair_test_binding {
     (
@@ -138,14 +140,14 @@ macro_rules! pair_test_binding {
         $(#[$meta])*
         #[pyfunction]
         #[pyo3(signature = (scores, covar, method, $option=$default))]
-        fn $name(
+        pub(super) fn $name(
             py: Python<'_>,
             scores: PyReadonlyArray2<'_, f64>,
             covar: PyReadonlyArray2<'_, f64>,
-            method: &str,
+            method: Chosen<Method>,
             $option: $ty,
         ) -> PyResult<$result> {
-            let method = Method::parse(method)?;
+            let Chosen(method) = method;
             let scores = to_mat(&scores.as_array());
             let covar = to_mat(&covar.as_array());
             let test = $test;
@@ -198,16 +200,10 @@ pair_test_binding! {
 /// Lag-1 autocorrelation of every column of `series`, (n, m) with rows in step order
 /// ([`crate::autocorr::lag1_autocorrelations`]).
 #[pyfunction]
-fn lag1_autocorrelation(py: Python<'_>, series: PyReadonlyArray2<'_, f64>) -> PyResult<Py<PyArray1<f64>>> {
+pub(super) fn lag1_autocorrelation(
+    py: Python<'_>,
+    series: PyReadonlyArray2<'_, f64>,
+) -> PyResult<Py<PyArray1<f64>>> {
     let series = to_mat(&series.as_array());
     Ok(vector(py, lag1_autocorrelations(&series)))
-}
-
-/// Adds the simulation and autocorrelation functions to `gengen._core`.
-pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    add_to_module!(module;
-        CalibrationTally, LaggedResult, PrewhitenedResult;
-        simulate_run, calibration_cell, lagged_partial_corr, prewhitened_partial_corr, lag1_autocorrelation,
-    );
-    Ok(())
 }
