@@ -35,12 +35,14 @@ its power is
 
 .. math:: P = \Pr(|T| > t_{1-\alpha/(2m)}), \quad T \approx \operatorname{artanh}(\rho_\text{obs})\sqrt{I} + \varepsilon
 
-(:func:`pair_power`). **The global question** — is the share of co-moving pairs above 0 — is answered by the
-"global" estimator of issue 33; its power is not available here, so a documented proxy stands in for it
-(:func:`global_power`): the :math:`\chi^2` test of :math:`\sum_i Z_i^2` over the :math:`m` pairs' z statistics,
-a share :math:`\pi` of which carry :math:`\rho` (non-central :math:`\chi^2_m` with
-:math:`\lambda = \pi m\, \operatorname{artanh}(\rho_\text{obs})^2 I`), treating pairs as independent (pairs
-sharing a test set are uncorrelated under the global null of independent test sets, not independent).
+(:func:`pair_power`). **The global question** — is the share of co-moving pairs above 0 — is answered as the
+verdict answers it: Storey's :math:`\hat\pi_1` of the pairs' p-values with its interval over test sets, "above
+0" when the interval's lower end is (:mod:`gengen.across.global_share`). Its power has no closed form (the pairs that
+share a test set are dependent, the interval resamples test sets), so :func:`global_power` simulates the design's
+statistics — per run K series whose correlations carry :math:`\rho_\text{obs}` inside cliques of co-moving test
+sets and have information :math:`I_1` — and puts them through the verdict's own functions
+(:mod:`gengen.study.power_global`). Fewer OOD test sets than the interval needs give power 0. :func:`plan_power` runs
+that simulation only for the candidates it has to compare (cheapest first), about 1–4 s each.
 
 How well this predicts what ``gengen analyse`` finds is measured by :func:`simulated_power` on the learning-curve
 simulator of ``gengen simulate`` (docs/power.md).
@@ -96,6 +98,11 @@ DEFAULT_NOISE_SD = 0.04
 SEED_CHOICES = (1, 2, 3, 5, 8, 10, 15, 20)
 EVALUATION_CHOICES = (20, 40, 60, 100)
 EXAMPLE_CHOICES = (200, 500, 1_000, 2_000, 5_000, 10_000, 30_000)
+#: The most designs one plan simulates while searching (cheapest first), so that the planner stays interactive.
+MAX_SIMULATED_DESIGNS = 12
+#: Numbers of OOD test sets beyond the study's own that the planner also considers (the global answer's interval
+#: needs at least :data:`gengen.stats.global_share.MIN_TESTSETS_INTERVAL`).
+ADDED_TESTSET_CHOICES = (12, 16, 20, 30, 40)
 
 
 # ---------------------------------------------------------------------------------------------- the model
@@ -199,44 +206,69 @@ def pair_power(rho_observed: float, information: float, alpha: float, df: float 
     return float(stats.norm.sf(critical - delta) + stats.norm.cdf(-critical - delta))
 
 
-def global_power(rho_observed: float, information: float, pairs: int, share: float, alpha: float) -> float:
-    r"""Power of the proxy for the global question: :math:`\sum Z_i^2` over ``pairs`` against :math:`\chi^2_m`.
+def global_power(
+    rho_observed: float,
+    information: float,
+    *,
+    seeds: int,
+    testsets: int,
+    share: float,
+    replicates: int | None = None,
+    seed: int = 0,
+) -> float:
+    r"""Power of the verdict's global answer (the share of co-moving pairs' interval above 0) for a design.
 
-    A share of the pairs carry the correlation (non-centrality :math:`\pi m\,\operatorname{artanh}(\rho)^2 I`);
-    the pairs' statistics are treated as independent.
+    :func:`gengen.study.power_global.predicted_global_power`: the design's statistics simulated and put through the
+    verdict's own functions (:mod:`gengen.across.global_share`).
 
     Parameters
     ----------
     rho_observed : float
         The partial correlation a co-moving pair's data carry.
     information : float
-        Information about artanh r of each pair.
-    pairs : int
-        Pairs tested, m.
+        Information about artanh r of one run.
+    seeds : int
+        Runs pooled per model.
+    testsets : int
+        OOD test sets K (their K(K - 1)/2 pairs).
     share : float
-        Share π of them that co-move.
-    alpha : float
-        Level.
+        Share of the pairs that co-move.
+    replicates : int, optional
+        Simulated models (default :data:`gengen.study.power_global.PLANNER_REPLICATES`, fewer where seeds × pairs
+        exceed :data:`gengen.study.power_global.PLANNER_ROWS` / that, never below 100).
+    seed : int
+        Seed of the simulation.
 
     Returns
     -------
     float
-        The probability that the χ² test rejects "no pair co-moves".
+        The probability that the verdict's interval of the share lies above 0.
 
     Examples
     --------
-    >>> round(global_power(0.0, 20.0, 28, 0.1, 0.05), 3)
-    0.05
+    >>> global_power(0.5, 20.0, seeds=3, testsets=8, share=0.1)  # 8 test sets: too few for an interval
+    0.0
     """
-    from scipy import stats
+    from gengen.study.power_global import (
+        MIN_PLANNER_REPLICATES,
+        PLANNER_REPLICATES,
+        PLANNER_ROWS,
+        predicted_global_power,
+    )
 
-    if pairs < 1:
-        return float("nan")
-    noncentrality = share * pairs * math.atanh(min(abs(rho_observed), 0.999999)) ** 2 * max(information, 0.0)
-    critical = float(stats.chi2.isf(alpha, pairs))
-    if noncentrality == 0:
-        return float(stats.chi2.sf(critical, pairs))
-    return float(stats.ncx2.sf(critical, pairs, noncentrality))
+    if replicates is None:  # large designs: fewer replicates, so that one takes seconds
+        rows = seeds * testsets * (testsets - 1) // 2
+        replicates = min(PLANNER_REPLICATES, max(MIN_PLANNER_REPLICATES, PLANNER_ROWS // max(rows, 1)))
+    return predicted_global_power(
+        rho_observed,
+        information,
+        seeds=seeds,
+        testsets=testsets,
+        share=share,
+        replicates=replicates,
+        seed=seed,
+        chosen_pair=False,
+    ).power
 
 
 @dataclass(frozen=True)
@@ -338,29 +370,34 @@ def predict(
     rho : float
         Partial correlation of a co-moving pair (see :attr:`PowerInputs.measured_rho`).
     share : float
-        Share of pairs co-moving, for the global question's proxy.
+        Share of pairs co-moving, for the global question.
     alpha : float
-        Level of both tests.
+        Level of the pair's test (the global interval is the verdict's 95% one).
 
     Returns
     -------
     pair : float
         Power for one pair tested at alpha / pairs.
     global : float
-        Power of the global question's proxy.
+        Power of the verdict's global answer (:func:`global_power`).
     rho_observed : float
         The partial correlation the design's data carry.
     """
+    pair, rho_observed, per_run = _pair_prediction(inputs, design, rho, alpha)
+    overall = global_power(rho_observed, per_run, seeds=design.seeds, testsets=design.testsets, share=share)
+    return pair, overall, rho_observed
+
+
+def _pair_prediction(inputs: PowerInputs, design: Design, rho: float, alpha: float) -> tuple[float, float, float]:
+    """The chosen pair's power, the observed ρ and the information per run of ``design``."""
     rel = reliability(inputs.noise_sd, inputs.accuracy, design.n_examples)
     if inputs.measured_rho:
         rel /= reliability(inputs.noise_sd, inputs.accuracy, inputs.n_examples)
     rho_observed = float(min(rho * rel, 0.999))
     per_run = information_per_run(inputs, design.evaluations)
-    information = design.seeds * per_run
     df = design.seeds * (per_run + 1.0)
-    pair = pair_power(rho_observed, information, alpha / max(design.pairs, 1), df)
-    overall = global_power(rho_observed, information, design.pairs, share, alpha)
-    return pair, overall, rho_observed
+    pair = pair_power(rho_observed, design.seeds * per_run, alpha / max(design.pairs, 1), df)
+    return pair, rho_observed, per_run
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -630,6 +667,10 @@ class PowerPlan:
         The recommended design's evaluation steps.
     few_shot : bool
         Whether replicates are training seeds times data seeds (a few-shot study).
+    added_testsets : int
+        OOD test sets the recommended design scores beyond those the study names.
+    searched : str
+        How many designs' global power was simulated, and whether the search stopped at its limit.
     """
 
     table: pd.DataFrame
@@ -644,6 +685,8 @@ class PowerPlan:
     kept_testsets: list[str]
     steps: list[int]
     few_shot: bool = False
+    added_testsets: int = 0
+    searched: str = ""
 
 
 def plan_power(
@@ -749,11 +792,17 @@ def plan_power(
                     models=models,
                 )
                 cost[(n, size, k)] = sum(r.gpu_hours for r in rows) / current.seeds  # per replicate
+            # More OOD test sets than the study names (the global answer needs enough of them): each one more
+            # costs what the last one the study names cost to score at this design.
+            last = cost[(n, size, len(ood))] - cost.get((n, size, len(ood) - 1), cost[(n, size, len(ood))])
+            for k in ADDED_TESTSET_CHOICES:
+                if k > len(ood):
+                    cost[(n, size, k)] = cost[(n, size, len(ood))] + (k - len(ood)) * max(last, 0.0)
     records = []
     for seeds in sorted({*SEED_CHOICES, current.seeds}):
         for (n, size, k), hours in cost.items():
             design = Design(seeds, n, size, k)
-            power_pair, power_global, observed = predict(inputs, design, rho, share=share, alpha=alpha)
+            power_pair, observed, per_run = _pair_prediction(inputs, design, rho, alpha)
             records.append(
                 {
                     "seeds": seeds,
@@ -762,30 +811,97 @@ def plan_power(
                     "testsets": k,
                     "pairs": design.pairs,
                     "rho_observed": observed,
+                    "information": per_run,
                     "power_pair": power_pair,
-                    "power_global": power_global,
+                    "power_global": float("nan"),  # simulated only where a choice needs it (_GlobalPowers)
                     "gpu_hours": seeds * hours,
                 }
             )
     grid = pd.DataFrame(records)
     within = grid["gpu_hours"] <= budget if budget is not None else pd.Series(True, index=grid.index)
     grid["within_budget"] = within
+    powers = _GlobalPowers(grid, share)
+    chosen = _choose(grid, current, target, powers)
     grid["meets"] = within & (grid["power_pair"] >= target) & (grid["power_global"] >= target)
-    chosen = _choose(grid, current)
     table = pd.DataFrame([{"label": label, **grid.loc[index].to_dict()} for label, index in chosen])
     best = table.index[table["label"] == "recommended"]
     recommended = int(best[0]) if len(best) else None
     steps: list[int] = []
     kept: list[str] = []
+    added = 0
     if recommended is not None:
         row = table.loc[recommended]
         steps = design_steps(total, asked[int(row["evaluations"])], rise)
         kept = ood[: int(row["testsets"])]
+        added = int(row["testsets"]) - len(ood)
     few_shot = bool(config.data.shots)
-    return PowerPlan(table, recommended, inputs, rho, target, share, alpha, budget, pair, kept, steps, few_shot)
+    return PowerPlan(
+        table,
+        recommended,
+        inputs,
+        rho,
+        target,
+        share,
+        alpha,
+        budget,
+        pair,
+        kept,
+        steps,
+        few_shot,
+        max(added, 0),
+        f"global power simulated for {powers.simulated} designs"
+        + (
+            f" (the cheapest-first searches stop after {MAX_SIMULATED_DESIGNS} simulations; designs they did not "
+            "reach may meet the target)"
+            if powers.exhausted
+            else ""
+        ),
+    )
 
 
-def _choose(grid: pd.DataFrame, current: Design) -> list[tuple[str, int]]:
+class _GlobalPowers:
+    r"""The global power of the grid's rows, simulated when first asked for and written into ``grid``.
+
+    At the same seeds and test sets, global power rises with a co-moving pair's signal
+    :math:`\delta = \operatorname{artanh}(\rho_\text{obs})\sqrt{I_1}`, so a row whose δ is at most that of a
+    row that already fell short of the target is not simulated (it falls short too).
+    """
+
+    def __init__(self, grid: pd.DataFrame, share: float) -> None:
+        self.grid = grid
+        self.share = share
+        self.short: dict[tuple[int, int], float] = {}
+        self.simulated = 0
+        self.exhausted = False
+
+    def __call__(self, index: int, target: float | None = None) -> float:
+        row = self.grid.loc[index]
+        if np.isfinite(row["power_global"]):
+            return float(row["power_global"])
+        key = (int(row["seeds"]), int(row["testsets"]))
+        information, observed = float(row["information"]), float(row["rho_observed"])
+        delta = math.atanh(observed) * math.sqrt(max(information, 0.0))
+        if target is not None and delta <= self.short.get(key, -math.inf):
+            return -math.inf  # weaker than a row below the target: below it too, not simulated
+        if target is not None and self.simulated >= MAX_SIMULATED_DESIGNS:
+            self.exhausted = True
+            return -math.inf  # the search's time is spent: the plan says how many it simulated
+        power = global_power(observed, information, seeds=key[0], testsets=key[1], share=self.share)
+        self.simulated += 1
+        self.grid.loc[index, "power_global"] = power
+        if target is not None and power < target:
+            self.short[key] = max(delta, self.short.get(key, -math.inf))
+        return power
+
+    def first_meeting(self, rows: pd.DataFrame, target: float) -> int | None:
+        """The first of ``rows`` (in their order) whose pair and global power reach ``target``."""
+        for index in rows.index[rows["power_pair"] >= target]:
+            if self(int(index), target) >= target:
+                return int(index)
+        return None
+
+
+def _choose(grid: pd.DataFrame, current: Design, target: float, powers: _GlobalPowers) -> list[tuple[str, int]]:
     """The rows to print: the current design, the cheapest change of one lever that meets the target, the
     recommended design (cheapest that meets it; ties: more power), else the most powerful within the budget."""
 
@@ -794,6 +910,9 @@ def _choose(grid: pd.DataFrame, current: Design) -> list[tuple[str, int]]:
         for name, value in fixed.items():
             mask &= grid[name] == value
         return mask
+
+    def cheapest_first(rows: pd.DataFrame) -> pd.DataFrame:
+        return rows.sort_values(["gpu_hours", "power_pair"], ascending=[True, False])
 
     levers = {
         "seeds": dict(evaluations=current.evaluations, n_examples=current.n_examples, testsets=current.testsets),
@@ -804,23 +923,32 @@ def _choose(grid: pd.DataFrame, current: Design) -> list[tuple[str, int]]:
     now = at(
         seeds=current.seeds, evaluations=current.evaluations, n_examples=current.n_examples, testsets=current.testsets
     )
-    chosen = [("current", int(grid.index[now][0]))]
-    for lever, fixed in levers.items():
-        rows = grid[at(**fixed) & grid["meets"]]
-        if len(rows) and not now[rows.index].any():  # the current design meets it already: no row of its own
-            chosen.append(
-                (f"only {lever}", int(rows.sort_values(["gpu_hours", "power_pair"], ascending=[True, False]).index[0]))
-            )
-    meeting = grid[grid["meets"]]
-    if len(meeting):
-        order = meeting.assign(weakest=np.minimum(meeting["power_pair"], meeting["power_global"]))
-        chosen.append(
-            ("recommended", int(order.sort_values(["gpu_hours", "weakest"], ascending=[True, False]).index[0]))
-        )
-    else:
-        affordable = grid[grid["within_budget"]] if grid["within_budget"].any() else grid
-        weakest = np.minimum(affordable["power_pair"], affordable["power_global"])
-        chosen.append(("most power", int(weakest.idxmax())))  # nothing meets the target: say how far it gets
+    current_index = int(grid.index[now][0])
+    powers(current_index)
+    chosen = [("current", current_index)]
+    current_meets = bool(
+        grid.loc[current_index, "within_budget"]
+        and grid.loc[current_index, "power_pair"] >= target
+        and grid.loc[current_index, "power_global"] >= target
+    )
+    if not current_meets:  # the current design meets it already: no lever rows
+        for lever, fixed in levers.items():
+            found = powers.first_meeting(cheapest_first(grid[at(**fixed) & grid["within_budget"]]), target)
+            if found is not None:
+                chosen.append((f"only {lever}", found))
+    recommended = powers.first_meeting(cheapest_first(grid[grid["within_budget"]]), target)
+    if recommended is not None:
+        chosen.append(("recommended", recommended))
+        return chosen
+    # Nothing meets the target: per number of test sets, the affordable row with the most information about a
+    # pair, and of those the one whose weaker power is the highest (how far the budget gets).
+    affordable = grid[grid["within_budget"]] if grid["within_budget"].any() else grid
+    strength = affordable["seeds"] * affordable["information"] * np.arctanh(affordable["rho_observed"]) ** 2
+    best = strength.groupby(affordable["testsets"]).idxmax()
+    for index in best:
+        powers(int(index))
+    weakest = np.minimum(grid.loc[best, "power_pair"], grid.loc[best, "power_global"])
+    chosen.append(("most power", int(weakest.idxmax())))
     return chosen
 
 
@@ -839,6 +967,9 @@ def format_power_plan(plan: PowerPlan, study: str | Path) -> str:
     str
         Lines for the terminal.
     """
+    from gengen.stats.global_share import MIN_TESTSETS_INTERVAL
+    from gengen.study.power_global import PLANNER_REPLICATES
+
     inputs = plan.inputs
     what = f"pair {plan.pair[0]},{plan.pair[1]}" if plan.pair is not None else "a typical pair"
     meaning = "as the pilot measures it" if inputs.measured_rho else "of the signal, before measurement noise"
@@ -848,8 +979,9 @@ def format_power_plan(plan: PowerPlan, study: str | Path) -> str:
         f"from {inputs.source}: n = {inputs.n}, {inputs.runs} seed(s), {inputs.testsets} OOD test sets, "
         f"N = {inputs.n_examples:,}, residual lag-1 autocorrelation {inputs.phi:.2f}, information per run "
         f"{inputs.reference_information():.1f}",
-        f"pair: {what}, tested at alpha / pairs; global: share of co-moving pairs > 0 (proxy: chi-square of the "
-        f"pairs' z, {plan.share:.0%} of pairs co-moving; docs/power.md)",
+        f"pair: {what}, tested at alpha / pairs; global: the verdict's interval of the share of co-moving pairs "
+        f"above 0, {plan.share:.0%} of pairs co-moving in groups (simulated, {PLANNER_REPLICATES} models a "
+        f"design; it needs at least {MIN_TESTSETS_INTERVAL} OOD test sets; docs/power.md)",
         f"{'design':<17} {'seeds':>5} {'evals':>5} {'examples':>8} {'sets':>4} {'pairs':>5} {'r seen':>6} "
         f"{'P(pair)':>7} {'P(global)':>9} {'GPU-h':>10}",
     ]
@@ -858,6 +990,14 @@ def format_power_plan(plan: PowerPlan, study: str | Path) -> str:
             f"{row.label:<17} {row.seeds:>5} {row.evaluations:>5} {row.n_examples:>8,} {row.testsets:>4} "
             f"{row.pairs:>5} {row.rho_observed:>6.2f} {row.power_pair:>7.2f} {row.power_global:>9.2f} "
             f"{row.gpu_hours:>10,.1f}"
+        )
+    lines.append(plan.searched)
+    named = int(plan.table.loc[plan.table["label"] == "current", "testsets"].iloc[0])
+    if named < MIN_TESTSETS_INTERVAL:
+        lines.append(
+            f"the study names {named} OOD test sets: the global answer's interval needs {MIN_TESTSETS_INTERVAL}, so "
+            "it cannot answer the global question; designs with more add test sets (each costing what the study's "
+            "last one costs to score)"
         )
     if plan.recommended is None:
         lines.append(
@@ -875,7 +1015,13 @@ def format_power_plan(plan: PowerPlan, study: str | Path) -> str:
     lines += [
         f"recommended: {int(row['seeds'])} replicates, {len(plan.steps)} evaluations dense through the rise then even, "
         f"{int(row['n_examples']):,} examples per test set, {int(row['testsets'])} OOD test sets "
-        f"({', '.join(plan.kept_testsets)}): {int(row['pairs'])} pairs",
+        f"({', '.join(plan.kept_testsets)}"
+        + (
+            f", and {plan.added_testsets} more OOD test sets, none a split or subset of another"
+            if plan.added_testsets
+            else ""
+        )
+        + f"): {int(row['pairs'])} pairs",
         "in the study file:",
         replicates,
         f"  [evaluation] steps = [{', '.join(str(s) for s in plan.steps if s)}]  # replaces every / log_points",
