@@ -66,6 +66,7 @@ PAIR_COLUMNS = (
     "p_sieve_method",
     "ar_order_a",
     "ar_order_b",
+    "p_null_above",
     "statistic",
     "p_value",
     "p_value_method",

@@ -33,6 +33,7 @@ INFERENCE_COLUMNS = (
     "sieve_ci_high",
     "ar_order_a",
     "ar_order_b",
+    "p_null_above",
     "p_perm",
     "p_fwer",
     "r_innovation",
