@@ -14,7 +14,7 @@ import argparse
 import time
 from pathlib import Path
 
-from gengen.calibration_global import GLOBAL_GRID, GLOBAL_GRID_RUNS, global_share_study
+from gengen.calibration.global_share import GLOBAL_GRID, GLOBAL_GRID_RUNS, global_share_study
 
 
 def main() -> None:

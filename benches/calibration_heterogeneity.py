@@ -1,8 +1,8 @@
 """Calibration of the between-model heterogeneity test and of the phase-difference test (issue 24).
 
-Each replicate simulates M models (``gengen.simulate.simulate_trajectories``: ID learning curve, 3 OOD test
+Each replicate simulates M models (``gengen.calibration.simulate.simulate_trajectories``: ID learning curve, 3 OOD test
 sets, AR(1) noise), runs the default analysis (AR-sieve, ``n_boot`` draws) and keeps each model's estimate of every
-pair (``gengen.heterogeneity.group_estimates``); the rates are then computed from those estimates, so the
+pair (``gengen.across.heterogeneity.group_estimates``); the rates are then computed from those estimates, so the
 chi-squared and F references are compared on the same draws.
 
 Cells (``KIND``): ``null`` (no shared noise in any model), ``same`` (the same shared noise ρ = 0.5 in every
@@ -36,8 +36,8 @@ FOLDER = Path(os.environ.get("GENGEN_CALIBRATION_DIR", "calibration-heterogeneit
 
 def models_cell(name: str, m: int, runs: int, n: int, phi: float, reps: int, n_boot: int, kind: str) -> None:
     import gengen
-    from gengen.heterogeneity import group_estimates
-    from gengen.simulate import simulate_trajectories
+    from gengen.across.heterogeneity import group_estimates
+    from gengen.calibration.simulate import simulate_trajectories
 
     shared = {
         "null": [0.0] * m,
@@ -70,7 +70,7 @@ def models_cell(name: str, m: int, runs: int, n: int, phi: float, reps: int, n_b
 
 
 def rates(name: str) -> dict[str, object]:
-    from gengen.heterogeneity import heterogeneity_table, pairwise_differences
+    from gengen.across.heterogeneity import heterogeneity_table, pairwise_differences
 
     files = sorted(glob.glob(str(FOLDER / f"est_{name}_*.parquet")))
     estimates = pd.concat([pd.read_parquet(file) for file in files], ignore_index=True)
@@ -101,7 +101,7 @@ def rates(name: str) -> dict[str, object]:
 
 def phases_cell(name: str, kind: str, reps: int, n: int, phi: float) -> None:
     """One run, 3 OOD test sets; ``power``: ood_1 and ood_2 share their shocks (ρ = 0.6) in the early half only."""
-    from gengen.phases import compare_phases
+    from gengen.across.phases import compare_phases
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.test_phases import planted

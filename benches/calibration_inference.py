@@ -1,13 +1,13 @@
 """Calibration across models and across pooled seeds on realistic learning curves (issue 34, item 4).
 
-Every replicate draws runs of a ``"curves"`` cell of :mod:`gengen.simulate` (step 0 at chance, log-spaced
+Every replicate draws runs of a ``"curves"`` cell of :mod:`gengen.calibration.simulate` (step 0 at chance, log-spaced
 checkpoints, accuracies counted on N = 1,000 fixed examples, AR(1) 0.9 noise; ``docs/calibration.md``) and
 analyses them with the public ``gengen.analyse`` (every default, ``n_boot`` sieve draws).
 
 Cells (``KIND``):
 
 * ``models``: 4 models, one run each, the same null structure in all four (ρ = 0): one pair, ood_a/ood_b.
-  Recorded: Cochran's Q p-value (:func:`gengen.verdict.build_verdict`'s ``p_heterogeneity``) and the verdict's
+  Recorded: Cochran's Q p-value (:func:`gengen.across.verdict.build_verdict`'s ``p_heterogeneity``) and the verdict's
   class, for ``inference="sieve"`` (the default) and ``inference="lagged"``. Every class but "undetermined" is
   a wrong verdict on a null pair.
 * ``pooled``: one model, ``RUNS`` seeds; a third test set ood_c = (ood_a + ood_b)/2 co-moves with both, so the
@@ -49,9 +49,9 @@ def _hull_se(pairs: pd.DataFrame) -> np.ndarray:
 
 def _models(reps: int, n_boot: int, n: int, schedule: str) -> pd.DataFrame:
     import gengen
-    from gengen.learning_curves import curve_table
-    from gengen.simulate import Cell, simulate
-    from gengen.verdict import build_verdict
+    from gengen.across.verdict import build_verdict
+    from gengen.calibration.learning_curves import curve_table
+    from gengen.calibration.simulate import Cell, simulate
 
     cell = Cell(f"{schedule} n={n}", n=n, process="curves", schedule=schedule)
     rows = []
@@ -87,8 +87,8 @@ def _models(reps: int, n_boot: int, n: int, schedule: str) -> pd.DataFrame:
 
 def _pooled(reps: int, n_boot: int, runs: int, n: int, schedule: str) -> pd.DataFrame:
     import gengen
-    from gengen.learning_curves import curve_table
-    from gengen.simulate import Cell, simulate
+    from gengen.calibration.learning_curves import curve_table
+    from gengen.calibration.simulate import Cell, simulate
 
     cell = Cell(f"{schedule} n={n}, {runs} seeds", n=n, process="curves", schedule=schedule, runs=runs)
     rows = []
@@ -132,8 +132,8 @@ def _control(label: str, reps: int, alt_reps: int, n_boot: int) -> pd.DataFrame:
     """One replicate per row and control: the default (``fit="auto"``) beside the line and the capped GAM
     always, on the same draws; the deciding p, whether the row is flagged, the control auto chose, CPU time."""
     import gengen
-    from gengen.learning_curves import curve_table
-    from gengen.simulate import Cell, simulate
+    from gengen.calibration.learning_curves import curve_table
+    from gengen.calibration.simulate import Cell, simulate
 
     kwargs, rho_alt = CONTROL_CELLS[label]
     cell = Cell(label, rhos=(0.0, rho_alt), **kwargs)

@@ -2,7 +2,8 @@
 is").
 
 Each replicate simulates two models with two conditions each, one run per condition
-(``gengen.simulate.simulate_trajectories``: 40 evenly spaced checkpoints, AR(1) φ = 0.9 noise, 3 OOD test sets).
+(``gengen.calibration.simulate.simulate_trajectories``: 40 evenly spaced checkpoints, AR(1) φ = 0.9 noise, 3 OOD test
+sets).
 Case ``one``: the pair ood_1 / ood_2 has partial correlation ≈ 0.5 in condition A (shared noise 0.5) and 0 in B.
 Case ``opposite``: ≈ +0.5 in A and −0.5 in B (ood_1 mirrored, 1 − value, in B). Each replicate is analysed twice
 with the default analysis (``n_boot=199``): with the conditions hidden behind labels ``r0``/``r1`` declared
@@ -25,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 import gengen
-from gengen.simulate import simulate_trajectories
-from gengen.verdict import build_verdict
+from gengen.across.verdict import build_verdict
+from gengen.calibration.simulate import simulate_trajectories
 
 
 def replicate(case: str, rep: int) -> dict[str, tuple[list[str], list[float]]]:

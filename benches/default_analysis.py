@@ -43,8 +43,8 @@ def library_code(store: Path, inference: str | None) -> str:
     """A child's code: the analysis timed alone, then (defaults only) the verdict of it timed alone."""
     extra = "" if inference is None else f", inference={inference!r}"
     verdict = (
-        "from gengen.verdict import build_verdict\n"
-        "import gengen.compare, gengen.heterogeneity\n"
+        "from gengen.across.verdict import build_verdict\n"
+        "import gengen.across.compare, gengen.across.heterogeneity\n"
         "start = time.perf_counter(); cpu = time.process_time()\n"
         "build_verdict(analysis)\n"
         "print(time.perf_counter() - start, time.process_time() - cpu)\n"

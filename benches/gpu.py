@@ -6,8 +6,8 @@ base, full fine-tuning with fp32 master weights), it measures:
 * training tokens/s over ``--steps`` optimiser steps (after ``--warmup`` untimed ones), on random prompts of
   ``--seq`` tokens, micro-batch ``--batch``, gradient checkpointing on or off;
 * scoring examples/s (gengen's scoring path: last-token logits, answer-token scores, no KV cache);
-* peak GPU memory (``torch.cuda.max_memory_allocated``) against :func:`gengen.plan.training_memory` and
-  :func:`gengen.plan.scoring_memory` (the plan's figures without its fixed overhead and 10 % margin);
+* peak GPU memory (``torch.cuda.max_memory_allocated``) against :func:`gengen.study.plan.training_memory` and
+  :func:`gengen.study.plan.scoring_memory` (the plan's figures without its fixed overhead and 10 % margin);
 * MFU: model FLOPs per second (6 × parameters per token for full fine-tuning, 4 × for LoRA, + 2 × with
   gradient checkpointing) over the GPU's dense bf16 peak.
 
@@ -38,10 +38,10 @@ TINY = ("tiny-olmo2", "tiny-opt")
 
 
 def transformers_config(name: str) -> Any:
-    """A transformers config with the shape of ``name`` (a key of gengen.plan.KNOWN_SHAPES or a tiny shape)."""
+    """A transformers config with the shape of ``name`` (a key of gengen.study.plan.KNOWN_SHAPES or a tiny shape)."""
     from transformers import Olmo2Config, OPTConfig, SmolLM3Config
 
-    from gengen.plan import KNOWN_SHAPES, ModelShape
+    from gengen.study.plan import KNOWN_SHAPES, ModelShape
 
     if name == "tiny-olmo2":
         shape = ModelShape("llama", 64, 2, 256, 4, 4, 512, False, qk_norm=True)
@@ -81,7 +81,7 @@ def build(name: str, mode: str, device: Any, checkpointing: bool) -> tuple[Any, 
     import torch
     from transformers import AutoModelForCausalLM
 
-    from gengen.config import LORA_DEFAULT_TARGETS
+    from gengen.study.config import LORA_DEFAULT_TARGETS
 
     shape, config = transformers_config(name)
     dtype = torch.float32 if mode == "full" or device.type == "cpu" else torch.bfloat16
@@ -102,9 +102,9 @@ def bench_one(name: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     """Train ``args.steps`` steps and score ``args.score_batches`` batches; figures and plan estimates."""
     import torch
 
-    from gengen.config import EvaluationConfig, LoraConfig, TrainingConfig
-    from gengen.models import last_token_logits
-    from gengen.plan import GIB, scoring_memory, training_memory
+    from gengen.scoring.models import last_token_logits
+    from gengen.study.config import EvaluationConfig, LoraConfig, TrainingConfig
+    from gengen.study.plan import GIB, scoring_memory, training_memory
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"

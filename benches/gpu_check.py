@@ -133,7 +133,7 @@ def check_shapes(tiny: bool, device: str, scratch: Path) -> list[dict[str, Any]]
 
 def check_train(study: Path) -> list[dict[str, Any]]:
     """``gengen train`` of the tiny study (LoRA, bf16): complete, 3 evaluations x 2 test sets x 2 metrics stored."""
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     command = [sys.executable, "-c", "from gengen.cli import main; main()", "train", str(study)]
     result, seconds = _run(command, 240)
@@ -152,7 +152,7 @@ def check_train(study: Path) -> list[dict[str, Any]]:
 
 def check_callback(study: Path, device: str) -> list[dict[str, Any]]:
     """GengenCallback inside transformers.Trainer (bf16): every scheduled step stored, its overhead."""
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     out = study.parent / "callback"
     command = [sys.executable, "tests/train/integration_run.py", "--study", str(study), "--model"]

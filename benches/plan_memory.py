@@ -2,7 +2,7 @@
 
 Each case runs in a fresh process: a very small model trains one step first (so that one-off allocations are in
 the baseline), then the RSS is read, the model is built and trained two steps, and the peak RSS growth is
-compared with :func:`gengen.plan.training_memory` for the same shape and settings (fp32, no overhead).
+compared with :func:`gengen.study.plan.training_memory` for the same shape and settings (fp32, no overhead).
 The shapes (hidden 320, MLP 1280, 3 layers, 8 × 96 tokens) were not used to set the plan's activation
 coefficients. Linux only (``ru_maxrss`` in KiB, ``malloc_trim``).
 
@@ -26,7 +26,7 @@ import ctypes, json, resource, sys
 import psutil, torch
 torch.set_num_threads(1)
 from transformers import AutoModelForCausalLM, OPTConfig, SmolLM3Config
-from gengen.models import last_token_logits
+from gengen.scoring.models import last_token_logits
 
 family, method, checkpointing = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 special = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
@@ -76,8 +76,8 @@ CASES = (("opt", "full", False), ("smollm3", "lora", False), ("smollm3", "full",
 
 def main() -> list[dict[str, object]]:
     """Measure every case; print a Markdown table; return the rows."""
-    from gengen.config import TrainingConfig
-    from gengen.plan import shape_from_config, training_memory
+    from gengen.study.config import TrainingConfig
+    from gengen.study.plan import shape_from_config, training_memory
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     rows = []

@@ -37,7 +37,7 @@ SYNTHETIC = (("pythia-v1.1-1.4b", 1, 0.01, 0.02), ("pythia-v1.1-12b", 2, 0.015, 
 
 def build_store(folder: Path) -> Path:
     """Ingest the real Pythia files and add the two synthetic sizes; return the store folder."""
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     store = folder / "store"
     subprocess.run([*GENGEN, "ingest", str(DATA), "--store", str(store), "-q"], check=True, cwd=ROOT)

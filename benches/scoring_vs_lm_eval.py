@@ -6,7 +6,7 @@ log-likelihoods) on local examples (the demo's in-domain set, so nothing is down
 LM built from a config (random weights, nothing downloaded). Both score the same examples with the same model
 object in the same process, in turns (gengen, lm-eval, gengen, ...), so the machine's load falls on both alike:
 
-* gengen: :func:`gengen.score.score_encoded` after tokenising the prompts (tokenisation timed too) — one
+* gengen: :func:`gengen.scoring.score.score_encoded` after tokenising the prompts (tokenisation timed too) — one
   forward pass per example, batched by length, the logits of the last position only, the two answer logits
   read from it;
 * lm-eval: ``lm_eval.simple_evaluate`` with ``HFLM(pretrained=model, batch_size=B)`` — two log-likelihood
@@ -68,7 +68,7 @@ def build(args: argparse.Namespace, folder: Path) -> tuple[Any, Any, Any]:
 
 def task_folder(frame: Any, folder: Path) -> Path:
     """An lm-eval task over ``frame`` with the template gengen ships for its NLI tasks (local JSON data)."""
-    from gengen.lm_eval_backend import TASKS_DIR
+    from gengen.scoring.lm_eval import TASKS_DIR
 
     data = folder / "examples.jsonl"
     frame.assign(gold=1 - frame["label"])[["premise", "hypothesis", "gold"]].to_json(data, orient="records", lines=True)
@@ -87,8 +87,8 @@ def run_gengen(model: Any, tokenizer: Any, frame: Any, args: argparse.Namespace)
     """Wall and CPU seconds and accuracy of gengen's scorer (tokenising included)."""
     import torch
 
-    from gengen.models import answer_token_ids, encode_prompts
-    from gengen.score import score_encoded
+    from gengen.scoring.models import answer_token_ids, encode_prompts
+    from gengen.scoring.score import score_encoded
 
     began, cpu = time.perf_counter(), time.process_time()
     encoded = encode_prompts(tokenizer, frame, PROMPT, 512)

@@ -4,6 +4,11 @@ Usage (from the repository root)::
 
     .venv/bin/python benches/startup.py            # 15 rounds
     .venv/bin/python benches/startup.py --rounds 5
+    .venv/bin/python benches/startup.py --baseline-tree ../before   # also a checkout of another commit
+
+``--baseline-tree`` adds ``gengen --help`` and ``gengen analyse --help`` run from another checkout's ``python/``
+folder (its ``_core`` extension built or copied there), in the same rounds: a before/after of a change that moves
+modules, measured side by side (issue 37).
 
 Every command is run as a fresh process, round-robin (one of each per round) so that the load of other users
 of the machine falls on all of them alike; the table gives the best and the median wall time and the ratio of
@@ -38,7 +43,7 @@ GENGEN = str(Path(PYTHON).with_name("gengen"))
 
 EAGER = (
     "import sys, importlib\n"
-    "import gengen.analyse, gengen.compare, gengen.store, gengen.stats, gengen._core\n"
+    "import gengen.analyse, gengen.across.compare, gengen.store.database, gengen.stats, gengen._core\n"
     "import gengen.cli\n"
     "for name in gengen.cli.COMMAND_MODULES:\n"
     "    importlib.import_module('gengen.cli.' + name)\n"
@@ -78,15 +83,33 @@ COMMANDS: dict[str, list[str]] = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--baseline-tree", type=Path, help="another checkout whose gengen runs beside this one")
     args = parser.parse_args()
-    env = {**os.environ, "COLUMNS": "100"}
-    times: dict[str, list[float]] = {name: [] for name in COMMANDS}
-    cpu: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": str(ROOT / "python")}
+    commands = {name: (command, env) for name, command in COMMANDS.items()}
+    if args.baseline_tree is not None:
+        baseline = args.baseline_tree.resolve() / "python"
+        if not (baseline / "gengen" / "__init__.py").is_file():
+            raise SystemExit(f"--baseline-tree: {baseline} has no gengen package")
+        baseline_env = {**env, "PYTHONPATH": str(baseline)}
+        main_call = "import sys; from gengen.cli import main; sys.argv[0] = 'gengen'; main()"
+        for arguments in (["--help"], ["analyse", "--help"]):
+            name = f"gengen {' '.join(arguments)}, baseline tree {args.baseline_tree}"
+            commands[name] = ([PYTHON, "-c", main_call, *arguments], baseline_env)
+            # The same call from this tree, so that the pair differs in the tree only (not in the entry point).
+            commands[f"gengen {' '.join(arguments)}, this tree, same call"] = (
+                [PYTHON, "-c", main_call, *arguments],
+                env,
+            )
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
     start_load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     for _ in range(args.rounds):
-        for name, command in COMMANDS.items():
+        for name, (command, command_env) in commands.items():
             start = time.perf_counter()
-            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+            process = subprocess.Popen(
+                command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=command_env, cwd=ROOT
+            )
             assert process.stderr is not None
             err = process.stderr.read()
             _, status, usage = os.wait4(process.pid, 0)

@@ -25,7 +25,7 @@ doctest_ignore=()
 # Without the train extra (GENGEN_NO_TRAIN=1) the one module that imports torch at load cannot be collected;
 # the train tests skip themselves.
 .venv/bin/python -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)' ||
-    doctest_ignore=(--ignore=python/gengen/score.py)
+    doctest_ignore=(--ignore=python/gengen/scoring/score.py)
 .venv/bin/python -m pytest --doctest-modules python/gengen "${doctest_ignore[@]}" tests -q -ra "$@"
 # numpy picks its SIMD kernels by CPU: on AVX-512 its exp/log round differently (by 1-2 ulps) from other CPUs.
 # The numerical tests that compare vectorised code with a scalar path run once more with AVX-512 turned off, so

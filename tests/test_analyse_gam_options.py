@@ -77,7 +77,7 @@ def test_the_cli_and_a_study_file_take_the_gam_options(tmp_path: Path) -> None:
         bad.exit_code == 2
         and "error: --max-edf must be 'auto', 'none' or a number of at least 2, got 'x'" in bad.output
     )
-    from gengen.config import load_config
+    from gengen.study.config import load_config
 
     text = (Path(gengen.__file__).parent / "demo" / "study.toml").read_text()
     for path in re.findall(r'path = "([^"]+)"', text):  # the demo's data files and model folders, empty

@@ -31,8 +31,8 @@ from gengen.analyse.options import (
 )
 from gengen.cli import app
 from gengen.cli.analyse import FLAGS
-from gengen.config import AnalysisConfig
 from gengen.errors import GengenError
+from gengen.study.config import AnalysisConfig
 
 NAMES = [option.name for option in ANALYSIS_OPTIONS]
 
@@ -185,7 +185,7 @@ def test_a_study_file_names_the_key_of_a_bad_analysis_option(tmp_path: Path) -> 
 
 
 def test_analyse_study_chooses_one_of_several_and_refuses_to_guess(tmp_path: Path) -> None:
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     store = tmp_path / "store"
     Store(store).write_scores(scores(studies=("copy", "study")))

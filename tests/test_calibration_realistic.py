@@ -19,16 +19,7 @@ import pytest
 from scipy import stats as scipy_stats
 from typer.testing import CliRunner
 
-from gengen.calibration import (
-    CONTRACT_TYPE1,
-    REALISTIC_QUICK_GRID,
-    realistic_contract,
-    realistic_study,
-    realistic_summary,
-    realistic_tables,
-)
-from gengen.errors import GengenError
-from gengen.learning_curves import (
+from gengen.calibration.learning_curves import (
     CurveCell,
     _ar1,
     _threshold_counts,
@@ -38,6 +29,15 @@ from gengen.learning_curves import (
     simulate_curve_runs,
     true_partial_corr,
 )
+from gengen.calibration.studies import (
+    CONTRACT_TYPE1,
+    REALISTIC_QUICK_GRID,
+    realistic_contract,
+    realistic_study,
+    realistic_summary,
+    realistic_tables,
+)
+from gengen.errors import GengenError
 
 #: Replicates per hypothesis of the CI-sized study (the whole file: 26 s on 2 shared cores).
 REPLICATES = 60

@@ -9,7 +9,7 @@ import pandas as pd
 import gengen
 from gengen.analyse.data import examples_per_row
 from gengen.analyse.information import class_prior_checkpoints
-from gengen.simulate import simulate_trajectories
+from gengen.calibration.simulate import simulate_trajectories
 
 N_WSC = 104
 LOW, HIGH = 38, 66  # Pythia's wsc: 38/104 = 0.365 and 66/104 = 0.635

@@ -58,7 +58,7 @@ def test_the_default_analyse_run_does_not_import_pydantic(tmp_path: Path) -> Non
     code = (
         "import sys\n"
         "import pandas as pd\n"
-        "from gengen.simulate import simulate_trajectories\n"
+        "from gengen.calibration.simulate import simulate_trajectories\n"
         f"table = {str(tmp_path / 'scores.csv')!r}\n"
         "pd.concat([simulate_trajectories(n=30, n_testsets=3, seed=s, model=m) for s, m in ((1, 'a'), (2, 'b'))])"
         ".to_csv(table, index=False)\n"

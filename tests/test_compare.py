@@ -1,4 +1,4 @@
-"""gengen.compare: sign agreement, Mantel correlation and conflicts against a direct numpy computation."""
+"""gengen.across.compare: sign agreement, Mantel correlation and conflicts against a direct numpy computation."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from numpy.testing import assert_allclose
 from typer.testing import CliRunner
 
 from gengen import stats
+from gengen.across.compare import compare
 from gengen.analyse import analyse
-from gengen.compare import compare
 from gengen.errors import GengenError
 
 NAMES = ["arc", "boolq", "copa", "hella", "piqa", "sciq"]
@@ -185,7 +185,7 @@ def test_a_zero_agrees_with_nothing_at_the_chance_level() -> None:
     """The permutation chance level and its p-value count a zero as agreeing with nothing, like the observed
     agreement: checked against the same permutations evaluated by hand with numpy, and against a closed form
     (a matrix of zeros agrees with nothing under any permutation)."""
-    from gengen.compare import chance_levels
+    from gengen.across.compare import chance_levels
     from gengen.stats import permutation_indices
 
     rng = np.random.default_rng(5)
@@ -215,8 +215,8 @@ def test_model_level_adjustment_is_within_each_model() -> None:
     import scipy.stats
     from statsmodels.stats.multitest import multipletests
 
-    from gengen.heterogeneity import group_estimates
-    from gengen.simulate import simulate_trajectories
+    from gengen.across.heterogeneity import group_estimates
+    from gengen.calibration.simulate import simulate_trajectories
 
     frames = [
         simulate_trajectories(n=40, n_testsets=5, phi=0.3, shared=0.5, n_runs=2, seed=seed, model=model)
@@ -246,7 +246,7 @@ def test_pooled_adjustment_is_within_each_cell() -> None:
     """The pooled table adjusts its p-values across the pairs of one cell (one model's seeds), not all cells."""
     from statsmodels.stats.multitest import multipletests
 
-    from gengen.simulate import simulate_trajectories
+    from gengen.calibration.simulate import simulate_trajectories
 
     frames = [
         simulate_trajectories(n=40, n_testsets=5, phi=0.3, shared=0.5, n_runs=2, seed=seed, model=model)

@@ -1,4 +1,4 @@
-"""``gengen.csv_writer.write_csv`` writes the bytes ``DataFrame.to_csv(path, index=False)`` writes (issue 27).
+"""``gengen.store.csv_writer.write_csv`` writes the bytes ``DataFrame.to_csv(path, index=False)`` writes (issue 27).
 
 The reference is pandas itself, on frames with every awkward value: NaN, ±inf, -0.0, subnormal, huge and tiny
 floats, random float64 bit patterns, strings with commas, quotes, line breaks and carriage returns, empty and
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gengen.csv_writer import _arrow_agrees_on_probes, _arrow_or_repr, _float_text, _quoted, csv_lines, write_csv
+from gengen.store.csv_writer import _arrow_agrees_on_probes, _arrow_or_repr, _float_text, _quoted, csv_lines, write_csv
 
 
 def assert_same_bytes(frame: pd.DataFrame, tmp_path: Path, chunk_rows: int | None = None) -> None:

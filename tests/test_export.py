@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from gengen.cli import app
 from gengen.errors import GengenError
-from gengen.export import export, to_wide
 from gengen.ingest import ingest
-from gengen.store import Store, load
+from gengen.store.database import Store, load
+from gengen.store.export import export, to_wide
 
 PYTHIA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "pythia-lm-eval-v0.3"
 

@@ -19,7 +19,7 @@ import pytest
 from numpy.testing import assert_allclose
 from scipy import stats as scipy_stats
 
-from gengen.global_share import (
+from gengen.across.global_share import (
     answer_sentence,
     global_share_table,
     r_distribution_table,
@@ -102,13 +102,13 @@ class _Fitted:
 
 
 def test_null_above_probability_is_the_sieve_p_values_on_independent_series_of_the_fitted_models() -> None:
-    """Reference: the sieve test run on series drawn independently of the function (gengen.simulate's
-    stationary AR generator, true coefficients), 200 data sets of 6 test sets (15 pairs); the function with
+    """Reference: the sieve test run on series drawn independently of the function (the stationary AR generator
+    of gengen.calibration.simulate, true coefficients), 200 data sets of 6 test sets (15 pairs); the function with
     the same models, 200 draws. The two mean probabilities differ by Monte-Carlo error only: each is a mean of
     3,000 dependent indicators, s.e. below 0.015 each (pairs of one data set share series); tolerance 0.05.
     Neither is the 0.5 of exact p-values: white noise leans above it (measured 0.59), AR(1) 0.9 with 40
     checkpoints below (0.41), as on the calibration grid."""
-    from gengen.simulate import _stationary_ar
+    from gengen.calibration.simulate import _stationary_ar
     from gengen.stats import sieve_partial_corr_matrix
     from gengen.stats.global_share import null_above_probability
 
@@ -255,7 +255,7 @@ def test_global_share_calibration_ci_sized() -> None:
     60 replicates each, 199 sieve draws. With 60 replicates the Monte-Carlo s.e. of a 95% coverage is 0.028 and
     of a 5% type-I 0.028: the bounds (coverage >= 0.85, 3.6 s.e. below 0.95; type-I of "share > 0" by the
     interval's lower end <= 0.12, 2.5 s.e. above 0.05) fail only for a real miscalibration."""
-    from gengen.calibration_global import GlobalCell, global_share_study
+    from gengen.calibration.global_share import GlobalCell, global_share_study
 
     cells = (
         GlobalCell("null", 40, 0.9, (), 0.0, n_testsets=12),

@@ -10,8 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gengen.analyse.pooled import run_variances
-from gengen.heterogeneity import (
+from gengen.across.heterogeneity import (
     INDEPENDENT,
     POOLED,
     SIEVE,
@@ -21,6 +20,7 @@ from gengen.heterogeneity import (
     heterogeneity_table,
     pairwise_differences,
 )
+from gengen.analyse.pooled import run_variances
 from gengen.stats.meta import fisher_meta
 
 

@@ -6,7 +6,7 @@ import io
 import re
 import time
 
-from gengen._heartbeat import heartbeat
+from gengen.executors.heartbeat import heartbeat
 
 
 class Terminal(io.StringIO):

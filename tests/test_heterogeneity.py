@@ -1,4 +1,4 @@
-"""gengen.heterogeneity: Cochran's Q across models, sizes and shot regimes, against scipy and statsmodels.
+"""gengen.across.heterogeneity: Cochran's Q across models, sizes and shot regimes, against scipy and statsmodels.
 
 metafor is not installed here; the reference is Cochran's Q written out in the test with scipy's chi-squared
 survival function (what ``metafor::rma(yi, vi, method = "FE")$QE`` and its ``QEp`` compute).
@@ -16,10 +16,10 @@ from numpy.testing import assert_allclose
 from scipy import stats as scipy_stats
 from statsmodels.stats.multitest import multipletests
 
+from gengen.across.compare import Comparison, compare
+from gengen.across.heterogeneity import group_estimates, heterogeneity_table, heterogeneity_test, pairwise_differences
 from gengen.analyse import analyse
-from gengen.compare import Comparison, compare
-from gengen.heterogeneity import group_estimates, heterogeneity_table, heterogeneity_test, pairwise_differences
-from gengen.simulate import simulate_trajectories
+from gengen.calibration.simulate import simulate_trajectories
 
 NAMES = ["arc", "boolq", "copa", "hella"]
 
@@ -202,7 +202,7 @@ def test_bad_input(bad: dict) -> None:
 
 
 def test_f_tail_and_welch_differences_against_scipy() -> None:
-    from gengen.heterogeneity import f_sf
+    from gengen.across.heterogeneity import f_sf
 
     for x, d1, d2 in ((3.0, 3, 20.0), (0.4, 1, 4.5), (12.0, 6, 3.3), (2.2, 2, 1e4), (45.0, 3, 12.5)):
         assert_allclose(f_sf(x, d1, d2), scipy_stats.f.sf(x, d1, d2), rtol=1e-9)
@@ -225,7 +225,7 @@ def test_f_tail_and_welch_differences_against_scipy() -> None:
 
 
 def test_identical_estimates_and_extreme_statistics() -> None:
-    from gengen.heterogeneity import f_sf
+    from gengen.across.heterogeneity import f_sf
 
     assert heterogeneity_test([0.3, 0.3 + 1e-17], [0.02, 0.02], df=[10.0, 12.0]).p_value == 1.0
     assert f_sf(1e-300, 2, 30.0) == 1.0 and f_sf(1e300, 2, 30.0) == 0.0

@@ -14,11 +14,11 @@ import pytest
 from scipy import stats as scipy_stats
 
 import gengen
+from gengen.across.heterogeneity import LAGGED, NO_VARIANCE, POOLED_LAGGED, group_estimates
+from gengen.across.verdict import build_verdict
 from gengen.analyse.pooled import LAGGED_VARIANCE, lagged_variance
-from gengen.heterogeneity import LAGGED, NO_VARIANCE, POOLED_LAGGED, group_estimates
-from gengen.learning_curves import curve_table
-from gengen.simulate import Cell, simulate
-from gengen.verdict import build_verdict
+from gengen.calibration.learning_curves import curve_table
+from gengen.calibration.simulate import Cell, simulate
 
 
 def curve_models(models: int, runs: int, seed: int, n: int = 20) -> pd.DataFrame:
@@ -139,7 +139,7 @@ def test_a_path_not_calibrated_on_trajectories_says_so_with_its_measured_rate(in
 
 
 def test_comparing_models_refuses_without_an_autocorrelation_aware_variance() -> None:
-    from gengen.compare import compare
+    from gengen.across.compare import compare
     from gengen.errors import GengenError
 
     analysis = gengen.analyse(curve_models(3, 2, seed=4), id_testset="id", n_boot=99, inference="t-test")

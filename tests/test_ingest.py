@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from gengen.cli import app
 from gengen.errors import InputError, StoreConflictError, UnknownFormatError
 from gengen.ingest import detect_format, ingest, read_file
-from gengen.store import Store, load
+from gengen.store.database import Store, load
 
 PYTHIA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "pythia-lm-eval-v0.3"
 PYTHIA_STEPS = {0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, *range(3000, 143001, 10000)}

@@ -1,4 +1,4 @@
-"""Issue 27: an ingest format is added in one place, an entry of ``gengen.formats.INGEST_FORMAT_TABLE``.
+"""Issue 27: an ingest format is added in one place, an entry of ``gengen.store.formats.INGEST_FORMAT_TABLE``.
 
 The worked example of docs/extending.md ("Adding an ingest format"), run: a Hugging Face lighteval results file
 becomes a format by one entry and its two functions, and ``ingest``, ``--format``, content detection and the
@@ -16,12 +16,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-import gengen.formats as formats
+import gengen.store.formats as formats
 from gengen.errors import UnknownFormatError
-from gengen.formats import IngestFormatEntry
 from gengen.ingest import detect_format, ingest
 from gengen.ingest._common import IngestOptions, Parsed, number
-from gengen.store import load
+from gengen.store.database import load
+from gengen.store.formats import IngestFormatEntry
 
 LIGHTEVAL = {
     "config_general": {"model_name": "HuggingFaceTB/SmolLM2-360M", "model_revision": "step-20000"},

@@ -62,8 +62,8 @@ def test_a_hint_renders_its_options_and_survives_pickling() -> None:
 
 
 def test_export_names_its_format_option_in_each_front_end(tmp_path: Path) -> None:
-    from gengen.export import export
     from gengen.ingest import ingest
+    from gengen.store.export import export
 
     table = tmp_path / "scores.csv"
     table.write_text("model,step,testset,metric,value\nm,1,a,acc,0.5\n", encoding="utf-8")

@@ -14,7 +14,7 @@ import pytest
 
 from gengen.errors import InputError
 from gengen.ingest import detect_format, ingest
-from gengen.store import load
+from gengen.store.database import load
 
 LIGHTEVAL = {
     "config_general": {"model_name": "allenai/OLMo-2-0425-1B", "model_revision": "step1000"},

@@ -18,7 +18,7 @@ from gengen.cli import app
 from gengen.errors import GengenError, InputError, UnknownFormatError
 from gengen.ingest import ingest
 from gengen.ingest.tables import split_name
-from gengen.store import Store, load, shown
+from gengen.store.database import Store, load, shown
 
 # An OLMo-2 W&B history export in miniature: the three qualified namespaces next to the plain one.
 OLMO_HEADER = (

@@ -20,7 +20,7 @@ from gengen.cli import app
 from gengen.errors import InputError, UnknownFormatError
 from gengen.ingest import ingest
 from gengen.ingest.tables import split_name
-from gengen.store import load
+from gengen.store.database import load
 
 # The W&B columns written below and the (test set, metric) each must become (the documented rule).
 WANDB_SCORES = {
@@ -270,8 +270,8 @@ def test_cross_entropy_loss_is_negated_with_sign_minus_one(tmp_path: Path) -> No
 
 
 def test_a_byte_order_mark_in_a_study_toml_is_not_a_toml_error(tmp_path: Path) -> None:
-    from gengen.config import load_config
     from gengen.errors import ConfigError
+    from gengen.study.config import load_config
 
     text = (Path(__file__).resolve().parents[1] / "python" / "gengen" / "demo" / "study.toml").read_bytes()
     plain, marked = tmp_path / "plain" / "study.toml", tmp_path / "marked" / "study.toml"

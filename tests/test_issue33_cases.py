@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 from typer.testing import CliRunner
 
+from gengen.calibration.simulate import simulate_trajectories
 from gengen.cli import app
-from gengen.simulate import simulate_trajectories
-from gengen.store import load
+from gengen.store.database import load
 
 N_WSC = 104
 

@@ -18,9 +18,7 @@ import scipy.special
 import scipy.stats
 from typer.testing import CliRunner
 
-from gengen.calibration_items import ITEMS_QUICK_GRID, items_summary, run_items
-from gengen.errors import GengenError
-from gengen.item_level import (
+from gengen.calibration.item_level import (
     CLASS_PRIOR_EXAMPLES,
     CLASS_PRIOR_MINORITY,
     ItemCell,
@@ -30,6 +28,8 @@ from gengen.item_level import (
     item_table,
     simulate_items,
 )
+from gengen.calibration.items import ITEMS_QUICK_GRID, items_summary, run_items
+from gengen.errors import GengenError
 
 
 def _normal_integral(f: Callable[[float], float], sd: float) -> float:

@@ -25,7 +25,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("lm_eval")
 
-from gengen.store import KEY, Store  # noqa: E402
+from gengen.store.database import KEY, Store  # noqa: E402
 
 pytestmark = [pytest.mark.train, pytest.mark.lm_eval]
 
@@ -59,7 +59,7 @@ def _tiny_model(tokenizer: Any, seed: int) -> Any:
     """
     from gengen.demo.tasks import generate_id, generate_ood
     from gengen.demo.tiny import build_tiny_model
-    from gengen.models import encode_prompts, pad_batch
+    from gengen.scoring.models import encode_prompts, pad_batch
 
     model = build_tiny_model(
         "olmo2",
@@ -377,8 +377,8 @@ def test_lora_adapters_on_one_base(assets: dict[str, Any], tmp_path: Path) -> No
     """A series of LoRA adapters loads its base once; each adapter's scores equal its merged model's."""
     peft = pytest.importorskip("peft")
 
-    from gengen.lm_eval_backend import LmEvalSettings, score_with_lm_eval
-    from gengen.score import find_checkpoints
+    from gengen.scoring.lm_eval import LmEvalSettings, score_with_lm_eval
+    from gengen.scoring.score import find_checkpoints
 
     base_folder = assets["series"] / "checkpoint-0"
     series = tmp_path / "adapters"
@@ -454,13 +454,13 @@ def _hub_file(key: str, frame: pd.DataFrame, folder: Path) -> Path:
 def test_nli_tasks_agree_with_gengens_scorer(assets: dict[str, Any], tmp_path: Path) -> None:
     """The eight shipped ``gengen_*`` tasks (read from local files in each hub schema) give the accuracy of
     gengen's own scorer on the same examples."""
-    from gengen.config import DataSpec
     from gengen.data import load_examples
     from gengen.demo.tasks import generate_ood
-    from gengen.lm_eval_backend import TASKS_DIR, LmEvalSettings, score_with_lm_eval
-    from gengen.lm_eval_backend.nli import NLI_TASKS
-    from gengen.models import answer_token_ids, encode_prompts, load_model, load_tokenizer
-    from gengen.score import find_checkpoints, score_encoded
+    from gengen.scoring.lm_eval import TASKS_DIR, LmEvalSettings, score_with_lm_eval
+    from gengen.scoring.lm_eval.nli import NLI_TASKS
+    from gengen.scoring.models import answer_token_ids, encode_prompts, load_model, load_tokenizer
+    from gengen.scoring.score import find_checkpoints, score_encoded
+    from gengen.study.config import DataSpec
 
     checkpoint = assets["series"] / "checkpoint-10"
     tokenizer = load_tokenizer(str(checkpoint))

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from gengen.config import LmEvalConfig, parse_config
 from gengen.errors import ConfigError
+from gengen.study.config import LmEvalConfig, parse_config
 
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 
@@ -104,7 +104,7 @@ for argv in (["--help"], ["score", "--help"]):
         main(argv)
     except SystemExit:
         pass
-import gengen.lm_eval_backend
+import gengen.scoring.lm_eval
 print(sorted(m for m in ("lm_eval", "torch") if m in sys.modules))
 """
     assert _run(code).splitlines()[-1] == "[]"

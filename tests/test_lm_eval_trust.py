@@ -16,8 +16,8 @@ import pytest
 pytest.importorskip("lm_eval")
 
 from gengen.errors import InputError
-from gengen.lm_eval_backend import TASKS_DIR, LmEvalSettings, TaskCatalogue
-from gengen.lm_eval_backend.trust import (
+from gengen.scoring.lm_eval import TASKS_DIR, LmEvalSettings, TaskCatalogue
+from gengen.scoring.lm_eval.trust import (
     TaskCodeRefused,
     TemplateRefused,
     guard,
@@ -87,7 +87,7 @@ def test_gengens_and_lm_evals_own_task_code_stays_allowed() -> None:
     import lm_eval.tasks
     from lm_eval.tasks._yaml_loader import load_yaml
 
-    from gengen.lm_eval_backend.nli import process_rte
+    from gengen.scoring.lm_eval.nli import process_rte
 
     with guard(trust=False):
         ours = load_yaml(TASKS_DIR / "gengen_nli" / "gengen_rte.yaml", resolve_func=True)

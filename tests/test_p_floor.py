@@ -11,8 +11,8 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 import gengen
-from gengen._pfloor import P_FLOOR, floor_p_columns, is_p_column, p_text
-from gengen.verdict import build_verdict
+from gengen.across.verdict import build_verdict
+from gengen.stats.pfloor import P_FLOOR, floor_p_columns, is_p_column, p_text
 
 
 def test_floor_only_touches_p_columns_below_it() -> None:

@@ -1,4 +1,5 @@
-"""gengen.phases: a correlation planted in the early checkpoints only is found, and nothing where none is planted."""
+"""gengen.across.phases: a correlation planted in the early checkpoints only is found, and nothing where none is
+planted."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import pytest
 from numpy.testing import assert_allclose
 from scipy import stats as scipy_stats
 
+from gengen.across.phases import compare_phases, parse_phases, phase_labels
 from gengen.analyse import analyse
 from gengen.errors import GengenError
-from gengen.phases import compare_phases, parse_phases, phase_labels
 
 
 def planted(n: int = 80, n_runs: int = 3, rho: float = 0.8, phi: float = 0.3, seed: int = 0) -> pd.DataFrame:

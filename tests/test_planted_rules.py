@@ -24,11 +24,11 @@ import pandas as pd
 import pytest
 import scipy.stats
 
+from gengen.across.phases import compare_phases, phase_labels
+from gengen.across.verdict import build_verdict
 from gengen.analyse.information import column_information
-from gengen.phases import compare_phases, phase_labels
 from gengen.stats.control_choice import choose_control
 from gengen.stats.influence import leave_one_out_test
-from gengen.verdict import build_verdict
 
 
 def _holm(p: np.ndarray) -> np.ndarray:

@@ -141,7 +141,7 @@ def test_pooled_table_equals_per_pair_loop_on_pythia(tmp_path: Path) -> None:
     if not PYTHIA.is_dir():
         pytest.skip("../shared/data/pythia-lm-eval-v0.3 is not there")
     from gengen.ingest import ingest
-    from gengen.store import load
+    from gengen.store.database import load
 
     ingest(PYTHIA, tmp_path / "study")
     scores = load(tmp_path / "study")

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gengen.config import load_config
-from gengen.power import (
+from gengen.study.config import load_config
+from gengen.study.power import (
     Design,
     assumed_inputs,
     design_steps,
@@ -98,8 +98,8 @@ def test_predicted_power_matches_gengen_simulate() -> None:
     ``gengen.analyse``; the design it recommends for 90% power at the pilot's ρ, simulated with enough
     replicates for a Monte Carlo s.e. <= 0.02, finds the pair within ±0.05 of the prediction."""
     import gengen
-    from gengen.learning_curves import CurveCell, curve_table, design_partial_corr
-    from gengen.simulate import simulate
+    from gengen.calibration.learning_curves import CurveCell, curve_table, design_partial_corr
+    from gengen.calibration.simulate import simulate
 
     warnings.simplefilter("ignore")
     noise_rho = 0.6
@@ -154,8 +154,8 @@ def test_plan_power_cli() -> None:
 
 def test_pilot_folder_feeds_the_plan(tmp_path: Path) -> None:
     import gengen
-    from gengen.learning_curves import CurveCell, curve_table
-    from gengen.simulate import simulate
+    from gengen.calibration.learning_curves import CurveCell, curve_table
+    from gengen.calibration.simulate import simulate
 
     cell = CurveCell("pilot", n=20, schedule="dense-early", n_examples=1000, runs=2)
     rng = np.random.default_rng(5)
@@ -179,7 +179,7 @@ def test_pilot_folder_feeds_the_plan(tmp_path: Path) -> None:
 def test_examples_from_an_accuracys_stderr() -> None:
     import pandas as pd
 
-    from gengen.power import _examples
+    from gengen.study.power import _examples
 
     # lm-eval's stderr of an accuracy on N examples: sqrt(p (1 - p) / (N - 1)).
     scores = pd.DataFrame(
@@ -201,7 +201,7 @@ def test_few_shot_replicates_and_short_runs() -> None:
     current = plan.table[plan.table["label"] == "current"].iloc[0]
     assert current["gpu_hours"] < whole.table[whole.table["label"] == "current"].iloc[0]["gpu_hours"]
     # Every evaluation count in the table is one the run can hold: design_steps gives that many steps.
-    from gengen.power import _total_steps
+    from gengen.study.power import _total_steps
 
     total = _total_steps(config)
     for count in plan.table["evaluations"]:
@@ -211,6 +211,6 @@ def test_few_shot_replicates_and_short_runs() -> None:
 
 
 def config_evaluations(config: Any) -> int:
-    from gengen.power import current_design
+    from gengen.study.power import current_design
 
     return current_design(config).evaluations

@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 import gengen
+from gengen.across.verdict import build_verdict
 from gengen.analyse.related import related_pairs
+from gengen.calibration.simulate import simulate_trajectories
 from gengen.cli import app
-from gengen.simulate import simulate_trajectories
-from gengen.verdict import build_verdict
 
 
 def _reasons(names: list[str], **kwargs: object) -> dict[frozenset[str], str]:
@@ -159,7 +159,7 @@ def test_declared_groups_from_python_cli_and_study_option() -> None:
 
 
 def test_a_study_file_and_the_cli_declare_task_groups(tmp_path: Path) -> None:
-    from gengen.config import load_config
+    from gengen.study.config import load_config
 
     text = (Path(gengen.__file__).parent / "demo" / "study.toml").read_text()
     for path in re.findall(r'path = "([^"]+)"', text):  # the demo's data files and model folders, empty

@@ -19,8 +19,8 @@ from matplotlib.figure import Figure
 from PIL import Image
 from typer.testing import CliRunner
 
+from gengen.across.compare import compare
 from gengen.analyse import Analysis, analyse
-from gengen.compare import compare
 from gengen.errors import GengenError
 from gengen.report import (
     plot_agreement,

@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 from threadpoolctl import threadpool_limits
 
+from gengen.across.compare import Comparison, compare
 from gengen.analyse import Analysis, analyse
-from gengen.compare import Comparison, compare
 from gengen.report import report
 
 SIZES = ["70m", "160m", "410m", "1b", "1.4b", "2.8b", "6.9b", "12b"]

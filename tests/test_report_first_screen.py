@@ -19,13 +19,13 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from gengen.across.compare import compare
+from gengen.across.verdict import build_verdict
 from gengen.analyse import Analysis, analyse
-from gengen.compare import compare
+from gengen.calibration.simulate import simulate_trajectories
 from gengen.report import report
 from gengen.report.figures import why_not_significant
 from gengen.report.page import answer_of, levels_text
-from gengen.simulate import simulate_trajectories
-from gengen.verdict import build_verdict
 
 
 def two_models_two_runs_scores(*, seeded: bool) -> pd.DataFrame:
@@ -219,7 +219,7 @@ def test_partial_corr_refuses_several_models_and_takes_one_with_model(tmp_path: 
 
 def test_paper_tables_latex_and_markdown(two_models_two_runs: Analysis, tmp_path: Path) -> None:
     from gengen.cli import export as export_cli
-    from gengen.paper_tables import latex_escape, markdown_escape
+    from gengen.report.paper_tables import latex_escape, markdown_escape
 
     assert latex_escape("a_b&c%$#{}~^\\") == r"a\_b\&c\%\$\#\{\}\textasciitilde{}\textasciicircum{}\textbackslash{}"
     assert markdown_escape("a|b_c*d`e") == r"a\|b\_c\*d\`e"
@@ -281,8 +281,8 @@ def test_an_across_run_analysis_answers_across_runs_significant_pairs_first(tmp_
 
 def test_run_dry_run_ends_with_the_totals_of_the_plan() -> None:
     from gengen.cli import run as run_cli
-    from gengen.config import load_config
-    from gengen.plan import format_plan, plan_study
+    from gengen.study.config import load_config
+    from gengen.study.plan import format_plan, plan_study
 
     path = Path(__file__).parents[1] / "studies" / "paper-mnli-fewshot.toml"
     app = typer.Typer()
@@ -331,7 +331,7 @@ def short_run_note() -> str:
 @pytest.mark.parametrize("step_column", ["empty", "absent"])
 def test_a_long_table_of_final_scores_has_one_path_and_each_wrong_try_says_so(tmp_path: Path, step_column: str) -> None:
     from gengen.cli import ingest as ingest_cli
-    from gengen.store import load
+    from gengen.store.database import load
 
     header = "model,run,step,testset,metric,value" if step_column == "empty" else "model,run,testset,metric,value"
     cells = ",," if step_column == "empty" else ","

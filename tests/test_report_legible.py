@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gengen.across.compare import compare
 from gengen.analyse import Analysis, analyse
-from gengen.compare import compare
+from gengen.calibration.simulate import simulate_trajectories
 from gengen.report import plot_agreement, plot_heatmaps
 from gengen.report.figures import FADED_ALPHA, square
-from gengen.simulate import simulate_trajectories
 
 
 @pytest.fixture(scope="module")

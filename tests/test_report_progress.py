@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gengen.across.compare import compare
 from gengen.analyse import Analysis, analyse
-from gengen.compare import compare
 from gengen.report import report
 from gengen.report.order import short_labels
 from gengen.report.trajectories import DASHES, trajectory_payload

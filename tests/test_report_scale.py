@@ -19,8 +19,8 @@ from scipy.cluster.hierarchy import cophenet, linkage
 from scipy.spatial.distance import squareform
 from typer.testing import CliRunner
 
+from gengen.across.compare import compare
 from gengen.analyse import Analysis, analyse
-from gengen.compare import compare
 from gengen.report import figure_groups, output_paths, report
 from gengen.report.figures import direction_label, trajectories
 from gengen.report.order import average_linkage, cluster_order, model_size, short_labels, sort_models

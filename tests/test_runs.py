@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 import gengen
-from gengen._run_keys import parse_run_label, run_attributes
+from gengen.across.verdict import build_verdict
+from gengen.calibration.simulate import simulate_trajectories
 from gengen.cli import app
-from gengen.simulate import simulate_trajectories
-from gengen.verdict import build_verdict
+from gengen.store.run_keys import parse_run_label, run_attributes
 
 
 @pytest.mark.parametrize(

@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 
 import gengen
-from gengen.config import parse_config
 from gengen.errors import ConfigError, GengenError, InputError, InvalidArgumentError
 from gengen.stats import Gam, Linear
-from gengen.store import Store
+from gengen.store.database import Store
+from gengen.study.config import parse_config
 
 BASE: dict[str, Any] = {
     "study": {"name": "s", "id_testset": "t"},

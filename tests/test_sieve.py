@@ -19,8 +19,8 @@ import scipy.stats
 from numpy.testing import assert_allclose
 
 import gengen
-from gengen.calibration import GridCell, simulate_pair_runs
-from gengen.compare import compare
+from gengen.across.compare import compare
+from gengen.calibration.studies import GridCell, simulate_pair_runs
 from gengen.errors import GengenError
 from gengen.stats.meta import fisher_meta
 from gengen.stats.sieve import (

@@ -61,7 +61,7 @@ def _lag1(x: np.ndarray) -> float:
 
 
 def test_trajectories_have_the_store_format() -> None:
-    from gengen.simulate import simulate_trajectories
+    from gengen.calibration.simulate import simulate_trajectories
 
     scores = simulate_trajectories(n=12, n_testsets=3, n_runs=2, seed=4)
     assert list(scores.columns) == COLUMNS
@@ -76,7 +76,7 @@ def test_trajectories_have_the_store_format() -> None:
 
 @pytest.mark.parametrize("phi", [0.0, 0.5, 0.9])
 def test_ar1_noise_has_lag1_autocorrelation_phi(phi: float) -> None:
-    from gengen.simulate import simulate_trajectories
+    from gengen.calibration.simulate import simulate_trajectories
 
     n = 20_000
     wide = _wide(simulate_trajectories(n=n, phi=phi, seed=1))
@@ -86,7 +86,7 @@ def test_ar1_noise_has_lag1_autocorrelation_phi(phi: float) -> None:
 
 
 def test_random_walk_differences_are_white() -> None:
-    from gengen.simulate import simulate_trajectories
+    from gengen.calibration.simulate import simulate_trajectories
 
     wide = _wide(simulate_trajectories(n=10_000, noise="rw", seed=2))
     ood = wide["ood_1"].to_numpy() - 0.2 - 0.3 * (wide["id"].to_numpy() - 0.3) / 0.5
@@ -95,7 +95,7 @@ def test_random_walk_differences_are_white() -> None:
 
 
 def test_shared_component_sets_the_noise_correlation() -> None:
-    from gengen.simulate import simulate_trajectories
+    from gengen.calibration.simulate import simulate_trajectories
 
     wide = _wide(simulate_trajectories(n=20_000, phi=0.0, shared=0.3, seed=3))
     a = _residuals(wide["ood_1"].to_numpy(), wide["id"].to_numpy())
@@ -105,8 +105,8 @@ def test_shared_component_sets_the_noise_correlation() -> None:
 
 
 def test_bad_designs_are_named() -> None:
+    from gengen.calibration.simulate import simulate_trajectories
     from gengen.errors import GengenError
-    from gengen.simulate import simulate_trajectories
 
     with pytest.raises(GengenError, match="phi"):
         simulate_trajectories(phi=1.0)
@@ -210,15 +210,15 @@ REPLICATES = 2000
 
 @pytest.fixture(scope="module")
 def reduced_study() -> pd.DataFrame:
-    from gengen.calibration import calibration_study
-    from gengen.simulate import Cell
+    from gengen.calibration.simulate import Cell
+    from gengen.calibration.studies import calibration_study
 
     cells = [Cell(f"ar1({phi:g})", coef_a=(phi,), rhos=(0.0,), replicates=REPLICATES) for phi in (0.0, 0.5, 0.9)]
     return calibration_study(cells, measure="methods", seed=11)
 
 
 def test_lagged_test_keeps_type_one_error_in_bounds(reduced_study: pd.DataFrame) -> None:
-    from gengen.calibration import LAGGED_METHOD
+    from gengen.calibration.studies import LAGGED_METHOD
 
     tolerance = 3 * math.sqrt(0.05 * 0.95 / REPLICATES)  # three Monte Carlo standard errors at the nominal rate
     default = reduced_study[reduced_study.method == LAGGED_METHOD]
@@ -237,8 +237,8 @@ def test_naive_t_test_is_anticonservative_at_phi_09(reduced_study: pd.DataFrame)
 
 
 def test_study_is_reproducible_and_has_standard_errors(reduced_study: pd.DataFrame) -> None:
-    from gengen.calibration import calibration_study
-    from gengen.simulate import Cell
+    from gengen.calibration.simulate import Cell
+    from gengen.calibration.studies import calibration_study
 
     cell = [Cell("ar1(0.9)", n=50, coef_a=(0.9,), rhos=(0.0,), replicates=REPLICATES, n_boot=0)]
     again = calibration_study(cell, seed=11)
@@ -250,9 +250,9 @@ def test_study_is_reproducible_and_has_standard_errors(reduced_study: pd.DataFra
 
 
 def test_cli_quick_prints_the_summary_last(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    import gengen.calibration as calibration
+    import gengen.calibration.studies as calibration
+    from gengen.calibration.simulate import Cell
     from gengen.cli import app
-    from gengen.simulate import Cell
 
     small = calibration.StudyDesign(
         "test",
@@ -276,9 +276,9 @@ def test_cli_quick_prints_the_summary_last(monkeypatch: pytest.MonkeyPatch, tmp_
 
 
 def test_one_simulator_draws_both_processes_from_the_same_streams() -> None:
-    from gengen.calibration import GridCell
-    from gengen.learning_curves import CurveCell, simulate_curve_runs
-    from gengen.simulate import Cell, simulate, simulate_pair_runs
+    from gengen.calibration.learning_curves import CurveCell, simulate_curve_runs
+    from gengen.calibration.simulate import Cell, simulate, simulate_pair_runs
+    from gengen.calibration.studies import GridCell
 
     textbook = GridCell("ar1(0.5), 2 seeds", n=25, coef_a=(0.5,), runs=2)
     curves = CurveCell("log n=11", n=11, runs=2)
@@ -303,7 +303,7 @@ def test_one_simulator_draws_both_processes_from_the_same_streams() -> None:
 
 def test_textbook_random_walk_and_shared_noise_against_moments() -> None:
     """A random walk scaled by 1/sqrt(n) has variance t/n at step t; the alternative's noises correlate at rho."""
-    from gengen.simulate import Cell, simulate_pair_runs
+    from gengen.calibration.simulate import Cell, simulate_pair_runs
 
     n, runs = 40, 20_000
     cell = Cell("rw", n=n, noise="rw", runs=runs)
@@ -330,10 +330,10 @@ def test_textbook_random_walk_and_shared_noise_against_moments() -> None:
     ],
 )
 def test_calibration_study_names_what_does_not_fit(cells: str, options: dict[str, object], message: str) -> None:
-    from gengen.calibration import calibration_study
+    from gengen.calibration.learning_curves import CurveCell
+    from gengen.calibration.simulate import Cell
+    from gengen.calibration.studies import calibration_study
     from gengen.errors import GengenError
-    from gengen.learning_curves import CurveCell
-    from gengen.simulate import Cell
 
     chosen = [Cell("ar1(0.9)", replicates=10)] if cells == "textbook" else [CurveCell("log n=11", n=11)]
     with pytest.raises(GengenError, match=message):

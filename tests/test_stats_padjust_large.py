@@ -19,8 +19,9 @@ import pytest
 from numpy.testing import assert_allclose
 from statsmodels.stats.multitest import multipletests
 
-from gengen import limits, stats
+from gengen import stats
 from gengen.errors import InvalidArgumentError
+from gengen.stats import limits
 
 
 def _vectors(n: int, seed: int) -> list[np.ndarray]:

@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import gengen.store as store_module
+import gengen.store.database as store_module
 from gengen.errors import GengenError, InputError, StoreConflictError, StoreError
-from gengen.store import Store, load
+from gengen.store.database import Store, load
 
 PYTHON_ROOT = Path(store_module.__file__).resolve().parents[1]
 
@@ -329,7 +329,7 @@ def test_concurrent_writers(tmp_path: Path) -> None:
 _KILLED_WRITER = """
 import sys, time
 from pathlib import Path
-import gengen.store as store_module
+import gengen.store.database as store_module
 from gengen.ingest import ingest
 
 marker, path, table, wait_in_commit = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4] == "1"

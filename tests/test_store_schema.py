@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import gengen.store as store_module
+import gengen.store.database as store_module
 from gengen.errors import StoreError
-from gengen.store import Store, load, parse_run_label, run_label, split_model_name
+from gengen.store.database import Store, load, parse_run_label, run_label, split_model_name
 
 SCHEMA_1 = """
 CREATE TABLE scores (

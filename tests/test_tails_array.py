@@ -1,4 +1,5 @@
-"""The F tail over arrays (``gengen.tails.f_sf_array``) against scipy, mpmath and the scalar ``f_sf`` (issue 27)."""
+"""The F tail over arrays (``gengen.stats.tails.f_sf_array``) against scipy, mpmath and the scalar ``f_sf`` (issue
+27)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from numpy.testing import assert_allclose
 from scipy import special, stats
 
-from gengen.tails import _log_beta, f_sf, f_sf_array
+from gengen.stats.tails import _log_beta, f_sf, f_sf_array
 
 
 def _grid(seed: int, d2_log_range: tuple[float, float], size: int = 4000) -> tuple[np.ndarray, ...]:

@@ -1,6 +1,6 @@
 """The ``[training]`` settings are declared once: the parser's keys, defaults and choices come from the fields.
 
-Also the schedule's limits (``gengen.schedule``), the plan's option ranges and checkpoint folders that are
+Also the schedule's limits (``gengen.study.schedule``), the plan's option ranges and checkpoint folders that are
 symbolic links. None of this imports torch.
 """
 
@@ -14,7 +14,8 @@ from typing import Any, get_args
 
 import pytest
 
-from gengen.config import (
+from gengen.errors import ConfigError, InputError
+from gengen.study.config import (
     MAX_EVALUATIONS,
     MAX_STEPS,
     PRECISIONS,
@@ -24,9 +25,8 @@ from gengen.config import (
     TrainingConfig,
     parse_config,
 )
-from gengen.errors import ConfigError, InputError
-from gengen.schedule import epoch_steps, evaluation_steps, planned_steps, update_batches
-from gengen.training_config import training_settings
+from gengen.study.schedule import epoch_steps, evaluation_steps, planned_steps, update_batches
+from gengen.study.training_config import training_settings
 
 BASE: dict[str, Any] = {
     "study": {"name": "s", "id_testset": "t"},
@@ -128,7 +128,7 @@ def test_the_schedule_refuses_before_listing_a_billion_evaluations() -> None:
 
 
 def test_plan_options_are_structured_errors() -> None:
-    from gengen.plan import plan_study
+    from gengen.study.plan import plan_study
 
     config = parse_config(BASE, base=Path.cwd())
     with pytest.raises(ConfigError) as error:
@@ -138,7 +138,7 @@ def test_plan_options_are_structured_errors() -> None:
 
 
 def test_a_linked_checkpoint_folder_is_refused_and_never_followed(tmp_path: Path) -> None:
-    from gengen.checkpoints import list_checkpoints
+    from gengen.training.checkpoints import list_checkpoints
 
     outside = tmp_path / "elsewhere" / "checkpoint-3"
     outside.mkdir(parents=True)
@@ -155,7 +155,7 @@ def test_a_linked_checkpoint_folder_is_refused_and_never_followed(tmp_path: Path
 
 
 def test_literal_choices_match_the_exported_tuples() -> None:
-    from gengen import training_config
+    from gengen.study import training_config
 
     assert get_args(training_config.StrategyName) == training_config.STRATEGIES
 
@@ -181,7 +181,7 @@ def test_plan_notes_a_family_it_does_not_know(tmp_path: Path) -> None:
     # Planned with the Llama formulas: embeddings, two blocks (attention, gated MLP, two norms), final norm, head.
     per_block = 4 * 64 * 64 + 3 * 64 * 128 + 2 * 64
     expected = 100 * 64 + 2 * per_block + 64 + 100 * 64
-    from gengen.plan import model_shape
+    from gengen.study.plan import model_shape
 
     config = parse_config(
         {**BASE, "models": [{"name": "m", "path": str(model), "family": "mamba-like", "size": "1"}]}, base=tmp_path
@@ -218,7 +218,7 @@ def test_a_familys_false_switches_off_the_studys_gradient_checkpointing() -> Non
 def test_family_settings_follow_the_lower_cased_family(labels: tuple[str, str]) -> None:
     """Planted bug: settings looked up by the label as written (``"OLMo2"``) miss the family's table and
     registry entry; the study check lower-cases, so the run must too (LoRA targets, FSDP's layer class)."""
-    from gengen.families import family_for
+    from gengen.study.families import family_for
 
     training = {
         "method": "lora",

@@ -1,4 +1,4 @@
-"""gengen.verdict on the shared Pythia files: the block's numbers recomputed from the pairs table with scipy and
+"""gengen.across.verdict on the shared Pythia files: the block's numbers recomputed from the pairs table with scipy and
 statsmodels, summary.json and the terminal carrying the same, and the report opening with it."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from statsmodels.stats.multitest import multipletests
 from typer.testing import CliRunner
 
 import gengen
+from gengen.across.verdict import CLASSES, build_verdict
 from gengen.analyse import Analysis
-from gengen.verdict import CLASSES, build_verdict
 from tests.test_analyse import PYTHIA, load_pythia
 
 
@@ -132,7 +132,7 @@ def test_the_block_matches_the_pairs_table(pythia_analysis: Analysis) -> None:
 
 
 def test_summary_json_and_the_report_open_with_it(pythia_analysis: Analysis, tmp_path: Path) -> None:
-    from gengen.compare import compare
+    from gengen.across.compare import compare
     from gengen.report import report
 
     verdict = build_verdict(pythia_analysis, n_perm=99)
@@ -155,8 +155,8 @@ def test_summary_json_and_the_report_open_with_it(pythia_analysis: Analysis, tmp
 def test_analyse_command_states_the_answer_first_then_the_verdict(tmp_path: Path) -> None:
     import typer
 
+    from gengen.calibration.simulate import simulate_trajectories
     from gengen.cli import analyse as analyse_cli
-    from gengen.simulate import simulate_trajectories
 
     frames = [
         simulate_trajectories(n=30, n_testsets=3, phi=0.3, shared=0.5, seed=seed, model=model)
@@ -184,7 +184,7 @@ def test_analyse_command_states_the_answer_first_then_the_verdict(tmp_path: Path
 
 
 def test_a_planted_sign_flip_is_model_dependent_and_a_shared_effect_consistent() -> None:
-    from gengen.simulate import simulate_trajectories
+    from gengen.calibration.simulate import simulate_trajectories
 
     frames = []
     for seed, model in ((1, "a-1b"), (2, "b-1b"), (3, "c-1b")):

@@ -20,19 +20,19 @@ from numpy.testing import assert_allclose, assert_array_equal
 from scipy import stats as scipy_stats
 from statsmodels.stats.multitest import multipletests
 
-from gengen._per_pair import holm_by_group, joined_per_row, satterthwaite, two_sided_p_array
-from gengen.analyse import analyse
-from gengen.compare import compare
-from gengen.heterogeneity import (
+from gengen.across.compare import compare
+from gengen.across.heterogeneity import (
     comparison_cells,
     group_estimates,
     pair_matrices,
     pairwise_differences,
     two_sided_p,
 )
-from gengen.simulate import simulate_trajectories
+from gengen.across.per_pair import holm_by_group, joined_per_row, satterthwaite, two_sided_p_array
+from gengen.across.verdict import build_verdict
+from gengen.analyse import analyse
+from gengen.calibration.simulate import simulate_trajectories
 from gengen.stats import mantel, p_adjust, permutation_indices
-from gengen.verdict import build_verdict
 
 
 def _text(value: Any) -> str:

@@ -20,10 +20,10 @@ from gengen.errors import GengenError
 if TYPE_CHECKING:
     from gengen import stats
     from gengen._core import __version__
+    from gengen.across.compare import Comparison, compare
     from gengen.analyse import Analysis, analyse
-    from gengen.compare import Comparison, compare
     from gengen.stats.controls import Gam, Linear
-    from gengen.store import Store, load
+    from gengen.store.database import Store, load
 
 __all__ = [
     "Analysis",
@@ -45,12 +45,12 @@ _LAZY_NAMES: dict[str, tuple[str, str | None]] = {
     "__version__": ("gengen._core", "__version__"),
     "Analysis": ("gengen.analyse", "Analysis"),
     "analyse": ("gengen.analyse", "analyse"),
-    "Comparison": ("gengen.compare", "Comparison"),
-    "compare": ("gengen.compare", "compare"),
-    "Store": ("gengen.store", "Store"),
+    "Comparison": ("gengen.across.compare", "Comparison"),
+    "compare": ("gengen.across.compare", "compare"),
+    "Store": ("gengen.store.database", "Store"),
     "Gam": ("gengen.stats.controls", "Gam"),
     "Linear": ("gengen.stats.controls", "Linear"),
-    "load": ("gengen.store", "load"),
+    "load": ("gengen.store.database", "load"),
 }
 
 

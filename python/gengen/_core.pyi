@@ -266,7 +266,7 @@ def simulate_run(
     seed: int,
     index: int,
 ) -> tuple[NDArray[np.float64], _Float2D]:
-    """(id (n,), ood (n, m)) of one simulated run (see gengen.simulate.simulate_trajectories)."""
+    """(id (n,), ood (n, m)) of one simulated run (see gengen.calibration.simulate.simulate_trajectories)."""
 
 def calibration_cell(
     n: int,

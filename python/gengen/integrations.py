@@ -31,12 +31,12 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from gengen.config import DataSpec, StudyConfig, TaskConfig
 from gengen.errors import ConfigError, GengenError
-from gengen.models import Precision
 from gengen.scoring import ScoringBackend, SeriesLabels
 from gengen.scoring.hook import EvaluationHook, Schedule, joined_world
-from gengen.store import Store
+from gengen.scoring.models import Precision
+from gengen.store.database import Store
+from gengen.study.config import DataSpec, StudyConfig, TaskConfig
 
 __all__ = ["Evaluator", "GengenCallback", "Schedule", "evaluate"]
 
@@ -66,7 +66,7 @@ PACKAGES = ("gengen", "torch", "transformers", "peft", "accelerate", "trl", "lm_
 
 
 def _study(study: StudyConfig | str | Path | None) -> StudyConfig | None:
-    from gengen.config import load_config
+    from gengen.study.config import load_config
 
     if study is None or isinstance(study, StudyConfig):
         return study
@@ -111,7 +111,7 @@ class Evaluator:
 
     Parameters
     ----------
-    store : gengen.store.Store or path, optional
+    store : gengen.store.database.Store or path, optional
         Where the scores go (default: the study's ``output``).
     study : StudyConfig or path, optional
         A study file: its test sets, prompt, answers, ``[evaluation]`` settings and store.
@@ -204,11 +204,11 @@ class Evaluator:
         """gengen's scorer for the test sets, lm-eval for the tasks."""
         found: list[ScoringBackend] = []
         if self.config is not None and self.config.testsets:
-            from gengen.score import GengenBackend
+            from gengen.scoring.score import GengenBackend
 
             found.append(GengenBackend(self.config))
         if self.tasks:
-            from gengen.lm_eval_backend import LmEvalBackend, LmEvalSettings
+            from gengen.scoring.lm_eval import LmEvalBackend, LmEvalSettings
 
             num_fewshot, limit, include_paths = self.lm_eval
             batch = self.config.evaluation.batch_size if self.config is not None else 8

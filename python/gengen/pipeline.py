@@ -1,7 +1,7 @@
 """A study's scores to its report: analyse, compare, state the verdict, report — what ``gengen run`` and the demo
 end with.
 
-This is the one module that chains the three steps; :mod:`gengen.analyse`, :mod:`gengen.compare` and
+This is the one module that chains the three steps; :mod:`gengen.analyse`, :mod:`gengen.across.compare` and
 :mod:`gengen.report` each know only the data they are given (the report reads the analysis and comparison,
 never the other way round).
 """
@@ -44,10 +44,10 @@ def run_study_analysis(
     Path
         The report's path (``out_dir/report.html``).
     """
+    from gengen.across.compare import compare
+    from gengen.across.verdict import build_verdict
     from gengen.analyse import analyse, load_scores
-    from gengen.compare import compare
     from gengen.report import report
-    from gengen.verdict import build_verdict
 
     analysis = analyse(load_scores(store_path), id_testset=id_testset, **options)
     analysis.to_dir(out_dir)

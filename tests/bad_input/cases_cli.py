@@ -41,7 +41,7 @@ def _scores() -> list[dict[str, object]]:
 
 
 def _store(folder: Path, name: str = "study") -> Path:
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     Store(folder / name).write_scores(_scores())
     return folder / name
@@ -50,8 +50,8 @@ def _store(folder: Path, name: str = "study") -> Path:
 @cache
 def _built_analysis() -> Path:
     """One analysis and comparison folder, built once per session and copied into each case."""
+    from gengen.across.compare import compare
     from gengen.analyse import analyse, load_scores
-    from gengen.compare import compare
 
     root = Path(tempfile.mkdtemp(prefix="gengen-bad-input-"))
     store = _store(root)

@@ -30,8 +30,8 @@ TABLE = ["export", "{tmp}/analysis", "{tmp}/table.md", "--table"]
 def _verdict(folder: Path) -> None:
     """The verdict files (``verdict.json``, ``verdict_pairs.csv``) beside the analysis, as ``gengen analyse``
     writes them."""
+    from gengen.across.verdict import build_verdict
     from gengen.analyse import Analysis
-    from gengen.verdict import build_verdict
 
     build_verdict(Analysis.from_dir(folder / "analysis"), n_perm=9).to_dir(folder / "analysis")
 

@@ -69,7 +69,7 @@ def _float_step(folder: Path) -> None:
 
 
 def _two_studies(folder: Path) -> None:
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     frame = _frame()
     both = pd.concat([frame.assign(study="first"), frame.assign(study="second")], ignore_index=True)

@@ -18,7 +18,7 @@ LONG_HEADER = "model,step,testset,metric,value"
 
 def _store(folder: Path) -> None:
     """A store holding one score, so that "unchanged" is checked against something."""
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     Store(folder / "study").write_scores(
         [{"model": "m-1m", "step": 0, "testset": "piqa", "metric": "acc", "value": 0.5}]

@@ -23,7 +23,7 @@ HUGE = "x" * 5_000_000
 
 def _store(folder: Path) -> None:
     """A store holding one score, so that "unchanged" is checked against something."""
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     Store(folder / "study").write_scores(
         [{"model": "m-1m", "step": 0, "testset": "piqa", "metric": "acc", "value": 0.5}]
@@ -31,7 +31,7 @@ def _store(folder: Path) -> None:
 
 
 def _two_studies(folder: Path) -> None:
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     for study in ("a", "b"):
         Store(folder / "study").write_scores(

@@ -19,7 +19,7 @@ STATE = "{tmp}/out/runs/m/seed-0/state.json"
 
 def _state(write: Callable[[Path], None]) -> Callable[[Path], None]:
     def setup(folder: Path) -> None:
-        from gengen.config import load_config
+        from gengen.study.config import load_config
 
         (folder / "study.toml").write_text(EXECUTOR_STUDY)
         config = load_config(folder / "study.toml")

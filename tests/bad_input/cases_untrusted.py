@@ -218,7 +218,7 @@ def _state(content: str, *, pickle_for: str | None = None) -> Callable[[Path], N
     def setup(folder: Path) -> None:
         import pickle
 
-        from gengen.config import load_config
+        from gengen.study.config import load_config
 
         (folder / "study.toml").write_text(EXECUTOR_STUDY)
         config = load_config(folder / "study.toml")
@@ -278,7 +278,7 @@ def _spool(content: str) -> Callable[[Path], None]:
     """The study's one run gets a spool batch file holding ``content``."""
 
     def setup(folder: Path) -> None:
-        from gengen.config import load_config
+        from gengen.study.config import load_config
 
         (folder / "study.toml").write_text(EXECUTOR_STUDY)
         config = load_config(folder / "study.toml")

@@ -3,7 +3,7 @@
 Issue 16: ``bootstrap_indices(2**62, 4)`` panicked (capacity overflow), ``bootstrap_indices(10**6, 10**6)``
 aborted the interpreter (an 8 TB allocation), ``n_threads=10**6`` and ``n_perm=2**40`` hung, and
 ``permutation_test(..., block_length=n)`` returned p = 1 without a word. Every size argument is now checked
-against the limits of :mod:`gengen.limits` before anything is allocated.
+against the limits of :mod:`gengen.stats.limits` before anything is allocated.
 
 Each case is an expression evaluated with ``stats``, ``_core``, ``np`` and small data sets in scope; it must raise
 :class:`gengen.errors.GengenError` (a ValueError) whose message contains the culprit. Cases that could abort or
@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gengen import _core, limits, stats
+from gengen import _core, stats
 from gengen.errors import GengenError, InvalidArgumentError
+from gengen.stats import limits
 
 
 @dataclass(frozen=True)

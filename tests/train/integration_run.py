@@ -68,8 +68,8 @@ def train(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForLanguageModeling, TrainingArguments
 
-    from gengen.config import load_config
     from gengen.integrations import GengenCallback, Schedule
+    from gengen.study.config import load_config
 
     torch.set_num_threads(1)
     config = load_config(study)
@@ -141,8 +141,8 @@ def plain_loop(study: str, model_folder: str, out: Path, *, steps: int = 4, ever
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from gengen.config import load_config
     from gengen.integrations import Schedule, evaluate
+    from gengen.study.config import load_config
 
     torch.set_num_threads(1)
     size = int(os.environ.get("WORLD_SIZE", "1"))

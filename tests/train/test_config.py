@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gengen.config import load_config, parse_config
 from gengen.errors import ConfigError
+from gengen.study.config import load_config, parse_config
 
 pytestmark = pytest.mark.train
 

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gengen.config import DataSpec
 from gengen.data import REGISTRY, balanced_sample, load_examples
 from gengen.errors import InputError
+from gengen.study.config import DataSpec
 
 pytestmark = pytest.mark.train
 

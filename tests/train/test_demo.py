@@ -52,8 +52,8 @@ def test_each_shift_is_what_it_says() -> None:
 
 
 def test_bundled_study_is_valid(tmp_path: Path) -> None:
-    from gengen.config import load_config
     from gengen.demo.tasks import write_demo_data
+    from gengen.study.config import load_config
 
     write_demo_data(tmp_path / "data", n_train=10, n_test=10)
     (tmp_path / "study.toml").write_text(study_template())
@@ -66,7 +66,7 @@ def test_bundled_study_is_valid(tmp_path: Path) -> None:
 
 def test_finish_summarises_then_runs_the_pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import gengen.pipeline
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     rows = [
         {"model": m, "run": "seed=1", "step": s, "testset": t, "metric": "acc", "value": v}
@@ -100,7 +100,7 @@ def test_demo_study_shows_a_rising_learning_curve_and_no_degenerate_row(
     and no row of the pairs table is degenerate (|r_partial| > 0.999, or a p-value of exactly 0); a row the
     analysis cannot test says why."""
     import gengen.demo as demo
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     text = study_template()
     assert "log_points" in text
@@ -152,7 +152,7 @@ def test_shrunken_demo_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         demo,
         "finish",
         lambda store, out, id_testset, log: log(
-            summarise(__import__("gengen.store").store.Store(store).load(), id_testset)
+            summarise(__import__("gengen.store.database").store.Store(store).load(), id_testset)
         ),
     )
     lines: list[Any] = []
@@ -165,7 +165,7 @@ def test_shrunken_demo_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     # every test set (this fails if the optimiser never steps). The bundled study's loss is over the two answers
     # and its learning rate small, so in 16 steps the full-vocabulary log-probability moves by only 0.007-0.08;
     # scoring is deterministic, so an untrained model gives exactly its step-0 values.
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     scores = Store(out).load(metric="logprob")
     for (model, run, testset), series in scores.groupby(["model", "run", "testset"]):

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gengen.config import load_config
 from gengen.executors.direct import train_study
-from gengen.store import Store
+from gengen.store.database import Store
+from gengen.study.config import load_config
 
 pytestmark = [pytest.mark.train, pytest.mark.distributed]
 
@@ -112,8 +112,8 @@ def test_executor_trains_a_run_over_the_gpus_it_asks_for(
 def test_a_moved_output_reaches_the_processes_of_a_run(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
     """``gengen run --out`` with ``resources.gpus = 2``: the torchrun processes reload the study file, so they are
     told the moved output folder; they write the run where the driver merges it, and nothing beside the study."""
-    from gengen.config import with_output
     from gengen.executors import execute_study
+    from gengen.study.config import with_output
 
     options = {"families": ("opt",), "max_steps": 4, "every": 2, "extra": "grad_accum = 2"}
     text = study_toml(assets, Path("beside"), **options).replace("batch_size = 8", "batch_size = 5", 1)

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from gengen.config import TrainingConfig, load_config
 from gengen.executors.direct import train_study
-from gengen.train import planned_steps, steps_per_epoch, update_batches
+from gengen.study.config import TrainingConfig, load_config
+from gengen.training.train import planned_steps, steps_per_epoch, update_batches
 
 pytestmark = pytest.mark.train
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gengen.families import ARCHITECTURES, FAMILIES, family_for, is_decoder_layer, shape_from_config
+from gengen.study.families import ARCHITECTURES, FAMILIES, family_for, is_decoder_layer, shape_from_config
 
 pytestmark = pytest.mark.train
 
@@ -90,7 +90,7 @@ def test_a_tokenizer_without_pad_token_pads_with_its_family_s_fallback(tmp_path:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from gengen.models import load_tokenizer
+    from gengen.scoring.models import load_tokenizer
 
     core = Tokenizer(models.WordLevel({"<unk>": 0, "<eos>": 1, "a": 2}, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -102,8 +102,8 @@ def test_a_tokenizer_without_pad_token_pads_with_its_family_s_fallback(tmp_path:
 def test_the_strategy_is_chosen_once_from_the_world_and_the_setting() -> None:
     import numpy as np
 
-    from gengen.config import TrainingConfig
-    from gengen.distributed import Sharded, Strategy, World, strategy_for
+    from gengen.study.config import TrainingConfig
+    from gengen.training.distributed import Sharded, Strategy, World, strategy_for
 
     fsdp, ddp = TrainingConfig(strategy="fsdp"), TrainingConfig(strategy="ddp")
     assert type(strategy_for(World(0, 1), fsdp)) is Strategy  # alone: nothing to shard over
@@ -121,7 +121,7 @@ def test_the_strategy_is_chosen_once_from_the_world_and_the_setting() -> None:
 
 
 def test_trainer_state_speeds() -> None:
-    from gengen.train import TrainerState
+    from gengen.training.train import TrainerState
 
     state = TrainerState(resume_step=4, tokens=1500, tokens_at_start=500, scoring_seconds=2.0, scored_examples=300)
     assert state.training_speed(12.0) == 100.0  # 1000 tokens over the 10 s not spent scoring

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gengen.config import RunSpec, StudyConfig, load_config
-from gengen.store import Store
+from gengen.store.database import Store
+from gengen.study.config import RunSpec, StudyConfig, load_config
 
 torch = pytest.importorskip("torch")
 
@@ -32,7 +32,7 @@ def _config(tmp_path: Path, text: str) -> StudyConfig:
 
 
 def _trainer(config: StudyConfig, run: RunSpec | None = None, *, build: bool = True) -> Any:
-    from gengen.train import Trainer
+    from gengen.training.train import Trainer
 
     run = run or config.runs()[0]
     trainer = Trainer(config, run, store=Store(config.output, study=config.name), log=lambda _: None, progress=False)
@@ -112,8 +112,8 @@ def test_data_seed_draws_the_few_shot_sample_and_the_training_seed_does_not(
 
 def test_capped_test_set_is_a_seeded_random_subset(tmp_path: Path) -> None:
     """Catches a ``max_examples`` cap that keeps the first rows (or a subset that moves between calls)."""
-    from gengen.config import DataSpec
     from gengen.data import load_examples
+    from gengen.study.config import DataSpec
 
     path = tmp_path / "d.jsonl"
     path.write_text(
@@ -192,7 +192,7 @@ def test_accumulated_unequal_micro_batches_give_the_full_batch_gradient(
     a step of micro-batches of 3 and 2 examples must give the gradient of the 5-example mean loss, computed here
     directly, and that of one micro-batch of 5."""
 
-    from gengen.train import update_batches
+    from gengen.training.train import update_batches
 
     def gradients(batch_size: int, grad_accum: int) -> tuple[list[torch.Tensor], list[int]]:
         folder = tmp_path / f"b{batch_size}x{grad_accum}"
@@ -254,7 +254,7 @@ def test_ties_are_predicted_as_the_configured_answer(ties: str, expected: float)
     """Catches ties predicted "Yes" whatever ``evaluation.ties`` says (``>=`` for ``>``), or "No" when "Yes" is
     asked: with every pair of answer logits equal, accuracy is the share of gold answers equal to the tie answer
     (7 of 10 are No), and the log-probability that of a uniform distribution."""
-    from gengen.score import score_encoded
+    from gengen.scoring.score import score_encoded
 
     labels = np.array([1, 1, 1, 0, 0, 0, 0, 0, 0, 0])
     encoded = [[5, 6, 7][: 1 + i % 3] for i in range(10)]
@@ -264,8 +264,8 @@ def test_ties_are_predicted_as_the_configured_answer(ties: str, expected: float)
 
 
 def test_tie_rule_is_read_from_the_study_and_refused_when_unknown(tmp_path: Path) -> None:
-    from gengen.config import parse_config
     from gengen.errors import ConfigError
+    from gengen.study.config import parse_config
 
     study = {
         "study": {"name": "s", "id_testset": "mnli"},

@@ -1,7 +1,7 @@
 """gengen.integrations: the callback inside the real transformers Trainer (and TRL's SFTTrainer), full and LoRA,
 with gradient accumulation, two processes on gloo, a hard kill and resume; and evaluate() in a plain loop.
 
-The reference of every score is ``gengen score`` (:func:`gengen.score.score_checkpoints`) on the checkpoint the
+The reference of every score is ``gengen score`` (:func:`gengen.scoring.score.score_checkpoints`) on the checkpoint the
 Trainer saved at the same step (the model before training for step 0): the callback scores the live model, so
 the two must agree to 1e-6 (same weights, same prompts, fp32 on the CPU; sums over shards in another order).
 """
@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gengen.config import load_config
 from gengen.errors import ConfigError
-from gengen.score import Checkpoint, find_checkpoints, score_checkpoints
-from gengen.store import Store
+from gengen.scoring.score import Checkpoint, find_checkpoints, score_checkpoints
+from gengen.store.database import Store
+from gengen.study.config import load_config
 
 pytestmark = pytest.mark.train
 
@@ -242,7 +242,7 @@ def test_lm_eval_task_on_the_live_model(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from gengen.integrations import evaluate
-    from gengen.lm_eval_backend import LmEvalSettings, score_with_lm_eval
+    from gengen.scoring.lm_eval import LmEvalSettings, score_with_lm_eval
 
     tasks = tmp_path / "tasks"
     tasks.mkdir()

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 import torch
 
-from gengen.config import load_config, parse_config
 from gengen.errors import ConfigError
 from gengen.executors.direct import train_study
-from gengen.store import Store
+from gengen.store.database import Store
+from gengen.study.config import load_config, parse_config
 
 pytestmark = pytest.mark.train
 peft = pytest.importorskip("peft")
@@ -68,7 +68,7 @@ def test_lora_targets_are_checked_when_the_config_is_read(tmp_path: Path) -> Non
 
 
 def test_one_function_decides_the_dtypes_of_training_and_scoring() -> None:
-    from gengen.models import Precision, precision_for
+    from gengen.scoring.models import Precision, precision_for
 
     cpu = torch.device("cpu")
     assert precision_for("auto", "lora", cpu) == Precision(torch.float32, torch.float32)
@@ -84,26 +84,28 @@ def test_bf16_lora_scores_during_training_equal_gengen_score(
 ) -> None:
     """On the CPU in bf16: the base is loaded in bf16 for training, and scoring the saved adapters later gives
     exactly the numbers the evaluations during training stored."""
-    import gengen.models
-    import gengen.score
-    import gengen.train
-    from gengen.score import find_checkpoints, score_checkpoints
+    import gengen.scoring.models
+    import gengen.scoring.score
+    import gengen.training.train
+    from gengen.scoring.score import find_checkpoints, score_checkpoints
 
     decisions: list[tuple[str, Any]] = []
     loads: list[torch.dtype] = []
-    for module in (gengen.train, gengen.score):
-        spy = (lambda name: lambda *a: decisions.append((name, gengen.models.precision_for(*a))) or decisions[-1][1])(
-            module.__name__
-        )
+    for module in (gengen.training.train, gengen.scoring.score):
+        spy = (
+            lambda name: (
+                lambda *a: decisions.append((name, gengen.scoring.models.precision_for(*a))) or decisions[-1][1]
+            )
+        )(module.__name__)
         monkeypatch.setattr(module, "precision_for", spy)
-    original_load = gengen.models.load_model
+    original_load = gengen.scoring.models.load_model
 
     def load_spy(*args: Any, **kwargs: Any) -> Any:
         loads.append(kwargs["dtype"])
         return original_load(*args, **kwargs)
 
-    monkeypatch.setattr(gengen.models, "load_model", load_spy)  # what build_trainable_model calls
-    monkeypatch.setattr(gengen.score, "load_model", load_spy)
+    monkeypatch.setattr(gengen.scoring.models, "load_model", load_spy)  # what build_trainable_model calls
+    monkeypatch.setattr(gengen.scoring.score, "load_model", load_spy)
 
     extra = 'method = "lora"\nkeep_checkpoints = "all"\nlora = { r = 4, alpha = 8, dropout = 0.0 }'
     text = study_toml(assets, tmp_path / "out", families=("olmo2",), max_steps=4, every=2, extra=extra)
@@ -112,7 +114,7 @@ def test_bf16_lora_scores_during_training_equal_gengen_score(
     rows = score_checkpoints(
         config, find_checkpoints([config.run_dir(config.runs()[0])]), model_name="later", log=lambda _: None
     )
-    assert [name for name, _ in decisions] == ["gengen.train", "gengen.score"]
+    assert [name for name, _ in decisions] == ["gengen.training.train", "gengen.scoring.score"]
     assert decisions[0][1] == decisions[1][1] and decisions[0][1].weights == torch.bfloat16
     assert set(loads) == {torch.bfloat16}
     trained = Store(tmp_path / "out").load()
@@ -123,7 +125,7 @@ def test_bf16_lora_scores_during_training_equal_gengen_score(
 
 
 def test_adapter_swap_scores_equal_reload_scores(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
-    from gengen.score import find_checkpoints, score_checkpoints
+    from gengen.scoring.score import find_checkpoints, score_checkpoints
 
     extra = 'method = "lora"\nkeep_checkpoints = "all"\nlora = { r = 4, alpha = 8 }'
     text = study_toml(assets, tmp_path / "out", families=("opt",), max_steps=6, every=2, extra=extra)
@@ -142,7 +144,7 @@ def test_adapter_swap_scores_equal_reload_scores(assets: dict[str, Any], study_t
 
 
 def test_token_budget_batches() -> None:
-    from gengen.score import length_batches
+    from gengen.scoring.score import length_batches
 
     lengths = [5, 9, 3, 9, 4, 7]
     # Longest first: 9, 9, 7, 5, 4, 3 (indices 1, 3, 5, 0, 4, 2).
@@ -153,9 +155,9 @@ def test_token_budget_batches() -> None:
 
 
 def test_token_budget_does_not_change_scores(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
-    from gengen.config import EvaluationConfig
-    from gengen.models import load_model, load_tokenizer
-    from gengen.score import encode_testsets, score_rows
+    from gengen.scoring.models import load_model, load_tokenizer
+    from gengen.scoring.score import encode_testsets, score_rows
+    from gengen.study.config import EvaluationConfig
 
     config = load_config(write_study(tmp_path, study_toml(assets, tmp_path / "out", families=("opt",))))
     tokenizer = load_tokenizer(str(assets["models"]["opt"]))
@@ -172,7 +174,7 @@ def test_truncation_keeps_the_bos_token(assets: dict[str, Any], tmp_path: Path) 
     from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
 
-    from gengen.models import encode_prompts, special_prefix_length
+    from gengen.scoring.models import encode_prompts, special_prefix_length
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(assets["models"]["opt"]))
     bos = tokenizer.bos_token_id
@@ -189,8 +191,8 @@ PROMPT = "{premise} Question: {hypothesis} Yes or No?"
 
 
 def test_checkpointing_is_switched_on(assets: dict[str, Any]) -> None:
-    from gengen.models import enable_checkpointing as _enable_checkpointing
-    from gengen.models import load_model
+    from gengen.scoring.models import enable_checkpointing as _enable_checkpointing
+    from gengen.scoring.models import load_model
 
     model = load_model(str(assets["models"]["olmo2"]))
     assert model.config.use_cache is False
@@ -236,7 +238,7 @@ def test_neutral_class_drop_or_no_and_labels_with_a_source(tmp_path: Path) -> No
 
 def test_device_map_scoring_equals_plain_scoring(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
     """``evaluation.device_map`` loads through accelerate's device map (all on the CPU here): same numbers."""
-    from gengen.score import find_checkpoints, score_checkpoints
+    from gengen.scoring.score import find_checkpoints, score_checkpoints
 
     extra = 'method = "lora"\nkeep_checkpoints = "all"\nlora = { r = 4, alpha = 8 }'
     text = study_toml(assets, tmp_path / "out", families=("smollm3",), max_steps=4, every=2, extra=extra)
@@ -276,7 +278,7 @@ def test_registered_sets_read_local_copies_of_the_hubs_parquet_files(layout: str
 
 
 def test_quantised_base_needs_lora_cuda_and_bitsandbytes(assets: dict[str, Any], tmp_path: Path) -> None:
-    from gengen.models import load_model
+    from gengen.scoring.models import load_model
 
     with pytest.raises(ConfigError, match=r"training\.quantization: '4bit' needs a CUDA device"):
         load_model(str(assets["models"]["opt"]), quantization="4bit", device=torch.device("cpu"))

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gengen.config import TrainingConfig, load_config, parse_config
-from gengen.plan import (
+from gengen.study.config import TrainingConfig, load_config, parse_config
+from gengen.study.plan import (
     KNOWN_SHAPES,
     PlanRow,
     fit_advice,
@@ -127,8 +127,8 @@ def test_memory_model_by_hand() -> None:
 
 
 def test_plan_reads_a_local_config_and_names_unknown_models(tmp_path: Path) -> None:
-    from gengen.config import ModelSpec
     from gengen.errors import ConfigError
+    from gengen.study.config import ModelSpec
 
     folder = tmp_path / "m"
     folder.mkdir()
@@ -153,8 +153,8 @@ def _opt_config() -> dict[str, Any]:
 
 
 def test_training_strategy_is_checked_when_read(tmp_path: Path) -> None:
-    from gengen.config import parse_config
     from gengen.errors import ConfigError
+    from gengen.study.config import parse_config
 
     data: dict[str, Any] = {
         "study": {"name": "s", "id_testset": "mnli"},

@@ -3,7 +3,7 @@
 A study whose ``evaluation.metrics`` grew between two runs of ``gengen train`` (``["acc"]``, then
 ``["acc", "logprob"]``) must score every test set again at every stored step; a resume that re-scored a test set
 only when *all* its metrics were missing would leave ``logprob`` empty for ever. The trainer, ``score_rows`` and
-``gengen score`` decide with :func:`gengen.score.unscored`; ``score_rows`` is driven here with its model call
+``gengen score`` decide with :func:`gengen.scoring.score.unscored`; ``score_rows`` is driven here with its model call
 replaced by a stub (no model is loaded).
 """
 
@@ -16,7 +16,7 @@ import pytest
 
 pytestmark = pytest.mark.train
 
-score = pytest.importorskip("gengen.score")
+score = pytest.importorskip("gengen.scoring.score")
 
 
 def test_a_test_set_missing_one_metric_is_scored_again() -> None:

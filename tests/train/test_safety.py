@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import torch
 
-from gengen.config import load_config, safe_folder_name
 from gengen.errors import ConfigError, GengenError
 from gengen.executors import study_status
 from gengen.executors.direct import train_study
-from gengen.store import Store
-from gengen.train import STATE_FILE
+from gengen.store.database import Store
+from gengen.study.config import load_config, safe_folder_name
+from gengen.training.train import STATE_FILE
 
 pytestmark = pytest.mark.train
 
@@ -80,7 +80,7 @@ def test_planted_trainer_state_through_the_cli(assets: dict[str, Any], study_tom
 
 def test_a_genuine_trainer_state_still_resumes(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
     """The safe loader reads what training writes (optimizer, scheduler, scaler and RNG states)."""
-    from gengen.train import load_trainer_state
+    from gengen.training.train import load_trainer_state
 
     config = load_config(
         write_study(tmp_path, study_toml(assets, tmp_path / "out", families=("opt",), max_steps=4, every=2))
@@ -119,7 +119,7 @@ def test_safe_folder_names() -> None:
 
 
 def test_control_characters_in_names_are_refused(tmp_path: Path) -> None:
-    from gengen.config import parse_config
+    from gengen.study.config import parse_config
 
     data = {
         "study": {"name": "s", "id_testset": "mnli"},

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from gengen.errors import ConfigError
-from gengen.models import answer_token_ids, encode_prompts, load_model, load_tokenizer
-from gengen.score import score_encoded
+from gengen.scoring.models import answer_token_ids, encode_prompts, load_model, load_tokenizer
+from gengen.scoring.score import score_encoded
 
 pytestmark = pytest.mark.train
 

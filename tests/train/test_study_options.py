@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gengen.config import DataSpec, TrainingConfig, load_config
 from gengen.errors import ConfigError
+from gengen.study.config import DataSpec, TrainingConfig, load_config
 
 torch = pytest.importorskip("torch")
 
@@ -33,7 +33,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 def test_transformers_warmup_rule_is_get_linear_schedule_with_warmup(total: int, ratio: float) -> None:
     from transformers import get_linear_schedule_with_warmup
 
-    from gengen.schedule import learning_rate_factor as _schedule
+    from gengen.study.schedule import learning_rate_factor as _schedule
 
     param = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([param], lr=1.0)
@@ -54,7 +54,7 @@ def test_transformers_warmup_rule_is_get_linear_schedule_with_warmup(total: int,
 
 
 def test_truncation_sides(assets: dict[str, Any]) -> None:
-    from gengen.models import encode_prompts
+    from gengen.scoring.models import encode_prompts
 
     tokenizer = assets["tokenizer"]
     frame = pd.DataFrame({"premise": [" ".join(["the cat sees the dog"] * 10), "a dog"], "hypothesis": "the cat"})
@@ -113,8 +113,8 @@ gradient_checkpointing = true
 
 def test_each_family_trains_its_own_lora_targets(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
     pytest.importorskip("peft")
-    from gengen.store import Store
-    from gengen.train import Trainer
+    from gengen.store.database import Store
+    from gengen.training.train import Trainer
 
     text = study_toml(assets, tmp_path / "out", families=("opt", "olmo2"), extra='method = "lora"\n') + FAMILIES
     config = load_config(_write(tmp_path, text))
@@ -162,9 +162,9 @@ def test_family_settings_are_checked_when_the_study_is_read(
 
 
 def test_study_draws_unbalanced_samples_when_asked(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
-    from gengen.config import RunSpec
-    from gengen.store import Store
-    from gengen.train import Trainer
+    from gengen.store.database import Store
+    from gengen.study.config import RunSpec
+    from gengen.training.train import Trainer
 
     def yes_counts(balanced: bool) -> list[int]:
         folder = tmp_path / str(balanced)
@@ -182,7 +182,7 @@ def test_study_draws_unbalanced_samples_when_asked(assets: dict[str, Any], study
 def test_study_subsample_seed_reaches_the_scored_test_sets(
     assets: dict[str, Any], study_toml: Any, tmp_path: Path
 ) -> None:
-    from gengen.score import encode_testsets
+    from gengen.scoring.score import encode_testsets
 
     def scored(seed: int) -> list[list[int]]:
         folder = tmp_path / str(seed)

@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gengen.config import load_config
 from gengen.executors import study_status
 from gengen.executors.direct import train_study
-from gengen.store import Store
-from gengen.train import evaluation_steps, planned_steps, update_indices
+from gengen.store.database import Store
+from gengen.study.config import load_config
+from gengen.training.train import evaluation_steps, planned_steps, update_indices
 
 pytestmark = pytest.mark.train
 
@@ -104,7 +104,7 @@ def test_learning_moves_id_accuracy(assets: dict[str, Any], study_toml: Any, tmp
 RUNNER = """
 import sys, torch
 torch.set_num_threads(1)
-from gengen.config import load_config
+from gengen.study.config import load_config
 from gengen.executors.direct import train_study
 train_study(load_config(sys.argv[1]), progress=False)
 """
@@ -184,7 +184,7 @@ def test_score_checkpoint_series_matches_training_scores(
 
 
 def test_schedule_helpers() -> None:
-    from gengen.config import EvaluationConfig, TrainingConfig
+    from gengen.study.config import EvaluationConfig, TrainingConfig
 
     assert planned_steps(TrainingConfig(epochs=2.0, batch_size=8, grad_accum=2), 100) == 14  # 2 x ceil(13 / 2)
     assert planned_steps(TrainingConfig(epochs=None, max_steps=7), 100) == 7
@@ -199,7 +199,7 @@ def test_schedule_helpers() -> None:
 
 def test_import_gengen_does_not_import_torch() -> None:
     code = (
-        "import sys, gengen, gengen.config, gengen.data, gengen.demo, gengen.cli; "
+        "import sys, gengen, gengen.study.config, gengen.data, gengen.demo, gengen.cli; "
         "print('torch' in sys.modules or 'transformers' in sys.modules)"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
@@ -212,7 +212,7 @@ def test_lora_run_and_scoring_its_checkpoints(
     family: str, assets: dict[str, Any], study_toml: Any, tmp_path: Path
 ) -> None:
     pytest.importorskip("peft")
-    from gengen.score import find_checkpoints, score_checkpoints
+    from gengen.scoring.score import find_checkpoints, score_checkpoints
 
     out = tmp_path / "out"
     lora = (
@@ -253,7 +253,7 @@ def test_few_shot_runs_are_balanced_samples(assets: dict[str, Any], study_toml: 
 
 def test_find_checkpoints_orders_folders_and_revisions(tmp_path: Path) -> None:
     from gengen.errors import InputError
-    from gengen.score import find_checkpoints
+    from gengen.scoring.score import find_checkpoints
 
     for name in ("checkpoint-20", "checkpoint-100", "checkpoint-5"):
         (tmp_path / name).mkdir()

@@ -25,8 +25,6 @@ from typing import Any
 
 import pandas as pd
 
-from gengen._pfloor import floor_p_columns
-from gengen._run_keys import REPLICATE_KEYS
 from gengen.analyse.across_runs import across_run_groups, is_single_score_per_run
 from gengen.analyse.data import Group, prepare, run_groups
 from gengen.analyse.group_plan import (
@@ -63,6 +61,8 @@ from gengen.analyse.runs import CONDITION, label_keys, pooled_over, with_run_des
 from gengen.stats import options as stats_defaults  # the statistics' defaults, which the analysis keeps
 from gengen.stats.control_choice import choose_control
 from gengen.stats.controls import Gam, Linear
+from gengen.stats.pfloor import floor_p_columns
+from gengen.store.run_keys import REPLICATE_KEYS
 
 __all__ = [
     "GROUP_MODES",
@@ -313,10 +313,11 @@ def analyse(
 
     Examples
     --------
-    Three OOD test sets that curve in ID and share part of their noise (:func:`gengen.simulate.simulate_trajectories`):
+    Three OOD test sets that curve in ID and share part of their noise
+    (:func:`gengen.calibration.simulate.simulate_trajectories`):
 
     >>> import gengen
-    >>> from gengen.simulate import simulate_trajectories
+    >>> from gengen.calibration.simulate import simulate_trajectories
     >>> scores = simulate_trajectories(n=40, n_testsets=3, shape="saturating", shared=0.5, seed=0)
     >>> result = gengen.analyse(scores, id_testset="id", metric="accuracy", n_boot=199)
     >>> result.pairs[["testset_a", "testset_b", "fit", "r_partial", "p_deciding", "significant"]].round(2)

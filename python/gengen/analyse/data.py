@@ -271,7 +271,7 @@ def _check_pairs_fit(table: pd.DataFrame, settings: Settings) -> None:
     """Refuse, before anything is built, a table whose pairs of test sets could not fit in memory (100,001 test
     sets are 5 billion pairs per group: numpy's MemoryError came after 20 s of work). The test sets counted are
     those of the OOD metric (at most: the selection options may keep fewer)."""
-    from gengen.limits import check_array
+    from gengen.stats.limits import check_array
 
     if settings.ood is not None:
         m = len(settings.ood)
@@ -322,7 +322,7 @@ def _checked_scores(used: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """The ``value`` column as floats and ``step`` as int64, refusing what an import refuses (non-numbers,
     ``inf``, accuracies outside [0, 1], steps that are missing, negative or not whole) with the score's key: a
     table built in Python has not been through ``gengen ingest``."""
-    from gengen.score_checks import check_scores
+    from gengen.store.checks import check_scores
 
     values = pd.to_numeric(used["value"], errors="coerce").astype(float)
     finite = np.isfinite(values.to_numpy())

@@ -22,10 +22,9 @@ from numbers import Integral as _Integral
 from numbers import Real as _Real
 from typing import Any, Final, Literal, get_args
 
-from gengen._run_keys import REPLICATE_KEYS
 from gengen.errors import GengenError
-from gengen.limits import MAX_RESAMPLES
 from gengen.stats.controls import MAX_GAM_K, MIN_GAM_K, Control, Gam, Linear
+from gengen.stats.limits import MAX_RESAMPLES
 from gengen.stats.options import (
     DEFAULT_ADJUSTMENT,
     DEFAULT_CI_LEVEL,
@@ -45,6 +44,7 @@ from gengen.stats.options import (
     METHODS,
     Adjustment,
 )
+from gengen.store.run_keys import REPLICATE_KEYS
 
 #: Name parts that make a metric lower-is-better; gengen negates such metrics so that "higher = better"
 #: everywhere. A metric matches when these words appear, in order, among the words of its name (split at

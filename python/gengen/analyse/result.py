@@ -16,8 +16,8 @@ from gengen import stats
 from gengen._files import inside
 from gengen._versions import installed_versions
 from gengen.analyse.options import control_of
-from gengen.csv_writer import write_csv
 from gengen.errors import GengenError, InputError
+from gengen.store.csv_writer import write_csv
 
 #: Distributions whose versions are recorded in ``summary.json`` and in the report.
 VERSIONED_PACKAGES = ("gengen", "numpy", "pandas", "scipy", "pyarrow", "matplotlib", "jinja2")

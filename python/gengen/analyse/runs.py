@@ -4,7 +4,8 @@ A score table's runs can be replicates of one set-up (``seed=1``, ``seed=2``, ``
 Pythia's ``zero-shot`` and ``five-shot`` evaluations, OLMo-2's ``0.5xC`` … ``10xC`` compute ladder, two learning
 rates or prompt formats. Meta-analysing the second kind as seeds answers a question nobody asked (the average over
 set-ups someone happened to run) with a test built for replicates. :func:`run_design` reads each run's attributes
-from the store's columns (``seed``, ``shots``, ``data_seed``) and its label (:func:`gengen._run_keys.run_attributes`:
+from the store's columns (``seed``, ``shots``, ``data_seed``) and its label
+(:func:`gengen.store.run_keys.run_attributes`:
 ``key=value`` lists, ``zero-shot``/``five-shot``, ``NxC``). The attributes named by ``replicate_key`` (default
 ``seed`` and ``data_seed``) vary between replicates; every other attribute is part of the run's **condition**
 (``condition`` column, e.g. ``"shots=5"``), and runs of different conditions are pooled neither in the pooled
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from gengen._run_keys import run_attributes
+from gengen.store.run_keys import run_attributes
 
 __all__ = ["CONDITION", "RunDesign", "label_keys", "pooled_over", "run_design", "with_run_design"]
 
@@ -59,7 +60,7 @@ class RunDesign:
 
 
 def label_keys(scores: pd.DataFrame) -> set[str]:
-    """The attributes the run labels of a score table carry (:func:`gengen._run_keys.run_attributes`)."""
+    """The attributes the run labels of a score table carry (:func:`gengen.store.run_keys.run_attributes`)."""
     if not isinstance(scores, pd.DataFrame) or isinstance(scores.columns, pd.MultiIndex) or "run" not in scores:
         return set()
     runs = scores["run"]

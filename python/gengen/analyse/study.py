@@ -21,7 +21,7 @@ def load_scores(path: str | Path, study: str | None = None) -> pd.DataFrame:
     path : str or Path
         A study folder holding ``gengen.sqlite``, a ``*.sqlite`` store, or a file with the score table's
         columns (as written by ``gengen export``). A file's scores pass the checks an import does
-        (:func:`gengen.score_checks.check_scores` and :func:`gengen.store.normalise_scores`): numbers where
+        (:func:`gengen.store.checks.check_scores` and :func:`gengen.store.database.normalise_scores`): numbers where
         numbers belong, finite values, accuracies in [0, 1], one value per key.
     study : str, optional
         Only this study's scores (a store can hold several); it must be there.
@@ -92,7 +92,7 @@ def _load(source: Path, study: str | None) -> pd.DataFrame:
         return checked if study is None else checked[checked["study"] == study].reset_index(drop=True)
     if source.is_dir() and not (source / "gengen.sqlite").is_file():
         raise InputError(f"{source}: not a study folder (no gengen.sqlite inside)")
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     store = Store(source, read_only=True)
     if study is None:
@@ -120,8 +120,8 @@ def _checked(table: pd.DataFrame, source: Path, is_csv: bool) -> pd.DataFrame:
 
     Without this a percentage under ``acc`` or a typo such as ``0.6x`` (read as missing) would be analysed.
     """
-    from gengen.score_checks import check_scores
-    from gengen.store import normalise_scores
+    from gengen.store.checks import check_scores
+    from gengen.store.database import normalise_scores
 
     # A CSV's first data row is line 2 (after the header); a quoted field spanning lines shifts the count.
     first = 2 if is_csv else 1

@@ -25,7 +25,7 @@ import typer
 from gengen.errors import GengenError
 
 if TYPE_CHECKING:
-    from gengen.verdict import Verdict
+    from gengen.across.verdict import Verdict
 
 P = ParamSpec("P")
 R = TypeVar("R")

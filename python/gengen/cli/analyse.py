@@ -75,7 +75,7 @@ def _analyse(store: Path, *, study: str | None = None, out: Path = Path("gengen-
     analysis.to_dir(out)
     for warning in analysis.warnings:
         typer.echo(f"warning: {warning}", err=True)
-    from gengen.verdict import build_verdict
+    from gengen.across.verdict import build_verdict
 
     verdict = build_verdict(analysis, seed=values["seed"])
     verdict.to_dir(out)  # verdict.json, verdict_pairs.csv, and "verdict" in summary.json

@@ -15,7 +15,7 @@ from gengen.cli._common import (
     either,
     user_errors_exit,
 )
-from gengen.limits import MAX_RESAMPLES
+from gengen.stats.limits import MAX_RESAMPLES
 from gengen.stats.options import ALTERNATIVES, DEFAULT_ALTERNATIVE, DEFAULT_N_PERM_MANTEL
 
 
@@ -50,11 +50,11 @@ def compare_command(
     regimes; compare_differences.csv: every two models), verdict.json and verdict_pairs.csv, and ends with the
     verdict.
     """
-    from gengen._heartbeat import heartbeat
+    from gengen.across.compare import compare
+    from gengen.across.phases import compare_phases, parse_phases
+    from gengen.across.verdict import build_verdict
     from gengen.analyse import Analysis
-    from gengen.compare import compare
-    from gengen.phases import compare_phases, parse_phases
-    from gengen.verdict import build_verdict
+    from gengen.executors.heartbeat import heartbeat
 
     split = parse_phases(phases) if phases is not None else None
     if out is not None:

@@ -9,7 +9,7 @@ import typer
 
 from gengen.cli._common import user_errors_exit
 from gengen.errors import GengenError
-from gengen.formats import EXPORT_FORMATS
+from gengen.store.formats import EXPORT_FORMATS
 
 
 @user_errors_exit
@@ -63,7 +63,7 @@ def export_command(
         )
         if values
     }
-    from gengen.export import export  # pandas: only when a table is written, not for --help
+    from gengen.store.export import export  # pandas: only when a table is written, not for --help
 
     rows = export(store, out, wide=wide, format=format, **filters)
     typer.echo(f"wrote {rows} rows to {out}")
@@ -71,7 +71,7 @@ def export_command(
 
 def _paper_table(folder: Path, out: Path, table: str, format: str | None, top: int) -> None:
     from gengen._files import write_text_atomic
-    from gengen.paper_tables import TABLE_FORMATS, paper_table
+    from gengen.report.paper_tables import TABLE_FORMATS, paper_table
 
     if format is None:
         by_suffix = {suffix: name for name, suffix in TABLE_FORMATS.items()}

@@ -9,7 +9,7 @@ import typer
 
 from gengen.cli._common import REQUIRED, CliOption, table_signature, user_errors_exit
 from gengen.errors import GengenError
-from gengen.formats import INGEST_FORMATS
+from gengen.store.formats import INGEST_FORMATS
 
 if TYPE_CHECKING:
     from gengen.ingest import IngestReport

@@ -10,7 +10,7 @@ import typer
 from gengen.cli._common import StudyFile, user_errors_exit
 
 if TYPE_CHECKING:
-    from gengen.config import StudyConfig
+    from gengen.study.config import StudyConfig
 
 FLAGS = {
     "gpus": "--gpus",
@@ -29,7 +29,7 @@ FLAGS = {
     "accuracy": "--accuracy",
     "pair": "--pair",
 }
-"""The flag of each :func:`gengen.plan.plan_study` option an error may name."""
+"""The flag of each :func:`gengen.study.plan.plan_study` option an error may name."""
 
 
 @user_errors_exit
@@ -89,10 +89,10 @@ def plan_command(
     With --power: the design instead (seeds, evaluations, examples, pairs) that reaches the target power for a
     chosen pair and for the global question within --budget, from a --pilot analysis or assumed curves.
     """
-    from gengen.config import load_config
     from gengen.errors import ConfigError, GengenError
-    from gengen.families import family_for
-    from gengen.plan import evaluations_note, fit_advice, format_plan, plan_study, run_command_line
+    from gengen.study.config import load_config
+    from gengen.study.families import family_for
+    from gengen.study.plan import evaluations_note, fit_advice, format_plan, plan_study, run_command_line
 
     study = load_config(config)
     if power:
@@ -182,9 +182,9 @@ def _power(
     tokens_per_example: int,
     models: list[str] | None,
 ) -> None:
-    """``gengen plan --power``: :func:`gengen.power.plan_power` from a pilot or assumed curves, printed."""
+    """``gengen plan --power``: :func:`gengen.study.power.plan_power` from a pilot or assumed curves, printed."""
     from gengen.errors import ConfigError, GengenError
-    from gengen.power import assumed_inputs, format_power_plan, pilot_inputs, plan_power
+    from gengen.study.power import assumed_inputs, format_power_plan, pilot_inputs, plan_power
 
     chosen: tuple[str, str] | None = None
     if pair is not None:

@@ -53,13 +53,13 @@ def report_command(
 ) -> None:
     """Write report.html: heatmaps, agreement across models, residuals, trajectories, tables, settings."""
     from gengen._files import inside
-    from gengen._heartbeat import heartbeat
+    from gengen.across.compare import Comparison, compare
+    from gengen.across.verdict import build_verdict
     from gengen.analyse import Analysis
     from gengen.cli._common import check_output_folder
-    from gengen.compare import Comparison, compare
+    from gengen.executors.heartbeat import heartbeat
     from gengen.report import output_paths, report
     from gengen.report.inputs import check_analysis, select_study
-    from gengen.verdict import build_verdict
 
     # --out is checked before any work (and before the first progress line): a file in the way, a folder that
     # cannot be written, a figures/ folder linking out of it.

@@ -11,7 +11,7 @@ from gengen.analyse.options import ANALYSIS_OPTIONS
 from gengen.cli._common import OnlyModels, StudyFile, TrustTaskCode, check_output_folder, user_errors_exit
 
 if TYPE_CHECKING:
-    from gengen.config import StudyConfig
+    from gengen.study.config import StudyConfig
 
 RUN_FAILED_EXIT_CODE = 1
 #: ``gengen run`` takes its analysis options from the study file, so an error about one names the study's key.
@@ -62,8 +62,8 @@ def _run_command(
     any run failed (the analysis then waits for a complete study). With evaluation.backend = "lm-eval" the
     runs' kept checkpoints are scored on the study's lm-eval tasks on this machine, once every run is done.
     """
-    from gengen.config import load_config
     from gengen.executors import execute_study
+    from gengen.study.config import load_config
 
     study = load_config(config, output=out)
     if out is not None:  # a file, or a folder that cannot be created: one line before anything is written
@@ -110,10 +110,10 @@ def dry_run_lines(
 ) -> list[str]:
     """What ``gengen run`` would do: one line per model and data regime, then the totals and the next command.
 
-    Steps, evaluations and GPU-hours are :func:`gengen.plan.plan_study`'s (one GPU of 80 GiB, its default
+    Steps, evaluations and GPU-hours are :func:`gengen.study.plan.plan_study`'s (one GPU of 80 GiB, its default
     throughput); models that would not fit are named and left out of the totals, as ``gengen plan`` does.
     """
-    from gengen.plan import evaluations_note, plan_study, run_command_line
+    from gengen.study.plan import evaluations_note, plan_study, run_command_line
 
     runs = study.select_runs(models)
     rows = plan_study(study, gpus=DRY_RUN_GPUS, gpu_memory_gib=DRY_RUN_GPU_GIB, models=models)
@@ -150,9 +150,9 @@ def status_command(
 
     Progress is evaluations stored / evaluations planned (known once a run has started).
     """
-    from gengen.config import load_config
     from gengen.errors import ConfigError
     from gengen.executors import study_status
+    from gengen.study.config import load_config
 
     path = study / "study.toml" if study.is_dir() else study
     if study.is_dir() and not path.is_file():

@@ -2,7 +2,7 @@
 
 Two backends: gengen's own scorer (the study's NLI test sets, the reference protocol's prompt and answers) and
 lm-evaluation-harness (``--backend lm-eval --tasks hellaswag,arc_easy``: any lm-eval task, scored by lm-eval
-itself, see :mod:`gengen.lm_eval_backend`). The library chooses the backend by name and checks its options
+itself, see :mod:`gengen.scoring.lm_eval`). The library chooses the backend by name and checks its options
 (:func:`gengen.scoring.score_request`); this module only gathers the checkpoints and passes the rest on.
 """
 
@@ -131,8 +131,8 @@ def _score(
     a study file give --store, e.g. gengen score --backend lm-eval --tasks arc_easy,piqa --checkpoints
     EleutherAI/pythia-160m@step1000,step2000 --store pythia. Needs pip install 'gengen\\[lm-eval]'.
     """
-    from gengen.config import load_config
     from gengen.scoring import ScoreRequest, SeriesLabels, resolve_backend, score_request
+    from gengen.study.config import load_config
 
     study = load_config(config) if config is not None else None
     chosen = resolve_backend(backend, study)

@@ -29,7 +29,7 @@ def _inside(out: Path, name: str) -> Path:
     return inside(out, name)
 
 
-#: The studies of ``--study``, each a measure of :func:`gengen.calibration.calibration_study` over its grid.
+#: The studies of ``--study``, each a measure of :func:`gengen.calibration.studies.calibration_study` over its grid.
 STUDIES = ("methods", "grid", "realistic", "items")
 
 
@@ -105,7 +105,7 @@ def _progress(line: str) -> None:
 
 
 def _methods_command(*, quick: bool, out: Path | None, seed: int, **_others: Any) -> None:
-    from gengen import calibration
+    from gengen.calibration import studies as calibration
 
     table = calibration.calibration_study(
         calibration.QUICK_DESIGN if quick else calibration.FULL_DESIGN, seed=seed, progress=_progress
@@ -120,7 +120,7 @@ def _methods_command(*, quick: bool, out: Path | None, seed: int, **_others: Any
 
 
 def _grid_command(*, quick: bool, out: Path | None, seed: int, replicates: int, **_others: Any) -> None:
-    from gengen.calibration import GRID, QUICK_GRID, calibration_study, grid_tables
+    from gengen.calibration.studies import GRID, QUICK_GRID, calibration_study, grid_tables
 
     cells = QUICK_GRID if quick else GRID
     table = calibration_study(cells, measure="grid", replicates=replicates, seed=seed, progress=_progress)
@@ -145,7 +145,7 @@ def _realistic_command(
     alternative_replicates: int | None,
     n_boot: int,
 ) -> None:
-    from gengen.calibration import (
+    from gengen.calibration.studies import (
         REALISTIC_GRID,
         REALISTIC_QUICK_GRID,
         calibration_study,
@@ -189,7 +189,7 @@ def _realistic_command(
 
 
 def _items_command(*, quick: bool, out: Path | None, seed: int, replicates: int, n_boot: int, **_others: Any) -> None:
-    from gengen.calibration_items import ITEMS_GRID, ITEMS_QUICK_GRID, items_tables, run_items
+    from gengen.calibration.items import ITEMS_GRID, ITEMS_QUICK_GRID, items_tables, run_items
 
     csv = None
     if out is not None:

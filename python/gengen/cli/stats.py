@@ -110,7 +110,7 @@ def partial_corr_command(
         )
     except GengenError as error:
         raise InputError(f"{csv}: {_in_columns(str(error), x, y, covariates)}") from None
-    from gengen._pfloor import p_text
+    from gengen.stats.pfloor import p_text
 
     typer.echo(f"r = {result.r:.7g}  statistic = {result.statistic:.7g}  p = {p_text(result.p_value, 7)}")
     typer.echo(

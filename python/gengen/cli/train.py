@@ -15,7 +15,7 @@ from gengen.cli._common import OnlyModels, StudyFile, TrustTaskCode, user_errors
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from gengen.config import DataSpec, ModelSpec, RunSpec, StudyConfig
+    from gengen.study.config import DataSpec, ModelSpec, RunSpec, StudyConfig
 
 
 @user_errors_exit
@@ -46,14 +46,14 @@ def train_command(
     evaluation.backend = "lm-eval" the kept checkpoints (and the model before training) are then scored on the
     study's lm-eval tasks.
     """
-    from gengen.config import check_model_sources, load_config
     from gengen.errors import ConfigError
+    from gengen.study.config import check_model_sources, load_config
 
     study = load_config(config)
     runs = study.select_runs(model)
     # Before anything loads: a local model folder that is missing fails here, in one line.
     check_model_sources(study, [m for m in study.models if any(r.model == m for r in runs)])
-    from gengen.checkpoints import check_run_folders
+    from gengen.training.checkpoints import check_run_folders
 
     check_run_folders(study, runs)  # a linked checkpoint folder is refused before any run starts
     from gengen.scoring import check_trainable, score_after_training
@@ -101,8 +101,8 @@ def train_command(
 def _check_schedules(study: StudyConfig, runs: Sequence[RunSpec]) -> None:
     """Every run's optimiser steps and evaluation steps, checked as ``gengen plan`` and the trainer check them
     (training examples: the shot count, else the training set's size as the plan estimates it)."""
-    from gengen.plan import data_size
-    from gengen.schedule import evaluation_steps, planned_steps
+    from gengen.study.plan import data_size
+    from gengen.study.schedule import evaluation_steps, planned_steps
 
     full = data_size(study.task.train) if any(run.shots is None for run in runs) else 0
     for run in runs:

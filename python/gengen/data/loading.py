@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gengen.config import DataSpec
 from gengen.data.registry import DROP, REGISTRY, YES, RegisteredDataset
 from gengen.errors import ConfigError, InputError
+from gengen.study.config import DataSpec
 
 __all__ = ["DEFAULT_FILE_LABELS", "balanced_sample", "cap_examples", "few_shot_sample", "load_examples", "map_labels"]
 

@@ -48,10 +48,10 @@ def prepare_demo(out: Path, *, log: Log = print) -> Path:
         The study file, ``out / "study.toml"``.
     """
     from gengen._files import inside
-    from gengen.config import load_config
     from gengen.demo.tasks import OOD_SHIFTS, tokenizer_corpus, write_demo_data
     from gengen.demo.tiny import build_tiny_model, count_parameters, train_tokenizer
-    from gengen.models import answer_token_ids
+    from gengen.scoring.models import answer_token_ids
+    from gengen.study.config import load_config
 
     out.mkdir(parents=True, exist_ok=True)
     for name in ("study.toml", "data", "models", "report"):  # none may lead out of the demo's folder
@@ -126,7 +126,7 @@ def finish(store_path: Path, out_dir: Path, id_testset: str, *, log: Log = print
         The report's path.
     """
     from gengen.pipeline import run_study_analysis
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     scores = Store(store_path).load()
     log(summarise(scores, id_testset))
@@ -188,8 +188,8 @@ def run_demo(
 def _run_demo_steps(out: Path, *, jobs: int, threads: int, log: Log, progress: bool, start: float) -> None:
     import torch
 
-    from gengen.config import load_config
     from gengen.executors.direct import train_study
+    from gengen.study.config import load_config
 
     study = prepare_demo(out, log=log)
     config = load_config(study)

@@ -4,7 +4,7 @@
 the runs, skips those complete in the study's store, hands the others to an executor
 (:mod:`~gengen.executors.local`, :mod:`~gengen.executors.ray`, :mod:`~gengen.executors.slurm`, or the direct
 executor of ``gengen train``, :mod:`~gengen.executors.direct`), retries failed runs up to ``retries`` times,
-and merges every finished run into the store. Every executor's workers call :func:`gengen.train.train_run`.
+and merges every finished run into the store. Every executor's workers call :func:`gengen.training.train.train_run`.
 
 Who writes what (see ``docs/executors.md``):
 
@@ -27,11 +27,11 @@ from typing import Any
 
 import pandas as pd
 
-from gengen.config import EXECUTORS, ExecutorConfig, RunSpec, StudyConfig
 from gengen.errors import ConfigError, GengenError
 from gengen.executors.base import Executor, RunResult, RunTask
 from gengen.executors.spool import RunSpool
 from gengen.executors.state import RunStatus, read_state, study_status, write_state
+from gengen.study.config import EXECUTORS, ExecutorConfig, RunSpec, StudyConfig
 
 __all__ = [
     "EXECUTORS",
@@ -156,7 +156,7 @@ def merge_run(config: StudyConfig, store: Any, run: RunSpec, result: RunResult |
     Parameters
     ----------
     config : StudyConfig
-    store : gengen.store.Store
+    store : gengen.store.database.Store
         The study's store (the driver is its only writer).
     run : RunSpec
     result : RunResult, optional
@@ -236,7 +236,7 @@ def execute_study(
     ConfigError
         An unknown executor, model or a bad option value; the executor's package is missing.
     """
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     began = time.perf_counter()
     given = executor if isinstance(executor, Executor) else None

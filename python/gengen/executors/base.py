@@ -2,7 +2,7 @@
 
 An executor moves :class:`RunTask` values to workers and :class:`RunResult` values back. The driver
 (:func:`gengen.executors.execute_study`) submits, waits, retries and merges; workers call the per-run function
-of :mod:`gengen.train`. Only an executor that says so (:attr:`Executor.writes_store`: the direct executor of
+of :mod:`gengen.training.train`. Only an executor that says so (:attr:`Executor.writes_store`: the direct executor of
 ``gengen train``, whose runs commit each evaluation to the store as it is computed) lets its runs touch the
 study's store; the others' runs write their run folder's spool, which the driver merges.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
-from gengen.config import RunIdentity, RunSpec, StudyConfig
+from gengen.study.config import RunIdentity, RunSpec, StudyConfig
 
 __all__ = ["Executor", "Handle", "RunResult", "RunTask", "failure", "finished"]
 
@@ -107,7 +107,8 @@ def failure(task: RunTask, error: BaseException | str, *, details: str | None = 
 
 
 class Reported(Protocol):
-    """What a finished training reports (:class:`gengen.train.RunOutcome`, or its part that torchrun's process 0
+    """What a finished training reports (:class:`gengen.training.train.RunOutcome`, or its part that torchrun's
+    process 0
     prints); a ``resumed_from`` attribute is read when there is one."""
 
     @property

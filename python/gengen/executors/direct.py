@@ -7,10 +7,10 @@ processes), so a killed run leaves its scores in the store and resumes from its 
 fails raises its error (a user error ends the command in one line); nothing is retried.
 
 Launched by torchrun (``gengen train --gpus N``), every process drives the same study and trains each run
-together with the others (:func:`gengen.train.current_world`); process 0 alone writes the store and the runs'
+together with the others (:func:`gengen.training.train.current_world`); process 0 alone writes the store and the runs'
 state.
 
-Imports torch (through :mod:`gengen.train`).
+Imports torch (through :mod:`gengen.training.train`).
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from typing import Any
 
 import torch
 
-from gengen.config import StudyConfig
 from gengen.errors import ConfigError
 from gengen.executors import StudyExecution, execute_study
 from gengen.executors.base import RunResult, RunTask, finished
 from gengen.executors.local import PooledExecutor
 from gengen.executors.state import write_state
-from gengen.train import RunOutcome, TrainContext, World, current_world, train_run
+from gengen.study.config import StudyConfig
+from gengen.training.train import RunOutcome, TrainContext, World, current_world, train_run
 
 __all__ = ["DirectExecutor", "train_study"]
 
@@ -37,7 +37,7 @@ Log = Callable[[str], None]
 
 def _train(task: RunTask, *, records_state: bool = True, **options: Any) -> RunOutcome:
     """Train ``task``'s run straight into the study's store, its state recorded as running (failed if it raises)."""
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     config, run = task.config, task.run
     if records_state:
@@ -69,7 +69,7 @@ class DirectExecutor(PooledExecutor):
     progress : bool
         Progress bars on a terminal (in this process only).
     world : World, optional
-        The processes training each run together (default :func:`gengen.train.current_world`).
+        The processes training each run together (default :func:`gengen.training.train.current_world`).
 
     Raises
     ------

@@ -12,10 +12,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from gengen.config import ResourcesConfig
 from gengen.errors import ConfigError
 from gengen.executors.base import Executor, RunResult, RunTask, failure
 from gengen.executors.worker import execute_run
+from gengen.study.config import ResourcesConfig
 
 __all__ = ["RayExecutor"]
 

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gengen.config import RunSpec, StudyConfig
 from gengen.errors import InputError
 from gengen.executors.base import RunResult
 from gengen.executors.spool import write_json_atomic
+from gengen.study.config import RunSpec, StudyConfig
 
 __all__ = ["RESULT_FILE", "RESULT_FORMAT", "read_result", "result_path", "write_result"]
 

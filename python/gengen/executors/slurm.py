@@ -19,12 +19,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gengen.config import ExecutorConfig, ResourcesConfig
 from gengen.errors import ConfigError, InputError
 from gengen.executors.base import Executor, RunResult, RunTask, failure
 from gengen.executors.results import read_result, result_path, write_result
 from gengen.executors.state import STATE_FILE
 from gengen.executors.worker import execute_run
+from gengen.study.config import ExecutorConfig, ResourcesConfig
 
 __all__ = ["SlurmExecutor", "run_job"]
 
@@ -78,7 +78,7 @@ def slurm_parameters(settings: ExecutorConfig, resources: ResourcesConfig) -> di
     if resources.gpus:
         parameters["gpus_per_node"] = int(resources.gpus)
     if resources.gpus > 1:
-        # One task per GPU: the run trains data parallel over all of them (gengen.train.World), not on cuda:0.
+        # One task per GPU: the run trains data parallel over all of them (gengen.training.train.World), not on cuda:0.
         parameters["tasks_per_node"] = int(resources.gpus)
         parameters["cpus_per_task"] = max(1, resources.cpus // int(resources.gpus))
     if resources.memory_gb is not None:

@@ -7,7 +7,8 @@ racing after a lost driver) yields the same file. Only renames within one folder
 network file systems (NFS) do atomically; no file locking is needed, because only one process writes a run
 folder at a time and every file it writes is complete before it appears.
 
-:class:`RunSpool` offers the part of :class:`gengen.store.Store` that :func:`gengen.train.train_run` uses
+:class:`RunSpool` offers the part of :class:`gengen.store.database.Store` that :func:`gengen.training.train.train_run`
+uses
 (``completed``, ``write_scores``, ``manifest``, ``write_manifest``), so a run trains into it unchanged.
 """
 
@@ -27,7 +28,7 @@ import pandas as pd
 
 from gengen._files import inside
 from gengen.errors import InputError
-from gengen.store import KEY, normalise_scores
+from gengen.store.database import KEY, normalise_scores
 
 __all__ = ["MANIFEST_FILE", "SPOOL_DIR", "RunSpool", "read_json", "write_json_atomic"]
 
@@ -35,7 +36,7 @@ SPOOL_DIR = "scores"
 """The folder, inside a run folder, holding the run's score batches."""
 
 MANIFEST_FILE = "manifest.json"
-"""The run's manifest (what :meth:`gengen.store.Store.write_manifest` would have stored)."""
+"""The run's manifest (what :meth:`gengen.store.database.Store.write_manifest` would have stored)."""
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -90,7 +91,7 @@ class RunSpool:
     Parameters
     ----------
     folder : Path
-        The run folder (:meth:`gengen.config.StudyConfig.run_dir`).
+        The run folder (:meth:`gengen.study.config.StudyConfig.run_dir`).
     study : str
         The study of rows written without one.
     """
@@ -126,7 +127,7 @@ class RunSpool:
         return list(seen.values())
 
     def frame(self) -> pd.DataFrame:
-        """The spooled scores as a table ready for :meth:`gengen.store.Store.write_scores` (may be empty)."""
+        """The spooled scores as a table ready for :meth:`gengen.store.database.Store.write_scores` (may be empty)."""
         return pd.DataFrame.from_records(self.records())
 
     def completed(self, model: str, run: str) -> set[tuple[int, str, str]]:

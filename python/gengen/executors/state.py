@@ -16,9 +16,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gengen.config import RunSpec, StudyConfig
 from gengen.errors import InputError
 from gengen.executors.spool import RunSpool, read_json, write_json_atomic
+from gengen.study.config import RunSpec, StudyConfig
 
 __all__ = [
     "JOB_ID_PATTERN",
@@ -196,7 +196,7 @@ def study_status(config: StudyConfig, store: Any = None) -> list[RunStatus]:
     Parameters
     ----------
     config : StudyConfig
-    store : gengen.store.Store, optional
+    store : gengen.store.database.Store, optional
         The study's store (default: the one in ``config.output``, when it exists). It is opened only for
         runs without a state file: the spools hold every score of a submitted run, so status never touches
         the database that the driver is writing.
@@ -206,7 +206,7 @@ def study_status(config: StudyConfig, store: Any = None) -> list[RunStatus]:
     list of RunStatus
         In the order of ``config.runs()``.
     """
-    from gengen.store import DB_NAME, Store
+    from gengen.store.database import DB_NAME, Store
 
     grid = {(t.name, m) for t in config.testsets for m in config.evaluation.metrics}
     out = []

@@ -71,8 +71,8 @@ def _process_main(argv: list[str]) -> None:
     """One of the processes _train_over_processes starts: train its share of the run; process 0 reports."""
     import torch
 
-    from gengen.config import load_config
-    from gengen.train import train_run
+    from gengen.study.config import load_config
+    from gengen.training.train import train_run
 
     path, model, key, threads, output = argv
     config = load_config(path, output=output)
@@ -89,14 +89,14 @@ def _process_main(argv: list[str]) -> None:
 def _join_slurm_tasks() -> None:
     """In a Slurm job of several tasks (one per GPU), export torch.distributed's variables for this task.
 
-    gengen.train then trains the run data parallel over the tasks; task 0 writes the spool and its result is
+    gengen.training.train then trains the run data parallel over the tasks; task 0 writes the spool and its result is
     the job's.
     """
     if int(os.environ.get("SLURM_NTASKS", "1")) <= 1 or "RANK" in os.environ:
         return
     from submitit.helpers import TorchDistributedEnvironment
 
-    # Every task sees every GPU of the node; gengen.train picks cuda:LOCAL_RANK.
+    # Every task sees every GPU of the node; gengen.training.train picks cuda:LOCAL_RANK.
     TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
 
 
@@ -124,7 +124,7 @@ def execute_run(task: RunTask, log: Callable[[str], None] = _print) -> RunResult
             write_state(config, run, "running", attempt=task.attempt, **({"job_id": job_id} if job_id else {}))
         import torch
 
-        from gengen.train import train_run
+        from gengen.training.train import train_run
 
         torch.set_num_threads(task.threads)
         spool = RunSpool(config.run_dir(run), study=config.name)

@@ -17,7 +17,7 @@ An import is atomic: every file is read and checked first, then all scores are w
 so a bad file, a conflict or a crash leaves the store as it was. A directory is searched recursively for
 ``*.json``, ``*.csv``, ``*.tsv`` and ``*.parquet`` files; JSON files that are not results of a known kind
 (a model's ``config.json``...) are skipped and reported, but a named file must be ingestible. Every score
-passes :func:`gengen.score_checks.check_scores` (finite values, counts in range, accuracies in [0, 1]).
+passes :func:`gengen.store.checks.check_scores` (finite values, counts in range, accuracies in [0, 1]).
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gengen import formats
 from gengen.errors import InputError, UnknownFormatError
-from gengen.formats import FORMAT_GROUPS, INGEST_FORMATS, IngestFormatEntry, ingest_entry, load_function
 from gengen.ingest import tables
 from gengen.ingest._common import IngestOptions, Parsed, count, read_json, short_list
-from gengen.score_checks import check_scores
-from gengen.store import DB_NAME, OnConflict, Store, normalise_scores, shown
+from gengen.store import formats
+from gengen.store.checks import check_scores
+from gengen.store.database import DB_NAME, OnConflict, Store, normalise_scores, shown
+from gengen.store.formats import FORMAT_GROUPS, INGEST_FORMATS, IngestFormatEntry, ingest_entry, load_function
 
 __all__ = [
     "FORMATS",
@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 FORMATS = INGEST_FORMATS
-"""The formats :func:`ingest` reads (:data:`gengen.formats.INGEST_FORMATS`)."""
+"""The formats :func:`ingest` reads (:data:`gengen.store.formats.INGEST_FORMATS`)."""
 
 _SUFFIXES = (".json", *tables.TABLE_SUFFIXES)
 
@@ -346,7 +346,7 @@ def read(
     Returns
     -------
     frame : DataFrame
-        The normalised score table (see :func:`gengen.store.normalise_scores`).
+        The normalised score table (see :func:`gengen.store.database.normalise_scores`).
     sources : Series
         Where each row came from (file and key or line), indexed like ``frame``.
     manifests : dict
@@ -538,9 +538,9 @@ def ingest(
         The column of a per-run table naming the run (same as ``columns={"run": run_column}``).
     size : str, optional
         The model size of every score read (``"7B"``), for model names whose size
-        :func:`gengen.store.split_model_name` does not read.
+        :func:`gengen.store.database.split_model_name` does not read.
     on_conflict : {"error", "replace", "keep"}
-        For a score stored with a different value (see :mod:`gengen.store`).
+        For a score stored with a different value (see :mod:`gengen.store.database`).
     allow_copies : bool
         Store a file's scores even when the store already holds every one of them, with the same values,
         under another study. By default such a file (the same files arriving under another study name, e.g.

@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 
 from gengen.errors import GengenError, InputError
-from gengen.score_checks import INT64_MAX
-from gengen.store import STORED_COLUMNS, shown
+from gengen.store.checks import INT64_MAX
+from gengen.store.database import STORED_COLUMNS, shown
 
 __all__ = [
     "INT64_MAX",
@@ -45,7 +45,7 @@ class IngestOptions:
         The study of every score read (default: the store's).
     size : str, optional
         The model size of every score read (``"7B"``), for names the size rule of
-        :func:`gengen.store.split_model_name` does not read.
+        :func:`gengen.store.database.split_model_name` does not read.
     step : int, optional
         The checkpoint step of every score read from a per-checkpoint file (lm-evaluation-harness).
     step_pattern : str, optional

@@ -22,7 +22,7 @@ import pandas as pd
 
 from gengen.errors import InputError
 from gengen.ingest._common import IngestOptions, Parsed, number, step_from_pattern
-from gengen.store import DEFAULT_RUN, shown
+from gengen.store.database import DEFAULT_RUN, shown
 
 __all__ = ["looks_like", "parse"]
 

@@ -25,7 +25,7 @@ For every kind:
   column: :data:`SUMMARY_LABELS`) are skipped with a note naming their lines;
 * a CSV/TSV must be UTF-8 (a byte-order mark is fine) with a header of distinct names and every row as long
   as the header; empty cells and ``NA``, ``N/A``, ``null``, ``None`` are missing values, but ``nan`` and
-  ``inf`` are refused where a number is expected (see :mod:`gengen.score_checks`).
+  ``inf`` are refused where a number is expected (see :mod:`gengen.store.checks`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from gengen.ingest._common import (
     pattern_groups,
     short_list,
 )
-from gengen.store import DEFAULT_RUN, REQUIRED_COLUMNS, shown
+from gengen.store.database import DEFAULT_RUN, REQUIRED_COLUMNS, shown
 
 __all__ = [
     "DEFAULT_WIDE_PATTERN",
@@ -415,8 +415,8 @@ def looks_runs(frame: pd.DataFrame) -> bool:
 
 def detect(frame: pd.DataFrame) -> str | None:
     """The table format of a table read by :func:`read_table` (``long``, ``wide``, ``runs``...), or None: the
-    first of :data:`gengen.formats.INGEST_FORMAT_TABLE` whose detector accepts it."""
-    from gengen.formats import INGEST_FORMAT_TABLE, load_function
+    first of :data:`gengen.store.formats.INGEST_FORMAT_TABLE` whose detector accepts it."""
+    from gengen.store.formats import INGEST_FORMAT_TABLE, load_function
 
     for entry in INGEST_FORMAT_TABLE:
         if entry.reads == "table" and load_function(entry.detect)(frame):

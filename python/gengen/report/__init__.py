@@ -15,7 +15,7 @@ embedded. Names from user data are escaped by jinja2's autoescaping, or reach th
 The figures on their own, as matplotlib Figures (:mod:`gengen.report.plots`, re-exported here):
 :func:`plot_heatmaps`, :func:`plot_raw_vs_partial`, :func:`plot_residuals`, :func:`plot_trajectories` (of an
 :class:`~gengen.analyse.Analysis`) and :func:`plot_agreement`, :func:`plot_agreement_matrix` (of a
-:class:`~gengen.compare.Comparison`). The report reads those data objects; they know nothing of it.
+:class:`~gengen.across.compare.Comparison`). The report reads those data objects; they know nothing of it.
 
 :func:`report` runs named steps: the tables are checked (:mod:`gengen.report.inputs`), then each level's
 section, the static heatmaps, the comparison, the pooled table, the trajectories
@@ -70,9 +70,9 @@ from gengen.report.template import TEMPLATE
 from gengen.report.trajectories import progress_figure, trajectory_payload
 
 if TYPE_CHECKING:
+    from gengen.across.compare import Comparison
+    from gengen.across.verdict import Verdict
     from gengen.analyse.result import Analysis
-    from gengen.compare import Comparison
-    from gengen.verdict import Verdict
 
 #: Sections of the page per level of the pairs table: (level, anchor, heading, note).
 LEVELS = (
@@ -479,7 +479,7 @@ def report(
     analysis : Analysis
         From :func:`gengen.analyse` (or :meth:`Analysis.from_dir`).
     comparison : Comparison, optional
-        From :func:`gengen.compare.compare`; computed with its defaults when omitted.
+        From :func:`gengen.across.compare.compare`; computed with its defaults when omitted.
     out_dir : str or Path
         A folder (the page is ``out_dir/filename``, figures go to ``out_dir/figures/``) or a file name ending
         in ``.html`` (figures go to ``<stem>_figures/`` beside it).
@@ -492,7 +492,7 @@ def report(
     progress : bool
         Report progress on stderr: a bar on a terminal, one line per step otherwise.
     verdict : Verdict, optional
-        From :func:`gengen.verdict.build_verdict`; computed when omitted.
+        From :func:`gengen.across.verdict.build_verdict`; computed when omitted.
 
     Returns
     -------
@@ -506,8 +506,8 @@ def report(
         output folder whose figures folder leads out of it.
     """
     from gengen._files import check_replaceable, inside
-    from gengen.compare import compare
-    from gengen.verdict import build_verdict
+    from gengen.across.compare import compare
+    from gengen.across.verdict import build_verdict
 
     path, figure_dir = output_paths(out_dir, filename)
     inside(path.parent, figure_dir.name)  # a figures/ linking elsewhere is not written through

@@ -16,7 +16,7 @@ from gengen.report.figures import _label_inches, literal
 from gengen.report.order import group_key
 
 if TYPE_CHECKING:
-    from gengen.compare import Comparison
+    from gengen.across.compare import Comparison
 
 #: Most groups whose cells get their value written in the agreement matrix.
 ANNOTATE_UP_TO = 12
@@ -90,7 +90,7 @@ def forest(estimates: pd.DataFrame, testset_a: str, testset_b: str, level: float
     Parameters
     ----------
     estimates : DataFrame
-        From :func:`gengen.heterogeneity.group_estimates`.
+        From :func:`gengen.across.heterogeneity.group_estimates`.
     testset_a, testset_b : str
         The pair (either order).
     level : float
@@ -103,7 +103,7 @@ def forest(estimates: pd.DataFrame, testset_a: str, testset_b: str, level: float
         interval; the title gives Cochran's Q, its df and p.
     """
     from gengen import _core
-    from gengen.heterogeneity import heterogeneity_test
+    from gengen.across.heterogeneity import heterogeneity_test
 
     a, b = sorted((testset_a, testset_b))
     rows = estimates[(estimates["testset_a"] == a) & (estimates["testset_b"] == b)]

@@ -25,12 +25,12 @@ from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter
 
 from gengen._files import inside
-from gengen._pfloor import p_text
 from gengen.report.order import cluster_order, group_key, pooled_correlation, short_labels
+from gengen.stats.pfloor import p_text
 
 if TYPE_CHECKING:
+    from gengen.across.compare import Comparison
     from gengen.analyse.result import Analysis
-    from gengen.compare import Comparison
 
 CMAP = "RdBu_r"
 PNG_DPI = 110

@@ -22,9 +22,9 @@ from gengen.report.rows import PAIR_VIEW, encode_table, pairs_view, round_signif
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from gengen.across.compare import Comparison
+    from gengen.across.verdict import Verdict
     from gengen.analyse.result import Analysis
-    from gengen.compare import Comparison
-    from gengen.verdict import Verdict
 
 
 def _slug(text: str) -> str:
@@ -187,7 +187,7 @@ def comparison_figure_records(
     cache: FigureCache, analysis: Analysis, comparison: Comparison, verdict: Verdict
 ) -> list[dict[str, Any]]:
     """The model × model agreement matrix and a forest plot of the verdict's strongest pair of each class."""
-    from gengen.heterogeneity import group_estimates
+    from gengen.across.heterogeneity import group_estimates
     from gengen.report import comparison_figures as cf  # the module, not a function of this one
 
     records = [
@@ -229,7 +229,7 @@ def answer_of(verdict: Verdict, whole: bool = False) -> str:
 
 def verdict_record(verdict: Verdict) -> dict[str, Any]:
     """The template's verdict block: the paragraph, one row per class (count, strongest examples), agreement."""
-    from gengen.verdict import CLASSES
+    from gengen.across.verdict import CLASSES
 
     rows = [
         {

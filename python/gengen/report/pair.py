@@ -21,9 +21,9 @@ from gengen.report.trajectories import DASHES, _progress_axis, _progress_value, 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from gengen.across.compare import Comparison
+    from gengen.across.verdict import Verdict
     from gengen.analyse.result import Analysis
-    from gengen.compare import Comparison
-    from gengen.verdict import Verdict
 
 #: Colours of test set A, test set B and ID in the pair's trajectories (colour-blind safe: Okabe-Ito).
 PAIR_COLOURS = ("#0072B2", "#D55E00", "#000000")

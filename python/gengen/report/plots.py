@@ -14,8 +14,8 @@ from gengen.report import figures as fig
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from gengen.across.compare import Comparison
     from gengen.analyse.result import Analysis
-    from gengen.compare import Comparison
 
 #: The Returns section of every figure.
 _RETURNS = """Returns
@@ -48,7 +48,7 @@ _COMPARISON_DOC = (
 Parameters
 ----------
 comparison : Comparison
-    From :func:`gengen.compare.compare`.
+    From :func:`gengen.across.compare.compare`.
 
 """
     + _RETURNS
@@ -137,7 +137,7 @@ def plot_forest(analysis: Analysis, testset_a: str, testset_b: str) -> Figure:
     matplotlib.figure.Figure
         The figure, not shown or saved.
     """
-    from gengen.heterogeneity import group_estimates
+    from gengen.across.heterogeneity import group_estimates
     from gengen.report.comparison_figures import forest
 
     return forest(group_estimates(analysis.pairs), testset_a, testset_b)

@@ -1,8 +1,8 @@
 """Scoring a checkpoint series: the backend protocol and the one loop that every backend runs through.
 
 A scoring backend (:class:`ScoringBackend`) knows what to score a checkpoint on and how: gengen's own scorer
-(:class:`gengen.score.GengenBackend`: the study's test sets, accuracy and log-probability of the answers) and
-lm-evaluation-harness (:class:`gengen.lm_eval_backend.LmEvalBackend`: any lm-eval task). :func:`score_series`
+(:class:`gengen.scoring.score.GengenBackend`: the study's test sets, accuracy and log-probability of the answers) and
+lm-evaluation-harness (:class:`gengen.scoring.lm_eval.LmEvalBackend`: any lm-eval task). :func:`score_series`
 does the rest, once for all of them:
 
 1. refuse an empty series and damaged weights (:func:`~gengen.scoring.checkpoints.check_weights`) before the
@@ -35,9 +35,9 @@ from gengen.scoring.registry import BACKENDS, REGISTRY
 if TYPE_CHECKING:
     import pandas as pd
 
-    from gengen.config import RunSpec, StudyConfig
     from gengen.scoring.checkpoints import Checkpoint
-    from gengen.store import Store
+    from gengen.store.database import Store
+    from gengen.study.config import RunSpec, StudyConfig
 
 __all__ = [
     "BACKENDS",
@@ -144,7 +144,7 @@ def _flag(option: str) -> str:
 
 
 class ModelLoader(Protocol):
-    """Loads the checkpoints of a series one after another (:class:`gengen.score.SeriesLoader`)."""
+    """Loads the checkpoints of a series one after another (:class:`gengen.scoring.score.SeriesLoader`)."""
 
     base_loads: int
 
@@ -214,7 +214,7 @@ class ScoringBackend(Protocol):
 
     def attach(self, tokenizer: Any, device: Any, precision: Any) -> None:
         """Set up scoring of a live model (the one being trained; no checkpoint is loaded): its tokenizer, its
-        device and the :class:`gengen.models.Precision` of its forward passes. Then :meth:`score_checkpoint`
+        device and the :class:`gengen.scoring.models.Precision` of its forward passes. Then :meth:`score_checkpoint`
         takes the live model with ``Checkpoint(gengen.scoring.hook.LIVE, step)`` (see
         :class:`gengen.scoring.hook.EvaluationHook`)."""
         ...

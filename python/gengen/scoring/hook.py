@@ -1,6 +1,6 @@
 """The evaluation hook: score a live model at a training step and commit the scores, one code path for every loop.
 
-gengen's own trainer (:meth:`gengen.train.Trainer.evaluate`), the transformers callback
+gengen's own trainer (:meth:`gengen.training.train.Trainer.evaluate`), the transformers callback
 (:class:`gengen.integrations.GengenCallback`) and the function for plain or accelerate loops
 (:func:`gengen.integrations.evaluate`) all call :meth:`EvaluationHook.evaluate`. The hook holds one or more
 scoring backends (:class:`gengen.scoring.ScoringBackend`, each given the live model's tokenizer and device by
@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from gengen.distributed import World
 from gengen.scoring import ScoringBackend, SeriesLabels
 from gengen.scoring.checkpoints import Checkpoint
+from gengen.training.distributed import World
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from gengen.config import EvaluationConfig
-    from gengen.models import Precision
-    from gengen.store import Store
+    from gengen.scoring.models import Precision
+    from gengen.store.database import Store
+    from gengen.study.config import EvaluationConfig
 
 __all__ = ["LIVE", "EvaluationHook", "Schedule", "Shard", "TallyingBackend", "joined_world"]
 
@@ -86,9 +86,9 @@ class Schedule:
         return cls(every=evaluation.every, log_points=evaluation.log_points, steps=tuple(evaluation.steps))
 
     def at(self, total: int) -> list[int]:
-        """The steps of a run of ``total`` optimiser steps, sorted (:func:`gengen.schedule.evaluation_steps`)."""
-        from gengen.config import EvaluationConfig
-        from gengen.schedule import evaluation_steps
+        """The steps of a run of ``total`` optimiser steps, sorted (:func:`gengen.study.schedule.evaluation_steps`)."""
+        from gengen.study.config import EvaluationConfig
+        from gengen.study.schedule import evaluation_steps
 
         evaluation = EvaluationConfig(steps=self.steps, every=self.every, log_points=self.log_points)
         return evaluation_steps(evaluation, total)
@@ -126,7 +126,7 @@ class TallyingBackend(Protocol):
 def joined_world() -> World:
     """The torch.distributed group this process has joined, or this process alone.
 
-    A launcher or the training framework started the group; unlike :func:`gengen.distributed.current_world`
+    A launcher or the training framework started the group; unlike :func:`gengen.training.distributed.current_world`
     this never starts one.
 
     Returns
@@ -148,7 +148,7 @@ class EvaluationHook:
     ----------
     backends : sequence of ScoringBackend
         Each attached to the model's tokenizer and device (:meth:`attach`) before the first evaluation.
-    store : gengen.store.Store or gengen.executors.spool.RunSpool
+    store : gengen.store.database.Store or gengen.executors.spool.RunSpool
         Where the scores go (written by process 0 only).
     labels : SeriesLabels
         The run's labels in the store (model, family, size, run, study).
@@ -214,7 +214,7 @@ class EvaluationHook:
             The live model's.
         device : torch.device
             Where the model is.
-        precision : gengen.models.Precision
+        precision : gengen.scoring.models.Precision
             The autocast of the forward passes.
         """
         for backend in self.backends:
@@ -301,7 +301,7 @@ def _summed(tallies: np.ndarray) -> np.ndarray:
 
 def _completed(store: Any, labels: SeriesLabels, study: str) -> set[tuple[int, str, str]]:
     """The run's stored ``(step, testset, metric)``: of this study in a store, all of a run's spool."""
-    from gengen.store import Store
+    from gengen.store.database import Store
 
     if isinstance(store, Store):
         return store.completed(labels.model, labels.run, study=study)

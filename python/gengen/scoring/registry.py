@@ -33,8 +33,8 @@ class BackendEntry:
 
 
 REGISTRY: dict[str, BackendEntry] = {
-    "gengen": BackendEntry("gengen.score:GengenBackend", during_training=True),
-    "lm-eval": BackendEntry("gengen.lm_eval_backend:LmEvalBackend", extra="lm-eval"),
+    "gengen": BackendEntry("gengen.scoring.score:GengenBackend", during_training=True),
+    "lm-eval": BackendEntry("gengen.scoring.lm_eval:LmEvalBackend", extra="lm-eval"),
 }
 """Name -> backend; adding a scoring backend is one entry here (see ``docs/extending.md``)."""
 

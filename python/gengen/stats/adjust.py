@@ -5,14 +5,15 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gengen import _core, limits
+from gengen import _core
+from gengen.stats import limits
 from gengen.stats.options import ADJUSTMENTS, DEFAULT_ADJUSTMENT, Adjustment
 from gengen.stats.validation import as_float_array, check_choice
 
 __all__ = ["p_adjust"]
 
 #: Work arrays of an adjustment, in numbers per p-value (the Rust core's ``adjust::WORK_PER_P_VALUE``): the
-#: input is refused before any work when they would exceed :func:`gengen.limits.memory_budget`.
+#: input is refused before any work when they would exceed :func:`gengen.stats.limits.memory_budget`.
 WORK_PER_P_VALUE = 12
 
 
@@ -42,7 +43,7 @@ def p_adjust(p: ArrayLike, method: Adjustment = DEFAULT_ADJUSTMENT) -> NDArray[n
     seconds, and Ctrl-C stops the computation between its passes.
 
     Limits: an input whose work arrays (about 12 numbers per p-value) would exceed
-    :func:`gengen.limits.memory_budget` is refused before any work, with one line naming its size and the limit.
+    :func:`gengen.stats.limits.memory_budget` is refused before any work, with one line naming its size and the limit.
 
     References
     ----------

@@ -5,7 +5,7 @@ together, "free" and "iid" treat them as exchangeable.
 
 Limits
 ------
-Sizes are checked before anything is allocated (:mod:`gengen.limits`): at most ``MAX_RESAMPLES`` (10^7)
+Sizes are checked before anything is allocated (:mod:`gengen.stats.limits`): at most ``MAX_RESAMPLES`` (10^7)
 permutations or bootstrap replicates per call, at most 256 threads (or the number of CPUs if larger), and no
 single array (index tables, kept bootstrap replicates) above half the machine's memory or 16 GiB. Beyond them
 :class:`~gengen.errors.InvalidArgumentError` says how much the call would take. A block length that makes one
@@ -23,7 +23,8 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from gengen import _core, limits
+from gengen import _core
+from gengen.stats import limits
 from gengen.stats._docs import shared_doc
 from gengen.stats.controls import Control, FitArgument, as_control
 from gengen.stats.options import (
@@ -616,7 +617,7 @@ def _checked_runs(
     """The inputs both resampling batches check alike: the control, the runs, the resamples and the seed.
 
     In that order (the first bad one is reported); the number of resamples is at least ``minimum`` and at
-    most :data:`gengen.limits.MAX_RESAMPLES`.
+    most :data:`gengen.stats.limits.MAX_RESAMPLES`.
     """
     control = as_control(fit, gam_options)
     runs = as_runs(scores, covar)

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from gengen import limits
 from gengen.errors import InvalidArgumentError
+from gengen.stats import limits
 from gengen.stats.options import RESIDUAL_METHODS
 
 

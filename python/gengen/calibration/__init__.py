@@ -1,0 +1,1 @@
+"""Calibration: simulated studies, realistic and item-level curves, the method comparisons."""

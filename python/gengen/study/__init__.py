@@ -1,0 +1,1 @@
+"""A study: its file and settings, the families and tables it names, the plan, the schedule and the power planner."""

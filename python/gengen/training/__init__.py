@@ -1,0 +1,1 @@
+"""Training: the trainer, distributed set-up and checkpoint saving."""
