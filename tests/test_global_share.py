@@ -85,7 +85,7 @@ def test_simulated_null_count_matches_an_explicit_leave_one_test_set_out_loop() 
     uniform = global_share(p, a, b, null_above=np.full(len(a), 0.5))
     assert uniform.share_unclipped == pytest.approx(storey_share(p), abs=1e-15)
     with pytest.raises(ValueError, match="null_above: probabilities must lie in"):
-        global_share(p, a, b, null_above=np.zeros(len(a)))
+        global_share(p, a, b, null_above=np.full(len(a), 1.5))
     with pytest.raises(ValueError, match="null_above: need one probability per p-value"):
         global_share(p, a, b, null_above=[0.5])
 
@@ -339,7 +339,8 @@ def test_pythia_first_screen_states_the_answer_and_every_number_is_in_the_tables
         if "related" in rows.columns:  # left out of the global answer
             rows = rows[~rows["related"].fillna(False).astype(bool)]
         p, q = rows["p_sieve"].to_numpy(dtype=float), rows["p_null_above"].to_numpy(dtype=float)
-        assert np.isfinite(q).all() and ((q > 0.2) & (q < 0.8)).all()
+        # 20 null data sets per run: each pair's q is a share of 20, its mean over pairs near 0.5
+        assert np.isfinite(q).all() and ((q >= 0) & (q <= 1)).all() and 0.3 < q.mean() < 0.7
         assert row.share == pytest.approx(max(0.0, 1 - np.sum(p > 0.5) / np.sum(q)), abs=1e-9)
         assert "null count simulated" in row.method
     assert re.match(r"answer: An estimated \d+% \(95% CI", first)

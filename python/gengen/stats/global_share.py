@@ -148,8 +148,8 @@ def global_share(
         independent pairs its variance is about twice the true one).
     null_above : array_like, optional
         Per pair, the probability that its p-value exceeds ``lambda_`` when no pair co-moves
-        (:func:`null_above_probability`, a simulation from the data's own autocorrelation); NaN entries and the
-        default take :math:`1 - \lambda`, the value for exact (uniform) null p-values. Given, it corrects the
+        (:func:`null_above_probability`, simulated from the data's own autocorrelation; in [0, 1]); NaN entries and
+        the default take :math:`1 - \lambda`, the value for exact (uniform) null p-values. Given, it corrects the
         share for p-values that lean small or large.
 
     Returns
@@ -455,15 +455,16 @@ def detectable_r(
 
 
 def _checked_null_above(null_above: ArrayLike | None, m: int, lambda_: float) -> NDArray[np.float64]:
-    """``null_above`` as a vector of m probabilities in (0, 1], NaN entries (and ``None``) as ``1 - lambda_``."""
+    """``null_above`` as a vector of m probabilities in [0, 1] (0 happens: a pair whose simulated p-values all
+    stay below lambda), NaN entries (and ``None``) as ``1 - lambda_``."""
     if null_above is None:
         return np.full(m, 1.0 - lambda_)
     values = np.asarray(null_above, dtype=float).ravel()
     if len(values) != m:
         raise InvalidArgumentError(f"null_above: need one probability per p-value ({m}), got {len(values)}")
     finite = values[np.isfinite(values)]
-    if np.any((finite <= 0) | (finite > 1)):
-        raise InvalidArgumentError("null_above: probabilities must lie in (0, 1]")
+    if np.any((finite < 0) | (finite > 1)):
+        raise InvalidArgumentError("null_above: probabilities must lie in [0, 1]")
     return np.where(np.isfinite(values), values, 1.0 - lambda_)
 
 
