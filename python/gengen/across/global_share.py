@@ -135,7 +135,7 @@ def global_share_table(estimates: pd.DataFrame, *, alpha: float = 0.05, ci_level
     ...                           "variance": 0.04, "df": np.inf})
     >>> global_share_table(estimates)[["unit", "n_pairs", "share", "ci_low", "ci_high"]].round(2)
       unit  n_pairs  share  ci_low  ci_high
-    0    m       66    0.0     0.0     0.11
+    0    m       66    0.0     0.0     0.02
     """
     from gengen.stats.global_share import global_share
 
