@@ -3,7 +3,8 @@ r"""The global answer of the verdict: per model, the share of OOD pairs that co-
 From one estimate per model and pair (:func:`gengen.across.heterogeneity.group_estimates`: a model's runs pooled,
 :math:`\hat z`, its variance and df), three tables that :func:`gengen.across.verdict.build_verdict` carries:
 
-* :func:`global_share_table`: per model, Storey's :math:`\hat\pi_1` of the pairs' p-values with a
+* :func:`global_share_table`: per model, Storey's :math:`\hat\pi_1` of the pairs' p-values, counted against
+  each pair's simulated null probability (``p_null_above`` of the analysis, :func:`with_null_above`), with a
   delete-one-test-set jackknife interval and a one-sided test of "share > 0"
   (:func:`gengen.stats.global_share.global_share`; calibrated in docs/calibration.md);
 * :func:`r_distribution_table`: per model, a histogram of the pairs' r beside the counts the null would give
@@ -32,6 +33,7 @@ __all__ = [
     "r_distribution_table",
     "resolved_sign_agreement",
     "unrelated_estimates",
+    "with_null_above",
 ]
 
 #: Columns of :func:`global_share_table`.
@@ -65,6 +67,33 @@ def unrelated_estimates(estimates: pd.DataFrame, pairs: pd.DataFrame) -> pd.Data
     return estimates[[key not in related for key in keys]].reset_index(drop=True)
 
 
+def with_null_above(estimates: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+    """``estimates`` with ``p_null_above``: a one-run sieve estimate's null probability that its p-value exceeds
+    Storey's lambda, from the analysis' row of that run and pair (NaN for pooled runs, the lagged test, and
+    tables without the column: the share then counts against uniform null p-values)."""
+    from gengen.across.heterogeneity import SIEVE, SIEVE_INTERVAL
+
+    out = estimates.assign(p_null_above=np.nan)
+    if "p_null_above" not in pairs.columns or estimates.empty:
+        return out
+    rows = pairs[pairs["level"] == "run"] if "level" in pairs.columns else pairs
+    keys = list(zip(rows["model"], rows["run"].astype(str), rows["testset_a"], rows["testset_b"], strict=True))
+    counts = pd.Series(keys).value_counts()
+    lookup = {
+        key: float(value)
+        for key, value in zip(keys, rows["p_null_above"].to_numpy(dtype=float), strict=True)
+        if counts[key] == 1  # a run and pair met twice (shots, conditions) is ambiguous: left uncalibrated
+    }
+    single = (estimates["n_runs"] == 1) & estimates["variance_method"].isin([SIEVE, SIEVE_INTERVAL])
+    out["p_null_above"] = [
+        lookup.get((model, run, a, b), np.nan) if ok else np.nan
+        for model, run, a, b, ok in zip(
+            estimates["model"], estimates["runs"], estimates["testset_a"], estimates["testset_b"], single, strict=True
+        )
+    ]
+    return out
+
+
 def _p_values(rows: pd.DataFrame) -> np.ndarray:
     """Each estimate's two-sided p-value of z = 0: :math:`\\hat z/\\sqrt{v}` on its df (normal without)."""
     from gengen.across.per_pair import two_sided_p_array
@@ -82,7 +111,8 @@ def global_share_table(estimates: pd.DataFrame, *, alpha: float = 0.05, ci_level
     ----------
     estimates : DataFrame
         :func:`gengen.across.heterogeneity.group_estimates` rows (``unit, testset_a, testset_b, n_runs, z, variance,
-        df``), related pairs already left out (:func:`unrelated_estimates`).
+        df``, optionally ``p_null_above``: :func:`with_null_above`), related pairs already left out
+        (:func:`unrelated_estimates`).
     alpha : float
         Level of ``share_p_below_alpha`` (the raw share of pairs with p < alpha, which is alpha under the null).
     ci_level : float
@@ -105,14 +135,17 @@ def global_share_table(estimates: pd.DataFrame, *, alpha: float = 0.05, ci_level
     ...                           "variance": 0.04, "df": np.inf})
     >>> global_share_table(estimates)[["unit", "n_pairs", "share", "ci_low", "ci_high"]].round(2)
       unit  n_pairs  share  ci_low  ci_high
-    0    m       66    0.0     0.0     0.11
+    0    m       66    0.0     0.0     0.02
     """
     from gengen.stats.global_share import global_share
 
     rows: list[dict[str, Any]] = []
     for unit, cell in estimates.groupby("unit", sort=False):
         p = _p_values(cell)
-        result = global_share(p, cell["testset_a"].to_numpy(), cell["testset_b"].to_numpy(), ci_level=ci_level)
+        null = cell["p_null_above"].to_numpy(dtype=float) if "p_null_above" in cell.columns else None
+        result = global_share(
+            p, cell["testset_a"].to_numpy(), cell["testset_b"].to_numpy(), ci_level=ci_level, null_above=null
+        )
         finite = p[np.isfinite(p)]
         rows.append(
             {

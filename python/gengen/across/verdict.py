@@ -630,9 +630,10 @@ def _global_answer(
         r_distribution_table,
         resolved_sign_agreement,
         unrelated_estimates,
+        with_null_above,
     )
 
-    unrelated = unrelated_estimates(estimates, pairs_table)
+    unrelated = unrelated_estimates(with_null_above(estimates, pairs_table), pairs_table)
     shares = global_share_table(unrelated, alpha=alpha)
     distribution = r_distribution_table(unrelated)
     resolved = resolved_sign_agreement(unrelated, alpha=alpha)

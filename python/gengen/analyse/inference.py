@@ -274,6 +274,7 @@ def sieve_pairs(
         values["reason"] = [""] * len(rows)
         failures = []
         orders = (result.ar_order[rows].astype(float), result.ar_order[cols].astype(float))
+        values["p_null_above"] = null_above_column(result, covar, settings, rows, cols)
         notes = sieve_column_notes(result, labels)
         for index, (a, b) in enumerate(zip(rows, cols, strict=True)):
             diagnostics[index].extend([*notes[a], *notes[b]])
@@ -287,6 +288,7 @@ def sieve_pairs(
         "sieve_ci_high": np.asarray(values["ci_high"], dtype=float),
         "ar_order_a": orders[0],
         "ar_order_b": orders[1],
+        "p_null_above": np.asarray(values.get("p_null_above", np.full(len(rows), np.nan)), dtype=float),
         "_diagnostics": diagnostics,
     }
     problems = []
@@ -296,6 +298,31 @@ def sieve_pairs(
             f"adjustment, not significant); first reason: {failures[0]}"
         )
     return out, problems
+
+
+def null_above_column(
+    result: SievePartialCorrMatrix, covar: np.ndarray, settings: Settings, rows: np.ndarray, cols: np.ndarray
+) -> np.ndarray:
+    """Each pair's probability that its sieve p-value exceeds Storey's lambda when no pair co-moves, simulated
+    from the run's own AR fits (what the verdict's global share counts against); NaN below the test sets the
+    share's interval needs, where the verdict gives none."""
+    from gengen.stats.global_share import MIN_TESTSETS_INTERVAL, NULL_SIEVE_DRAWS, null_above_probability
+
+    if len(result.ar_order) < MIN_TESTSETS_INTERVAL:
+        return np.full(len(rows), np.nan)
+    method: Any = settings.method
+    try:
+        null = null_above_probability(
+            result,
+            covar,
+            method=method,
+            fit=settings.control,
+            n_boot=min(NULL_SIEVE_DRAWS, settings.n_boot),
+            seed=settings.seed,
+        )
+    except GengenError:  # a simulated series the sieve cannot model: the share counts against uniform p-values
+        return np.full(len(rows), np.nan)
+    return np.asarray(pair_values(null, rows, cols), dtype=float)
 
 
 def control_options(settings: Settings) -> dict[str, Any]:

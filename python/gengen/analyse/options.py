@@ -228,9 +228,9 @@ INFERENCE: dict[str, InferenceMethod] = {
         InferenceMethod(
             "sieve",
             "p_sieve",
-            ("se_z", "df_sieve", "p_sieve", "p_sieve_method", "ar_order_a", "ar_order_b"),
+            ("se_z", "df_sieve", "p_sieve", "p_sieve_method", "ar_order_a", "ar_order_b", "p_null_above"),
             {"se_z": _NA, "df_sieve": _NA, "p_sieve": _NA, "p_sieve_method": "", "sieve_ci_low": _NA,
-             "sieve_ci_high": _NA, "ar_order_a": _NA, "ar_order_b": _NA},
+             "sieve_ci_high": _NA, "ar_order_a": _NA, "ar_order_b": _NA, "p_null_above": _NA},
             levels=("run",),
             residual_based=True,
             deciding_rank=0,

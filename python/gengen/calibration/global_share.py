@@ -27,7 +27,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from gengen.calibration.simulate import _stationary_ar
-from gengen.stats.global_share import global_share
+from gengen.stats.global_share import global_share, null_above_probability
 
 __all__ = ["GLOBAL_GRID", "GLOBAL_GRID_RUNS", "GlobalCell", "global_share_study", "mixture_share"]
 
@@ -64,11 +64,25 @@ GLOBAL_GRID: tuple[GlobalCell, ...] = (
     GlobalCell("30% n=40 phi=0.5 s=0.3", 40, 0.5, (8, 8), 0.3),
 )
 
-#: Cells with three runs (seeds) pooled per pair before the share is estimated, as the verdict does.
+#: Cells with three and ten runs (seeds) pooled per pair before the share is estimated, as the verdict does.
 GLOBAL_GRID_RUNS: tuple[GlobalCell, ...] = (
     GlobalCell("null n=40 phi=0.5 3 runs", 40, 0.5, (), 0.0, runs=3),
     GlobalCell("10% n=40 phi=0.5 s=0.3 3 runs", 40, 0.5, (4, 4, 4, 2), 0.3, runs=3),
+    GlobalCell("null n=40 phi=0.5 10 runs", 40, 0.5, (), 0.0, runs=10),
+    GlobalCell("10% n=40 phi=0.5 s=0.3 10 runs", 40, 0.5, (4, 4, 4, 2), 0.3, runs=10),
 )
+
+
+#: The interval constructions compared on each single-run replicate: the default first
+#: (:func:`gengen.stats.global_share.global_share`'s corrected variance, its null count simulated by
+#: :func:`~gengen.stats.global_share.null_above_probability`), then the default before issue 33's last step
+#: (the plain jackknife, uniform null count) and the two halves of the change on their own.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "storey": {"variance": "corrected", "calibrated": True},
+    "storey, jackknife interval": {"variance": "jackknife", "calibrated": False},
+    "storey, corrected, null not simulated": {"variance": "corrected", "calibrated": False},
+    "storey, jackknife, null simulated": {"variance": "jackknife", "calibrated": True},
+}
 
 
 def simulate_global(cell: GlobalCell, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -131,13 +145,38 @@ def _mixture_jackknife(z: np.ndarray, se: np.ndarray, df: np.ndarray, a: np.ndar
     return float(np.sqrt((len(values) - 1) / len(values) * np.sum((values - values.mean()) ** 2)))
 
 
-def _pooled_share(cell: GlobalCell, rng: np.random.Generator, n_boot: int, a: np.ndarray, b: np.ndarray) -> Any:
+def _interval_row(result: Any) -> tuple[float, ...]:
+    """``share, unclipped, ci_low, ci_high, se, p_positive, unclipped low, unclipped high`` of a GlobalShare."""
+    from scipy import stats as scipy_stats
+
+    quantile = float(scipy_stats.t.ppf((1 + result.ci_level) / 2, result.n_testsets - 1))
+    low, high = result.share_unclipped - quantile * result.se, result.share_unclipped + quantile * result.se
+    return (
+        result.share,
+        result.share_unclipped,
+        result.ci_low,
+        result.ci_high,
+        result.se,
+        result.p_positive,
+        low,
+        high,
+    )
+
+
+def _pooled_share(
+    cell: GlobalCell, rng: np.random.Generator, n_boot: int, a: np.ndarray, b: np.ndarray, run_draws: int
+) -> dict[str, tuple[float, ...]]:
     """The global share of a replicate with several runs (seeds: the same cliques, fresh noise), pooled as the
     verdict pools them (:func:`gengen.across.heterogeneity.group_estimates`, random effects per pair) and estimated
-    by :func:`gengen.across.global_share.global_share_table`'s p-values."""
+    by :func:`gengen.across.global_share.global_share_table`'s p-values, with three intervals: the test-set
+    jackknife (corrected and plain) and a percentile bootstrap over runs (``run_draws`` resamples of the runs,
+    each pooled again by :func:`gengen.stats.meta.fisher_meta_rows`, Storey's share of each)."""
     from gengen.across.global_share import _p_values
     from gengen.across.heterogeneity import group_estimates
+    from gengen.across.per_pair import two_sided_p_array
     from gengen.stats import sieve_partial_corr_matrix
+    from gengen.stats.global_share import storey_share
+    from gengen.stats.meta import fisher_meta_rows
 
     names = np.array([f"t{j:02d}" for j in range(cell.n_testsets)], dtype=object)
     tables = []
@@ -162,7 +201,34 @@ def _pooled_share(cell: GlobalCell, rng: np.random.Generator, n_boot: int, a: np
             )
         )
     estimates = group_estimates(pd.concat(tables, ignore_index=True))
-    return global_share(_p_values(estimates), estimates["testset_a"].to_numpy(), estimates["testset_b"].to_numpy())
+    p = _p_values(estimates)
+    first, second = estimates["testset_a"].to_numpy(), estimates["testset_b"].to_numpy()
+    out = {
+        "storey": _interval_row(global_share(p, first, second)),
+        "storey, jackknife interval": _interval_row(global_share(p, first, second, variance="jackknife")),
+    }
+    r = np.stack([table["r_partial"].to_numpy() for table in tables], axis=1)
+    variance = np.stack([table["se_z"].to_numpy() ** 2 for table in tables], axis=1)
+    dof = np.stack([table["df_sieve"].to_numpy() for table in tables], axis=1)
+
+    def pooled_share(columns: np.ndarray) -> float:
+        meta = fisher_meta_rows(r[:, columns], variance[:, columns], dof[:, columns], np.ones(len(r), dtype=bool))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            statistic = np.arctanh(meta["r_random"]) / meta["se_random"]
+        df = np.where(np.isfinite(meta["df_fixed"]), meta["df_fixed"], np.inf)
+        return storey_share(two_sided_p_array(statistic, df))
+
+    estimate = pooled_share(np.arange(cell.runs))
+    if not np.isclose(estimate, storey_share(p), atol=1e-12):  # the pooling here is the verdict's
+        raise AssertionError(f"bootstrap pooling differs from group_estimates: {estimate} != {storey_share(p)}")
+    draws = np.array([pooled_share(rng.integers(cell.runs, size=cell.runs)) for _ in range(run_draws)])
+    low, high = np.quantile(draws, [0.025, 0.975])
+    p_positive = (1 + np.sum(draws <= 0)) / (run_draws + 1)
+    out["storey, bootstrap over runs"] = (
+        float(np.clip(estimate, 0, 1)), estimate, float(np.clip(low, 0, 1)), float(np.clip(high, 0, 1)),
+        float(np.std(draws, ddof=1)), float(p_positive), float(low), float(high),
+    )  # fmt: skip
+    return out
 
 
 def global_share_study(
@@ -172,6 +238,7 @@ def global_share_study(
     n_boot: int = 1999,
     seed: int = 0,
     mixture_replicates: int = 0,
+    run_draws: int = 200,
 ) -> pd.DataFrame:
     """Per cell: bias, RMSE, interval coverage and the type-I error of "share > 0" of the global share.
 
@@ -187,6 +254,8 @@ def global_share_study(
         Seed of everything.
     mixture_replicates : int
         Replicates per cell on which the mixture candidate (and its jackknife, slow) is also computed.
+    run_draws : int
+        Resamples of the runs of the bootstrap over runs (cells with several runs).
 
     Returns
     -------
@@ -207,34 +276,24 @@ def global_share_study(
         rng = np.random.default_rng([seed, zlib.crc32(cell.label.encode())])
         pairs = np.array(list(combinations(range(cell.n_testsets), 2)))
         a, b = pairs[:, 0], pairs[:, 1]
-        storey, mixture, jackknife = [], [], []
+        mixture: list[tuple[float, ...]] = []
+        variants: dict[str, list[tuple[float, ...]]] = {name: [] for name in VARIANTS}
         for replicate in range(replicates):
             if cell.runs > 1:
-                result = _pooled_share(cell, rng, n_boot, a, b)
-                storey.append(
-                    (result.share, result.share_unclipped, result.ci_low, result.ci_high, result.se, result.p_positive)
-                )
+                result = _pooled_share(cell, rng, n_boot, a, b, run_draws)
+                for name, row in result.items():
+                    variants.setdefault(name, []).append(row)
                 continue
             scores, id_scores = simulate_global(cell, rng)
             fit = sieve_partial_corr_matrix(
                 scores, covar=id_scores, fit="linear", n_boot=n_boot, seed=int(rng.integers(2**31))
             )
             p = np.asarray(fit.p_value)[a, b]
-            result = global_share(p, a, b)
-            jackknifed = global_share(p, a, b, variance="jackknife")
-            jackknife.append(
-                (
-                    jackknifed.share,
-                    jackknifed.share_unclipped,
-                    jackknifed.ci_low,
-                    jackknifed.ci_high,
-                    jackknifed.se,
-                    jackknifed.p_positive,
-                )
-            )
-            storey.append(
-                (result.share, result.share_unclipped, result.ci_low, result.ci_high, result.se, result.p_positive)
-            )
+            null_above = null_above_probability(fit, id_scores, fit="linear", seed=int(rng.integers(2**31)))[a, b]
+            for name, options in VARIANTS.items():
+                share = global_share(p, a, b, null_above=null_above if options["calibrated"] else None,
+                                     variance=options["variance"])  # fmt: skip
+                variants[name].append(_interval_row(share))
             if replicate < mixture_replicates:
                 z = np.arctanh(np.asarray(fit.r)[a, b])
                 se, df = np.asarray(fit.se_z)[a, b], np.asarray(fit.df)[a, b]
@@ -243,16 +302,15 @@ def global_share_study(
                 q = float(scipy_stats.t.ppf(0.975, cell.n_testsets - 1))
                 low, high = estimate - q * jack, estimate + q * jack
                 p_positive = float(scipy_stats.t.sf(estimate / jack, cell.n_testsets - 1)) if jack > 0 else 1.0
-                mixture.append((estimate, estimate, max(low, 0.0), min(high, 1.0), jack, p_positive))
-        for name, values in (("storey", storey), ("storey, jackknife interval", jackknife), ("mixture", mixture)):
+                mixture.append((estimate, estimate, max(low, 0.0), min(high, 1.0), jack, p_positive, low, high))
+        for name, values in [*variants.items(), ("mixture", mixture)]:
             if not values:
                 continue
             table = np.array(values)
             truth = cell.true_share
-            share, raw, low, high, se, p_positive = table.T
-            quantile = float(scipy_stats.t.ppf(0.975, cell.n_testsets - 1))
+            share, _raw, low, high, se, p_positive, raw_low, raw_high = table.T
             covered = (low <= truth + 1e-12) & (truth - 1e-12 <= high)
-            covered_raw = np.abs(raw - truth) <= quantile * se
+            covered_raw = (raw_low <= truth) & (truth <= raw_high)
             rows.append(
                 {
                     "cell": cell.label,
@@ -271,7 +329,8 @@ def global_share_study(
                     "coverage_unclipped": float(covered_raw.mean()),
                     "mc_se_coverage": float(np.sqrt(0.95 * 0.05 / len(table))),
                     "mean_width": float(np.mean(high - low)),
-                    "lower_above_zero": float(np.mean(raw - quantile * se > 0)),
+                    "mean_se": float(np.mean(se)),
+                    "lower_above_zero": float(np.mean(raw_low > 0)),
                     "rejection": float(np.mean(p_positive < 0.05)),
                 }
             )
