@@ -36,7 +36,8 @@ from gengen.scoring import ScoringBackend, SeriesLabels
 from gengen.scoring.hook import EvaluationHook, Schedule, joined_world
 from gengen.scoring.models import Precision
 from gengen.store.database import Store
-from gengen.study.config import DataSpec, StudyConfig, TaskConfig
+from gengen.study.config import StudyConfig, TaskConfig
+from gengen.study.tables import DataSpec
 
 __all__ = ["Evaluator", "GengenCallback", "Schedule", "evaluate"]
 

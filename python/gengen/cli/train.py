@@ -15,7 +15,8 @@ from gengen.cli._common import OnlyModels, StudyFile, TrustTaskCode, user_errors
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from gengen.study.config import DataSpec, ModelSpec, RunSpec, StudyConfig
+    from gengen.study.config import ModelSpec, RunSpec, StudyConfig
+    from gengen.study.tables import DataSpec
 
 
 @user_errors_exit

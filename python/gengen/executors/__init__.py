@@ -31,7 +31,8 @@ from gengen.errors import ConfigError, GengenError
 from gengen.executors.base import Executor, RunResult, RunTask
 from gengen.executors.spool import RunSpool
 from gengen.executors.state import RunStatus, read_state, study_status, write_state
-from gengen.study.config import EXECUTORS, ExecutorConfig, RunSpec, StudyConfig
+from gengen.study.config import RunSpec, StudyConfig
+from gengen.study.tables import EXECUTORS, ExecutorConfig
 
 __all__ = [
     "EXECUTORS",

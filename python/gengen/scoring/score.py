@@ -41,7 +41,9 @@ from gengen.scoring.models import (
     precision_for,
     select_device,
 )
-from gengen.study.config import DEVICES, METRICS, StudyConfig
+from gengen.study.config import StudyConfig
+from gengen.study.tables import METRICS
+from gengen.study.training_config import DEVICES
 
 if TYPE_CHECKING:
     from gengen.scoring import ScoreRequest, SeriesLabels

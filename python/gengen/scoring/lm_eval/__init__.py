@@ -52,7 +52,8 @@ if TYPE_CHECKING:
     from gengen.scoring import SeriesLabels
     from gengen.scoring.checkpoints import Checkpoint
     from gengen.store.database import Store
-    from gengen.study.config import EvaluationConfig, RunSpec, StudyConfig
+    from gengen.study.config import RunSpec, StudyConfig
+    from gengen.study.tables import EvaluationConfig
 
 __all__ = [
     "EXTRA",
@@ -337,7 +338,7 @@ def request_backend(request: ScoreRequest) -> LmEvalBackend:
     GengenError
         Options that contradict the study or each other, lm-eval missing, a task refused or unknown.
     """
-    from gengen.study.config import PRECISIONS
+    from gengen.study.training_config import PRECISIONS
 
     settings = request_settings(request)
     study = request.study
