@@ -32,9 +32,9 @@ import torch
 from transformers import TrainerCallback
 
 from gengen.errors import ConfigError, GengenError
-from gengen.scoring import ScoringBackend, SeriesLabels
 from gengen.scoring.hook import EvaluationHook, Schedule, joined_world
 from gengen.scoring.models import Precision
+from gengen.scoring.series import ScoringBackend, SeriesLabels
 from gengen.store.database import Store
 from gengen.study.config import StudyConfig, TaskConfig
 from gengen.study.tables import DataSpec

@@ -68,7 +68,7 @@ def _run_command(
     study = load_config(config, output=out)
     if out is not None:  # a file, or a folder that cannot be created: one line before anything is written
         check_output_folder(study.output, "--out")
-    from gengen.scoring import check_trainable, score_after_training
+    from gengen.scoring.series import check_trainable, score_after_training
 
     check_trainable(study, trust_task_code=trust_task_code)
     if dry_run:

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from gengen.scoring import ScoringBackend, SeriesLabels
 from gengen.scoring.checkpoints import Checkpoint
+from gengen.scoring.series import ScoringBackend, SeriesLabels
 from gengen.training.distributed import World
 
 if TYPE_CHECKING:

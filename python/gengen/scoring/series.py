@@ -1,23 +1,6 @@
-"""Scoring a checkpoint series: the backend protocol and the one loop that every backend runs through.
+"""The scoring protocol and its one loop: the request, the backend protocol, choosing a backend, and the series loop.
 
-A scoring backend (:class:`ScoringBackend`) knows what to score a checkpoint on and how: gengen's own scorer
-(:class:`gengen.scoring.score.GengenBackend`: the study's test sets, accuracy and log-probability of the answers) and
-lm-evaluation-harness (:class:`gengen.scoring.lm_eval.LmEvalBackend`: any lm-eval task). :func:`score_series`
-does the rest, once for all of them:
-
-1. refuse an empty series and damaged weights (:func:`~gengen.scoring.checkpoints.check_weights`) before the
-   store is opened;
-2. open the store, let the backend check the run (e.g. settings that must match a resumed run's);
-3. skip the checkpoints whose every unit (test set, task) is already in the store, so a killed series resumes
-   where it stopped, without duplicates;
-4. load each remaining checkpoint (a LoRA base once for a series of adapters), score it, write each batch of
-   rows the backend yields in one transaction, and log one line per checkpoint and one for the series.
-
-A model being trained is scored by the same backends without any checkpoint: :class:`gengen.scoring.hook.EvaluationHook`
-(``attach`` instead of ``prepare``), the one code path of gengen's trainer and of :mod:`gengen.integrations`.
-
-Backends are chosen by name from :data:`gengen.scoring.registry.REGISTRY` (:func:`backend_class`); the CLI
-passes the name and the options it was given (:class:`ScoreRequest`) and nothing else.
+:mod:`gengen.scoring` hands these names on; its docstring describes the loop step by step.
 """
 
 from __future__ import annotations

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from gengen.errors import ConfigError, GengenError, InputError
-from gengen.scoring import ScoreRequest
 from gengen.scoring.lm_eval.catalogue import (
     EXTRA,
     MANIFEST_KEY,
@@ -44,13 +43,14 @@ from gengen.scoring.lm_eval.catalogue import (
     require_lm_eval,
     template_refused,
 )
+from gengen.scoring.series import ScoreRequest
 
 if TYPE_CHECKING:
     import pandas as pd
     from typing_extensions import Unpack
 
-    from gengen.scoring import SeriesLabels
     from gengen.scoring.checkpoints import Checkpoint
+    from gengen.scoring.series import SeriesLabels
     from gengen.store.database import Store
     from gengen.study.config import RunSpec, StudyConfig
     from gengen.study.tables import EvaluationConfig
@@ -443,7 +443,7 @@ def score_with_lm_eval(
         lm-eval missing, an unknown task, data that cannot be loaded, settings that differ from the scores
         already in the run, a checkpoint that cannot be loaded.
     """
-    from gengen.scoring import SeriesLabels, score_series
+    from gengen.scoring.series import SeriesLabels, score_series
 
     if not checkpoints:
         raise InputError("no checkpoints to score")
