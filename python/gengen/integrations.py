@@ -209,7 +209,7 @@ class Evaluator:
 
             found.append(GengenBackend(self.config))
         if self.tasks:
-            from gengen.scoring.lm_eval import LmEvalBackend, LmEvalSettings
+            from gengen.scoring.lm_eval.backend import LmEvalBackend, LmEvalSettings
 
             num_fewshot, limit, include_paths = self.lm_eval
             batch = self.config.evaluation.batch_size if self.config is not None else 8
