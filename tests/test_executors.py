@@ -284,7 +284,7 @@ def test_executor_settings_are_validated(tmp_path: Path) -> None:
 
 
 def test_slurm_parameters_and_option_errors(tmp_path: Path) -> None:
-    from gengen.executors import resolve_settings
+    from gengen.executors.driver import resolve_settings
     from gengen.executors.slurm import slurm_parameters
     from gengen.study.tables import ExecutorConfig, ResourcesConfig
 

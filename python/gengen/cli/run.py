@@ -62,7 +62,7 @@ def _run_command(
     any run failed (the analysis then waits for a complete study). With evaluation.backend = "lm-eval" the
     runs' kept checkpoints are scored on the study's lm-eval tasks on this machine, once every run is done.
     """
-    from gengen.executors import execute_study
+    from gengen.executors.driver import execute_study
     from gengen.study.config import load_config
 
     study = load_config(config, output=out)
@@ -151,7 +151,7 @@ def status_command(
     Progress is evaluations stored / evaluations planned (known once a run has started).
     """
     from gengen.errors import ConfigError
-    from gengen.executors import study_status
+    from gengen.executors.state import study_status
     from gengen.study.config import load_config
 
     path = study / "study.toml" if study.is_dir() else study
