@@ -81,7 +81,7 @@ def build(name: str, mode: str, device: Any, checkpointing: bool) -> tuple[Any, 
     import torch
     from transformers import AutoModelForCausalLM
 
-    from gengen.study.config import LORA_DEFAULT_TARGETS
+    from gengen.study.training_config import LORA_DEFAULT_TARGETS
 
     shape, config = transformers_config(name)
     dtype = torch.float32 if mode == "full" or device.type == "cpu" else torch.bfloat16
@@ -103,8 +103,9 @@ def bench_one(name: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from gengen.scoring.models import last_token_logits
-    from gengen.study.config import EvaluationConfig, LoraConfig, TrainingConfig
     from gengen.study.plan import GIB, scoring_memory, training_memory
+    from gengen.study.tables import EvaluationConfig
+    from gengen.study.training_config import LoraConfig, TrainingConfig
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"

@@ -76,8 +76,8 @@ CASES = (("opt", "full", False), ("smollm3", "lora", False), ("smollm3", "full",
 
 def main() -> list[dict[str, object]]:
     """Measure every case; print a Markdown table; return the rows."""
-    from gengen.study.config import TrainingConfig
     from gengen.study.plan import shape_from_config, training_memory
+    from gengen.study.training_config import TrainingConfig
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     rows = []

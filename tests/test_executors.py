@@ -284,9 +284,9 @@ def test_executor_settings_are_validated(tmp_path: Path) -> None:
 
 
 def test_slurm_parameters_and_option_errors(tmp_path: Path) -> None:
-    from gengen.executors import resolve_settings
+    from gengen.executors.driver import resolve_settings
     from gengen.executors.slurm import slurm_parameters
-    from gengen.study.config import ExecutorConfig, ResourcesConfig
+    from gengen.study.tables import ExecutorConfig, ResourcesConfig
 
     settings = ExecutorConfig(kind="slurm", partition="gpu", time_minutes=90, setup=("module load cuda",))
     parameters = slurm_parameters(settings, ResourcesConfig(cpus=8, gpus=2, memory_gb=30.5))

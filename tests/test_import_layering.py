@@ -152,7 +152,7 @@ def test_the_graph_is_read_from_every_kind_of_import(graph: dict[str, set[str]])
     assert "gengen._core" in graph["gengen.stats.correlation"]  # `from gengen import _core`: the extension module
     assert "gengen.store.database" in graph["gengen.analyse.study"]  # imported inside a function
     assert "gengen.analyse.result" in graph["gengen.report.figures"]  # imported under TYPE_CHECKING
-    assert "gengen.report.figures" in graph["gengen.report"]  # `from gengen.report import figures`
+    assert "gengen.report.figures" in graph["gengen.report.build"]  # `from gengen.report import figures`
 
 
 def test_relative_and_function_local_imports_are_resolved(tmp_path: Path) -> None:

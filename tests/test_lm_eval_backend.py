@@ -460,7 +460,7 @@ def test_nli_tasks_agree_with_gengens_scorer(assets: dict[str, Any], tmp_path: P
     from gengen.scoring.lm_eval.nli import NLI_TASKS
     from gengen.scoring.models import answer_token_ids, encode_prompts, load_model, load_tokenizer
     from gengen.scoring.score import find_checkpoints, score_encoded
-    from gengen.study.config import DataSpec
+    from gengen.study.tables import DataSpec
 
     checkpoint = assets["series"] / "checkpoint-10"
     tokenizer = load_tokenizer(str(checkpoint))

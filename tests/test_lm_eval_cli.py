@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from gengen.errors import ConfigError
-from gengen.study.config import LmEvalConfig, parse_config
+from gengen.study.config import parse_config
+from gengen.study.tables import LmEvalConfig
 
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 

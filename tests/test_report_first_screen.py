@@ -377,7 +377,7 @@ def test_the_docs_claims_that_can_be_checked() -> None:
 
 
 def test_warnings_list_models_in_size_order() -> None:
-    from gengen.report import warnings_by_model
+    from gengen.report.build import warnings_by_model
 
     given = ["model 'p-12b' run 'main': x", "control: y", "model 'p-2.8b' run 'main': z", "model 'p-70m' run 'a': w"]
     assert warnings_by_model(given) == [given[1], given[3], given[2], given[0]]

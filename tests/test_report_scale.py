@@ -21,7 +21,8 @@ from typer.testing import CliRunner
 
 from gengen.across.compare import compare
 from gengen.analyse import Analysis, analyse
-from gengen.report import figure_groups, output_paths, report
+from gengen.report import output_paths, report
+from gengen.report.build import figure_groups
 from gengen.report.figures import direction_label, trajectories
 from gengen.report.order import average_linkage, cluster_order, model_size, short_labels, sort_models
 from gengen.report.rows import deciding_p, diagnostics, section_settings

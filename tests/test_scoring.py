@@ -176,10 +176,10 @@ def test_an_empty_series_and_a_damaged_checkpoint_are_refused_before_the_store_o
 
 
 def test_one_registry_names_the_backends_of_the_study_file_and_the_cli() -> None:
-    import gengen.study.config
+    import gengen.study.tables
 
     assert BACKENDS == tuple(REGISTRY) == ("gengen", "lm-eval")
-    assert vars(gengen.study.config)["BACKENDS"] is BACKENDS  # the study file's choices are the registry's, not a copy
+    assert vars(gengen.study.tables)["BACKENDS"] is BACKENDS  # the study file's choices are the registry's, not a copy
     request_fields = {f.name for f in fields(ScoreRequest)}
     for name in BACKENDS:
         cls = backend_class(name)

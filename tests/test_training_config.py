@@ -15,18 +15,18 @@ from typing import Any, get_args
 import pytest
 
 from gengen.errors import ConfigError, InputError
-from gengen.study.config import (
+from gengen.study.config import parse_config
+from gengen.study.schedule import epoch_steps, evaluation_steps, planned_steps, update_batches
+from gengen.study.tables import EvaluationConfig
+from gengen.study.training_config import (
     MAX_EVALUATIONS,
     MAX_STEPS,
     PRECISIONS,
     QUANTIZATIONS,
-    EvaluationConfig,
     LoraConfig,
     TrainingConfig,
-    parse_config,
+    training_settings,
 )
-from gengen.study.schedule import epoch_steps, evaluation_steps, planned_steps, update_batches
-from gengen.study.training_config import training_settings
 
 BASE: dict[str, Any] = {
     "study": {"name": "s", "id_testset": "t"},

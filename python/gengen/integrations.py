@@ -32,11 +32,12 @@ import torch
 from transformers import TrainerCallback
 
 from gengen.errors import ConfigError, GengenError
-from gengen.scoring import ScoringBackend, SeriesLabels
 from gengen.scoring.hook import EvaluationHook, Schedule, joined_world
 from gengen.scoring.models import Precision
+from gengen.scoring.series import ScoringBackend, SeriesLabels
 from gengen.store.database import Store
-from gengen.study.config import DataSpec, StudyConfig, TaskConfig
+from gengen.study.config import StudyConfig, TaskConfig
+from gengen.study.tables import DataSpec
 
 __all__ = ["Evaluator", "GengenCallback", "Schedule", "evaluate"]
 
@@ -208,7 +209,7 @@ class Evaluator:
 
             found.append(GengenBackend(self.config))
         if self.tasks:
-            from gengen.scoring.lm_eval import LmEvalBackend, LmEvalSettings
+            from gengen.scoring.lm_eval.backend import LmEvalBackend, LmEvalSettings
 
             num_fewshot, limit, include_paths = self.lm_eval
             batch = self.config.evaluation.batch_size if self.config is not None else 8

@@ -47,7 +47,7 @@ def run_study_analysis(
     from gengen.across.compare import compare
     from gengen.across.verdict import build_verdict
     from gengen.analyse import analyse, load_scores
-    from gengen.report import report
+    from gengen.report.build import report
 
     analysis = analyse(load_scores(store_path), id_testset=id_testset, **options)
     analysis.to_dir(out_dir)

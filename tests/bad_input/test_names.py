@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gengen.report import _figure_stem
+from gengen.report.build import _figure_stem
 
 
 def test_figure_stems_are_unique_per_model_and_run() -> None:

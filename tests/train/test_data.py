@@ -11,7 +11,7 @@ import pytest
 
 from gengen.data import REGISTRY, balanced_sample, load_examples
 from gengen.errors import InputError
-from gengen.study.config import DataSpec
+from gengen.study.tables import DataSpec
 
 pytestmark = pytest.mark.train
 

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from gengen.executors.direct import train_study
-from gengen.study.config import TrainingConfig, load_config
+from gengen.study.config import load_config
+from gengen.study.training_config import TrainingConfig
 from gengen.training.train import planned_steps, steps_per_epoch, update_batches
 
 pytestmark = pytest.mark.train

@@ -102,7 +102,7 @@ def test_a_tokenizer_without_pad_token_pads_with_its_family_s_fallback(tmp_path:
 def test_the_strategy_is_chosen_once_from_the_world_and_the_setting() -> None:
     import numpy as np
 
-    from gengen.study.config import TrainingConfig
+    from gengen.study.training_config import TrainingConfig
     from gengen.training.distributed import Sharded, Strategy, World, strategy_for
 
     fsdp, ddp = TrainingConfig(strategy="fsdp"), TrainingConfig(strategy="ddp")

@@ -113,7 +113,7 @@ def test_data_seed_draws_the_few_shot_sample_and_the_training_seed_does_not(
 def test_capped_test_set_is_a_seeded_random_subset(tmp_path: Path) -> None:
     """Catches a ``max_examples`` cap that keeps the first rows (or a subset that moves between calls)."""
     from gengen.data import load_examples
-    from gengen.study.config import DataSpec
+    from gengen.study.tables import DataSpec
 
     path = tmp_path / "d.jsonl"
     path.write_text(

@@ -157,7 +157,7 @@ def test_token_budget_batches() -> None:
 def test_token_budget_does_not_change_scores(assets: dict[str, Any], study_toml: Any, tmp_path: Path) -> None:
     from gengen.scoring.models import load_model, load_tokenizer
     from gengen.scoring.score import encode_testsets, score_rows
-    from gengen.study.config import EvaluationConfig
+    from gengen.study.tables import EvaluationConfig
 
     config = load_config(write_study(tmp_path, study_toml(assets, tmp_path / "out", families=("opt",))))
     tokenizer = load_tokenizer(str(assets["models"]["opt"]))

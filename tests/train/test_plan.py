@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gengen.study.config import TrainingConfig, load_config, parse_config
+from gengen.study.config import load_config, parse_config
 from gengen.study.plan import (
     KNOWN_SHAPES,
     PlanRow,
@@ -20,6 +20,7 @@ from gengen.study.plan import (
     shape_from_config,
     training_memory,
 )
+from gengen.study.training_config import TrainingConfig
 
 pytestmark = pytest.mark.train
 

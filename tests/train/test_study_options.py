@@ -15,7 +15,9 @@ import pandas as pd
 import pytest
 
 from gengen.errors import ConfigError
-from gengen.study.config import DataSpec, TrainingConfig, load_config
+from gengen.study.config import load_config
+from gengen.study.tables import DataSpec
+from gengen.study.training_config import TrainingConfig
 
 torch = pytest.importorskip("torch")
 

@@ -184,7 +184,8 @@ def test_score_checkpoint_series_matches_training_scores(
 
 
 def test_schedule_helpers() -> None:
-    from gengen.study.config import EvaluationConfig, TrainingConfig
+    from gengen.study.tables import EvaluationConfig
+    from gengen.study.training_config import TrainingConfig
 
     assert planned_steps(TrainingConfig(epochs=2.0, batch_size=8, grad_accum=2), 100) == 14  # 2 x ceil(13 / 2)
     assert planned_steps(TrainingConfig(epochs=None, max_steps=7), 100) == 7

@@ -12,7 +12,7 @@ from gengen.errors import GengenError
 from gengen.store.formats import INGEST_FORMATS
 
 if TYPE_CHECKING:
-    from gengen.ingest import IngestReport
+    from gengen.ingest.importer import IngestReport
 
 
 def _mapping(items: list[str]) -> dict[str, str]:
@@ -83,7 +83,7 @@ def _ingest(paths: list[Path], *, column: list[str] | None, on_conflict: str, qu
     """
     if on_conflict not in ("error", "replace", "keep"):
         raise GengenError(f"--on-conflict: expected error, replace or keep, got {on_conflict!r}")
-    from gengen.ingest import ingest  # pandas: only when a file is read, not for --help
+    from gengen.ingest.importer import ingest  # pandas: only when a file is read, not for --help
 
     columns = _mapping(column or [])
     report = ingest(paths, columns=columns, on_conflict=on_conflict, progress=not quiet, **options)  # type: ignore[arg-type]

@@ -58,7 +58,7 @@ def report_command(
     from gengen.analyse import Analysis
     from gengen.cli._common import check_output_folder
     from gengen.executors.heartbeat import heartbeat
-    from gengen.report import output_paths, report
+    from gengen.report.build import output_paths, report
     from gengen.report.inputs import check_analysis, select_study
 
     # --out is checked before any work (and before the first progress line): a file in the way, a folder that

@@ -62,13 +62,13 @@ def _run_command(
     any run failed (the analysis then waits for a complete study). With evaluation.backend = "lm-eval" the
     runs' kept checkpoints are scored on the study's lm-eval tasks on this machine, once every run is done.
     """
-    from gengen.executors import execute_study
+    from gengen.executors.driver import execute_study
     from gengen.study.config import load_config
 
     study = load_config(config, output=out)
     if out is not None:  # a file, or a folder that cannot be created: one line before anything is written
         check_output_folder(study.output, "--out")
-    from gengen.scoring import check_trainable, score_after_training
+    from gengen.scoring.series import check_trainable, score_after_training
 
     check_trainable(study, trust_task_code=trust_task_code)
     if dry_run:
@@ -151,7 +151,7 @@ def status_command(
     Progress is evaluations stored / evaluations planned (known once a run has started).
     """
     from gengen.errors import ConfigError
-    from gengen.executors import study_status
+    from gengen.executors.state import study_status
     from gengen.study.config import load_config
 
     path = study / "study.toml" if study.is_dir() else study

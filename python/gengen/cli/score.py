@@ -131,7 +131,7 @@ def _score(
     a study file give --store, e.g. gengen score --backend lm-eval --tasks arc_easy,piqa --checkpoints
     EleutherAI/pythia-160m@step1000,step2000 --store pythia. Needs pip install 'gengen\\[lm-eval]'.
     """
-    from gengen.scoring import ScoreRequest, SeriesLabels, resolve_backend, score_request
+    from gengen.scoring.series import ScoreRequest, SeriesLabels, resolve_backend, score_request
     from gengen.study.config import load_config
 
     study = load_config(config) if config is not None else None

@@ -15,7 +15,8 @@ from gengen.cli._common import OnlyModels, StudyFile, TrustTaskCode, user_errors
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from gengen.study.config import DataSpec, ModelSpec, RunSpec, StudyConfig
+    from gengen.study.config import ModelSpec, RunSpec, StudyConfig
+    from gengen.study.tables import DataSpec
 
 
 @user_errors_exit
@@ -56,7 +57,7 @@ def train_command(
     from gengen.training.checkpoints import check_run_folders
 
     check_run_folders(study, runs)  # a linked checkpoint folder is refused before any run starts
-    from gengen.scoring import check_trainable, score_after_training
+    from gengen.scoring.series import check_trainable, score_after_training
 
     check_trainable(study, trust_task_code=trust_task_code)
     _check_schedules(study, runs)  # what plan and each run refuse (too many steps or evaluations), dry run too

@@ -14,7 +14,7 @@ import pandas as pd
 
 from gengen.data.registry import DROP, REGISTRY, YES, RegisteredDataset
 from gengen.errors import ConfigError, InputError
-from gengen.study.config import DataSpec
+from gengen.study.tables import DataSpec
 
 __all__ = ["DEFAULT_FILE_LABELS", "balanced_sample", "cap_examples", "few_shot_sample", "load_examples", "map_labels"]
 

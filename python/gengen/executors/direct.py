@@ -23,8 +23,8 @@ from typing import Any
 import torch
 
 from gengen.errors import ConfigError
-from gengen.executors import StudyExecution, execute_study
 from gengen.executors.base import RunResult, RunTask, finished
+from gengen.executors.driver import StudyExecution, execute_study
 from gengen.executors.local import PooledExecutor
 from gengen.executors.state import write_state
 from gengen.study.config import StudyConfig

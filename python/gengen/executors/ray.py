@@ -15,7 +15,7 @@ from typing import Any
 from gengen.errors import ConfigError
 from gengen.executors.base import Executor, RunResult, RunTask, failure
 from gengen.executors.worker import execute_run
-from gengen.study.config import ResourcesConfig
+from gengen.study.tables import ResourcesConfig
 
 __all__ = ["RayExecutor"]
 

@@ -24,7 +24,7 @@ from gengen.executors.base import Executor, RunResult, RunTask, failure
 from gengen.executors.results import read_result, result_path, write_result
 from gengen.executors.state import STATE_FILE
 from gengen.executors.worker import execute_run
-from gengen.study.config import ExecutorConfig, ResourcesConfig
+from gengen.study.tables import ExecutorConfig, ResourcesConfig
 
 __all__ = ["SlurmExecutor", "run_job"]
 

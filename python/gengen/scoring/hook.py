@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from gengen.scoring import ScoringBackend, SeriesLabels
 from gengen.scoring.checkpoints import Checkpoint
+from gengen.scoring.series import ScoringBackend, SeriesLabels
 from gengen.training.distributed import World
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from gengen.scoring.models import Precision
     from gengen.store.database import Store
-    from gengen.study.config import EvaluationConfig
+    from gengen.study.tables import EvaluationConfig
 
 __all__ = ["LIVE", "EvaluationHook", "Schedule", "Shard", "TallyingBackend", "joined_world"]
 
@@ -87,8 +87,8 @@ class Schedule:
 
     def at(self, total: int) -> list[int]:
         """The steps of a run of ``total`` optimiser steps, sorted (:func:`gengen.study.schedule.evaluation_steps`)."""
-        from gengen.study.config import EvaluationConfig
         from gengen.study.schedule import evaluation_steps
+        from gengen.study.tables import EvaluationConfig
 
         evaluation = EvaluationConfig(steps=self.steps, every=self.every, log_points=self.log_points)
         return evaluation_steps(evaluation, total)

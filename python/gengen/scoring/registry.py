@@ -34,7 +34,7 @@ class BackendEntry:
 
 REGISTRY: dict[str, BackendEntry] = {
     "gengen": BackendEntry("gengen.scoring.score:GengenBackend", during_training=True),
-    "lm-eval": BackendEntry("gengen.scoring.lm_eval:LmEvalBackend", extra="lm-eval"),
+    "lm-eval": BackendEntry("gengen.scoring.lm_eval.backend:LmEvalBackend", extra="lm-eval"),
 }
 """Name -> backend; adding a scoring backend is one entry here (see ``docs/extending.md``)."""
 

@@ -41,10 +41,12 @@ from gengen.scoring.models import (
     precision_for,
     select_device,
 )
-from gengen.study.config import DEVICES, METRICS, StudyConfig
+from gengen.study.config import StudyConfig
+from gengen.study.tables import METRICS
+from gengen.study.training_config import DEVICES
 
 if TYPE_CHECKING:
-    from gengen.scoring import ScoreRequest, SeriesLabels
+    from gengen.scoring.series import ScoreRequest, SeriesLabels
 
 __all__ = [
     "Checkpoint",
@@ -444,7 +446,7 @@ class GengenBackend:
         ``training.device``, and the request's other options but the tokenizer and threads are refused."""
         from dataclasses import replace
 
-        from gengen.scoring import refuse_options
+        from gengen.scoring.series import refuse_options
 
         study = request.study
         if study is None:
@@ -619,7 +621,7 @@ def score_checkpoints(
     DataFrame
         The rows written by this call (checkpoints already in the store are skipped).
     """
-    from gengen.scoring import SeriesLabels, score_series
+    from gengen.scoring.series import SeriesLabels, score_series
 
     backend = GengenBackend(config, store=store, tokenizer_path=tokenizer_path, swap_adapters=swap_adapters)
     labels = SeriesLabels(model_name, family, size, run, study=config.name)

@@ -74,10 +74,7 @@ from typing import Any
 from gengen.analyse.options import OPTIONS, STUDY_OPTIONS, study_options
 from gengen.errors import ConfigError, GengenError
 from gengen.stats.limits import MAX_SEED
-from gengen.study import tables as study_tables
-from gengen.study import training_config
 from gengen.study.section import Section
-from gengen.study.tables import *  # noqa: F403 (every public name, re-exported: see __all__)
 from gengen.study.tables import (
     METRICS,
     DataSpec,
@@ -90,7 +87,6 @@ from gengen.study.tables import (
     parse_resources,
     resolve_path,
 )
-from gengen.study.training_config import *  # noqa: F403 (every public name, re-exported: see __all__)
 from gengen.study.training_config import (
     MAX_RUNS,
     MAX_SEEDS,
@@ -118,9 +114,6 @@ __all__ = [
     "parse_config",
     "with_output",
 ]
-# Every public name of gengen.study.training_config (the [training] settings) and of gengen.study.tables (the data,
-# evaluation, resources and executor tables), re-exported for the callers that import them from here.
-__all__ += study_tables.__all__ + training_config.__all__
 
 DEFAULT_PROMPT = "{premise} Question: {hypothesis} Yes or No?"
 LOSSES = ("full_vocab", "answers")

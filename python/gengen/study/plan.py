@@ -36,18 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from gengen.errors import ConfigError
-from gengen.study.config import (
-    LORA_DEFAULT_TARGETS,
-    QUANTIZATIONS,
-    DataSpec,
-    EvaluationConfig,
-    ModelSpec,
-    StudyConfig,
-    TrainingConfig,
-)
+from gengen.study.config import ModelSpec, StudyConfig
 from gengen.study.families import ModelShape, shape_from_config
 from gengen.study.schedule import epoch_steps, evaluation_steps, fewer_evaluations_note, planned_steps, steps_per_epoch
 from gengen.study.section import number_text
+from gengen.study.tables import DataSpec, EvaluationConfig
+from gengen.study.training_config import LORA_DEFAULT_TARGETS, QUANTIZATIONS, TrainingConfig
 
 __all__ = [
     "KNOWN_SHAPES",

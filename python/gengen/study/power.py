@@ -59,8 +59,9 @@ import numpy as np
 import pandas as pd
 
 from gengen.errors import ConfigError, InputError
-from gengen.study.config import DataSpec, StudyConfig
+from gengen.study.config import StudyConfig
 from gengen.study.schedule import evaluation_steps, planned_steps
+from gengen.study.tables import DataSpec
 
 __all__ = [
     "Design",

@@ -17,7 +17,8 @@ from gengen.errors import ConfigError
 from gengen.study.training_config import MAX_EVALUATIONS, MAX_STEPS
 
 if TYPE_CHECKING:
-    from gengen.study.config import EvaluationConfig, TrainingConfig
+    from gengen.study.tables import EvaluationConfig
+    from gengen.study.training_config import TrainingConfig
 
 __all__ = [
     "epoch_steps",
@@ -59,7 +60,7 @@ def planned_steps(training: TrainingConfig, n_train: int) -> int:
     Raises
     ------
     ConfigError
-        More than :data:`gengen.study.config.MAX_STEPS` steps, naming ``training.epochs`` and what would fit.
+        More than :data:`gengen.study.training_config.MAX_STEPS` steps, naming ``training.epochs`` and what would fit.
     """
     if training.max_steps is not None:
         return training.max_steps
@@ -84,7 +85,7 @@ def evaluation_steps(evaluation: EvaluationConfig, total: int) -> list[int]:
     Raises
     ------
     ConfigError
-        The settings could ask for more than :data:`gengen.study.config.MAX_EVALUATIONS` evaluations of a run
+        The settings could ask for more than :data:`gengen.study.training_config.MAX_EVALUATIONS` evaluations of a run
         (checked before any step is listed), naming the setting and what would fit.
     """
     _check_evaluation_count(evaluation, total)

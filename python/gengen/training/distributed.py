@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from gengen.study.config import TrainingConfig
 from gengen.study.families import Family, is_decoder_layer
+from gengen.study.training_config import TrainingConfig
 
 __all__ = ["Sharded", "Strategy", "World", "current_world", "strategy_for"]
 

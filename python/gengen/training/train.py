@@ -34,7 +34,6 @@ import torch
 
 from gengen._versions import installed_versions
 from gengen.errors import ConfigError
-from gengen.scoring import SeriesLabels, training_backend
 from gengen.scoring.hook import EvaluationHook
 from gengen.scoring.models import (
     Precision,
@@ -48,6 +47,7 @@ from gengen.scoring.models import (
     select_device,
 )
 from gengen.scoring.score import EncodedTestset, encode_testsets
+from gengen.scoring.series import SeriesLabels, training_backend
 from gengen.study.config import RunIdentity, RunSpec, StudyConfig
 from gengen.study.families import family_for
 from gengen.study.schedule import (
