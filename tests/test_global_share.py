@@ -26,7 +26,7 @@ from gengen.across.global_share import (
     resolved_sign_agreement,
     unrelated_estimates,
 )
-from gengen.stats.global_share import detectable_r, global_share, storey_share
+from gengen.stats.share import detectable_r, global_share, storey_share
 
 
 def _pairs(n_testsets: int) -> tuple[np.ndarray, np.ndarray]:
@@ -110,7 +110,7 @@ def test_null_above_probability_is_the_sieve_p_values_on_independent_series_of_t
     checkpoints below (0.41), as on the calibration grid."""
     from gengen.calibration.simulate import _stationary_ar
     from gengen.stats import sieve_partial_corr_matrix
-    from gengen.stats.global_share import null_above_probability
+    from gengen.stats.share import null_above_probability
 
     n, m, draws = 40, 6, 200
     control = np.linspace(0.0, 1.0, n) ** 0.5

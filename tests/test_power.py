@@ -71,7 +71,7 @@ def test_effective_n_is_bartletts_variance_of_r_for_ar1_series() -> None:
 
 
 def test_global_power_simulates_the_verdicts_statistics() -> None:
-    from gengen.stats.global_share import MIN_TESTSETS_INTERVAL
+    from gengen.stats.share import MIN_TESTSETS_INTERVAL
     from gengen.study.power_global import clique_sizes, predicted_global_power
 
     # Cliques of co-moving test sets: their within-clique pairs, counted by hand.

@@ -6,7 +6,7 @@ From one estimate per model and pair (:func:`gengen.across.heterogeneity.group_e
 * :func:`global_share_table`: per model, Storey's :math:`\hat\pi_1` of the pairs' p-values, counted against
   each pair's simulated null probability (``p_null_above`` of the analysis, :func:`with_null_above`), with a
   delete-one-test-set jackknife interval and a one-sided test of "share > 0"
-  (:func:`gengen.stats.global_share.global_share`; calibrated in docs/calibration.md);
+  (:func:`gengen.stats.share.global_share`; calibrated in docs/calibration.md);
 * :func:`r_distribution_table`: per model, a histogram of the pairs' r beside the counts the null would give
   (each row's own null: :math:`\operatorname{artanh} r / \mathrm{se} \sim t_\nu`);
 * :func:`resolved_sign_agreement`: per two models, how many of the pairs each resolves (unadjusted
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gengen.stats.global_share import MIN_TESTSETS_INTERVAL
+from gengen.stats.share import MIN_TESTSETS_INTERVAL
 
 __all__ = [
     "GLOBAL_SHARE_COLUMNS",
@@ -137,7 +137,7 @@ def global_share_table(estimates: pd.DataFrame, *, alpha: float = 0.05, ci_level
       unit  n_pairs  share  ci_low  ci_high
     0    m       66    0.0     0.0     0.02
     """
-    from gengen.stats.global_share import global_share
+    from gengen.stats.share import global_share
 
     rows: list[dict[str, Any]] = []
     for unit, cell in estimates.groupby("unit", sort=False):

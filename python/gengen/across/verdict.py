@@ -324,7 +324,7 @@ def _screening_columns(table: pd.DataFrame, q: dict[str, np.ndarray], alpha: flo
     verdict) and ``r_detectable`` (the smallest common \\|r\\| the cell's test detects with 80% power after
     ``adjust`` over its pairs, from the common estimate's standard error :math:`1/\\sqrt{\\sum w_g}`)."""
     from gengen.stats import p_adjust
-    from gengen.stats.global_share import detectable_r
+    from gengen.stats.share import detectable_r
 
     p_common = table["p_common"].to_numpy(dtype=float)
     table["p_common_fdr"] = p_adjust(p_common, "BH")

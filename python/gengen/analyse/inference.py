@@ -306,7 +306,7 @@ def null_above_column(
     """Each pair's probability that its sieve p-value exceeds Storey's lambda when no pair co-moves, simulated
     from the run's own AR fits (what the verdict's global share counts against); NaN below the test sets the
     share's interval needs, where the verdict gives none."""
-    from gengen.stats.global_share import MIN_TESTSETS_INTERVAL, NULL_SIEVE_DRAWS, null_above_probability
+    from gengen.stats.share import MIN_TESTSETS_INTERVAL, NULL_SIEVE_DRAWS, null_above_probability
 
     if len(result.ar_order) < MIN_TESTSETS_INTERVAL:
         return np.full(len(rows), np.nan)

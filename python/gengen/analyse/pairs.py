@@ -86,9 +86,9 @@ def _screening_columns(table: pd.DataFrame, deciding_p: np.ndarray, settings: Se
     """``p_fdr``: Benjamini–Hochberg of the deciding p-value across the group's pairs, for screening (a list of
     candidates at a false discovery rate, not the verdict, which stays family-wise); ``r_detectable``: the
     smallest \\|r\\| the row's test would detect with 80% power after the group's adjustment
-    (:func:`gengen.stats.global_share.detectable_r`), from the row's own standard error — the sieve's ``se_z``
+    (:func:`gengen.stats.share.detectable_r`), from the row's own standard error — the sieve's ``se_z``
     (autocorrelation included) on ``df_sieve``, else Fisher's :math:`1/\\sqrt{n-3-k}` on the t-test's df."""
-    from gengen.stats.global_share import detectable_r
+    from gengen.stats.share import detectable_r
 
     table["p_fdr"] = stats.p_adjust(deciding_p, method="BH")
     se = table["se_z"].to_numpy(dtype=float) if "se_z" in table.columns else np.full(len(table), np.nan)

@@ -1,4 +1,4 @@
-r"""Calibration of the global share of co-moving pairs (:mod:`gengen.stats.global_share`).
+r"""Calibration of the global share of co-moving pairs (:mod:`gengen.stats.share`).
 
 A cell simulates one run of ``n_testsets`` OOD test sets around the textbook ID curve of
 :mod:`gengen.calibration.simulate` (:math:`c_t = 0.3 + 0.5 (1 - e^{-5u_t})/(1 - e^{-5}) + 0.01\varepsilon_t`, OOD
@@ -10,7 +10,7 @@ share of non-null pairs exactly (``cliques=(4, 4, 4, 2)`` of 20 test sets: 19 of
 
 Each replicate is tested as the analysis does by default (:func:`gengen.stats.sieve_partial_corr_matrix`,
 linear control, 1,999 sieve draws), and both candidate estimators of the share are computed on its pairs:
-Storey's :math:`\hat\pi_1` on the sieve p-values (:func:`gengen.stats.global_share.global_share`) and a normal
+Storey's :math:`\hat\pi_1` on the sieve p-values (:func:`gengen.stats.share.global_share`) and a normal
 mixture on Fisher z with each row's own standard error (:func:`mixture_share`); both get the same
 delete-one-test-set jackknife interval.
 """
@@ -27,7 +27,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from gengen.calibration.simulate import _stationary_ar
-from gengen.stats.global_share import global_share, null_above_probability
+from gengen.stats.share import global_share, null_above_probability
 
 __all__ = ["GLOBAL_GRID", "GLOBAL_GRID_RUNS", "GlobalCell", "global_share_study", "mixture_share"]
 
@@ -74,8 +74,8 @@ GLOBAL_GRID_RUNS: tuple[GlobalCell, ...] = (
 
 
 #: The interval constructions compared on each single-run replicate: the default first
-#: (:func:`gengen.stats.global_share.global_share`'s corrected variance, its null count simulated by
-#: :func:`~gengen.stats.global_share.null_above_probability`), then the default before issue 33's last step
+#: (:func:`gengen.stats.share.global_share`'s corrected variance, its null count simulated by
+#: :func:`~gengen.stats.share.null_above_probability`), then the default before issue 33's last step
 #: (the plain jackknife, uniform null count) and the two halves of the change on their own.
 VARIANTS: dict[str, dict[str, Any]] = {
     "storey": {"variance": "corrected", "calibrated": True},
@@ -175,8 +175,8 @@ def _pooled_share(
     from gengen.across.heterogeneity import group_estimates
     from gengen.across.per_pair import two_sided_p_array
     from gengen.stats import sieve_partial_corr_matrix
-    from gengen.stats.global_share import storey_share
     from gengen.stats.meta import fisher_meta_rows
+    from gengen.stats.share import storey_share
 
     names = np.array([f"t{j:02d}" for j in range(cell.n_testsets)], dtype=object)
     tables = []

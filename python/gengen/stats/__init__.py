@@ -32,7 +32,7 @@ layers; ``tests/test_stats_layering.py`` checks it):
 - :mod:`~gengen.stats.influence`: leave-one-checkpoint-out estimates and the verdict that survives them;
 - :mod:`~gengen.stats.meta`: Fisher-z fixed- and random-effects meta-analysis;
 - :mod:`~gengen.stats.matrices`: the Mantel test of two correlation matrices;
-- :mod:`~gengen.stats.global_share`: the share of non-null pairs (Storey's pi1) with a test-set jackknife
+- :mod:`~gengen.stats.share`: the share of non-null pairs (Storey's pi1) with a test-set jackknife
   interval, and the smallest |r| a pair's test detects.
 
 Every public name is importable from here (``from gengen.stats import partial_corr``); the modules load on
@@ -83,7 +83,7 @@ if TYPE_CHECKING:
         default_max_edf as default_max_edf,
         gam_fit as gam_fit,
     )
-    from gengen.stats.global_share import (
+    from gengen.stats.share import (
         GlobalShare as GlobalShare,
         detectable_r as detectable_r,
         global_share as global_share,

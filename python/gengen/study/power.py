@@ -102,7 +102,7 @@ EXAMPLE_CHOICES = (200, 500, 1_000, 2_000, 5_000, 10_000, 30_000)
 #: The most designs one plan simulates while searching (cheapest first), so that the planner stays interactive.
 MAX_SIMULATED_DESIGNS = 12
 #: Numbers of OOD test sets beyond the study's own that the planner also considers (the global answer's interval
-#: needs at least :data:`gengen.stats.global_share.MIN_TESTSETS_INTERVAL`).
+#: needs at least :data:`gengen.stats.share.MIN_TESTSETS_INTERVAL`).
 ADDED_TESTSET_CHOICES = (12, 16, 20, 30, 40)
 
 
@@ -968,7 +968,7 @@ def format_power_plan(plan: PowerPlan, study: str | Path) -> str:
     str
         Lines for the terminal.
     """
-    from gengen.stats.global_share import MIN_TESTSETS_INTERVAL
+    from gengen.stats.share import MIN_TESTSETS_INTERVAL
     from gengen.study.power_global import PLANNER_REPLICATES
 
     inputs = plan.inputs

@@ -17,7 +17,7 @@ resamples test sets. So :func:`predicted_global_power` simulates the design's *s
   pooled with random effects, as the verdict pools them), :func:`gengen.across.global_share.unrelated_estimates` and
   :func:`gengen.across.global_share.global_share_table`; a replicate counts when its interval's lower end is above 0.
 
-Fewer OOD test sets than the interval needs (:data:`gengen.stats.global_share.MIN_TESTSETS_INTERVAL`) give no
+Fewer OOD test sets than the interval needs (:data:`gengen.stats.share.MIN_TESTSETS_INTERVAL`) give no
 interval and so power 0. How close the prediction comes to ``gengen.analyse``'s default on simulated learning
 curves is measured by :func:`pipeline_power` (docs/power.md).
 """
@@ -214,7 +214,7 @@ def predicted_global_power(
     >>> predicted_global_power(0.5, 10.0, seeds=3, testsets=8, share=0.1, replicates=20).power
     0.0
     """
-    from gengen.stats.global_share import MIN_TESTSETS_INTERVAL
+    from gengen.stats.share import MIN_TESTSETS_INTERVAL
 
     if not 0.0 <= rho_observed < 1.0:
         raise InvalidArgumentError(f"rho_observed: must lie in [0, 1), got {rho_observed!r}")

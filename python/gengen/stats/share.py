@@ -333,7 +333,7 @@ def null_above_probability(
     """
     from scipy.signal import lfilter
 
-    from gengen.stats import sieve_partial_corr_matrix
+    from gengen.stats.sieve import sieve_partial_corr_matrix
 
     if not 0.0 < lambda_ < 1.0:
         raise InvalidArgumentError(f"lambda_: must lie strictly between 0 and 1, got {lambda_!r}")
