@@ -47,8 +47,8 @@ from gengen.calibration_realistic import (
     CONTRACT_FLAGS,
     CONTRACT_TYPE1,
     _add,
-    _tally_rows,
     _table,
+    _tally_rows,
     contract_status,
 )
 from gengen.calibration_realistic import _truth as _curve_truth
@@ -108,8 +108,8 @@ class ContractCell:
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
             raise GengenError(f"kind: {self.kind!r} is not one of {', '.join(_KINDS)}")
-        if self.kind == "models" and self.design.models < 2:
-            raise GengenError(f"kind: 'models' needs at least 2 models, cell {self.label!r} has {self.design.models}")
+        if self.kind == "models" and (not isinstance(self.design, ItemCell) or self.design.models < 2):
+            raise GengenError(f"kind: 'models' needs an item-level cell with at least 2 models ({self.label!r})")
         if self.kind == "pooled" and (not isinstance(self.design, ItemCell) or self.design.runs < 2):
             raise GengenError(f"kind: 'pooled' needs an item-level cell with at least 2 runs ({self.label!r})")
 
@@ -241,8 +241,8 @@ def _tally_paths(
         # A known value to cover: 0 on null pairs, the simulated r on the main pair under the default's estimand.
         known = subset != "real pairs" and not (subset == "main pair" and rho > 0 and path != "default")
         value = truth if subset == "main pair" else 0.0
-        bounds = (low, high) if known else (None, None)
-        _add(counts.setdefault((path, subset), {}), _tally_rows(chosen, "p_deciding", *bounds, value, "diagnostics"))
+        part = _tally_rows(chosen, "p_deciding", low if known else None, high if known else None, value, "diagnostics")
+        _add(counts.setdefault((path, subset), {}), part)
         if path == "default":
             part = _tally_rows(chosen, "p_value", None, None, 0.0, None)
             _add(counts.setdefault(("t-test (warned)", subset), {}), part)
@@ -250,12 +250,18 @@ def _tally_paths(
     if len(pooled) and "p_fixed" in pooled.columns:
         masks = _pair_masks(pooled, rho)
         for kind in ("fixed", "random"):
-            columns = (f"p_{kind}", f"ci_low_{kind}", f"ci_high_{kind}")
             for subset in ("main pair", "real pairs"):
                 if subset in masks:
                     rows = pooled[masks[subset]].assign(testable=True)
-                    interval = columns[1:] if subset == "main pair" and rho == 0 else (None, None)
-                    part = _tally_rows(rows, columns[0], *interval, 0.0, "diagnostics")
+                    known = subset == "main pair" and rho == 0
+                    part = _tally_rows(
+                        rows,
+                        f"p_{kind}",
+                        f"ci_low_{kind}" if known else None,
+                        f"ci_high_{kind}" if known else None,
+                        0.0,
+                        "diagnostics",
+                    )
                     _add(counts.setdefault((f"{path} pooled {kind}", subset), {}), part)
     main = runs[_pair_masks(runs, rho)["main pair"] & runs["testable"].astype(bool).to_numpy()]
     return np.abs(main["r_partial"].to_numpy(float)) if path == "default" else np.empty(0)
@@ -274,7 +280,10 @@ def _tally_verdict(found: Any, path: str, seed: int, counts: dict[tuple[str, str
             _add(counts.setdefault((f"{path} verdict {name}", "null pairs"), {}), part)
     # A wrong class counts as a rejection: p 0 where the class is not "undetermined", 1 where it is.
     wrong = null.assign(p_wrong=np.where(null["verdict"].astype(str) != "undetermined", 0.0, 1.0))
-    _add(counts.setdefault((f"{path} verdict wrong", "null pairs"), {}), _tally_rows(wrong, "p_wrong", None, None, 0, None))
+    _add(
+        counts.setdefault((f"{path} verdict wrong", "null pairs"), {}),
+        _tally_rows(wrong, "p_wrong", None, None, 0, None),
+    )
 
 
 def _run_hypothesis(
@@ -407,7 +416,9 @@ def run_contract(
             if progress is not None:
                 main = totals[("default", "main pair")]
                 rate = main["reject"] / main["testable"] if main["testable"] else float("nan")
-                progress(f"{cell.label} {hypothesis}: default rejects {rate:.3f} on the main pair ({seconds:.0f} s CPU)")
+                progress(
+                    f"{cell.label} {hypothesis}: default rejects {rate:.3f} on the main pair ({seconds:.0f} s CPU)"
+                )
         frame = pd.DataFrame(chunk, columns=list(CONTRACT_COLUMNS))
         if path is not None:
             frame.to_csv(path, mode="a", header=not path.exists() or not path.stat().st_size, index=False)
@@ -662,7 +673,8 @@ def contract_tables(table: pd.DataFrame) -> str:
         _groups_section(summary),
         _checks_section(contract_checks(summary)),
     ]
-    return "\n\n".join("\n".join(section) for section in sections) + "\n"
+    # A section with no rows (no alternative, pooled or multi-model cell run) is left out.
+    return "\n\n".join("\n".join(section) for section in sections if len(section) > 4) + "\n"
 
 
 def contract_comparison(before: pd.DataFrame, after: pd.DataFrame) -> str:
@@ -683,12 +695,13 @@ def contract_comparison(before: pd.DataFrame, after: pd.DataFrame) -> str:
     first = contract_checks(contract_summary(before))
     second = contract_checks(contract_summary(after))
     power = []
-    for label, frame in (("before", before), ("after", after)):
+    for frame in (before, after):
         summary = contract_summary(frame)
         rows = summary[(summary["hypothesis"] != "H0") & (summary["rows"] == "main pair")]
         power.append(
-            rows.assign(criterion="power", value=rows["reject"], count=rows["testable"])
-            .assign(bound="", status="")[[*keys, "value", "count", "bound", "status"]]
+            rows.assign(criterion="power", value=rows["reject"], count=rows["testable"]).assign(bound="", status="")[
+                [*keys, "value", "count", "bound", "status"]
+            ]
         )
     merged = pd.concat([first, power[0]]).merge(
         pd.concat([second, power[1]]), on=keys, how="outer", suffixes=("_before", "_after"), sort=False
