@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,14 +99,14 @@ def _simulate(*, study: str | None, grid: bool, realistic: bool, **options: Any)
         options["out"].mkdir(parents=True, exist_ok=True)
         for name in _OUTPUTS:  # a file in it linking elsewhere too (issue 36)
             _inside(options["out"], name)
-    run = {
+    commands: dict[str, Callable[..., None]] = {
         "methods": _methods_command,
         "grid": _grid_command,
         "realistic": _realistic_command,
         "items": _items_command,
         "contract": _contract_command,
-    }[chosen]
-    run(**options)
+    }
+    commands[chosen](**options)
 
 
 simulate_command = user_errors_exit(_simulate)
@@ -264,15 +265,12 @@ def _contract_command(
         typer.echo(f"wrote {out / 'calibration_contract.csv'} and {out / 'calibration_contract.md'}")
     typer.echo(tables)
     checks = contract_checks(contract_summary(table))
-    failing = checks[checks["status"] == "FAIL"]
-    typer.echo(
-        f"contract of issue 34, item 6: {len(checks) - len(failing)} of {len(checks)} checks hold"
-        + (
-            f"; failing: {', '.join(f'{r.cell} {r.method} {r.rows} {r.criterion} {r.value:.3f}' for r in failing.itertuples())}"
-            if len(failing)
-            else ""
-        )
-    )
+    failing = [
+        f"{row.cell} {row.hypothesis} {row.method} {row.rows} {row.criterion} {row.value:.3f}"
+        for row in checks[checks["status"] == "FAIL"].itertuples()
+    ]
+    held = f"contract of issue 34, item 6: {len(checks) - len(failing)} of {len(checks)} checks hold"
+    typer.echo(held + (f"; failing: {', '.join(failing)}" if failing else ""))
 
 
 def register(app: typer.Typer) -> None:
