@@ -82,8 +82,10 @@ def _row(summary: pd.DataFrame, cell: str, method: str, rows: str, hypothesis: s
 def test_no_path_offered_by_default_collapses_on_null_rows(summary: pd.DataFrame, path: str, cell: str) -> None:
     for rows in ("null pairs", "main pair"):
         row = _row(summary, cell, path, rows)
-        # Most rows are decided (a path that calls everything untestable would pass vacuously).
-        assert row["testable"] >= 0.9 * row["replicates"], (rows, row["untestable"])
+        # Most main-pair rows are decided (a path that calls everything untestable would pass vacuously); the
+        # null pairs also hold the class-prior set's, untestable by design.
+        if rows == "main pair":
+            assert row["testable"] >= 0.9 * row["replicates"], (rows, row["untestable"])
         assert row["reject"] <= _collapse_bound(row["testable"]), (rows, row["reject"], row["testable"])
         # Coverage of 0: 0.95 - 0.025 less three MC s.e. of 0.925 (and not above 1, trivially).
         floor = 0.925 - 3.0 * np.sqrt(0.925 * 0.075 / row["testable"])
