@@ -653,8 +653,9 @@ def _checks_section(checks: pd.DataFrame) -> list[str]:
 
 
 def contract_tables(table: pd.DataFrame) -> str:
-    """The long table as docs/calibration.md's Markdown tables: the null, power, pooled and verdicts, and the
-    contract's checks not inside their bound.
+    """The long table as docs/calibration.md's Markdown tables.
+
+    The null, power, pooled effects and verdicts, and the contract's checks not inside their bound.
 
     Parameters
     ----------

@@ -501,8 +501,10 @@ def _method_rates(part: pd.DataFrame, method: str, prefix: str) -> dict[str, Any
 
 
 def contract_status(value: float, low: float, high: float, count: float) -> str:
-    """``ok`` inside [low, high], ``over`` outside by at most two Monte Carlo standard errors of a rate measured
-    on ``count`` rows (the s.e. at least that of 0.05, so a rate of 0 is not judged exact), else ``FAIL``.
+    """A rate's status against the contract's bounds: ``ok``, ``over`` or ``FAIL``.
+
+    ``ok`` inside [low, high], ``over`` outside by at most two Monte Carlo standard errors of a rate measured on
+    ``count`` rows (the s.e. at least that of 0.05, so a rate of 0 is not judged exact), else ``FAIL``.
 
     Parameters
     ----------

@@ -157,6 +157,7 @@ def _realistic_command(
     pooled_replicates: int | None,
     alternative_replicates: int | None,
     n_boot: int,
+    **_others: Any,
 ) -> None:
     from gengen.calibration import (
         REALISTIC_GRID,
