@@ -35,6 +35,7 @@ __all__ = [
     "REALISTIC_COLUMNS",
     "REALISTIC_GRID",
     "REALISTIC_QUICK_GRID",
+    "contract_status",
     "realistic_contract",
     "realistic_summary",
     "realistic_tables",
@@ -501,6 +502,31 @@ def _method_rates(part: pd.DataFrame, method: str, prefix: str) -> dict[str, Any
     return out
 
 
+def contract_status(value: float, low: float, high: float, count: float) -> str:
+    """A rate's status against the contract's bounds: ``ok``, ``over`` or ``FAIL``.
+
+    ``ok`` inside [low, high], ``over`` outside by at most two Monte Carlo standard errors of a rate measured on
+    ``count`` rows (the s.e. at least that of 0.05, so a rate of 0 is not judged exact), else ``FAIL``.
+
+    Parameters
+    ----------
+    value : float
+        The measured rate.
+    low, high : float
+        The contract's bounds.
+    count : float
+        Rows it was measured on.
+
+    Returns
+    -------
+    str
+        ``ok``, ``over`` or ``FAIL``.
+    """
+    se = np.sqrt(max(value * (1 - value), 0.05 * 0.95) / count) if count else np.nan
+    distance = max(low - value, value - high, 0.0)
+    return "ok" if distance == 0 else ("over" if distance <= 2 * se else "FAIL")
+
+
 def realistic_contract(summary: pd.DataFrame) -> pd.DataFrame:
     """The contract's verdict per cell and criterion: value, bound, and whether it holds.
 
@@ -515,9 +541,7 @@ def realistic_contract(summary: pd.DataFrame) -> pd.DataFrame:
     def check(cell: str, criterion: str, value: float, low: float, high: float, count: float) -> None:
         if not np.isfinite(value):
             return
-        se = np.sqrt(max(value * (1 - value), 0.05 * 0.95) / count) if count else np.nan
-        distance = max(low - value, value - high, 0.0)
-        status = "ok" if distance == 0 else ("over" if distance <= 2 * se else "FAIL")
+        status = contract_status(value, low, high, count)
         records.append(
             {"cell": cell, "criterion": criterion, "value": value, "bound": f"[{low:g}, {high:g}]", "status": status}
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ _OUTPUTS = (
     "calibration_realistic.md",
     "calibration_items.csv",
     "calibration_items.md",
+    "calibration_contract.csv",
+    "calibration_contract.md",
 )
 
 
@@ -30,7 +33,7 @@ def _inside(out: Path, name: str) -> Path:
 
 
 #: The studies of ``--study``, each a measure of :func:`gengen.calibration.studies.calibration_study` over its grid.
-STUDIES = ("methods", "grid", "realistic", "items")
+STUDIES = ("methods", "grid", "realistic", "items", "contract")
 
 
 #: Bounds of the replicate counts.
@@ -49,11 +52,14 @@ OPTIONS: dict[str, CliOption] = {
         "methods: every inference method on AR(1) and random-walk noise (the default); grid: the "
         "default's calibration grid (AR(1), AR(2), heteroskedastic, non-linear, short and pooled runs); "
         "realistic: gengen.analyse's default on realistic learning curves (docs/calibration.md); items: "
-        "the same on item-level trajectories (fixed examples, logistic/probit links, stuck and class-prior sets).",
+        "the same on item-level trajectories (fixed examples, logistic/probit links, stuck and class-prior sets); "
+        "contract: issue 34's contract on the extended grid, every inference path offered by default.",
     ),
     "grid": CliOption(bool, "The same as --study grid.", False, ("--grid",)),
     "realistic": CliOption(bool, "With --grid: the same as --study realistic.", False, ("--realistic",)),
-    "replicates": CliOption(int, "grid, realistic, items: simulated runs per cell and hypothesis.", 300, **_REPLICATES),
+    "replicates": CliOption(
+        int, "grid, realistic, items, contract: simulated runs per cell and hypothesis.", 300, **_REPLICATES
+    ),
     "pooled_replicates": CliOption(
         int | None,
         "realistic: groups of seeds per pooled cell and hypothesis (default --replicates).",
@@ -61,10 +67,14 @@ OPTIONS: dict[str, CliOption] = {
     ),
     "alternative_replicates": CliOption(
         int | None,
-        "realistic: replicates of each alternative (rho = 0.3, 0.5); default --replicates.",
+        "realistic, contract: replicates of each alternative (rho = 0.3, 0.5); default --replicates.",
         **_REPLICATES,
     ),
-    "n_boot": CliOption(int, "realistic, items: sieve resamples per run.", 299, min=99, max=100_000),
+    "n_boot": CliOption(int, "realistic, items, contract: sieve resamples per run.", 299, min=99, max=100_000),
+    "cell": CliOption(
+        list[str] | None,
+        "contract: only this cell of the grid (repeatable; default all), so that cells run side by side.",
+    ),
 }
 
 
@@ -82,18 +92,21 @@ def _simulate(*, study: str | None, grid: bool, realistic: bool, **options: Any)
         raise GengenError(f"option --study: {chosen!r} is not one of {', '.join(STUDIES)}")
     if grid and study is not None and study != chosen:
         raise GengenError(f"option --study: {study!r} contradicts --grid{' --realistic' if realistic else ''}")
+    if options["cell"] and chosen != "contract":
+        raise GengenError(f"option --cell: chooses cells of --study contract, not of --study {chosen}")
     if options["out"] is not None:
         # A bad --out is found before the study runs, not after it.
         options["out"].mkdir(parents=True, exist_ok=True)
         for name in _OUTPUTS:  # a file in it linking elsewhere too (issue 36)
             _inside(options["out"], name)
-    run = {
+    commands: dict[str, Callable[..., None]] = {
         "methods": _methods_command,
         "grid": _grid_command,
         "realistic": _realistic_command,
         "items": _items_command,
-    }[chosen]
-    run(**options)
+        "contract": _contract_command,
+    }
+    commands[chosen](**options)
 
 
 simulate_command = user_errors_exit(_simulate)
@@ -144,6 +157,7 @@ def _realistic_command(
     pooled_replicates: int | None,
     alternative_replicates: int | None,
     n_boot: int,
+    **_others: Any,
 ) -> None:
     from gengen.calibration.studies import (
         REALISTIC_GRID,
@@ -209,6 +223,55 @@ def _items_command(*, quick: bool, out: Path | None, seed: int, replicates: int,
         _inside(out, "calibration_items.md").write_text(tables, encoding="utf-8")
         typer.echo(f"wrote {out / 'calibration_items.csv'} and {out / 'calibration_items.md'}")
     typer.echo(tables)
+
+
+def _contract_command(
+    *,
+    quick: bool,
+    out: Path | None,
+    seed: int,
+    replicates: int,
+    alternative_replicates: int | None,
+    n_boot: int,
+    cell: list[str] | None,
+    **_others: Any,
+) -> None:
+    from gengen.calibration.contract import (
+        CONTRACT_GRID,
+        CONTRACT_QUICK_GRID,
+        contract_checks,
+        contract_summary,
+        contract_tables,
+        run_contract,
+    )
+
+    csv = None
+    if out is not None:
+        # Written cell by cell: a rerun resumes, and processes running other --cell values may share the file.
+        csv = _inside(out, "calibration_contract.csv")
+        typer.echo(f"writing {csv} as cells finish (cells already in it are skipped)", err=True)
+    table = run_contract(
+        CONTRACT_QUICK_GRID if quick else CONTRACT_GRID,
+        cells=cell,
+        replicates=replicates,
+        alternative_replicates=alternative_replicates,
+        n_boot=n_boot,
+        seed=seed,
+        csv=csv,
+        progress=_progress,
+    )
+    tables = contract_tables(table)
+    if out is not None:
+        _inside(out, "calibration_contract.md").write_text(tables, encoding="utf-8")
+        typer.echo(f"wrote {out / 'calibration_contract.csv'} and {out / 'calibration_contract.md'}")
+    typer.echo(tables)
+    checks = contract_checks(contract_summary(table))
+    failing = [
+        f"{row.cell} {row.hypothesis} {row.method} {row.rows} {row.criterion} {row.value:.3f}"
+        for row in checks[checks["status"] == "FAIL"].itertuples()
+    ]
+    held = f"contract of issue 34, item 6: {len(checks) - len(failing)} of {len(checks)} checks hold"
+    typer.echo(held + (f"; failing: {', '.join(failing)}" if failing else ""))
 
 
 def register(app: typer.Typer) -> None:
