@@ -393,3 +393,35 @@ def test_the_answer_says_once_why_no_model_has_an_interval() -> None:
     assert answer.count("no interval") == 1 and "6 test sets, fewer than the 12" in answer
     assert "73% of OOD pairs co-move beyond ID in olmo2-m, 7% in olmo2-s, 33% in opt-m and 20% in opt-s" in answer
     assert "interval above zero" not in answer
+
+
+def test_resolved_sign_agreement_matches_a_loop_over_every_two_models() -> None:
+    """The matrix-product counts against a direct loop (scipy's normal tail for each p), on 5 models x 45 pairs."""
+    from itertools import combinations
+
+    from scipy.stats import norm
+
+    from gengen.across.global_share import resolved_sign_agreement
+
+    rng = np.random.default_rng(11)
+    names = [f"t{k}" for k in range(10)]
+    pairs = list(combinations(names, 2))
+    units = [f"m{u}" for u in range(5)]
+    estimates = pd.DataFrame(
+        [
+            (unit, *(pair if rng.random() < 0.5 else pair[::-1]), rng.normal(0, 0.25), 0.01, float("inf"))
+            for unit in units
+            for pair in pairs
+        ],
+        columns=["unit", "testset_a", "testset_b", "z", "variance", "df"],
+    )
+    found = resolved_sign_agreement(estimates, alpha=0.05)
+    signs = {}
+    for row in estimates.itertuples():
+        if 2 * norm.sf(abs(row.z) / np.sqrt(row.variance)) < 0.05:
+            signs[(row.unit, frozenset((row.testset_a, row.testset_b)))] = np.sign(row.z)
+    for row in found.itertuples():
+        both = [key for (unit, key) in signs if unit == row.group_a and (row.group_b, key) in signs]
+        agree = sum(signs[(row.group_a, key)] == signs[(row.group_b, key)] for key in both)
+        assert (row.n_resolved_both, row.n_resolved_agree) == (len(both), agree)
+    assert len(found) == 10 and found["n_resolved_both"].gt(0).all()

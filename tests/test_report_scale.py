@@ -258,18 +258,28 @@ def test_cli_html_out_and_progress_lines(analysis: Analysis, tmp_path: Path) -> 
     assert not (tmp_path / "x.html" / "report.html").exists()
     lines = [line for line in result.stderr.splitlines() if line.startswith("report: [")]
     assert lines[0].startswith("report: [1/") and "] page (" in lines[-1]
-    # 10 per-group and agreement figures, the progress figure, the model x model matrix and a forest plot
-    assert lines[-1].endswith("(13 figures drawn, 0 unchanged since the last report)")
+    # 10 per-group and agreement figures, the progress figure, the model x model matrix and a forest plot of the
+    # verdict's strongest pair of each class that has one (model-dependent, consistent positive, consistent negative)
+    from gengen.across.compare import compare as compare_groups
+    from gengen.across.verdict import build_verdict
+
+    verdict = build_verdict(analysis, compare_groups(analysis))
+    classes = ("model-dependent", "consistent positive", "consistent negative")
+    forests = sum(1 for name in classes if verdict.examples.get(name))
+    assert forests >= 1
+    figures = 12 + forests
+    assert len(list((tmp_path / "x_figures").glob("forest_*.png"))) == forests
+    assert lines[-1].endswith(f"({figures} figures drawn, 0 unchanged since the last report)")
     # Drawn once, reused: unchanged inputs redraw nothing; --pair redraws the scatter plots and adds its trajectories.
     again = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "x.html")])
     assert again.exit_code == 0 and again.stderr.splitlines()[-1].endswith(
-        "(0 figures drawn, 13 unchanged since the last report)"
+        f"(0 figures drawn, {figures} unchanged since the last report)"
     )
     pair = CliRunner().invoke(
         app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "x.html"), "--pair", "piqa,sciq"]
     )
     assert pair.exit_code == 0 and pair.stderr.splitlines()[-1].endswith(
-        "(5 figures drawn, 9 unchanged since the last report)"
+        f"(5 figures drawn, {figures - 4} unchanged since the last report)"
     )
     quiet = CliRunner().invoke(app, ["report", str(tmp_path / "a"), "--out", str(tmp_path / "d"), "-q"])
     assert quiet.exit_code == 0 and (tmp_path / "d" / "report.html").is_file()
@@ -379,3 +389,20 @@ def test_figure_cache_redraws_only_when_something_changed(tmp_path: Path) -> Non
     (tmp_path / "x.svg").unlink()
     FigureCache(tmp_path).figure("x", changed, draw)
     assert len(calls) == 5
+
+
+def test_page_rows_bound_the_page_when_significant_rows_alone_exceed_it() -> None:
+    """Four groups of 100 rows, 60 significant each, a limit of 120: each group's 30 strongest significant rows
+    (the rows come sorted strongest first); with room for every significant row, all of them and each group's
+    (280 - 240) // 4 = 10 strongest rows, which here are significant already."""
+    from gengen.report.page import page_rows
+
+    rows = pd.DataFrame(
+        [(f"m{g}", "main", i, i < 60) for g in range(4) for i in range(100)],
+        columns=["model", "run", "rank", "significant"],
+    )
+    kept = rows[page_rows(rows, limit=120)]
+    assert len(kept) == 120 and kept["significant"].all()
+    assert kept.groupby("model")["rank"].agg(list).tolist() == [list(range(30))] * 4
+    roomy = rows[page_rows(rows, limit=280)]
+    assert len(roomy) == 240 and roomy["significant"].all()

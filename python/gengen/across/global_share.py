@@ -78,11 +78,13 @@ def with_null_above(estimates: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFram
         return out
     rows = pairs[pairs["level"] == "run"] if "level" in pairs.columns else pairs
     keys = list(zip(rows["model"], rows["run"].astype(str), rows["testset_a"], rows["testset_b"], strict=True))
-    counts = pd.Series(keys).value_counts()
+    # A run and pair met twice (shots, conditions) is ambiguous: left uncalibrated. (One hashing pass: a lookup
+    # of each key in value_counts' Series cost 0.8 s at 32 groups x 2,016 pairs.)
+    repeated = pd.Series(keys, dtype=object).duplicated(keep=False).to_numpy()
     lookup = {
         key: float(value)
-        for key, value in zip(keys, rows["p_null_above"].to_numpy(dtype=float), strict=True)
-        if counts[key] == 1  # a run and pair met twice (shots, conditions) is ambiguous: left uncalibrated
+        for key, value, twice in zip(keys, rows["p_null_above"].to_numpy(dtype=float), repeated, strict=True)
+        if not twice
     }
     single = (estimates["n_runs"] == 1) & estimates["variance_method"].isin([SIEVE, SIEVE_INTERVAL])
     out["p_null_above"] = [
@@ -259,20 +261,27 @@ def resolved_sign_agreement(estimates: pd.DataFrame, *, alpha: float = 0.05) -> 
             for a, b in zip(estimates["testset_a"].astype(str), estimates["testset_b"].astype(str), strict=True)
         ],
     )
-    resolved = {
-        str(unit): cell[cell["p"] < alpha].set_index("key")["z"] for unit, cell in table.groupby("unit", sort=False)
-    }
+    # Every unit's resolved signs as one row of a unit x pair matrix (+1, -1; 0 where unresolved), so that each
+    # two units' counts are matrix products instead of one join per two units (496 joins at 32 groups).
+    units = list(dict.fromkeys(str(unit) for unit in table["unit"]))
+    unit_index = table["unit"].astype(str).map({unit: i for i, unit in enumerate(units)}).to_numpy()
+    key_codes, _ = pd.factorize(table["key"])
+    resolved = (table["p"] < alpha).to_numpy()
+    sign = np.zeros((len(units), int(key_codes.max()) + 1 if len(key_codes) else 0))
+    sign[unit_index[resolved], key_codes[resolved]] = np.sign(table["z"].to_numpy(dtype=float)[resolved])
+    positive, negative = (sign > 0).astype(float), (sign < 0).astype(float)
+    n_both = np.rint((positive + negative) @ (positive + negative).T).astype(int)
+    n_agree = np.rint(positive @ positive.T + negative @ negative.T).astype(int)
     rows = []
-    for a, b in combinations(list(resolved), 2):
-        both = resolved[a].to_frame("a").join(resolved[b].to_frame("b"), how="inner")
-        agree = int(np.sum(both["a"].to_numpy() * both["b"].to_numpy() > 0))
+    for i, j in combinations(range(len(units)), 2):
+        both, agree = int(n_both[i, j]), int(n_agree[i, j])
         rows.append(
             {
-                "group_a": a,
-                "group_b": b,
-                "n_resolved_both": len(both),
+                "group_a": units[i],
+                "group_b": units[j],
+                "n_resolved_both": both,
                 "n_resolved_agree": agree,
-                "resolved_sign_agreement": agree / len(both) if len(both) else float("nan"),
+                "resolved_sign_agreement": agree / both if both else float("nan"),
             }
         )
     columns = ["group_a", "group_b", "n_resolved_both", "n_resolved_agree", "resolved_sign_agreement"]

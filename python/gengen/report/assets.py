@@ -35,6 +35,10 @@ img { max-width: 100%; height: auto; display: block; margin: 0.5em 0; }
 .verdict-text { font-size: 1em; line-height: 1.45; }
 .verdict-counts td, .verdict-counts th { vertical-align: top; padding: 0.2em 0.8em; }
 figcaption { color: #555; font-size: 0.85em; }
+/* Figures side by side where they fit (the forest plots of a many-model page): each as wide as its image. */
+.figrow { display: flex; flex-wrap: wrap; gap: 0 1.5em; align-items: flex-start; }
+.figrow figure { margin: 0; flex: 0 1 auto; }
+.figrow figure figcaption { max-width: 36em; }
 details.group summary { cursor: pointer; } details.group summary h3 { display: inline; }
 nav ul { columns: 2; font-size: 0.95em; }
 table.settings td:first-child { white-space: nowrap; color: #333; }

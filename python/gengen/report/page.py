@@ -155,14 +155,22 @@ MAX_PAGE_ROWS = 6000
 
 def page_rows(ordered: pd.DataFrame, limit: int = MAX_PAGE_ROWS) -> np.ndarray:
     """Which rows of a pairs table (sorted by group, strongest |r_partial| first) the page holds: all of them
-    up to ``limit``; above it every significant row and each group's strongest rows, as many per group as fit.
-    The heatmaps' tooltips still show every pair, and pairs.csv holds every row."""
+    up to ``limit``; above it every significant row and each group's strongest rows, as many per group as fit;
+    where the significant rows alone exceed ``limit``, each group's strongest significant rows, as many per
+    group as fit (the page's size stays bounded whatever the data's power). The heatmaps' tooltips still show
+    every pair, and pairs.csv holds every row."""
     keep = np.ones(len(ordered), dtype=bool)
     if len(ordered) <= limit:
         return keep
     significant = ordered["significant"].fillna(False).astype(bool).to_numpy() if "significant" in ordered else ~keep
-    rank = ordered.groupby(["model", "run"], sort=False).cumcount().to_numpy()
-    n_groups = max(int(ordered.groupby(["model", "run"], sort=False).ngroups), 1)
+    groups = ordered.groupby(["model", "run"], sort=False)
+    rank = groups.cumcount().to_numpy()
+    n_groups = max(int(groups.ngroups), 1)
+    if int(significant.sum()) > limit:
+        rank_among_significant = (
+            pd.Series(significant, index=ordered.index).groupby([ordered["model"], ordered["run"]], sort=False).cumsum()
+        ).to_numpy()
+        return significant & (rank_among_significant <= max(limit // n_groups, 1))
     per_group = max((limit - int(significant.sum())) // n_groups, 1)
     return significant | (rank < per_group)
 

@@ -109,7 +109,7 @@ look doubtful. Click a header to sort; type to search.</p>
 <h2 id="across-groups">Across groups</h2>
 <p>{{ comparison.text }}</p>
 {% if comparison.levels %}<p class="note">{{ comparison.levels }}</p>{% endif %}
-{% for f in comparison.figures %}{{ figure(f) }}{% endfor %}
+<div class="figrow">{% for f in comparison.figures %}{{ figure(f) }}{% endfor %}</div>
 <div class="dt" data-table="agreement"></div>
 <h3>Conflicting pairs (significantly positive in one group, significantly negative in another)</h3>
 {% if comparison.conflicts %}<div class="dt" data-table="conflicts"></div>{% else %}<p class="note">none</p>{% endif %}
