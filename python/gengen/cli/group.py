@@ -1,6 +1,6 @@
-"""The ``gengen`` command line: a thin layer over the library functions.
+"""The lazy command group of ``gengen``: the table of commands, their loading and ``main``.
 
-Each command lives in its own module exposing ``register(app)``; this file only assembles them. The modules
+Each command lives in its own module exposing ``register(app)``; this module only assembles them. The modules
 are imported lazily: ``gengen --help`` lists every command from the static table below, and a command's module
 (with pandas, matplotlib or torch behind it) is imported only when that command runs or shows its own help, so
 start-up stays at the cost of typer itself.
