@@ -15,9 +15,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "python" / "gengen"
 MAX_FACE_LINES = 120
 #: Faces still over the bound, each with what takes it under; strict, so one that gets there fails until removed.
-STILL_HEAVY = {
-    "cli": "issue 37 item 2: the lazy command group moves into a module of gengen.cli",
-}
+STILL_HEAVY: dict[str, str] = {}
 
 
 def code_lines(source: str) -> int:
