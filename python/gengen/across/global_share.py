@@ -263,8 +263,8 @@ def resolved_sign_agreement(estimates: pd.DataFrame, *, alpha: float = 0.05) -> 
     )
     # Every unit's resolved signs as one row of a unit x pair matrix (+1, -1; 0 where unresolved), so that each
     # two units' counts are matrix products instead of one join per two units (496 joins at 32 groups).
-    units = list(dict.fromkeys(str(unit) for unit in table["unit"]))
-    unit_index = table["unit"].astype(str).map({unit: i for i, unit in enumerate(units)}).to_numpy()
+    unit_index, unit_names = pd.factorize(table["unit"].astype(str))  # codes in order of first appearance
+    units = [str(unit) for unit in unit_names]
     key_codes, _ = pd.factorize(table["key"])
     resolved = (table["p"] < alpha).to_numpy()
     sign = np.zeros((len(units), int(key_codes.max()) + 1 if len(key_codes) else 0))
