@@ -433,18 +433,35 @@ def _agreement_table(
     members = long.groupby("group", sort=False).indices
     pair = long.groupby(["testset_a", "testset_b"], sort=False).ngroup().to_numpy()
     r = long["r"].to_numpy(dtype=float)
-    squares = {group: _square(long.iloc[index]) for group, index in members.items()}
+    # Each group's matrix as (names, values): 496 label lookups of two DataFrames cost seconds at 32 groups, and
+    # the groups mostly share one set of names, so the common positions are found once per two name sets.
+    squares = {}
+    for group, index in members.items():
+        square = _square(long.iloc[index])
+        squares[group] = (tuple(square.index), square.to_numpy())
+    unique_codes = {group: len(np.unique(pair[index])) == len(index) for group, index in members.items()}
+    shared: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[list[str], np.ndarray, np.ndarray]] = {}
     nan = float("nan")
     rows: list[dict[str, Any]] = []
     tests: dict[tuple[str, tuple[str, ...]], list[tuple[int, np.ndarray, np.ndarray]]] = {}
     for a, b in combinations(groups, 2):
-        agree, n_pairs = _matched_signs(long, pair, r, members[a], members[b])
-        matrix_a, matrix_b = squares[a], squares[b]
-        common = matrix_a.index[matrix_a.index.isin(matrix_b.index)]
-        values_a, values_b = matrix_a.loc[common, common].to_numpy(), matrix_b.loc[common, common].to_numpy()
+        agree, n_pairs = _matched_signs(
+            long, pair, r, members[a], members[b], unique=unique_codes[a] and unique_codes[b]
+        )
+        (names_a, matrix_a), (names_b, matrix_b) = squares[a], squares[b]
+        if (names_a, names_b) not in shared:
+            in_b = {name: k for k, name in enumerate(names_b)}
+            common_names = [name for name in names_a if name in in_b]
+            shared[names_a, names_b] = (
+                common_names,
+                np.array([k for k, name in enumerate(names_a) if name in in_b], dtype=np.intp),
+                np.array([in_b[name] for name in common_names], dtype=np.intp),
+            )
+        common, index_a, index_b = shared[names_a, names_b]
+        values_a, values_b = matrix_a[np.ix_(index_a, index_a)], matrix_b[np.ix_(index_b, index_b)]
         complete = np.flatnonzero(np.isfinite(values_a).all(axis=1) & np.isfinite(values_b).all(axis=1))
         if len(complete) >= 3:
-            key = (b, tuple(common[complete]))
+            key = (b, tuple(common[k] for k in complete))
             subset = np.ix_(complete, complete)
             tests.setdefault(key, []).append((len(rows), values_a[subset], values_b[subset]))
         rows.append(
@@ -474,12 +491,12 @@ def _agreement_table(
 
 
 def _matched_signs(
-    long: pd.DataFrame, pair: np.ndarray, r: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray
+    long: pd.DataFrame, pair: np.ndarray, r: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray, *, unique: bool
 ) -> tuple[int, int]:
-    """:func:`sign_agreement` of two groups' r on the pairs both have (their rows matched by pair code; merged
-    by name when a group has a pair twice)."""
+    """:func:`sign_agreement` of two groups' r on the pairs both have (their rows matched by pair code when
+    each group has every pair once, ``unique``; merged by name when a group has a pair twice)."""
     code_a, code_b = pair[rows_a], pair[rows_b]
-    if len(np.unique(code_a)) == len(code_a) and len(np.unique(code_b)) == len(code_b):
+    if unique:
         _, in_a, in_b = np.intersect1d(code_a, code_b, assume_unique=True, return_indices=True)
         return sign_agreement(r[rows_a][in_a], r[rows_b][in_b])
     both = long.iloc[rows_a].merge(long.iloc[rows_b], on=["testset_a", "testset_b"], suffixes=("_a", "_b"))

@@ -424,7 +424,10 @@ def _render(
     figure_dir: Path,
 ) -> str:
     """Step 6: the page, from the parts built by the steps before."""
-    deciding = sorted({source_column(value) for _, rows in levels for value in rows.get("p_adjusted_from", [])} - {""})
+    deciding = sorted(
+        {source_column(value) for _, rows in levels for value in pd.unique(rows.get("p_adjusted_from", pd.Series()))}
+        - {""}
+    )
     environment = Environment(autoescape=True, trim_blocks=False, lstrip_blocks=False)
     return environment.from_string(TEMPLATE).render(
         title=title,
@@ -432,7 +435,7 @@ def _render(
         settings=analysis.settings.as_dict(),  # the values as recorded, for the page's text
         versions=analysis.versions,
         warnings=warnings_by_model(analysis.warnings),
-        n_groups=sum(len(dict.fromkeys(zip(rows["model"], rows["run"], strict=True))) for _, rows in levels),
+        n_groups=sum(len(rows[["model", "run"]].drop_duplicates()) for _, rows in levels),
         deciding=", ".join(deciding) or "p_adjusted",
         deciding_note=deciding_note(deciding, _requested_p(analysis)),
         figure_folder=figure_dir.name,

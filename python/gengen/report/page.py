@@ -90,8 +90,10 @@ def _group_labels(rows: pd.DataFrame) -> pd.Series:
 
 def section(analysis: Analysis, level: str, rows: pd.DataFrame) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """The heatmap and pairs-table payloads of one level, and its test-set order."""
-    keys = sorted(dict.fromkeys(zip(rows["model"], rows["run"], strict=True)), key=lambda key: group_key(*key))
-    present = set(rows["testset_a"]) | set(rows["testset_b"])
+    # .tolist(): iterating Arrow-backed strings goes through Python one element at a time
+    row_keys = list(zip(rows["model"].tolist(), rows["run"].tolist(), strict=True))
+    keys = sorted(dict.fromkeys(row_keys), key=lambda key: group_key(*key))
+    present = set(rows["testset_a"].unique()) | set(rows["testset_b"].unique())
     names = [name for name in analysis.settings.ood_resolved if name in present] or sorted(present)
     parts = dict(iter(rows.groupby(["model", "run"], sort=False)))  # one pass, not a mask per group
     per_group = [parts[key] for key in keys]
@@ -135,7 +137,7 @@ def section(analysis: Analysis, level: str, rows: pd.DataFrame) -> tuple[dict[st
         heatmap["summary"] = summary_panel(pooled, panels, upper)
     rank = {key: index for index, key in enumerate(keys)}
     ordered = rows.assign(
-        _group=[rank[key] for key in zip(rows["model"], rows["run"], strict=True)],
+        _group=[rank[key] for key in row_keys],
         _strength=-pd.to_numeric(rows["r_partial"], errors="coerce").abs(),
     ).sort_values(["_group", "_strength"], kind="stable")
     kept = page_rows(ordered)
