@@ -41,12 +41,12 @@ def _train(task: RunTask, *, records_state: bool = True, **options: Any) -> RunO
 
     config, run = task.config, task.run
     if records_state:
-        write_state(config, run, "running", attempt=task.attempt)
+        write_state(task.paths, run, "running", attempt=task.attempt)
     try:
-        return train_run(config, run, store=Store(config.output, study=config.name), **options)
+        return train_run(config, run, store=Store(config.output, study=config.name), paths=task.paths, **options)
     except BaseException as error:
         if records_state:
-            write_state(config, run, "failed", attempt=task.attempt, error=f"{type(error).__name__}: {error}")
+            write_state(task.paths, run, "failed", attempt=task.attempt, error=f"{type(error).__name__}: {error}")
         raise
 
 
