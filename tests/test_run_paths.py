@@ -254,6 +254,25 @@ def test_the_driver_computes_each_run_folder_once_and_hands_it_on(
     }
 
 
+def test_a_plan_made_by_the_caller_is_used_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gengen train`` plans the runs (to check their folders) and hands the plan to the driver."""
+    config = write_study(tmp_path, ["a", "b"], seeds="[1]")
+    elsewhere = {run: RunPaths.in_folder(tmp_path / "planned" / run.model.name) for run in config.runs()}
+    plan = RunPlan(config.runs()[1:], elsewhere)
+
+    def refused(self: StudyConfig, run: RunSpec) -> Path:
+        raise AssertionError("run_dir called after the runs were planned")
+
+    monkeypatch.setattr(StudyConfig, "run_dir", refused)
+    executor = _Recording()
+    execution = execute_study(config, executor=executor, plan=plan, log=lambda _: None)
+    assert [(task.run.model.name, task.paths.folder) for task in executor.tasks] == [("b", tmp_path / "planned" / "b")]
+    assert json.loads((tmp_path / "planned" / "b" / "state.json").read_text())["status"] == "done"
+    assert execution.plan is plan
+    with pytest.raises(ValueError, match="not both"):
+        execute_study(config, executor=_Recording(), plan=plan, models=["a"], log=lambda _: None)
+
+
 # ---------------------------------------------------------------------------------------------- one caller
 
 

@@ -86,7 +86,7 @@ def train_command(
         torch.set_num_threads(threads)
     execution = train_study(
         study,
-        models=model or None,
+        plan=plan,
         progress=sys.stderr.isatty(),
         log=typer.echo,
         jobs=jobs,

@@ -199,6 +199,7 @@ def execute_study(
     threads: int | None = None,
     models: Sequence[str] | None = None,
     log: Log = print,
+    plan: RunPlan | None = None,
 ) -> StudyExecution:
     """Fine-tune and score every unfinished run of a study through an executor, gathering all scores.
 
@@ -222,6 +223,9 @@ def execute_study(
         Only the runs of these models.
     log : callable
         Progress lines.
+    plan : RunPlan, optional
+        The runs to execute with their paths, as the caller planned them (``gengen train`` checks the run
+        folders before it trains); by default the runs of ``models``, planned here. Not with ``models``.
 
     Returns
     -------
@@ -231,6 +235,8 @@ def execute_study(
     ------
     ConfigError
         An unknown executor, model or a bad option value; the executor's package is missing.
+    ValueError
+        Both ``models`` and ``plan`` given.
     """
     from gengen.store.database import Store
 
@@ -240,15 +246,15 @@ def execute_study(
     settings = resolve_settings(config, executor=kind_asked, jobs=jobs, retries=retries, threads=threads)
     kind = given.name if given is not None else settings.kind
     task_threads = settings.threads or config.resources.cpus
-    runs = config.select_runs(models)
-    # Each run's folder and files, made once here and passed on; a run folder leading outside the output, a
-    # damaged or planted state or spool file is refused before anything is written.
-    planned: dict[RunSpec, RunPaths] = {}
+    if plan is not None and models:
+        raise ValueError("execute_study: give the models or the plan of the runs, not both")
+    # Each run's folder and files, made once here (or by the caller) and passed on. A run folder leading outside
+    # the output, a damaged or planted state or spool file is refused before anything is written.
+    plan = plan if plan is not None else RunPlan.for_runs(config, config.select_runs(models))
+    runs = list(plan)
     for run in runs:
-        paths = planned[run] = RunPaths.for_run(config, run)
-        read_state(paths, run)
-        RunSpool(paths.folder, study=config.name).records()
-    plan = RunPlan(runs, planned)
+        read_state(plan.paths[run], run)
+        RunSpool(plan.paths[run].folder, study=config.name).records()
     store = Store(config.output, study=config.name)
     record = write_state if given is None or given.records_state else _no_state
     skipped: list[tuple[str, str]] = []
