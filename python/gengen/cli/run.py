@@ -89,7 +89,7 @@ def _run_command(
             typer.echo(f"failed: {result.model} {result.run}: {result.error}", err=True)
         typer.echo("submit the study again to retry the failed runs; `gengen status` shows them", err=True)
         raise typer.Exit(code=RUN_FAILED_EXIT_CODE)
-    rows = score_after_training(study, study.select_runs(model), trust_task_code=trust_task_code, log=typer.echo)
+    rows = score_after_training(study, execution.plan, trust_task_code=trust_task_code, log=typer.echo)
     if rows is not None:
         typer.echo(f"{study.evaluation.backend}: {len(rows)} scores written to {study.output}")
     if not analysis:

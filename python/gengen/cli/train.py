@@ -49,6 +49,7 @@ def train_command(
     """
     from gengen.errors import ConfigError
     from gengen.study.config import check_model_sources, load_config
+    from gengen.study.paths import RunPlan
 
     study = load_config(config)
     runs = study.select_runs(model)
@@ -56,7 +57,8 @@ def train_command(
     check_model_sources(study, [m for m in study.models if any(r.model == m for r in runs)])
     from gengen.training.checkpoints import check_run_folders
 
-    check_run_folders(study, runs)  # a linked checkpoint folder is refused before any run starts
+    plan = RunPlan.for_runs(study, runs)  # a run folder leading outside the output is refused here
+    check_run_folders(plan.paths.values())  # a linked checkpoint folder is refused before any run starts
     from gengen.scoring.series import check_trainable, score_after_training
 
     check_trainable(study, trust_task_code=trust_task_code)
@@ -69,8 +71,8 @@ def train_command(
         for spec in study.models:
             if any(r.model == spec for r in runs):
                 typer.echo(f"  model {spec.name} ({spec.family}): {_training_line(study, spec)}")
-        for run in runs:
-            typer.echo(f"  {run.model.name} ({run.model.path}) {run.key} -> {study.run_dir(run)}")
+        for run in plan:
+            typer.echo(f"  {run.model.name} ({run.model.path}) {run.key} -> {plan.paths[run].folder}")
         return
     if gpus > 1 and "RANK" not in os.environ:
         if jobs > 1:
@@ -84,7 +86,7 @@ def train_command(
         torch.set_num_threads(threads)
     execution = train_study(
         study,
-        models=model or None,
+        plan=plan,
         progress=sys.stderr.isatty(),
         log=typer.echo,
         jobs=jobs,
@@ -94,7 +96,7 @@ def train_command(
         return  # the other processes of a data-parallel run: process 0 reports
     finished = len(execution.results) + len(execution.skipped)
     typer.echo(f"{finished} runs done, {execution.rows_merged} scores written to {study.output}")
-    rows = score_after_training(study, runs, trust_task_code=trust_task_code, log=typer.echo)
+    rows = score_after_training(study, execution.plan, trust_task_code=trust_task_code, log=typer.echo)
     if rows is not None:
         typer.echo(f"{study.evaluation.backend}: {len(rows)} scores written to {study.output}")
 

@@ -1,7 +1,8 @@
 """Executors: run a study's grid of fine-tuning runs on this machine, on Ray or on Slurm.
 
 :func:`execute_study` is the one study driver, behind ``gengen run``, ``gengen train`` and the demo. It plans
-the runs, skips those complete in the study's store, hands the others to an executor
+the runs (each run's folder and files made once, a :class:`gengen.study.paths.RunPaths` that every task carries),
+skips those complete in the study's store, hands the others to an executor
 (:mod:`~gengen.executors.local`, :mod:`~gengen.executors.ray`, :mod:`~gengen.executors.slurm`, or the direct
 executor of ``gengen train``, :mod:`~gengen.executors.direct`), retries failed runs up to ``retries`` times,
 and merges every finished run into the store. Every executor's workers call :func:`gengen.training.train.train_run`.

@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from gengen.study.config import RunIdentity, RunSpec, StudyConfig
+from gengen.study.paths import RunPaths
 
 __all__ = ["Executor", "Handle", "RunResult", "RunTask", "failure", "finished"]
 
@@ -39,12 +40,20 @@ class RunTask:
         1 for the first submission, 2 for the first retry, ...
     threads : int
         torch CPU threads of the worker.
+    paths : RunPaths
+        The run's folder and files, as the driver planned them (shipped with the task, so a worker on another
+        machine uses them as they are). A task made without them gets :meth:`RunPaths.for_run` of its run.
     """
 
     config: StudyConfig
     run: RunSpec
     attempt: int
     threads: int
+    paths: RunPaths = None  # type: ignore[assignment]  # filled in by __post_init__ when not given
+
+    def __post_init__(self) -> None:
+        if self.paths is None:
+            object.__setattr__(self, "paths", RunPaths.for_run(self.config, self.run))
 
     @property
     def label(self) -> str:

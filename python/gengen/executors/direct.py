@@ -28,6 +28,7 @@ from gengen.executors.driver import StudyExecution, execute_study
 from gengen.executors.local import PooledExecutor
 from gengen.executors.state import write_state
 from gengen.study.config import StudyConfig
+from gengen.study.paths import RunPlan
 from gengen.training.train import RunOutcome, TrainContext, World, current_world, train_run
 
 __all__ = ["DirectExecutor", "train_study"]
@@ -41,12 +42,12 @@ def _train(task: RunTask, *, records_state: bool = True, **options: Any) -> RunO
 
     config, run = task.config, task.run
     if records_state:
-        write_state(config, run, "running", attempt=task.attempt)
+        write_state(task.paths, run, "running", attempt=task.attempt)
     try:
-        return train_run(config, run, store=Store(config.output, study=config.name), **options)
+        return train_run(config, run, store=Store(config.output, study=config.name), paths=task.paths, **options)
     except BaseException as error:
         if records_state:
-            write_state(config, run, "failed", attempt=task.attempt, error=f"{type(error).__name__}: {error}")
+            write_state(task.paths, run, "failed", attempt=task.attempt, error=f"{type(error).__name__}: {error}")
         raise
 
 
@@ -138,6 +139,7 @@ def train_study(
     threads: int = 1,
     log: Log = print,
     progress: bool = False,
+    plan: RunPlan | None = None,
 ) -> StudyExecution:
     """Train and score every unfinished run of a study straight into its store: ``gengen train``.
 
@@ -156,6 +158,8 @@ def train_study(
         Progress lines.
     progress : bool
         Progress bars on a terminal (``jobs = 1``).
+    plan : RunPlan, optional
+        The runs with their paths, as the caller planned them (instead of ``models``).
 
     Returns
     -------
@@ -165,7 +169,7 @@ def train_study(
     executor = DirectExecutor(jobs, log=log, progress=progress)
     # Under torchrun every process drives the study; process 0 alone reports.
     driver_log = log if executor.world.main else _silent
-    return execute_study(config, executor=executor, threads=threads, models=models, log=driver_log)
+    return execute_study(config, executor=executor, threads=threads, models=models, log=driver_log, plan=plan)
 
 
 def _silent(line: str) -> None:

@@ -18,6 +18,7 @@ from gengen.executors.base import Executor, RunResult, RunTask
 from gengen.executors.spool import RunSpool
 from gengen.executors.state import RunStatus, read_state, study_status, write_state
 from gengen.study.config import RunSpec, StudyConfig
+from gengen.study.paths import RunPaths, RunPlan
 from gengen.study.tables import EXECUTORS, ExecutorConfig
 
 __all__ = [
@@ -54,6 +55,9 @@ class StudyExecution:
         Score rows this execution added to the store.
     seconds : float
         Wall time.
+    plan : RunPlan
+        Every run of the execution (skipped ones too) with its folder and files, as planned once; what scores
+        the runs afterwards takes it as its runs (:func:`gengen.scoring.score_after_training`).
     """
 
     executor: str
@@ -62,6 +66,7 @@ class StudyExecution:
     attempts: dict[tuple[str, str], int] = field(default_factory=dict)
     rows_merged: int = 0
     seconds: float = 0.0
+    plan: RunPlan = field(default_factory=lambda: RunPlan((), {}))
 
     @property
     def failed(self) -> list[RunResult]:
@@ -128,16 +133,18 @@ def _complete_in_store(store: Any, run: RunSpec) -> bool:
     return manifest is not None and manifest.get("status") == "complete"
 
 
-def _prime_spool(config: StudyConfig, store: Any, run: RunSpec) -> None:
+def _prime_spool(config: StudyConfig, store: Any, run: RunSpec, paths: RunPaths) -> None:
     """Copy into the run's spool the scores the store holds for it (from ``gengen train``, or an earlier
     merge), so the run does not compute them again and its later merge cannot conflict with them."""
     stored = store.completed(run.model.name, run.key, study=config.name)
-    spool = RunSpool(config.run_dir(run), study=config.name)
+    spool = RunSpool(paths.folder, study=config.name)
     if stored - spool.completed(run.model.name, run.key):
         spool.write_scores(store.load(study=config.name, model=run.model.name, run=run.key))
 
 
-def merge_run(config: StudyConfig, store: Any, run: RunSpec, result: RunResult | None = None) -> int:
+def merge_run(
+    config: StudyConfig, store: Any, run: RunSpec, result: RunResult | None = None, *, paths: RunPaths | None = None
+) -> int:
     """Merge a finished run into the study's store: its scores in one transaction, then its manifest.
 
     Parameters
@@ -149,6 +156,8 @@ def merge_run(config: StudyConfig, store: Any, run: RunSpec, result: RunResult |
     result : RunResult, optional
         The worker's result: its ``scores`` and ``manifest`` are merged. Without one (or without scores in
         it) they are read from the run's spool.
+    paths : RunPaths, optional
+        The run's folder and files as planned (default: :meth:`RunPaths.for_run` of the run).
 
     Returns
     -------
@@ -160,7 +169,7 @@ def merge_run(config: StudyConfig, store: Any, run: RunSpec, result: RunResult |
     gengen.errors.GengenError
         The merged run lacks evaluations its manifest plans (the run is then not marked complete).
     """
-    spool = RunSpool(config.run_dir(run), study=config.name)
+    spool = RunSpool((paths or RunPaths.for_run(config, run)).folder, study=config.name)
     if result is not None and result.scores is not None:
         frame, manifest = pd.DataFrame.from_records(list(result.scores)), result.manifest
     else:
@@ -190,6 +199,7 @@ def execute_study(
     threads: int | None = None,
     models: Sequence[str] | None = None,
     log: Log = print,
+    plan: RunPlan | None = None,
 ) -> StudyExecution:
     """Fine-tune and score every unfinished run of a study through an executor, gathering all scores.
 
@@ -213,6 +223,9 @@ def execute_study(
         Only the runs of these models.
     log : callable
         Progress lines.
+    plan : RunPlan, optional
+        The runs to execute with their paths, as the caller planned them (``gengen train`` checks the run
+        folders before it trains); by default the runs of ``models``, planned here. Not with ``models``.
 
     Returns
     -------
@@ -222,6 +235,8 @@ def execute_study(
     ------
     ConfigError
         An unknown executor, model or a bad option value; the executor's package is missing.
+    ValueError
+        Both ``models`` and ``plan`` given.
     """
     from gengen.store.database import Store
 
@@ -231,24 +246,30 @@ def execute_study(
     settings = resolve_settings(config, executor=kind_asked, jobs=jobs, retries=retries, threads=threads)
     kind = given.name if given is not None else settings.kind
     task_threads = settings.threads or config.resources.cpus
-    runs = config.select_runs(models)
-    for run in runs:  # a damaged or planted state or spool file is refused before anything is written
-        read_state(config, run)
-        RunSpool(config.run_dir(run), study=config.name).records()
+    if plan is not None and models:
+        raise ValueError("execute_study: give the models or the plan of the runs, not both")
+    # Each run's folder and files, made once here (or by the caller) and passed on. A run folder leading outside
+    # the output, a damaged or planted state or spool file is refused before anything is written.
+    plan = plan if plan is not None else RunPlan.for_runs(config, config.select_runs(models))
+    runs = list(plan)
+    for run in runs:
+        read_state(plan.paths[run], run)
+        RunSpool(plan.paths[run].folder, study=config.name).records()
     store = Store(config.output, study=config.name)
     record = write_state if given is None or given.records_state else _no_state
     skipped: list[tuple[str, str]] = []
     queue: list[RunSpec] = []
-    for run in runs:
+    for run in plan:
+        paths = plan.paths[run]
         if _complete_in_store(store, run):
             skipped.append((run.model.name, run.key))
-            if (read_state(config, run) or {}).get("status") != "done":
-                record(config, run, "done", attempt=0, executor=kind)
+            if (read_state(paths, run) or {}).get("status") != "done":
+                record(paths, run, "done", attempt=0, executor=kind)
             continue
         if given is None or not given.writes_store:
-            _prime_spool(config, store, run)
-        if not (read_state(config, run) or {}).get("job_id"):
-            record(config, run, "pending", attempt=0, executor=kind)
+            _prime_spool(config, store, run, paths)
+        if not (read_state(paths, run) or {}).get("job_id"):
+            record(paths, run, "pending", attempt=0, executor=kind)
         queue.append(run)
     if skipped:
         log(f"{len(skipped)} of {len(runs)} runs already complete, skipped")
@@ -260,7 +281,7 @@ def execute_study(
         retried = settings.retries and not backend.writes_store  # the direct executor raises a failure
         log(f"{len(queue)} runs to {backend.name}" + (f", {settings.retries} retries each" if retried else ""))
         with backend:
-            merged = _drive(config, store, backend, queue, settings, task_threads, results, attempts, log, record)
+            merged = _drive(config, store, backend, queue, plan, settings, task_threads, results, attempts, log, record)
     return StudyExecution(
         executor=kind,
         results=results,
@@ -268,10 +289,11 @@ def execute_study(
         attempts=attempts,
         rows_merged=merged,
         seconds=time.perf_counter() - began,
+        plan=plan,
     )
 
 
-def _no_state(config: StudyConfig, run: RunSpec, status: str, **fields: Any) -> None:
+def _no_state(paths: RunPaths, run: RunSpec, status: str, **fields: Any) -> None:
     """Stands for :func:`write_state` in the processes that leave run state to another."""
 
 
@@ -280,6 +302,7 @@ def _drive(
     store: Any,
     backend: Executor,
     queue: list[RunSpec],
+    plan: RunPlan,
     settings: ExecutorConfig,
     threads: int,
     results: dict[tuple[str, str], RunResult],
@@ -293,11 +316,11 @@ def _drive(
     waiting: list[RunSpec] = []
     flight: list[tuple[Any, RunTask]] = []
     for run in queue:
-        state = read_state(config, run) or {}
+        state = read_state(plan.paths[run], run) or {}
         handle = None
         if state.get("executor") == backend.name and state.get("job_id") and state.get("status") != "failed":
             attempt = max(1, int(state.get("attempt", 1)))
-            task = RunTask(config, run, attempt, threads)
+            task = RunTask(config, run, attempt, threads, plan.paths[run])
             handle = backend.reattach(task, str(state["job_id"]))
         if handle is None:
             waiting.append(run)
@@ -310,12 +333,12 @@ def _drive(
             run = waiting.pop(0)
             key = (run.model.name, run.key)
             attempts[key] = attempts.get(key, 0) + 1
-            task = RunTask(config, run, attempts[key], threads)
-            record(config, run, "pending", attempt=task.attempt, executor=backend.name)
+            task = RunTask(config, run, attempts[key], threads, plan.paths[run])
+            record(task.paths, run, "pending", attempt=task.attempt, executor=backend.name)
             handle = backend.submit(task)
             job_id = backend.job_id(handle)
             if job_id is not None:
-                record(config, run, "pending", attempt=task.attempt, executor=backend.name, job_id=job_id)
+                record(task.paths, run, "pending", attempt=task.attempt, executor=backend.name, job_id=job_id)
             flight.append((handle, task))
         finished = set(backend.wait([handle for handle, _ in flight]))
         for position in sorted(finished):
@@ -327,22 +350,22 @@ def _drive(
                 rows = result.rows_written
             elif result.ok:
                 try:
-                    rows = merge_run(config, store, run, result)
+                    rows = merge_run(config, store, run, result, paths=task.paths)
                 except GengenError as error:
                     result = replace(result, ok=False, error=str(error))
             results[key] = result
             if result.ok:
                 merged += rows
-                record(config, run, "done", attempt=task.attempt, executor=backend.name, worker=result.host)
+                record(task.paths, run, "done", attempt=task.attempt, executor=backend.name, worker=result.host)
                 how = "written" if backend.writes_store else "merged"
                 log(f"{task.label}: done ({rows} scores {how}, {result.seconds:.1f} s on {result.host})")
             elif task.attempt <= settings.retries:
-                record(config, run, "pending", attempt=task.attempt, error=result.error, executor=backend.name)
+                record(task.paths, run, "pending", attempt=task.attempt, error=result.error, executor=backend.name)
                 log(f"{task.label}: attempt {task.attempt} failed ({result.error}); retrying")
                 waiting.append(run)
             else:
                 record(
-                    config,
+                    task.paths,
                     run,
                     "failed",
                     attempt=task.attempt,

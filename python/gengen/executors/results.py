@@ -3,9 +3,9 @@
 submitit hands a job's return value back as a pickle in its folder (``slurm/<job>/<job>_0_result.pkl``), and
 unpickling runs whatever code the pickle names. The folder is the user's, so a planted or swapped pickle would
 run when the driver reattaches to the job. The Slurm executor therefore never reads submitit's pickles: each
-job writes its :class:`~gengen.executors.base.RunResult` here as plain JSON (with the job id and attempt it
-belongs to), and the driver reads it back through :func:`read_result`, which checks every field's type and
-that the file belongs to the job and run it is read for.
+job writes its :class:`~gengen.executors.base.RunResult` here (the run's :attr:`~gengen.study.paths.RunPaths.result`)
+as plain JSON (with the job id and attempt it belongs to), and the driver reads it back through
+:func:`read_result`, which checks every field's type and that the file belongs to the job and run it is read for.
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ from typing import Any
 from gengen.errors import InputError
 from gengen.executors.base import RunResult
 from gengen.executors.spool import write_json_atomic
-from gengen.study.config import RunSpec, StudyConfig
+from gengen.study.paths import RESULT_FILE
 
-__all__ = ["RESULT_FILE", "RESULT_FORMAT", "read_result", "result_path", "write_result"]
+__all__ = ["RESULT_FILE", "RESULT_FORMAT", "read_result", "write_result"]
 
-RESULT_FILE = "result.json"
 RESULT_FORMAT = "gengen-run-result/1"
 """The ``format`` field of a result file (a later layout changes the number)."""
 
@@ -41,11 +40,6 @@ _FIELDS: dict[str, tuple[type, ...]] = {
     "manifest": (dict, type(None)),
     "resumed_from": (int, type(None)),
 }
-
-
-def result_path(config: StudyConfig, run: RunSpec) -> Path:
-    """Where the jobs of ``run`` leave their result."""
-    return config.run_dir(run) / RESULT_FILE
 
 
 def write_result(path: Path, result: RunResult, *, job_id: str, attempt: int) -> None:

@@ -21,8 +21,7 @@ from typing import Any
 
 from gengen.errors import ConfigError, InputError
 from gengen.executors.base import Executor, RunResult, RunTask, failure
-from gengen.executors.results import read_result, result_path, write_result
-from gengen.executors.state import STATE_FILE
+from gengen.executors.results import read_result, write_result
 from gengen.executors.worker import execute_run
 from gengen.study.tables import ExecutorConfig, ResourcesConfig
 
@@ -58,8 +57,7 @@ def run_job(task: RunTask) -> None:
     """
     result = execute_run(task)
     if os.environ.get("RANK", "0") == "0":
-        path = result_path(task.config, task.run)
-        write_result(path, result, job_id=_this_job_id(), attempt=task.attempt)
+        write_result(task.paths.result, result, job_id=_this_job_id(), attempt=task.attempt)
 
 
 def slurm_parameters(settings: ExecutorConfig, resources: ResourcesConfig) -> dict[str, Any]:
@@ -147,9 +145,8 @@ class SlurmExecutor(Executor):
         if self.settings.cluster != "slurm":
             return None  # submitit's local jobs die with their driver
         if not SLURM_JOB_ID.fullmatch(job_id):
-            state = task.config.run_dir(task.run) / STATE_FILE
             raise InputError(
-                f"{state}: job_id {job_id[:80]!r} is not a Slurm job id (digits, or digits_digits); "
+                f"{task.paths.state}: job_id {job_id[:80]!r} is not a Slurm job id (digits, or digits_digits); "
                 "delete the file to submit the run afresh"
             )
         import submitit
@@ -174,7 +171,7 @@ class SlurmExecutor(Executor):
     def _left_result(self, task: RunTask, job_id: str) -> bool:
         """Whether job ``job_id`` has written its result file (a damaged one counts: result() reports it)."""
         try:
-            return read_result(result_path(task.config, task.run), job_id=job_id, **_names(task)) is not None
+            return read_result(task.paths.result, job_id=job_id, **_names(task)) is not None
         except InputError:
             return True
 
@@ -196,7 +193,7 @@ class SlurmExecutor(Executor):
         """The run's result from the job's result file, or a failure when the job left none (it died: time
         limit, out of memory, cancelled) or a damaged one. submitit's result pickle is never read."""
         job_id = str(handle.job_id)
-        path = result_path(task.config, task.run)
+        path = task.paths.result
         deadline = time.monotonic() + self.result_wait
         while True:
             try:

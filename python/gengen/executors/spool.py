@@ -29,14 +29,9 @@ import pandas as pd
 from gengen._files import inside
 from gengen.errors import InputError
 from gengen.store.database import KEY, normalise_scores
+from gengen.study.paths import MANIFEST_FILE, SPOOL_DIR, RunPaths
 
 __all__ = ["MANIFEST_FILE", "SPOOL_DIR", "RunSpool", "read_json", "write_json_atomic"]
-
-SPOOL_DIR = "scores"
-"""The folder, inside a run folder, holding the run's score batches."""
-
-MANIFEST_FILE = "manifest.json"
-"""The run's manifest (what :meth:`gengen.store.database.Store.write_manifest` would have stored)."""
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -91,13 +86,15 @@ class RunSpool:
     Parameters
     ----------
     folder : Path
-        The run folder (:meth:`gengen.study.config.StudyConfig.run_dir`).
+        The run folder (:attr:`gengen.study.paths.RunPaths.folder`); the spool and manifest are where
+        :meth:`~gengen.study.paths.RunPaths.in_folder` puts them.
     study : str
         The study of rows written without one.
     """
 
     def __init__(self, folder: str | os.PathLike[str], *, study: str):
         self.folder = Path(folder)
+        self.paths = RunPaths.in_folder(self.folder)
         self.study = study
         self._keys: set[tuple[Any, ...]] | None = None
 
@@ -105,7 +102,7 @@ class RunSpool:
         return f"RunSpool({str(self.folder)!r}, study={self.study!r})"
 
     def _batches(self) -> list[Path]:
-        spool = self.folder / SPOOL_DIR
+        spool = self.paths.spool
         if not spool.is_dir():
             return []
         return sorted(p for p in spool.iterdir() if p.suffix == ".json" and not p.name.startswith("."))
@@ -157,7 +154,7 @@ class RunSpool:
 
     def manifest(self, model: str, run: str) -> dict[str, Any] | None:
         """The run's manifest, or None before the run wrote one."""
-        found = read_json(self.folder / MANIFEST_FILE)
+        found = read_json(self.paths.manifest)
         return found if isinstance(found, dict) else None
 
     def write_manifest(self, model: str, run: str, manifest: Mapping[str, Any]) -> None:

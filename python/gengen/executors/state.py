@@ -19,6 +19,7 @@ from typing import Any
 from gengen.errors import InputError
 from gengen.executors.spool import RunSpool, read_json, write_json_atomic
 from gengen.study.config import RunSpec, StudyConfig
+from gengen.study.paths import STATE_FILE, RunPaths, RunPlan
 
 __all__ = [
     "JOB_ID_PATTERN",
@@ -31,7 +32,6 @@ __all__ = [
     "write_state",
 ]
 
-STATE_FILE = "state.json"
 STATUSES = ("pending", "running", "done", "failed")
 
 JOB_ID_PATTERN = re.compile(r"[A-Za-z0-9_]{1,64}")
@@ -59,8 +59,17 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def write_state(config: StudyConfig, run: RunSpec, status: str, **fields: Any) -> None:
-    """Record ``status`` (one of :data:`STATUSES`) and ``fields`` as the run's state, replacing the last."""
+def _paths(where: RunPaths | StudyConfig, run: RunSpec) -> RunPaths:
+    """The run's paths as planned, or, given the study itself, the run's paths in it."""
+    return where if isinstance(where, RunPaths) else RunPaths.for_run(where, run)
+
+
+def write_state(where: RunPaths | StudyConfig, run: RunSpec, status: str, **fields: Any) -> None:
+    """Record ``status`` (one of :data:`STATUSES`) and ``fields`` as the run's state, replacing the last.
+
+    ``where`` is the run's :class:`~gengen.study.paths.RunPaths` as the driver planned them (or the study, for a
+    caller outside a planned run: the run's paths are then made from it).
+    """
     if status not in STATUSES:
         raise ValueError(f"status: expected one of {', '.join(STATUSES)}, got {status!r}")
     record = {
@@ -72,7 +81,7 @@ def write_state(config: StudyConfig, run: RunSpec, status: str, **fields: Any) -
         "pid": os.getpid(),
         **fields,
     }
-    write_json_atomic(config.run_dir(run) / STATE_FILE, record)
+    write_json_atomic(_paths(where, run).state, record)
 
 
 def check_state(path: Path, record: Any) -> dict[str, Any]:
@@ -105,15 +114,17 @@ def check_state(path: Path, record: Any) -> dict[str, Any]:
     return record
 
 
-def read_state(config: StudyConfig, run: RunSpec) -> dict[str, Any] | None:
+def read_state(where: RunPaths | StudyConfig, run: RunSpec) -> dict[str, Any] | None:
     """The run's last recorded state, or None when it has none.
+
+    ``where`` is the run's :class:`~gengen.study.paths.RunPaths` (or the study, as for :func:`write_state`).
 
     Raises
     ------
     InputError
         The state file is not a JSON object of the expected fields (damaged, or written by something else).
     """
-    path = config.run_dir(run) / STATE_FILE
+    path = _paths(where, run).state
     if not path.exists() and not path.is_symlink():
         return None
     if not path.is_file():  # a folder, a FIFO (reading it would block), a dangling link
@@ -210,10 +221,11 @@ def study_status(config: StudyConfig, store: Any = None) -> list[RunStatus]:
 
     grid = {(t.name, m) for t in config.testsets for m in config.evaluation.metrics}
     out = []
-    for run in config.runs():
-        run_dir = config.run_dir(run)
-        done = RunSpool(run_dir, study=config.name).completed(run.model.name, run.key)
-        state = read_state(config, run) or {}
+    plan = RunPlan.for_runs(config, config.runs())
+    for run in plan:
+        paths = plan.paths[run]
+        done = RunSpool(paths.folder, study=config.name).completed(run.model.name, run.key)
+        state = read_state(paths, run) or {}
         manifest = None
         if not state or not done:  # not trained through an executor (``gengen train``, say): the store knows
             if store is None and (config.output / DB_NAME).is_file():
@@ -225,7 +237,7 @@ def study_status(config: StudyConfig, store: Any = None) -> list[RunStatus]:
         for step, testset, metric in done:
             steps.setdefault(step, set()).add((testset, metric))
         stored = sum(1 for pairs in steps.values() if grid <= pairs)
-        record = read_json(Path(run_dir) / "run.json")
+        record = read_json(paths.record)
         planned = len(record["evaluation_steps"]) if isinstance(record, dict) else None
         status = state.get("status")
         if status is None:

@@ -41,9 +41,10 @@ def _train_over_processes(task: RunTask, log: Callable[[str], None]) -> _Outcome
     train it data parallel under torchrun, one process per GPU (without CUDA: CPU processes), into the same
     spool. None when this process is already one of several (torchrun, a Slurm job's tasks) or one GPU suffices.
 
-    The processes get the study file's path, the run's key and the study's output folder (which ``gengen run
-    --out`` may have moved away from the file's ``[study] output``), never a pickle: nothing in the study folder
-    is executed, and every process writes where the driver reads.
+    The processes get the study file's path, the run's key, the study's output folder (which ``gengen run
+    --out`` may have moved away from the file's ``[study] output``) and the run's paths as the driver planned
+    them (:meth:`~gengen.study.paths.RunPaths.to_json`), never a pickle: nothing in the study folder is executed,
+    and every process writes where the driver reads.
     """
     from gengen.errors import ConfigError
 
@@ -54,7 +55,7 @@ def _train_over_processes(task: RunTask, log: Callable[[str], None]) -> _Outcome
         raise ConfigError("resources.gpus > 1: the study must be loaded from its file (the processes read it)")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}"]
     command += ["-m", "gengen.executors.worker", str(task.config.source), task.run.model.name, task.run.key]
-    command += [str(task.threads), str(task.config.output)]
+    command += [str(task.threads), str(task.config.output), json.dumps(task.paths.to_json())]
     finished = subprocess.run(command, capture_output=True, text=True, check=False)
     reported = [line for line in finished.stdout.splitlines() if line.startswith(OUTCOME_PREFIX)]
     for line in finished.stdout.splitlines():
@@ -72,14 +73,16 @@ def _process_main(argv: list[str]) -> None:
     import torch
 
     from gengen.study.config import load_config
+    from gengen.study.paths import RunPaths
     from gengen.training.train import train_run
 
-    path, model, key, threads, output = argv
+    path, model, key, threads, output, planned = argv
     config = load_config(path, output=output)
     run = next(r for r in config.runs() if r.model.name == model and r.key == key)
+    paths = RunPaths.from_json(json.loads(planned))
     torch.set_num_threads(int(threads))
-    spool = RunSpool(config.run_dir(run), study=config.name)
-    outcome = train_run(config, run, store=spool, log=_print, progress=False)
+    spool = RunSpool(paths.folder, study=config.name)
+    outcome = train_run(config, run, store=spool, paths=paths, log=_print, progress=False)
     if os.environ.get("RANK", "0") == "0":
         _print(OUTCOME_PREFIX + json.dumps({"rows_written": outcome.rows_written, "skipped": outcome.skipped}))
     if torch.distributed.is_initialized():
@@ -115,22 +118,22 @@ def execute_run(task: RunTask, log: Callable[[str], None] = _print) -> RunResult
     RunResult
         ``ok`` with the rows written, or the error as one line with its traceback.
     """
-    config, run = task.config, task.run
+    config, run, paths = task.config, task.run, task.paths
     start = time.perf_counter()
     try:
         _join_slurm_tasks()
-        job_id = os.environ.get("SLURM_JOB_ID") or (read_state(config, run) or {}).get("job_id")
+        job_id = os.environ.get("SLURM_JOB_ID") or (read_state(paths, run) or {}).get("job_id")
         if os.environ.get("RANK", "0") == "0":  # one writer of the run's state
-            write_state(config, run, "running", attempt=task.attempt, **({"job_id": job_id} if job_id else {}))
+            write_state(paths, run, "running", attempt=task.attempt, **({"job_id": job_id} if job_id else {}))
         import torch
 
         from gengen.training.train import train_run
 
         torch.set_num_threads(task.threads)
-        spool = RunSpool(config.run_dir(run), study=config.name)
+        spool = RunSpool(paths.folder, study=config.name)
         outcome: Reported | None = _train_over_processes(task, log)
         if outcome is None:
-            outcome = train_run(config, run, store=spool, log=log, progress=False)
+            outcome = train_run(config, run, store=spool, paths=paths, log=log, progress=False)
         scores = tuple(spool.records())
         manifest = spool.manifest(run.model.name, run.key)
     except Exception as error:  # a failed run is reported, never raised: the other runs go on

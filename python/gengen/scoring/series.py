@@ -501,7 +501,8 @@ def score_after_training(
     ----------
     config : StudyConfig
     runs : sequence of RunSpec
-        The runs trained.
+        The runs trained: the :class:`gengen.study.paths.RunPlan` of their execution
+        (:attr:`gengen.executors.StudyExecution.plan`), so the backend finds each run's folder as planned.
     trust_task_code : bool
         ``--trust-task-code`` of the run.
     log : callable

@@ -287,6 +287,8 @@ class StudyConfig:
         """The folder of a run's checkpoints and records: ``output/runs/<model folder>/<run key>``.
 
         The model's folder is :func:`safe_folder_name` of its name, so no name can lead outside ``output``.
+        gengen calls this once per run, when it plans the run (:meth:`gengen.study.paths.RunPaths.for_run`), and
+        passes the :class:`~gengen.study.paths.RunPaths` on.
         """
         from gengen._files import inside
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 import os
 import random
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gengen.errors import InputError
 
 if TYPE_CHECKING:
-    from gengen.study.config import RunSpec, StudyConfig
+    from gengen.study.paths import RunPaths
 
 __all__ = [
     "CHECKPOINT_PREFIX",
@@ -47,8 +47,10 @@ def _refuse_link(path: Path) -> None:
         )
 
 
-def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
-    """The checkpoints of a run folder as (step, folder), by step; only those with a trainer state.
+def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
+    """The checkpoints in ``folder`` as (step, checkpoint folder), by step; only those with a trainer state.
+
+    ``folder`` is a run's :attr:`~gengen.study.paths.RunPaths.checkpoints` (its run folder).
 
     Raises
     ------
@@ -56,8 +58,8 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
         An entry named like a checkpoint (or its temporary folder) is a symbolic link.
     """
     found = []
-    if run_dir.is_dir():
-        for path in run_dir.iterdir():
+    if folder.is_dir():
+        for path in folder.iterdir():
             name = path.name.lstrip(".")
             if not name.startswith(CHECKPOINT_PREFIX):
                 continue
@@ -68,17 +70,22 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def check_run_folders(config: StudyConfig, runs: Sequence[RunSpec]) -> None:
-    """Before anything loads: every run folder stays in the study's output and holds no linked checkpoint.
+def check_run_folders(paths: Iterable[RunPaths]) -> None:
+    """Before anything loads: no run's checkpoints folder holds a linked checkpoint.
+
+    Parameters
+    ----------
+    paths : iterable of RunPaths
+        The runs' paths as planned (:meth:`gengen.study.paths.RunPaths.for_run`, which refuses a run folder
+        leading outside the study's output).
 
     Raises
     ------
-    ConfigError or InputError
-        A run folder leads outside the output (:meth:`gengen.study.config.StudyConfig.run_dir`), or a checkpoint
-        entry is a symbolic link, naming the path.
+    InputError
+        A checkpoint entry is a symbolic link, naming the path.
     """
-    for run in runs:
-        list_checkpoints(config.run_dir(run))
+    for run in paths:
+        list_checkpoints(run.checkpoints)
 
 
 def _remove(path: Path) -> None:
@@ -110,7 +117,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(
-    run_dir: Path,
+    folder: Path,
     step: int,
     model: Any,
     tokenizer: Any,
@@ -124,6 +131,8 @@ def save_checkpoint(
 ) -> None:
     """Write ``checkpoint-<step>`` atomically (a temporary folder renamed), then prune older ones.
 
+    ``folder`` is the run's :attr:`~gengen.study.paths.RunPaths.checkpoints`.
+
     The folder is a loadable model with its tokenizer (so ``gengen score`` can read it alone) plus
     ``trainer_state.pt``: optimizer, scheduler, grad scaler and RNG states, the step and the tokens seen, as
     tensors and plain containers only, so that :func:`load_trainer_state` reads it without running code.
@@ -131,8 +140,8 @@ def save_checkpoint(
     """
     import torch
 
-    final = run_dir / f"{CHECKPOINT_PREFIX}{step}"
-    tmp = run_dir / f".{CHECKPOINT_PREFIX}{step}.tmp"
+    final = folder / f"{CHECKPOINT_PREFIX}{step}"
+    tmp = folder / f".{CHECKPOINT_PREFIX}{step}.tmp"
     _remove(tmp)
     if model_state is not None:
         model.save_pretrained(tmp, state_dict=model_state)
@@ -151,7 +160,7 @@ def save_checkpoint(
     _remove(final)
     os.replace(tmp, final)
     if keep != "all":
-        for old_step, path in list_checkpoints(run_dir):
+        for old_step, path in list_checkpoints(folder):
             if old_step < step:
                 _remove(path)
 

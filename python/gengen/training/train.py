@@ -25,7 +25,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,6 +49,7 @@ from gengen.scoring.score import EncodedTestset, encode_testsets
 from gengen.scoring.series import SeriesLabels, training_backend
 from gengen.study.config import RunIdentity, RunSpec, StudyConfig
 from gengen.study.families import family_for
+from gengen.study.paths import RunPaths
 from gengen.study.schedule import (
     evaluation_steps,
     learning_rate_factor,
@@ -178,7 +178,7 @@ def _answer_loss(logits: torch.Tensor, gold: torch.Tensor, answers: tuple[int, i
 
 
 def _write_run_record(
-    run_dir: Path, config: StudyConfig, run: RunSpec, total: int, steps: list[int], n_train: int
+    paths: RunPaths, config: StudyConfig, run: RunSpec, total: int, steps: list[int], n_train: int
 ) -> dict[str, Any]:
     record = {
         "study": config.name,
@@ -195,8 +195,8 @@ def _write_run_record(
         "packages": _package_versions(),
         "argv": sys.argv,
     }
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "run.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
+    paths.folder.mkdir(parents=True, exist_ok=True)
+    paths.record.write_text(json.dumps(record, indent=2, default=str) + "\n")
     return record
 
 
@@ -263,6 +263,9 @@ class Trainer:
         Show a progress bar when the output is a terminal.
     world : World, optional
         The processes training this run together (default: :func:`current_world`).
+    paths : RunPaths, optional
+        The run's folder, record and checkpoints, as the study driver planned them (default:
+        :meth:`RunPaths.for_run` of the run, for a trainer made outside a study's execution).
     """
 
     # Built by resume():
@@ -286,6 +289,7 @@ class Trainer:
         log: Log = print,
         progress: bool = True,
         world: World | None = None,
+        paths: RunPaths | None = None,
     ):
         self.started = time.perf_counter()
         self.world = world or current_world()
@@ -300,7 +304,7 @@ class Trainer:
         self.steps = evaluation_steps(config.evaluation, self.total)
         self.metrics = list(config.evaluation.metrics)
         self.done = store.completed(run.model.name, run.key)
-        self.run_dir = config.run_dir(run)
+        self.paths = paths or RunPaths.for_run(config, run)
         self.strategy: Strategy = strategy_for(self.world, self.training)
         self.record: dict[str, Any] = {}
         self.state = TrainerState()
@@ -339,14 +343,14 @@ class Trainer:
             The step training restarts from (0: the start).
         """
         run, training, world = self.run, self.training, self.world
-        checkpoints = list_checkpoints(self.run_dir)  # listed by every process before process 0 can add one
+        checkpoints = list_checkpoints(self.paths.checkpoints)  # listed by every process before process 0 can add one
         world.barrier()
         if world.main:
-            self.record = _write_run_record(self.run_dir, self.config, run, self.total, self.steps, len(self.train_set))
+            self.record = _write_run_record(self.paths, self.config, run, self.total, self.steps, len(self.train_set))
             if world.size > 1:
                 self.log(f"{run.model.name} {run.key}: trained {self.strategy.name} over {world.size} processes")
             self.store.write_manifest(
-                run.model.name, run.key, {**self.record, "status": "running", "run_dir": str(self.run_dir)}
+                run.model.name, run.key, {**self.record, "status": "running", "run_dir": str(self.paths.folder)}
             )
 
         self.device = select_device(training.device)
@@ -476,7 +480,7 @@ class Trainer:
         gathered = self.strategy.gather(self.model, self.optimizer)
         if self.world.main:
             save_checkpoint(
-                self.run_dir,
+                self.paths.checkpoints,
                 step,
                 self.model,
                 self.tokenizer,
@@ -553,12 +557,12 @@ class Trainer:
             self.release()
             return self.outcome(0)
         if self.training.keep_checkpoints == "none":
-            for _, path in list_checkpoints(self.run_dir):
+            for _, path in list_checkpoints(self.paths.checkpoints):
                 shutil.rmtree(path, ignore_errors=True)
         self.store.write_manifest(
             run.model.name,
             run.key,
-            {**self.record, "status": "complete", "run_dir": str(self.run_dir), "tokens": self.state.tokens},
+            {**self.record, "status": "complete", "run_dir": str(self.paths.folder), "tokens": self.state.tokens},
         )
         outcome = self.outcome(self.state.written)
         self.log(
@@ -586,7 +590,7 @@ def train_run(config: StudyConfig, run: RunSpec, **options: Any) -> RunOutcome:
         One of ``config.runs()``.
     **options
         The trainer's keywords: ``store`` (required: where scores and the run's manifest go), ``context``,
-        ``log``, ``progress`` and ``world``, as :class:`Trainer` documents them.
+        ``log``, ``progress``, ``world`` and ``paths``, as :class:`Trainer` documents them.
 
     Returns
     -------

@@ -571,7 +571,7 @@ def score_trained_runs(
 
     What ``gengen train`` and ``gengen run`` do after training such a study. A run's series is its model before
     training (step 0: ``model.path``, as the training's own step-0 evaluation) followed by every
-    ``checkpoint-<step>`` kept in its run folder (:meth:`gengen.study.config.StudyConfig.run_dir`; with
+    ``checkpoint-<step>`` kept in its run folder (:attr:`gengen.study.paths.RunPaths.checkpoints`; with
     ``training.checkpoint_every`` only the steps saved). Each series goes through :func:`score_with_lm_eval`
     with the study's settings, device, precision and ``device_map``, under the run's model and run key, so it is
     resumable per checkpoint × task like ``gengen score``.
@@ -581,7 +581,8 @@ def score_trained_runs(
     config : StudyConfig
         The study (``evaluation.backend = "lm-eval"``, ``training.keep_checkpoints = "all"``).
     runs : sequence of RunSpec
-        The trained runs to score.
+        The trained runs to score: a :class:`gengen.study.paths.RunPlan` (the runs with their paths as the study
+        driver planned them), or runs whose paths are then made from ``config``.
     trust_task_code : bool
         Let the study's task folders run code (``--trust-task-code`` of ``gengen train``/``run``).
     log : callable
@@ -603,13 +604,15 @@ def score_trained_runs(
 
     from gengen.scoring.score import Checkpoint, find_checkpoints
     from gengen.store.database import Store
+    from gengen.study.paths import RunPlan
 
     check_trainable_with_lm_eval(config, trust_task_code=trust_task_code)
+    plan = runs if isinstance(runs, RunPlan) else RunPlan.for_runs(config, runs)
     settings = study_settings(config.evaluation, trust_task_code=trust_task_code)
     store = Store(config.output, study=config.name)
     written = []
-    for run in runs:
-        folder = config.run_dir(run)
+    for run in plan:
+        folder = plan.paths[run].checkpoints
         saved = (
             [c for c in find_checkpoints([folder]) if not Path(c.path).name.startswith(".")] if folder.is_dir() else []
         )
