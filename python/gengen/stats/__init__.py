@@ -60,7 +60,9 @@ if TYPE_CHECKING:
         ControlChoice as ControlChoice,
         CurvatureTest as CurvatureTest,
         choose_control as choose_control,
+        choose_pooled_control as choose_pooled_control,
         curvature_test as curvature_test,
+        stouffer_curvature as stouffer_curvature,
     )
     from gengen.stats.controls import (
         Gam as Gam,

@@ -4,8 +4,11 @@ r"""Which control a run needs: is the in-domain (ID) effect on the test sets str
 control suffices or the capped GAM control (:func:`~gengen.stats.gam.gam_fit`) is needed: each test set's
 dependence on ID is tested for curvature (:func:`curvature_test`, the squared-ID term of a quadratic
 regression, with the checkpoints' AR(1) autocorrelation taken into account), and the GAM is chosen when at
-least half of the test sets, and at least two, are curved at a Benjamini–Hochberg level. ``fit="auto"`` in the
-analysis calls it once per group.
+least half of the test sets, and at least two, are curved at a Benjamini–Hochberg level.
+:func:`choose_pooled_control` makes the same choice once for several runs of one condition (seeds), from their
+curvature tests combined per test set (:func:`stouffer_curvature`); ``fit="auto"`` in the analysis calls it once
+per pooling cell, so every seed of a condition gets the same control and no seed's control follows its own noise
+(docs/calibration.md, "The automatic control").
 """
 
 from __future__ import annotations
@@ -21,7 +24,15 @@ from gengen.errors import InvalidArgumentError
 from gengen.stats.options import Fit
 from gengen.stats.validation import as_covar, as_float_array
 
-__all__ = ["MAX_PHI", "ControlChoice", "CurvatureTest", "choose_control", "curvature_test"]
+__all__ = [
+    "MAX_PHI",
+    "ControlChoice",
+    "CurvatureTest",
+    "choose_control",
+    "choose_pooled_control",
+    "curvature_test",
+    "stouffer_curvature",
+]
 
 #: The largest AR(1) coefficient the curvature test corrects for: the Prais–Winsten transform of a series this
 #: close to a random walk keeps about 1/7 of each checkpoint's information.
@@ -357,3 +368,103 @@ def choose_control(scores: ArrayLike, covar: ArrayLike, *, alpha: float = 0.05) 
     control_name = "GAM control" if fit == "gam" else "linear control"
     reason = f"{n_curved} of {n_columns} test sets curve in ID (BH {alpha:g}); {control_name}"
     return ControlChoice(fit, n_curved, n_columns, reason, test, adjusted)
+
+
+def stouffer_curvature(tests: list[CurvatureTest]) -> NDArray[np.float64]:
+    r"""Each test set's curvature p-value over several runs: Stouffer's combination of the runs' signed tests.
+
+    Parameters
+    ----------
+    tests : list of CurvatureTest
+        One per run, each over the same m test sets (NaN where a run could not test one).
+
+    Returns
+    -------
+    ndarray of shape (m,)
+        Two-sided p-value of :math:`Z_j = \sum_r z_{rj} / \sqrt{R_j}` (NaN where no run tested the set).
+
+    Notes
+    -----
+    Run r's t statistic :math:`t_{rj}` on :math:`n_r - 3` degrees of freedom becomes the normal score with the
+    same one-sided tail, :math:`z_{rj} = \operatorname{sign}(t_{rj})\,\Phi^{-1}(1 - p_{rj}/2)` with :math:`p_{rj}`
+    its two-sided p-value; the :math:`R_j` runs that tested set j add up. Seeds of one condition share the
+    curve of their ID effect, so the signs agree where the curvature is real and the evidence grows as
+    :math:`\sqrt{R_j}`; noise of either sign cancels. With one run the p-value is that run's own.
+
+    References
+    ----------
+    Stouffer, S. A., Suchman, E. A., DeVinney, L. C., Star, S. A. & Williams, R. M. (1949). *The American
+    Soldier*, vol. 1. Princeton University Press.
+    """
+    if not tests:
+        raise InvalidArgumentError("tests: at least one run's curvature test is needed")
+    m = tests[0].p_value.size
+    if any(test.p_value.size != m for test in tests):
+        raise InvalidArgumentError("tests: every run must test the same test sets")
+    total, count = np.zeros(m), np.zeros(m)
+    for test in tests:
+        finite = np.isfinite(test.p_value) & np.isfinite(test.statistic)
+        for j in np.flatnonzero(finite):
+            total[j] += math.copysign(-_core.normal_quantile(float(test.p_value[j]) / 2.0), test.statistic[j])
+            count[j] += 1
+    p_value = np.full(m, np.nan)
+    for j in np.flatnonzero(count):
+        p_value[j] = _core.normal_two_sided(float(total[j] / math.sqrt(count[j])))
+    return p_value
+
+
+def choose_pooled_control(tests: list[CurvatureTest], *, alpha: float = 0.05, unit: str = "run") -> ControlChoice:
+    r"""One control for several runs of one condition (seeds), from their pooled curvature evidence.
+
+    Parameters
+    ----------
+    tests : list of CurvatureTest
+        Each run's :func:`curvature_test`, over the same m test sets in the same order (NaN where a run could
+        not test one).
+    alpha : float, default 0.05
+        Benjamini–Hochberg level of the pooled per-test-set curvature tests.
+    unit : str, default "run"
+        What the runs are called in ``reason``.
+
+    Returns
+    -------
+    ControlChoice
+        As :func:`choose_control`; ``test`` is the first run's test when there is one run, else None (the runs'
+        tests are pooled); ``adjusted`` the BH-adjusted pooled p-values.
+
+    Notes
+    -----
+    The runs' tests are combined per test set by :func:`stouffer_curvature`; then :func:`choose_control`'s rule
+    on the pooled p-values: the GAM when at least :math:`\max(\min(2, m'), \lceil m'/2 \rceil)` of the
+    :math:`m'` testable sets curve at BH level ``alpha``. With one run it is :func:`choose_control`. Every run of
+    the condition gets the same control, so a seed's control does not follow its own noise, and a curvature the
+    seeds share, too weak to see in any one of them, is seen in their sum.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gengen.stats.control_choice import choose_pooled_control, curvature_test
+    >>> z = np.linspace(0, 1, 30)
+    >>> tests = [curvature_test(np.sqrt(z)[:, None] + 0.01 * np.cos(np.outer(np.arange(30), [2.1 + s, 1.3 + s])), z)
+    ...          for s in (0.0, 0.4)]
+    >>> choose_pooled_control(tests, unit="seed").reason
+    '2 of 2 test sets curve in ID over 2 seeds (Stouffer, BH 0.05); GAM control'
+    """
+    if not (isinstance(alpha, float | int) and 0.0 < float(alpha) < 1.0):
+        raise InvalidArgumentError(f"alpha: must lie strictly between 0 and 1, got {alpha!r}")
+    pooled = stouffer_curvature(tests)
+    tested = np.isfinite(pooled)
+    n_columns = int(tested.sum())
+    adjusted = np.full(pooled.size, np.nan)
+    first = tests[0] if len(tests) == 1 else None
+    where = f" over {len(tests)} {unit}s (Stouffer, BH {alpha:g})" if len(tests) > 1 else f" (BH {alpha:g})"
+    if n_columns == 0:
+        reason = "too few checkpoints or ID values to test for curvature; linear control"
+        return ControlChoice("linear", 0, 0, reason, first, adjusted)
+    adjusted[tested] = _core.p_adjust(np.ascontiguousarray(pooled[tested]), "BH")
+    n_curved = int((adjusted[tested] <= alpha).sum())
+    needed = max(min(2, n_columns), math.ceil(n_columns / 2))
+    fit: Fit = "gam" if n_curved >= needed else "linear"
+    control_name = "GAM control" if fit == "gam" else "linear control"
+    reason = f"{n_curved} of {n_columns} test sets curve in ID{where}; {control_name}"
+    return ControlChoice(fit, n_curved, n_columns, reason, first, adjusted)
