@@ -3,16 +3,20 @@
 Each replicate table is analysed with the default sieve path under every rule below, and under the line (for
 the correlation between "the rule chose the GAM" and "the linear control's test rejected"):
 
-- ``per-run``: the choice of commit 68c728c — each run's own curvature test (``choose_control``);
-- ``pooled``: one choice per pooling cell from all its runs' curvature tests, Stouffer-combined per test set
-  (``gengen.analyse.core.group_controls``, this branch's default); the same as ``per-run`` for single runs;
-- ``pooled-lenient``: pooled, but the GAM as soon as min(2, m') test sets curve at an unadjusted 0.20;
+- ``per-run``: the choice of commit 68c728c — each run's own curvature test (``choose_control``: BH 0.05, the
+  GAM when at least max(min(2, m'), ⌈m'/2⌉) test sets curve);
+- ``pooled``: one choice per pooling cell from all its runs' curvature tests, Stouffer-combined per test set,
+  then the same rule (BH 0.05); the same as ``per-run`` for single runs;
+- ``pooled-lenient``: pooled, a set counted as curved at an unadjusted 0.20, the same floor and majority
+  (``gengen.analyse.core.group_controls``: the default adopted; with at most 4 test sets, as in every cell here,
+  the majority is the floor of two);
 - ``gam``: the capped GAM always (``fit="gam"``).
 
 Usage (one cell per process, so that cells can run side by side)::
 
     python benches/calibration_control.py run CELL REPLICATES ALT_REPLICATES OUT.csv
     python benches/calibration_control.py rates OUT1.csv [OUT2.csv ...]
+    python benches/calibration_control.py markdown OUT1.csv [OUT2.csv ...]   # docs/calibration.md's table
 
 CELL is a label of the contract grid (``gengen.calibration.contract.CONTRACT_GRID``) or of :data:`EXTRA`.
 Seeds: the contract's (cell label, hypothesis index, ``seed`` 2026), so the draws are the contract runner's;
@@ -42,7 +46,7 @@ from gengen.calibration.contract import (
     _truth,
 )
 from gengen.calibration.simulate import Cell
-from gengen.stats.control_choice import curvature_test, stouffer_curvature
+from gengen.stats.control_choice import choose_control, choose_pooled_control, curvature_test
 
 core = import_module("gengen.analyse.core")
 
@@ -61,14 +65,25 @@ RULES = ("per-run", "pooled", "pooled-lenient", "gam")
 
 
 def _per_run(groups: Any, settings: Any) -> list[Any]:
+    """Rule (a), commit 68c728c's group_control: each group's own ``choose_control``."""
     from dataclasses import replace
 
     if settings.fit != "auto":
         return list(groups)
-    return [replace(group, control=core._cell_control([group])) for group in groups]
+    out = []
+    for group in groups:
+        usable = core._usable(group)
+        if not usable or len(group.id_values) < core.minimum_rows(1):
+            control = ("linear", "untestable")
+        else:
+            choice = choose_control(group.scores[usable].to_numpy(dtype=float), group.id_values)
+            control = (choice.fit, choice.reason)
+        out.append(replace(group, control=control))
+    return out
 
 
-def _lenient_cell(groups: list[Any]) -> tuple[str, str]:
+def _bh_cell(groups: list[Any]) -> tuple[str, str]:
+    """Rule (b): the pooled p-values at BH 0.05 (the curvature tests as the package's default pools them)."""
     names = list(dict.fromkeys(name for group in groups for name in core._usable(group)))
     tests = []
     for group in groups:
@@ -78,13 +93,11 @@ def _lenient_cell(groups: list[Any]) -> tuple[str, str]:
             tests.append(core._aligned(test, [names.index(name) for name in usable], len(names)))
     if not tests:
         return "linear", "untestable"
-    pooled = stouffer_curvature(tests)
-    finite = np.isfinite(pooled)
-    curved = int((pooled[finite] <= 0.20).sum())
-    return ("gam" if curved >= min(2, int(finite.sum())) and finite.any() else "linear"), f"{curved} at 0.20"
+    choice = choose_pooled_control(tests, level=0.05, adjust=True)
+    return choice.fit, choice.reason
 
 
-def _lenient(groups: Any, settings: Any) -> list[Any]:
+def _bh(groups: Any, settings: Any) -> list[Any]:
     from dataclasses import replace
 
     if settings.fit != "auto":
@@ -94,13 +107,13 @@ def _lenient(groups: Any, settings: Any) -> list[Any]:
         cells.setdefault(core._cell_key(group, settings), []).append(number)
     controls = {}
     for members in cells.values():
-        choice = _lenient_cell([groups[number] for number in members])
+        choice = _bh_cell([groups[number] for number in members])
         controls.update(dict.fromkeys(members, choice))
     return [replace(group, control=controls[number]) for number, group in enumerate(groups)]
 
 
-_POOLED = core.group_controls
-_PATCH = {"per-run": _per_run, "pooled": _POOLED, "pooled-lenient": _lenient}
+_DEFAULT = core.group_controls
+_PATCH = {"per-run": _per_run, "pooled": _bh, "pooled-lenient": _DEFAULT}
 
 
 def _analyse(table: pd.DataFrame, rule: str, seed: int) -> Any:
@@ -110,7 +123,7 @@ def _analyse(table: pd.DataFrame, rule: str, seed: int) -> Any:
     try:
         return gengen.analyse(table, id_testset="id", n_boot=N_BOOT, seed=seed)
     finally:
-        core.group_controls = _POOLED
+        core.group_controls = _DEFAULT
 
 
 def _main_rows(found: Any, rho: float) -> pd.DataFrame:
@@ -212,6 +225,52 @@ def rates(paths: list[str]) -> pd.DataFrame:
     return table
 
 
+def _rate(rows: pd.DataFrame) -> str:
+    if rows.empty or not rows["testable"].sum():
+        return "–"
+    reject, testable = float(rows["reject"].sum()), float(rows["testable"].sum())
+    rate = reject / testable
+    return f"{rate:.3f} ± {math.sqrt(rate * (1 - rate) / testable):.3f}"
+
+
+def markdown(paths: list[str]) -> str:
+    """docs/calibration.md's table: per cell and rule, the main pair's null and power, the pooled rows, the
+    choice's statistics."""
+    table = pd.concat([pd.read_csv(path) for path in paths], ignore_index=True)
+    lines = [
+        "| cell | rule | null rows | type-I | coverage | flags | power ρ=.3 / .5 | pooled fixed / random | GAM share "
+        "| linear rejects if GAM / if line (φ) | type-I left on line |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (cell, rule), part in table.groupby(["cell", "rule"], sort=False):
+        null = part[(part["rho"] == 0) & (part["method"] == "default") & (part["rows"] == "null pairs")]
+        main = part[(part["rho"] == 0) & (part["method"] == "default") & (part["rows"] == "main pair")].iloc[0]
+        powers = []
+        for rho in (0.3, 0.5):
+            alt = part[(part["rho"] == rho) & (part["method"] == "default") & (part["rows"] == "main pair")]
+            powers.append(f"{alt['reject'].sum() / alt['testable'].sum():.2f}" if len(alt) else "–")
+        pooled = []
+        for kind in ("fixed", "random"):
+            rows = part[(part["method"] == f"default pooled {kind}") & (part["rows"] == "main pair")]
+            pooled.append(_rate(rows) if len(rows) else "–")
+        verdict = part[part["method"] == "default verdict Q"]
+        if len(verdict):
+            pooled = [f"Q {_rate(verdict)}"]
+        coverage = null["covered"].sum() / max(null["intervals"].sum(), 1)
+        flags = null["flagged"].sum() / max(null["testable"].sum(), 1)
+        phi = main["phi_gam_linear_reject"]
+        left = main["reject_left_on_line"]
+        lines.append(
+            f"| {cell} | {rule} | {int(null['testable'].sum())} | {_rate(null)} | {coverage:.3f} | {flags:.2f} | "
+            f"{' / '.join(powers)} | {' / '.join(pooled)} | {main['gam_share']:.2f} | "
+            f"{main['linear_reject_if_gam']:.2f} / {main['linear_reject_if_line']:.2f} "
+            f"({'–' if pd.isna(phi) else f'{phi:.2f}'}) | {'–' if pd.isna(left) else f'{left:.3f}'} |".replace(
+                "nan", "–"
+            )
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["run"] and len(argv) == 5:
         run(argv[1], int(argv[2]), int(argv[3]), argv[4])
@@ -229,6 +288,8 @@ def main(argv: list[str]) -> None:
         shown += [column for column in extra if column in table.columns]
         with pd.option_context("display.width", 250, "display.max_rows", 500, "display.max_columns", 30):
             print(table[shown].round(3).to_string(index=False))
+    elif argv[:1] == ["markdown"] and len(argv) >= 2:
+        print(markdown(argv[1:]))
     else:
         sys.exit(__doc__)
 

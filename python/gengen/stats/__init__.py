@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         lag1_autocorrelation as lag1_autocorrelation,
     )
     from gengen.stats.control_choice import (
+        POOLED_LEVEL as POOLED_LEVEL,
         ControlChoice as ControlChoice,
         CurvatureTest as CurvatureTest,
         choose_control as choose_control,
