@@ -224,7 +224,7 @@ def analyse(df: pd.DataFrame, *, progress: bool = False, **options: Unpack[Analy
         How ID is regressed out: least squares on [1, ID], a penalised regression spline of ID whose effective
         degrees of freedom are capped (:func:`gengen.stats.default_max_edf`), or (default) per group the one
         :func:`gengen.stats.choose_pooled_control` picks once per condition (``by`` cell) from all its seeds' curvature
-        tests: the GAM when most test sets curve in ID, else the line
+        tests: the GAM when most test sets (and at least two) curve in ID at a pooled p ≤ 0.20, else the line
         (``fit`` then records the choice and ``fit_reason`` why). A control value (``gengen.Linear()``,
         ``gengen.Gam(k=5)``) is taken as in :mod:`gengen.stats`: the GAM's settings come with it.
     method : {"pearson", "spearman", "kendall"}

@@ -645,7 +645,7 @@ class Settings:
         "choice",
         DEFAULT_ANALYSIS_FIT,
         "How ID is regressed out: {choices} (auto: per condition, the capped "
-        "GAM when most test sets curve in ID over its seeds, else linear).",
+        "GAM when most test sets curve in ID over its seeds, p <= 0.20, else linear).",
         study=True,
     )
     method: Method = option("choice", DEFAULT_METHOD, "Correlation: {choices}.")
