@@ -21,8 +21,9 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 import pandas as pd
 
 from gengen.analyse.across_runs import across_run_groups, is_single_score_per_run
@@ -53,7 +54,7 @@ from gengen.analyse.pooled import meta_table, pooled_residual_groups
 from gengen.analyse.related import mark_related, measurement_sd, related_pairs, stacked_series
 from gengen.analyse.result import Analysis
 from gengen.analyse.runs import CONDITION, label_keys, pooled_over, with_run_design
-from gengen.stats.control_choice import choose_control
+from gengen.stats.control_choice import CurvatureTest, choose_pooled_control, curvature_test
 from gengen.stats.options import Fit, FitChoice
 from gengen.stats.pfloor import floor_p_columns
 
@@ -70,6 +71,7 @@ __all__ = [
     "check_size",
     "control_summary",
     "group_control",
+    "group_controls",
     "group_mode",
     "independence_methods",
     "minimum_rows",
@@ -78,19 +80,68 @@ __all__ = [
 ]
 
 
+def _usable(group: Group) -> list[str]:
+    """The group's test sets that are testable (no untestable reason): those its control is chosen from."""
+    return [name for name in group.scores.columns if not getattr(group.information.get(name), "reason", "")]
+
+
+def _cell_key(group: Group, settings: Settings) -> tuple[Any, ...]:
+    """The pooling cell a group belongs to (its ``by`` values; runs of one cell are seeds of one condition)."""
+    return (group.level, *(str(group.meta.get(column)) for column in settings.by))
+
+
+def group_controls(groups: Sequence[Group], settings: Settings) -> list[Group]:
+    """Under ``fit="auto"``, every group with its control chosen (``Group.control``): once per pooling cell,
+    from all its runs' curvature evidence (:func:`gengen.stats.choose_pooled_control`), so that the runs of one
+    condition share one control and no run's control follows its own noise. Other fits: ``groups`` unchanged."""
+    if settings.fit != "auto":
+        return list(groups)
+    cells: dict[tuple[Any, ...], list[int]] = {}
+    for number, group in enumerate(groups):
+        cells.setdefault(_cell_key(group, settings), []).append(number)
+    controls: dict[int, tuple[str, str]] = {}
+    for members in cells.values():
+        fit, reason = _cell_control([groups[number] for number in members])
+        controls.update(dict.fromkeys(members, (fit, reason)))
+    return [replace(group, control=controls[number]) for number, group in enumerate(groups)]
+
+
+def _cell_control(groups: list[Group]) -> tuple[str, str]:
+    """The control of one pooling cell's groups and why: each run's curvature test on its testable test sets
+    (NaN for the others), Stouffer-pooled per test set over the runs that could test it."""
+    names = list(dict.fromkeys(name for group in groups for name in _usable(group)))
+    tests = []
+    for group in groups:
+        usable = _usable(group)
+        if not usable or len(group.id_values) < minimum_rows(1):
+            continue
+        test = curvature_test(group.scores[usable].to_numpy(dtype=float), group.id_values)
+        tests.append(_aligned(test, [names.index(name) for name in usable], len(names)))
+    if not tests:
+        return "linear", "too few testable test sets or checkpoints to test for curvature; linear control"
+    unit = "seed" if groups[0].level == "run" else "group"
+    choice = choose_pooled_control(tests, unit=unit)
+    return choice.fit, choice.reason
+
+
+def _aligned(test: CurvatureTest, where: list[int], m: int) -> CurvatureTest:
+    """``test`` (of some test sets) spread over all ``m`` of the cell's, at positions ``where`` (NaN elsewhere)."""
+
+    def spread(values: np.ndarray) -> np.ndarray:
+        out = np.full(m, np.nan)
+        out[where] = values
+        return out
+
+    return CurvatureTest(spread(test.statistic), spread(test.p_value), test.df, spread(test.phi), spread(test.phi_raw))
+
+
 def group_control(group: Group, settings: Settings) -> tuple[Settings, str]:
-    """The settings one group is analysed with, and why: under ``fit="auto"``, with the control
-    :func:`gengen.stats.choose_control` picks for its testable test sets."""
+    """The settings one group is analysed with, and why: under ``fit="auto"``, the control
+    :func:`group_controls` chose for its pooling cell (chosen for the group alone when it has none yet)."""
     if settings.fit != "auto":
         return settings, ""
-    usable = [name for name in group.scores.columns if not getattr(group.information.get(name), "reason", "")]
-    choice_fit: Fit
-    if len(usable) < 1 or len(group.id_values) < minimum_rows(1):
-        choice_fit, reason = "linear", "too few testable test sets or checkpoints to test for curvature; linear control"
-    else:
-        choice = choose_control(group.scores[usable].to_numpy(dtype=float), group.id_values)
-        choice_fit, reason = choice.fit, choice.reason
-    return replace(settings, fit=choice_fit, fit_chosen=True), f"fit='auto': {reason}"
+    fit, reason = group.control or _cell_control([group])
+    return replace(settings, fit=cast(Fit, fit), fit_chosen=True), f"fit='auto': {reason}"
 
 
 def group_pairs(group: Group, settings: Settings) -> tuple[pd.DataFrame, list[str], FitChoice]:
@@ -107,11 +158,15 @@ def control_summary(groups: list[Group], chosen: Sequence[str]) -> str:
     """One line: which control ``fit="auto"`` gave how many groups (the reasons are in ``fit_reason``)."""
     gam = [group.label for group, fit in zip(groups, chosen, strict=True) if fit == "gam"]
     if not gam:
-        return f"control (fit='auto'): linear for all {len(groups)} groups (no majority of test sets curves in ID)"
+        return (
+            f"control (fit='auto'): linear for all {len(groups)} groups (no majority of test sets curves in ID over "
+            "their condition's seeds)"
+        )
     shown = "; ".join(gam[:3]) + (f"; … ({len(gam) - 3} more)" if len(gam) > 3 else "")
     return (
         f"control (fit='auto'): the capped GAM for {len(gam)} of {len(groups)} groups, where most test sets curve "
-        f"in ID ({shown}); linear for the rest (fit_reason says why per row; --fit linear or --fit gam to choose)"
+        f"in ID over their condition's seeds ({shown}); linear for the rest (fit_reason says why per row; "
+        "--fit linear or --fit gam to choose)"
     )
 
 
@@ -168,7 +223,8 @@ def analyse(df: pd.DataFrame, *, progress: bool = False, **options: Unpack[Analy
     fit : {"auto", "linear", "gam"}, Linear or Gam
         How ID is regressed out: least squares on [1, ID], a penalised regression spline of ID whose effective
         degrees of freedom are capped (:func:`gengen.stats.default_max_edf`), or (default) per group the one
-        :func:`gengen.stats.choose_control` picks: the GAM when most test sets curve in ID, else the line
+        :func:`gengen.stats.choose_pooled_control` picks once per condition (``by`` cell) from all its seeds' curvature
+        tests: the GAM when most test sets (and at least two) curve in ID at a pooled p ≤ 0.20, else the line
         (``fit`` then records the choice and ``fit_reason`` why). A control value (``gengen.Linear()``,
         ``gengen.Gam(k=5)``) is taken as in :mod:`gengen.stats`: the GAM's settings come with it.
     method : {"pearson", "spearman", "kendall"}
@@ -297,6 +353,7 @@ def analyse(df: pd.DataFrame, *, progress: bool = False, **options: Unpack[Analy
     if design.has_conditions and CONDITION not in settings.by:
         settings = replace(settings, by=(*settings.by, CONDITION))  # conditions are never pooled as replicates
     resolved_mode, groups, warnings = _groups(scores, settings, ood_names)
+    groups = group_controls(groups, settings)
     warnings[:0] = design.warnings
     tables, chosen = [], []
     workers = worker_count(settings.jobs, groups)

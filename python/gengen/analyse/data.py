@@ -70,6 +70,9 @@ class Group:
         ``len(index)`` when none were.
     information : dict
         Test set → :class:`~gengen.analyse.information.ColumnInformation` (runs only; empty across runs).
+    control : tuple of (str, str), optional
+        Under ``fit="auto"``, the control chosen for the group and why (set by
+        :func:`gengen.analyse.core.group_controls`, once per pooling cell); None before the choice.
     """
 
     level: str
@@ -80,6 +83,7 @@ class Group:
     dropped: list[str] = field(default_factory=list)
     n_steps: int = -1
     information: dict[str, ColumnInformation] = field(default_factory=dict)
+    control: tuple[str, str] | None = None
 
     @property
     def label(self) -> str:

@@ -141,8 +141,9 @@ BY_COLUMNS: tuple[ByColumn, ...] = get_args(ByColumn)
 #: The bootstrap interval's choices are the statistics' (:mod:`gengen.stats.options`), as are fit's and method's.
 BOOT_CI_METHODS = INTERVAL_METHODS
 
-#: The analysis' controls: the statistics' two, and ``"auto"``, which chooses one per group
-#: (:func:`gengen.stats.choose_control`: the capped GAM when most test sets curve in ID, else the line).
+#: The analysis' controls: the statistics' two, and ``"auto"``, which chooses one per condition (pooling cell)
+#: (:func:`gengen.stats.choose_pooled_control`: the capped GAM when most test sets curve in ID over the condition's
+#: seeds, else the line).
 ANALYSIS_FITS: tuple[str, ...] = FIT_CHOICES
 #: The control unless told otherwise: chosen per group. Real learning curves make ID dependence curved (OLMo-2's
 #: 27 downstream tasks against C4 loss: 351 of 351 pairs "significant" under the line, 82–100% of rows noted
@@ -643,8 +644,8 @@ class Settings:
     fit: FitChoice = option(
         "choice",
         DEFAULT_ANALYSIS_FIT,
-        "How ID is regressed out: {choices} (auto: per run, the capped "
-        "GAM when most test sets curve in ID, else linear).",
+        "How ID is regressed out: {choices} (auto: per condition, the capped "
+        "GAM when most test sets curve in ID over its seeds, p <= 0.20, else linear).",
         study=True,
     )
     method: Method = option("choice", DEFAULT_METHOD, "Correlation: {choices}.")

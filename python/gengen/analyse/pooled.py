@@ -443,7 +443,7 @@ def meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame:
         table = _cell_table(cell, cell_rows, settings)
         if lagged:
             table["variance_method"] = table["variance_method"].replace(SIEVE_VARIANCE, LAGGED_VARIANCE)
-        # Under fit="auto" each run got its own control: the cell's, or all of them when its runs differ.
+        # Under fit="auto" the runs of a cell share the control chosen for the cell from all their curvature tests.
         fits = sorted(set(cell_rows["fit"].astype(str).unique())) if "fit" in cell_rows else [settings.fit]
         table["fit"] = "+".join(fits)
         table["p_fixed_adjusted"] = stats.p_adjust(table["p_fixed"].to_numpy(dtype=float), method=adjust)

@@ -57,10 +57,13 @@ if TYPE_CHECKING:
         lag1_autocorrelation as lag1_autocorrelation,
     )
     from gengen.stats.control_choice import (
+        POOLED_LEVEL as POOLED_LEVEL,
         ControlChoice as ControlChoice,
         CurvatureTest as CurvatureTest,
         choose_control as choose_control,
+        choose_pooled_control as choose_pooled_control,
         curvature_test as curvature_test,
+        stouffer_curvature as stouffer_curvature,
     )
     from gengen.stats.controls import (
         Gam as Gam,

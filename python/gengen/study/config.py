@@ -175,8 +175,8 @@ class AnalysisConfig:
     Attributes
     ----------
     fit : {"auto", "linear", "gam"}
-        How the ID score is regressed out: per run the control :func:`gengen.stats.choose_control` picks (the
-        default), a line, or a capped GAM (smooth) fit.
+        How the ID score is regressed out: per condition the control :func:`gengen.stats.choose_pooled_control`
+        picks from all its seeds (the default), a line, or a capped GAM (smooth) fit.
     metric : {"acc", "logprob"}
         The score analysed.
     gam_k, gam_method, gam_basis, max_edf
