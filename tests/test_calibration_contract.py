@@ -202,7 +202,7 @@ def test_checks_judge_planted_rates() -> None:
 
 def test_pooled_cells_get_a_set_of_both_main_sets_examples() -> None:
     cell = ContractCell(ItemCell("p", n=11, n_examples=100, runs=2, rhos=(0.0,)), kind="pooled")
-    table = _draw_table(cell, 0.0, np.random.default_rng(0), 2, 0)
+    table, _ = _draw_table(cell, 0.0, np.random.default_rng(0), 2, 0)
     wide = table.pivot_table(index=["model", "run", "step"], columns="testset", values="value")
     np.testing.assert_allclose(wide["ood_c"], (wide["ood_a"] + wide["ood_b"]) / 2, rtol=0, atol=1e-15)
     assert set(table.loc[table["testset"] == "ood_c", "n_examples"]) == {200}
