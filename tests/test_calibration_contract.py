@@ -126,10 +126,16 @@ def test_the_verdict_across_models_keeps_its_level(summary: pd.DataFrame, path: 
 
 def test_power_is_reported_beside_the_lagged_test_and_the_oracle(summary: pd.DataFrame) -> None:
     cell = CONTRACT_QUICK_GRID[0].label
-    found = {m: _row(summary, cell, m, "main pair", "rho=0.5") for m in ("default", "lagged", "oracle")}
+    methods = ("default", "lagged", "oracle", "GLS oracle")
+    found = {m: _row(summary, cell, m, "main pair", "rho=0.5") for m in methods}
     assert {row["replicates"] for row in found.values()} == {ALTERNATIVE_REPLICATES}
     # The oracle's critical value is the null's own 95% quantile of |r|: on the null's rows it rejects ~5%.
     assert 0.0 <= found["oracle"]["reject"] <= 1.0
+    # The GLS oracle (it knows the simulated noise covariance) keeps its level on the same null replicates.
+    null = _row(summary, cell, "GLS oracle", "main pair")
+    assert null["testable"] == NULL_REPLICATES
+    assert null["reject"] <= _collapse_bound(NULL_REPLICATES), null["reject"]
+    assert found["GLS oracle"]["testable"] == ALTERNATIVE_REPLICATES
     assert 0.0 < found["default"]["true_r"] < 0.5
 
 
@@ -196,7 +202,7 @@ def test_checks_judge_planted_rates() -> None:
 
 def test_pooled_cells_get_a_set_of_both_main_sets_examples() -> None:
     cell = ContractCell(ItemCell("p", n=11, n_examples=100, runs=2, rhos=(0.0,)), kind="pooled")
-    table = _draw_table(cell, 0.0, np.random.default_rng(0), 2, 0)
+    table, _ = _draw_table(cell, 0.0, np.random.default_rng(0), 2, 0)
     wide = table.pivot_table(index=["model", "run", "step"], columns="testset", values="value")
     np.testing.assert_allclose(wide["ood_c"], (wide["ood_a"] + wide["ood_b"]) / 2, rtol=0, atol=1e-15)
     assert set(table.loc[table["testset"] == "ood_c", "n_examples"]) == {200}

@@ -40,7 +40,7 @@ from gengen.analyse.group_plan import (
     plan_group,
 )
 from gengen.analyse.group_pool import map_groups, worker_count
-from gengen.analyse.inference import lagged_spacing_warning, uncalibrated_path_warning
+from gengen.analyse.inference import uncalibrated_path_warning
 from gengen.analyse.options import (
     DEFAULT_BY,
     AnalyseOptions,
@@ -366,9 +366,6 @@ def analyse(df: pd.DataFrame, *, progress: bool = False, **options: Unpack[Analy
         warnings.insert(0, control_summary(groups, chosen))
     if resolved_mode == "checkpoints" and (path_warning := uncalibrated_path_warning(settings)):
         warnings.insert(0, path_warning)
-    run_steps = [group.index for group in groups if group.level == "run"]
-    if resolved_mode == "checkpoints" and (spacing_warning := lagged_spacing_warning(settings, run_steps)):
-        warnings.insert(0, spacing_warning)
     pairs = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=list(PAIR_COLUMNS))
     related = related_pairs(
         ood_names,

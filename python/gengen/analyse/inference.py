@@ -18,15 +18,21 @@ from gengen.analyse.group_plan import GroupPlan, pair_values
 from gengen.analyse.options import INFERENCE, Settings
 from gengen.errors import GengenError
 from gengen.stats.correlation import consistent_interval
-from gengen.stats.lagged import lagged_partial_corr_matrix
+from gengen.stats.lagged import lagged_partial_corr_matrix, time_lagged_partial_corr_matrix
 from gengen.stats.sieve import (
     SIEVE_METHOD,
     SievePartialCorrMatrix,
     sieve_column_notes,
     sieve_partial_corr_matrix,
 )
+from gengen.stats.sieve_time import regular_steps, steps_array
 
 LAGGED_METHOD = "lagged regression (residuals on [1, y(t-1), ID(t), ID(t-1)], {fit} fit, t-test)"
+#: The lagged test of a run whose checkpoints are not evenly spaced: its lag in training time.
+LAGGED_TIME_METHOD = (
+    "lagged in training time (residuals on [1, ID], {fit} fit, filtered into OU-plus-white innovations on the "
+    "training steps, t-test)"
+)
 
 
 #: What each test that is not calibrated on checkpoint trajectories was measured to do on true nulls
@@ -78,77 +84,6 @@ def uncalibrated_path_warning(settings: Settings) -> str | None:
     )
 
 
-#: How much the gaps between a run's checkpoints may differ (largest over smallest) before the lagged test's
-#: one-checkpoint lag stops meaning one step of a fixed length.
-IRREGULAR_GAP_RATIO = 2.0
-
-#: What the lagged test was measured to do on true nulls with irregularly spaced checkpoints (docs/calibration.md,
-#: "Pooled seeds and every inference path": item-level curves, n = 40, 300 runs per cell, α = 0.05).
-LAGGED_IRREGULAR_RATE = (
-    "rejected 0.100 of true nulls on item-level learning curves with log-spaced checkpoints and N = 30,000 examples "
-    "(0.053 at N = 1,000; 0.040 with even spacing at N = 30,000)"
-)
-
-
-def irregular_spacing(steps: Any) -> bool:
-    """Whether a run's checkpoint gaps differ more than :data:`IRREGULAR_GAP_RATIO`-fold (log-spaced or
-    dense-early schedules; evenly spaced ones are regular).
-
-    Parameters
-    ----------
-    steps : array_like
-        The run's training steps (any order; repeats count once).
-
-    Returns
-    -------
-    bool
-        True when the largest gap exceeds the ratio times the smallest.
-
-    Examples
-    --------
-    >>> irregular_spacing([0, 100, 200, 300]), irregular_spacing([1, 2, 4, 8, 16])
-    (False, True)
-    """
-    values = np.unique(np.asarray(steps, dtype=float))
-    gaps = np.diff(values[np.isfinite(values)])
-    return bool(gaps.size >= 2 and gaps.max() > IRREGULAR_GAP_RATIO * gaps.min())
-
-
-def lagged_spacing_warning(settings: Settings, run_steps: list[Any]) -> str | None:
-    """The one-line warning an analysis gets when the lagged test decides rows of runs whose checkpoints are
-    irregularly spaced, with the rate measured there; None otherwise.
-
-    Parameters
-    ----------
-    settings : Settings
-        The analysis' settings.
-    run_steps : list of array_like
-        Each run's training steps.
-
-    Returns
-    -------
-    str or None
-        The warning, or None.
-
-    Notes
-    -----
-    The lagged test regresses each score on its value one checkpoint earlier, which whitens AR(1) noise only
-    when every lag spans the same training time; with log-spaced checkpoints the early lags span little and the
-    late ones much, and the residuals it correlates stay dependent.
-    """
-    if settings.primary_p != "p_lagged" or not run_steps:
-        return None
-    irregular = sum(irregular_spacing(steps) for steps in run_steps)
-    if not irregular:
-        return None
-    return (
-        f"inference: the lagged test decides the rows, and {irregular} of {len(run_steps)} run(s) have irregularly "
-        f"spaced checkpoints (gaps differing more than {IRREGULAR_GAP_RATIO:g}-fold), where it "
-        f"{LAGGED_IRREGULAR_RATE} (docs/calibration.md); its 'significant' rows there are not calibrated: use "
-        "'sieve' (the default)"
-    )
-
-
 def _pairwise_fallback(
     compute: Any, x: np.ndarray, rows: np.ndarray, cols: np.ndarray, fields: tuple[str, ...]
 ) -> tuple[dict[str, list[Any]], list[str], list[Any]]:
@@ -178,9 +113,18 @@ def _pairwise_fallback(
 
 
 def lagged_pairs(
-    x: np.ndarray, covar: np.ndarray, settings: Settings, rows: np.ndarray, cols: np.ndarray
+    x: np.ndarray,
+    covar: np.ndarray,
+    settings: Settings,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    steps: np.ndarray | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """The lagged test of every pair (upper triangle), as columns of the pairs table, and the problems met.
+
+    ``steps``: a run's training steps; where they are not evenly spaced the lag is one in training time
+    (:func:`gengen.stats.lagged.time_lagged_partial_corr_matrix`: the index lag left 0.087–0.128 of true nulls
+    rejected on log-spaced checkpoints, docs/calibration.md), otherwise one checkpoint.
 
     When the test cannot run on the whole group (a test set whose scores are, say, constant after the first
     checkpoint is a linear function of its own past), each pair is tested on its own, and the pairs that
@@ -189,9 +133,14 @@ def lagged_pairs(
     """
     method: Any = settings.method
     fit: Any = settings.control  # the analysis' GAM options reach the lagged GAM
-    label = LAGGED_METHOD.format(fit=settings.fit)
+    times = steps_array(None if steps is None else np.asarray(steps, dtype=float), x.shape[0])
+    in_time = not regular_steps(times)
+    label = (LAGGED_TIME_METHOD if in_time else LAGGED_METHOD).format(fit=settings.fit)
 
     def compute(data: np.ndarray) -> Any:
+        if in_time:
+            assert times is not None
+            return time_lagged_partial_corr_matrix(data, covar, times, method=method, fit=fit)
         return lagged_partial_corr_matrix(data, covar, method=method, fit=fit)
 
     fields = ("r_innovation", "statistic", "df", "p_value")
@@ -462,7 +411,7 @@ def _lagged_method(
     labels: list[str],
     steps: np.ndarray | None,
 ) -> MethodColumns:
-    columns, problems = lagged_pairs(x, covar, settings, rows, cols)
+    columns, problems = lagged_pairs(x, covar, settings, rows, cols, steps)
     return MethodColumns(columns, problems, [])
 
 

@@ -42,10 +42,11 @@ import numpy as np
 import pandas as pd
 
 from gengen.calibration.cell import Cell
-from gengen.calibration.item_level import ItemCell, item_table, simulate_items
+from gengen.calibration.item_level import ItemCell, _Draw, _draw, item_table
 from gengen.calibration.items import _truth as _item_truth
 from gengen.calibration.items import items_summary
 from gengen.calibration.learning_curves import curve_table
+from gengen.calibration.oracle import item_oracle
 from gengen.calibration.realistic import (
     CONTRACT_COVERAGE,
     CONTRACT_FLAGS,
@@ -190,20 +191,24 @@ def _select(grid: Sequence[ContractCell], cells: Sequence[str] | None) -> list[C
     return [known[label] for label in cells]
 
 
-def _draw_table(cell: ContractCell, rho: float, rng: np.random.Generator, count: int, first: int) -> pd.DataFrame:
-    """``count`` replicates of the cell as one score table (models ``rep{first}``, …)."""
+def _draw_table(
+    cell: ContractCell, rho: float, rng: np.random.Generator, count: int, first: int
+) -> tuple[pd.DataFrame, list[_Draw]]:
+    """``count`` replicates of the cell as one score table (models ``rep{first}``, …), and the item-level draws
+    behind it (what the GLS oracle knows; none for a cell of :mod:`gengen.calibration.simulate`)."""
     design = cell.design
     if isinstance(design, Cell):
-        return curve_table(design, [simulate(design, rho, rng) for _ in range(count)], first=first)
-    table = item_table(design, [simulate_items(design, rho, rng) for _ in range(count)], first=first)
+        return curve_table(design, [simulate(design, rho, rng) for _ in range(count)], first=first), []
+    draws = [_draw(design, rho, rng) for _ in range(count)]
+    table = item_table(design, [draw.replicate for draw in draws], first=first)
     if cell.kind != "pooled":
-        return table
+        return table, draws
     # ood_c holds both main sets' examples: its accuracy is their mean, and it truly co-moves with each.
     keys = ["model", "run", "step"]
     main = table[table["testset"].isin(["ood_a", "ood_b"])]
     union = main.groupby(keys, sort=False).agg(value=("value", "mean"), n_examples=("n_examples", "sum"))
     union = union.reset_index().assign(testset="ood_c", metric="acc")
-    return pd.concat([table, union[table.columns]], ignore_index=True)
+    return pd.concat([table, union[table.columns]], ignore_index=True), draws
 
 
 def _truth(cell: ContractCell, rho: float) -> tuple[float, float]:
@@ -299,7 +304,9 @@ def _run_hypothesis(
     described = ""
     batch = 1 if cell.kind == "models" else _BATCH
     for first in range(0, replicates, batch):
-        table = _draw_table(cell, rho, rng, min(batch, replicates - first), first)
+        table, draws = _draw_table(cell, rho, rng, min(batch, replicates - first), first)
+        if _has_gls_oracle(cell):
+            _add(counts.setdefault(("GLS oracle", "main pair"), {}), _tally_gls_oracle(cell, draws))
         for path, options in CONTRACT_PATHS.items():
             found = gengen.analyse(table, id_testset="id", n_boot=n_boot, seed=seed + first, **options)
             statistics.append(_tally_paths(found, path, rho, truth, counts))
@@ -309,6 +316,30 @@ def _run_hypothesis(
                 settings = found.settings
                 described = f"fit={settings.fit}; inference={'+'.join(settings.inference)}"
     return counts, np.concatenate(statistics), described
+
+
+def _has_gls_oracle(cell: ContractCell) -> bool:
+    """The GLS oracle runs on single-run item-level cells (one run per replicate: its main pair)."""
+    design = cell.design
+    return isinstance(design, ItemCell) and cell.kind == "single" and design.runs == 1 and design.models == 1
+
+
+def _tally_gls_oracle(cell: ContractCell, draws: list[_Draw]) -> dict[str, float]:
+    """The GLS oracle's rejections of the main pair (:func:`gengen.calibration.oracle.item_oracle`)."""
+    assert isinstance(cell.design, ItemCell)
+    found = [item_oracle(cell.design, draw) for draw in draws]
+    p = np.array([row.p_value for row in found])
+    testable = np.isfinite(p)
+    tally = dict.fromkeys(("intervals", "covered", "flagged", "flagged_reject", "gam_rows"), 0.0)
+    return {
+        **tally,
+        "replicates": len(found),
+        "testable": int(testable.sum()),
+        "reject": int((p[testable] < 0.05).sum()),
+        "unflagged": int(testable.sum()),
+        "unflagged_reject": int((p[testable] < 0.05).sum()),
+        "sum_r": float(np.sum([row.r for row in found])),
+    }
 
 
 def _oracle(null_r: np.ndarray, r: np.ndarray) -> dict[str, float]:
@@ -367,7 +398,7 @@ def run_contract(
     >>> tiny = (ContractCell(ItemCell("tiny", n=11, n_examples=100, rhos=(0.0,))),)
     >>> table = run_contract(tiny, replicates=3, n_boot=99)
     >>> sorted(set(table["method"]))
-    ['default', 'lagged', 't-test (warned)']
+    ['GLS oracle', 'default', 'lagged', 't-test (warned)']
     """
     if replicates < 1 or (alternative_replicates is not None and alternative_replicates < 1):
         raise GengenError(f"replicates: must be at least 1, got {replicates}, {alternative_replicates}")
@@ -451,6 +482,8 @@ def contract_summary(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+#: Methods reported beside the paths, not judged: the t-test (it warns) and the two oracles (they know the process).
+_REPORTED_ONLY = ("t-test (warned)", "oracle", "GLS oracle")
 #: Rows whose rejections are type-I errors under the null, per method family (the t-test is reference only).
 _TYPE1_ROWS = ("null pairs", "main pair", "with stuck", "with class_prior")
 
@@ -495,7 +528,7 @@ def contract_checks(summary: pd.DataFrame) -> pd.DataFrame:
         )
 
     for row in summary.itertuples(index=False):
-        if row.method in ("t-test (warned)", "oracle"):
+        if row.method in _REPORTED_ONLY:
             continue
         null = row.hypothesis == "H0"
         if null and row.rows in _TYPE1_ROWS:
@@ -535,10 +568,11 @@ def _null_section(summary: pd.DataFrame) -> list[str]:
     flags, untestable shares."""
     lines = []
     for (cell, method), part in summary[summary["hypothesis"] == "H0"].groupby(["cell", "method"], sort=False):
-        if method not in (*CONTRACT_PATHS, "t-test (warned)"):
+        if method not in (*CONTRACT_PATHS, "t-test (warned)", "GLS oracle"):
             continue
         by_rows = {row.rows: row for row in part.itertuples(index=False)}
-        every = by_rows.get("null pairs")
+        # The GLS oracle tests the main pair only.
+        every = by_rows.get("null pairs", by_rows.get("main pair") if method == "GLS oracle" else None)
         if every is None:
             continue
         stuck = by_rows.get("with stuck")
@@ -589,7 +623,7 @@ def _power_section(summary: pd.DataFrame) -> list[str]:
                 str(int(default.replicates)),
                 *(
                     _rate(by_method[name]) if name in by_method else "–"
-                    for name in ("default", "lagged", "oracle", "t-test (warned)")
+                    for name in ("default", "lagged", "GLS oracle", "oracle", "t-test (warned)")
                 ),
                 _fmt(default.coverage),
                 _fmt(default.mean_r),
@@ -602,7 +636,8 @@ def _power_section(summary: pd.DataFrame) -> list[str]:
         "runs",
         "power: default",
         "lagged",
-        "oracle",
+        "GLS oracle (knows the noise)",
+        "oracle (null quantile of r)",
         "t-test (warned)",
         "coverage of the true r (default)",
         "mean r",

@@ -31,12 +31,17 @@ from gengen.stats.controls import FitArgument, as_control
 from gengen.stats.options import DEFAULT_FIT, DEFAULT_METHOD, ResidualMethod
 from gengen.stats.validation import labelled, trajectory_inputs
 
+#: Parameters the training-time filter estimates per series (the OU correlation one mean gap apart and the white
+#: share), taken from each pair's degrees of freedom.
+TIME_FILTER_PARAMETERS = 2
+
 __all__ = [
     "LAGGED_GAM_K",
     "LaggedPartialCorrMatrix",
     "PrewhitenedPartialCorrMatrix",
     "lagged_partial_corr_matrix",
     "prewhitened_partial_corr_matrix",
+    "time_lagged_partial_corr_matrix",
 ]
 
 
@@ -267,4 +272,115 @@ def prewhitened_partial_corr_matrix(
         naive_p_value=labelled(result.naive_p_value, labels),
         phi=np.asarray(result.phi),
         df=float(result.df),
+    )
+
+
+@shared_doc
+def time_lagged_partial_corr_matrix(
+    scores: ArrayLike,
+    covar: ArrayLike | None,
+    steps: ArrayLike,
+    *,
+    method: ResidualMethod = DEFAULT_METHOD,
+    fit: FitArgument = DEFAULT_FIT,
+) -> LaggedPartialCorrMatrix:
+    r"""The lagged test with its lag in training time: for checkpoints that are not evenly spaced.
+
+    Parameters
+    ----------
+    %(scores_covar)s
+    steps : array_like of shape (n,)
+        The checkpoints' training steps, increasing.
+    method : {"pearson", "spearman"}
+        Spearman ranks every column (and the control) first.
+    fit : Linear, Gam, "linear" or "gam"
+        The control the residuals are taken on.
+
+    Returns
+    -------
+    LaggedPartialCorrMatrix
+        As :func:`lagged_partial_corr_matrix`: ``r_innovation`` is the correlation of the training-time
+        innovations, ``df`` = n − 2 − c − 2, c the control's degrees of freedom (k linear, the GAM's EDF − 1),
+        2 for each series' fitted filter; ``fit`` names the control.
+
+    Notes
+    -----
+    :func:`lagged_partial_corr_matrix` whitens AR(1) noise by regressing each score on its value one checkpoint
+    earlier, one coefficient for every lag. Noise that lives in training steps (an Ornstein–Uhlenbeck process,
+    correlation :math:`\bar\phi^{\Delta_t/\bar\Delta}` over a gap :math:`\Delta_t`) is not an AR(1) in the
+    checkpoint index when the gaps differ: early in a log-spaced run two checkpoints are nearly the same model,
+    late they are nearly independent, and one coefficient leaves the residuals dependent. Here each column's
+    residuals on the control are filtered into their standardised one-step innovations under an OU-plus-white
+    model on the actual steps, :math:`(1 - w)\,\bar\phi^{|s - t|/\bar\Delta} + w\,[s = t]`, fitted by maximum
+    likelihood per column (:func:`gengen.stats.sieve_time.time_innovations`, the model the sieve's training-time
+    correction fits); the innovations of two columns are correlated and t-tested. On evenly spaced
+    checkpoints this is the index lag's model, and the analysis keeps :func:`lagged_partial_corr_matrix` there.
+
+    Measured (benches/lagged_large_n.py, docs/calibration.md): on two independent OU processes at 40 log-spaced
+    checkpoints the index lag rejects 0.128 of true nulls at 0.05, this filter 0.045 (400 replicates); on
+    item-level curves with N = 30,000 examples 0.087 against 0.050.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gengen.stats.lagged import time_lagged_partial_corr_matrix
+    >>> rng = np.random.default_rng(0)
+    >>> steps = np.geomspace(100, 100_000, 30)
+    >>> id_score = np.log(steps) / 12 + rng.normal(0, 0.01, 30)
+    >>> scores = id_score[:, None] + rng.normal(0, 0.01, (30, 2))
+    >>> found = time_lagged_partial_corr_matrix(scores, id_score, steps)
+    >>> float(found.df[0, 1]), found.inference
+    (25.0, 'lagged')
+    """
+    from scipy import stats as sp_stats
+
+    from gengen.stats.controls import Gam
+    from gengen.stats.correlation import residualise
+    from gengen.stats.gam import fit_gam
+    from gengen.stats.sieve_time import steps_array, time_innovations
+
+    data, control, labels = trajectory_inputs(scores, covar, method)
+    n, m = data.shape
+    times = steps_array(steps, n)
+    assert times is not None
+    if method == "spearman":
+        data = np.apply_along_axis(sp_stats.rankdata, 0, data)
+        control = np.apply_along_axis(sp_stats.rankdata, 0, control) if control.size else control
+    gam = as_control(fit)
+    k = control.shape[1] if control.ndim == 2 else 0
+    if isinstance(gam, Gam):
+        found = fit_gam(data, control, gam)
+        residuals = np.asarray(found.residuals, dtype=float)
+        control_df = np.broadcast_to(np.asarray(found.edf, dtype=float) - 1.0, (m,)).copy()
+    else:
+        residuals = residualise(data, control if k else None)
+        control_df = np.full(m, float(k))
+    scale = residuals.std(axis=0)
+    if not np.all(scale > 0):
+        column = int(np.argmin(scale))
+        raise InvalidArgumentError(f"column {column}: its residuals on the control are constant")
+    innovations = time_innovations(residuals.T, times)
+    r_innovation = np.asarray(np.corrcoef(innovations), dtype=np.float64)
+    df = n - 2.0 - TIME_FILTER_PARAMETERS - (control_df[:, None] + control_df[None, :]) / 2.0
+    np.fill_diagonal(df, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        statistic = r_innovation * np.sqrt(df / np.maximum(1.0 - r_innovation**2, 1e-300))
+        p_value = 2.0 * sp_stats.t.sf(np.abs(statistic), np.maximum(df, 1.0))
+    np.fill_diagonal(statistic, np.inf)
+    np.fill_diagonal(p_value, 0.0)
+    centred = residuals - residuals.mean(axis=0)
+    lag1 = (centred[1:] * centred[:-1]).sum(axis=0) / (centred**2).sum(axis=0)
+    r = np.asarray(np.corrcoef(residuals.T), dtype=np.float64)
+    return LaggedPartialCorrMatrix(
+        r=labelled(r, labels),
+        statistic=labelled(statistic, labels),
+        p_value=labelled(p_value, labels),
+        lag1=lag1,
+        n=n,
+        k=k,
+        method=method,
+        r_innovation=labelled(r_innovation, labels),
+        df=labelled(df, labels),
+        control_df=control_df,
+        fit=gam.name,
     )
