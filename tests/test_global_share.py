@@ -425,3 +425,42 @@ def test_resolved_sign_agreement_matches_a_loop_over_every_two_models() -> None:
         agree = sum(signs[(row.group_a, key)] == signs[(row.group_b, key)] for key in both)
         assert (row.n_resolved_both, row.n_resolved_agree) == (len(both), agree)
     assert len(found) == 10 and found["n_resolved_both"].gt(0).all()
+
+
+def test_null_p_values_are_the_draws_null_above_probability_counts() -> None:
+    """The kept draws (what the calibration of docs/calibration.md reads) are the draws the verdict's null
+    probability counts: same seed, same models; their rate of p > 0.5 is null_above_probability exactly."""
+    from gengen.stats.share import null_above_probability, null_p_values
+
+    fitted = _Fitted([[0.5], [0.3], [], [0.7]], 30)
+    control = np.linspace(0.0, 1.0, 30) ** 0.5
+    draws = null_p_values(fitted, control, n_draws=5, n_boot=49, seed=8)
+    above = null_above_probability(fitted, control, n_draws=5, n_boot=49, seed=8)
+    assert draws.shape == (5, 4, 4)
+    upper = np.triu_indices(4, 1)
+    assert_allclose(np.mean(draws > 0.5, axis=0)[upper], above[upper])
+
+
+def test_short_runs_with_a_simulated_null_take_the_plain_jackknife() -> None:
+    """docs/calibration.md: with a simulated null count, runs shorter than 40 checkpoints get the plain jackknife
+    (the corrected variance said "share > 0" in 6.7% of all-null replicates at 26 checkpoints); 40 checkpoints
+    and a uniform null count keep the corrected one. Reference: global_share called with each variance."""
+    from gengen.stats.share import SHORT_RUN, share_variance
+
+    a, b = _pairs(14)
+    names = np.array([f"t{i:02d}" for i in range(14)])
+    rng = np.random.default_rng(5)
+    z = rng.normal(0.0, 0.25, len(a)) + 0.4 * ((a < 5) & (b < 5))
+    null = rng.uniform(0.45, 0.55, len(a))
+    p = 2 * scipy_stats.t.sf(np.abs(z / 0.2), 20.0)
+    for n, simulated, expected in ((26, True, "jackknife"), (SHORT_RUN, True, "corrected"), (26, False, "corrected")):
+        estimates = pd.DataFrame(
+            {"unit": "m", "testset_a": names[a], "testset_b": names[b], "n_runs": 1, "z": z, "variance": 0.04,
+             "df": 20.0, "p_null_above": null if simulated else np.nan, "n_checkpoints": float(n)}
+        )  # fmt: skip
+        assert share_variance(n, simulated) == expected
+        row = global_share_table(estimates).iloc[0]
+        reference = global_share(p, names[a], names[b], null_above=null if simulated else None, variance=expected)
+        assert_allclose([row["se"], row["ci_low"], row["ci_high"]], [reference.se, reference.ci_low, reference.ci_high])
+        assert ("plain jackknife" in row["method"]) == (expected == "jackknife")
+    assert share_variance(float("nan"), True) == "corrected"
