@@ -13,6 +13,12 @@ learning curves with AR(1) phi = 0.9 noise: :func:`gengen.study.power_global.sim
   Holm-adjusted p below 0.05 among the model's 28 pairs (what the validation table calls simulated power).
 
     RAYON_NUM_THREADS=1 python benches/power_pair_null.py --out docs --models 60
+    RAYON_NUM_THREADS=1 python benches/power_pair_null.py --steps-check 40
+
+``--steps-check R`` tests R single runs of the log n = 40 design with the sieve directly, once with the runs'
+steps (as ``gengen.analyse`` passes them: the training-time variance factor of issue 34 item 2) and once without
+(the checkpoint index), on the same series, and prints the null pairs' spread of artanh r / se_z, their rate of
+p < 0.05 and the quantiles of the sieve's ``time_inflation``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,34 @@ import pandas as pd
 DESIGNS = (("log", 20), ("log", 40), ("even", 20), ("even", 40))
 
 
+def steps_check(runs: int, seed: int = 3) -> None:
+    """The null pairs of ``runs`` log-spaced n = 40 runs tested with and without their steps (module docstring)."""
+    from gengen.stats import sieve_partial_corr_matrix
+    from gengen.study.power_global import simulate_testsets
+
+    rng = np.random.default_rng(seed)
+    a, b = np.triu_indices(8, 1)
+    null = ~((a == 0) & (b == 1))
+    kept: dict[str, list[np.ndarray]] = {"with steps": [], "checkpoint index": []}
+    inflation = []
+    for run in range(runs):
+        steps, counts = simulate_testsets(n=40, schedule="log", n_examples=1000, runs=1, testsets=8, cliques=(2,),
+                                          rho=0.5, phi=0.9, rng=rng)  # fmt: skip
+        x = counts[0] / 1000.0
+        for name, options in (("with steps", {"steps": steps}), ("checkpoint index", {})):
+            fit = sieve_partial_corr_matrix(x[:, 1:], covar=x[:, 0], fit="linear", n_boot=199, seed=run, **options)
+            z, se = np.arctanh(np.asarray(fit.r)[a, b]), np.asarray(fit.se_z)[a, b]
+            kept[name].append(np.c_[z[null], se[null], np.asarray(fit.p_value)[a, b][null]])
+            if options:
+                inflation.append(np.asarray(fit.time_inflation, dtype=float).ravel())
+    for name, values in kept.items():
+        table = np.concatenate(values)
+        print(f"{name}: sd of artanh r / se_z {np.std(table[:, 0] / table[:, 1]):.3f}, "
+              f"p < 0.05 in {np.mean(table[:, 2] < 0.05):.3f} of {len(table)} null pairs")  # fmt: skip
+    quantiles = np.nanquantile(np.concatenate(inflation), [0.1, 0.5, 0.9])
+    print("time_inflation 10/50/90%:", np.round(quantiles, 3))
+
+
 def main() -> None:
     import gengen
     from gengen.across.global_share import _p_values
@@ -37,7 +71,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("docs"))
     parser.add_argument("--models", type=int, default=60)
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--steps-check", type=int, default=0, help="runs of the with/without-steps check only")
     options = parser.parse_args()
+    if options.steps_check:
+        steps_check(options.steps_check)
+        return
     warnings.simplefilter("ignore")
     rows = []
     for schedule, n in DESIGNS:
