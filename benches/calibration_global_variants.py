@@ -59,7 +59,10 @@ def variants(path: Path) -> list[dict[str, object]]:
     rows: dict[str, list[tuple[float, float, float, float]]] = {}
     for rep in range(replicates):
         spread = _null_spread(null[rep], q[rep])
-        for name, variance in (("corrected (default)", "corrected"), ("plain jackknife", "jackknife")):
+        for name, variance in (
+            ("corrected (default at 40+ checkpoints)", "corrected"),
+            ("plain jackknife (default below 40)", "jackknife"),
+        ):
             result = global_share(p[rep], a, b, null_above=q[rep], variance=variance)
             quantile = float(stats.t.ppf(0.975, result.n_testsets - 1))
             raw_low = result.share_unclipped - quantile * result.se
