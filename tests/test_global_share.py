@@ -464,3 +464,34 @@ def test_short_runs_with_a_simulated_null_take_the_plain_jackknife() -> None:
         assert_allclose([row["se"], row["ci_low"], row["ci_high"]], [reference.se, reference.ci_low, reference.ci_high])
         assert ("plain jackknife" in row["method"]) == (expected == "jackknife")
     assert share_variance(float("nan"), True) == "corrected"
+
+
+def test_with_null_above_carries_each_run_rows_null_probability_and_n() -> None:
+    """Reference: an explicit loop over the estimates, each matched to the analysis' run row of its model, run and
+    pair; pooled estimates (two runs) and keys met twice get NaN."""
+    from gengen.across.global_share import with_null_above
+    from gengen.across.heterogeneity import SIEVE
+
+    a, b = _pairs(5)
+    names = np.array([f"t{i}" for i in range(5)])
+    rng = np.random.default_rng(3)
+    runs = pd.DataFrame(
+        {"level": "run", "model": np.repeat(["m", "k"], len(a)), "run": "seed=0", "testset_a": np.tile(names[a], 2),
+         "testset_b": np.tile(names[b], 2), "p_null_above": rng.uniform(0.4, 0.6, 2 * len(a)),
+         "n": np.repeat([26, 41], len(a))}
+    )  # fmt: skip
+    runs = pd.concat([runs, runs.iloc[[0]]], ignore_index=True)  # m's first pair met twice: ambiguous
+    estimates = pd.DataFrame(
+        {"model": runs["model"][:-1], "runs": "seed=0", "testset_a": runs["testset_a"][:-1],
+         "testset_b": runs["testset_b"][:-1], "n_runs": [1] * (2 * len(a) - 1) + [2], "variance_method": SIEVE}
+    )  # fmt: skip
+    out = with_null_above(estimates, runs)
+    for i, row in estimates.iterrows():
+        match = runs[(runs["model"] == row["model"]) & (runs["testset_a"] == row["testset_a"])
+                     & (runs["testset_b"] == row["testset_b"])]  # fmt: skip
+        if row["n_runs"] == 1 and len(match) == 1:
+            assert out.loc[i, "p_null_above"] == match["p_null_above"].iloc[0]
+            assert out.loc[i, "n_checkpoints"] == match["n"].iloc[0]
+        else:
+            assert np.isnan(out.loc[i, "p_null_above"]) and np.isnan(out.loc[i, "n_checkpoints"])
+    assert np.isnan(out.loc[0, "p_null_above"]) and np.isnan(out.loc[len(out) - 1, "n_checkpoints"])

@@ -82,23 +82,27 @@ def with_null_above(estimates: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFram
     # A run and pair met twice (shots, conditions) is ambiguous: left uncalibrated. (One hashing pass: a lookup
     # of each key in value_counts' Series cost 0.8 s at 32 groups x 2,016 pairs.)
     repeated = pd.Series(keys, dtype=object).duplicated(keep=False).to_numpy()
-    checkpoints = rows["n"].to_numpy(dtype=float) if "n" in rows.columns else np.full(len(rows), np.nan)
-    lookup = {
-        key: (float(value), float(n))
-        for key, value, n, twice in zip(
-            keys, rows["p_null_above"].to_numpy(dtype=float), checkpoints, repeated, strict=True
-        )
-        if not twice
-    }
+    lookup = {key: position for position, (key, twice) in enumerate(zip(keys, repeated, strict=True)) if not twice}
     single = (estimates["n_runs"] == 1) & estimates["variance_method"].isin([SIEVE, SIEVE_INTERVAL])
-    found = [
-        lookup.get((model, run, a, b), (np.nan, np.nan)) if ok else (np.nan, np.nan)
-        for model, run, a, b, ok in zip(
-            estimates["model"], estimates["runs"], estimates["testset_a"], estimates["testset_b"], single, strict=True
-        )
-    ]
-    out["p_null_above"] = [value for value, _ in found]
-    out["n_checkpoints"] = [n for _, n in found]
+    found = np.array(
+        [
+            lookup.get((model, run, a, b), -1) if ok else -1
+            for model, run, a, b, ok in zip(
+                estimates["model"],
+                estimates["runs"],
+                estimates["testset_a"],
+                estimates["testset_b"],
+                single,
+                strict=True,
+            )
+        ],
+        dtype=np.int64,
+    )
+    hit = found >= 0
+    null = rows["p_null_above"].to_numpy(dtype=float)
+    checkpoints = rows["n"].to_numpy(dtype=float) if "n" in rows.columns else np.full(len(rows), np.nan)
+    out["p_null_above"] = np.where(hit, null[np.where(hit, found, 0)], np.nan) if len(rows) else np.nan
+    out["n_checkpoints"] = np.where(hit, checkpoints[np.where(hit, found, 0)], np.nan) if len(rows) else np.nan
     return out
 
 
