@@ -441,3 +441,73 @@ def test_resolved_sign_agreement_matches_a_loop_over_every_two_models() -> None:
         agree = sum(signs[(row.group_a, key)] == signs[(row.group_b, key)] for key in both)
         assert (row.n_resolved_both, row.n_resolved_agree) == (len(both), agree)
     assert len(found) == 10 and found["n_resolved_both"].gt(0).all()
+
+
+def test_null_p_values_are_the_draws_null_above_probability_counts() -> None:
+    """The kept draws (what the calibration of docs/calibration.md reads) are the draws the verdict's null
+    probability counts: same seed, same models; their rate of p > 0.5 is null_above_probability exactly."""
+    from gengen.stats.share import null_above_probability, null_p_values
+
+    fitted = _Fitted([[0.5], [0.3], [], [0.7]], 30)
+    control = np.linspace(0.0, 1.0, 30) ** 0.5
+    draws = null_p_values(fitted, control, n_draws=5, n_boot=49, seed=8)
+    above = null_above_probability(fitted, control, n_draws=5, n_boot=49, seed=8)
+    assert draws.shape == (5, 4, 4)
+    upper = np.triu_indices(4, 1)
+    assert_allclose(np.mean(draws > 0.5, axis=0)[upper], above[upper])
+
+
+def test_short_runs_with_a_simulated_null_take_the_plain_jackknife() -> None:
+    """docs/calibration.md: with a simulated null count, runs shorter than 40 checkpoints get the plain jackknife
+    (the corrected variance said "share > 0" in 6.7% of all-null replicates at 26 checkpoints); 40 checkpoints
+    and a uniform null count keep the corrected one. Reference: global_share called with each variance."""
+    from gengen.stats.share import SHORT_RUN, share_variance
+
+    a, b = _pairs(14)
+    names = np.array([f"t{i:02d}" for i in range(14)])
+    rng = np.random.default_rng(5)
+    z = rng.normal(0.0, 0.25, len(a)) + 0.4 * ((a < 5) & (b < 5))
+    null = rng.uniform(0.45, 0.55, len(a))
+    p = 2 * scipy_stats.t.sf(np.abs(z / 0.2), 20.0)
+    for n, simulated, expected in ((26, True, "jackknife"), (SHORT_RUN, True, "corrected"), (26, False, "corrected")):
+        estimates = pd.DataFrame(
+            {"unit": "m", "testset_a": names[a], "testset_b": names[b], "n_runs": 1, "z": z, "variance": 0.04,
+             "df": 20.0, "p_null_above": null if simulated else np.nan, "n_checkpoints": float(n)}
+        )  # fmt: skip
+        assert share_variance(n, simulated) == expected
+        row = global_share_table(estimates).iloc[0]
+        reference = global_share(p, names[a], names[b], null_above=null if simulated else None, variance=expected)
+        assert_allclose([row["se"], row["ci_low"], row["ci_high"]], [reference.se, reference.ci_low, reference.ci_high])
+        assert ("plain jackknife" in row["method"]) == (expected == "jackknife")
+    assert share_variance(float("nan"), True) == "corrected"
+
+
+def test_with_null_above_carries_each_run_rows_null_probability_and_n() -> None:
+    """Reference: an explicit loop over the estimates, each matched to the analysis' run row of its model, run and
+    pair; pooled estimates (two runs) and keys met twice get NaN."""
+    from gengen.across.global_share import with_null_above
+    from gengen.across.heterogeneity import SIEVE
+
+    a, b = _pairs(5)
+    names = np.array([f"t{i}" for i in range(5)])
+    rng = np.random.default_rng(3)
+    runs = pd.DataFrame(
+        {"level": "run", "model": np.repeat(["m", "k"], len(a)), "run": "seed=0", "testset_a": np.tile(names[a], 2),
+         "testset_b": np.tile(names[b], 2), "p_null_above": rng.uniform(0.4, 0.6, 2 * len(a)),
+         "n": np.repeat([26, 41], len(a))}
+    )  # fmt: skip
+    runs = pd.concat([runs, runs.iloc[[0]]], ignore_index=True)  # m's first pair met twice: ambiguous
+    estimates = pd.DataFrame(
+        {"model": runs["model"][:-1], "runs": "seed=0", "testset_a": runs["testset_a"][:-1],
+         "testset_b": runs["testset_b"][:-1], "n_runs": [1] * (2 * len(a) - 1) + [2], "variance_method": SIEVE}
+    )  # fmt: skip
+    out = with_null_above(estimates, runs)
+    for i, row in estimates.iterrows():
+        match = runs[(runs["model"] == row["model"]) & (runs["testset_a"] == row["testset_a"])
+                     & (runs["testset_b"] == row["testset_b"])]  # fmt: skip
+        if row["n_runs"] == 1 and len(match) == 1:
+            assert out.loc[i, "p_null_above"] == match["p_null_above"].iloc[0]
+            assert out.loc[i, "n_checkpoints"] == match["n"].iloc[0]
+        else:
+            assert np.isnan(out.loc[i, "p_null_above"]) and np.isnan(out.loc[i, "n_checkpoints"])
+    assert np.isnan(out.loc[0, "p_null_above"]) and np.isnan(out.loc[len(out) - 1, "n_checkpoints"])

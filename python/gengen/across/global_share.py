@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gengen.stats.share import MIN_TESTSETS_INTERVAL
+from gengen.stats.share import MIN_TESTSETS_INTERVAL, SHORT_RUN
 
 __all__ = [
     "GLOBAL_SHARE_COLUMNS",
@@ -76,10 +76,11 @@ def _columns(table: pd.DataFrame, *names: str) -> list[list[str]]:
 def with_null_above(estimates: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     """``estimates`` with ``p_null_above``: a one-run sieve estimate's null probability that its p-value exceeds
     Storey's lambda, from the analysis' row of that run and pair (NaN for pooled runs, the lagged test, and
-    tables without the column: the share then counts against uniform null p-values)."""
+    tables without the column: the share then counts against uniform null p-values), and ``n_checkpoints``, that
+    row's ``n`` (the share's variance depends on it: :func:`gengen.stats.share.share_variance`)."""
     from gengen.across.heterogeneity import SIEVE, SIEVE_INTERVAL
 
-    out = estimates.assign(p_null_above=np.nan)
+    out = estimates.assign(p_null_above=np.nan, n_checkpoints=np.nan)
     if "p_null_above" not in pairs.columns or estimates.empty:
         return out
     rows = pairs[pairs["level"] == "run"] if "level" in pairs.columns else pairs
@@ -87,18 +88,22 @@ def with_null_above(estimates: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFram
     # A run and pair met twice (shots, conditions) is ambiguous: left uncalibrated. (One hashing pass: a lookup
     # of each key in value_counts' Series cost 0.8 s at 32 groups x 2,016 pairs.)
     repeated = pd.Series(keys, dtype=object).duplicated(keep=False).to_numpy()
-    lookup = {
-        key: float(value)
-        for key, value, twice in zip(keys, rows["p_null_above"].to_numpy(dtype=float), repeated, strict=True)
-        if not twice
-    }
+    lookup = {key: position for position, (key, twice) in enumerate(zip(keys, repeated, strict=True)) if not twice}
     single = (estimates["n_runs"] == 1) & estimates["variance_method"].isin([SIEVE, SIEVE_INTERVAL])
-    out["p_null_above"] = [
-        lookup.get((model, run, a, b), np.nan) if ok else np.nan
-        for model, run, a, b, ok in zip(
-            *_columns(estimates, "model", "runs", "testset_a", "testset_b"), single.to_numpy(), strict=True
-        )
-    ]
+    found = np.array(
+        [
+            lookup.get((model, run, a, b), -1) if ok else -1
+            for model, run, a, b, ok in zip(
+                *_columns(estimates, "model", "runs", "testset_a", "testset_b"), single.to_numpy(), strict=True
+            )
+        ],
+        dtype=np.int64,
+    )
+    hit = found >= 0
+    null = rows["p_null_above"].to_numpy(dtype=float)
+    checkpoints = rows["n"].to_numpy(dtype=float) if "n" in rows.columns else np.full(len(rows), np.nan)
+    out["p_null_above"] = np.where(hit, null[np.where(hit, found, 0)], np.nan) if len(rows) else np.nan
+    out["n_checkpoints"] = np.where(hit, checkpoints[np.where(hit, found, 0)], np.nan) if len(rows) else np.nan
     return out
 
 
@@ -119,8 +124,10 @@ def global_share_table(estimates: pd.DataFrame, *, alpha: float = 0.05, ci_level
     ----------
     estimates : DataFrame
         :func:`gengen.across.heterogeneity.group_estimates` rows (``unit, testset_a, testset_b, n_runs, z, variance,
-        df``, optionally ``p_null_above``: :func:`with_null_above`), related pairs already left out
-        (:func:`unrelated_estimates`).
+        df``, optionally ``p_null_above`` and ``n_checkpoints``: :func:`with_null_above`), related pairs already
+        left out (:func:`unrelated_estimates`). With a simulated null count on runs shorter than
+        :data:`gengen.stats.share.SHORT_RUN` checkpoints the interval takes the plain jackknife
+        (:func:`gengen.stats.share.share_variance`), else the corrected variance.
     alpha : float
         Level of ``share_p_below_alpha`` (the raw share of pairs with p < alpha, which is alpha under the null).
     ci_level : float
@@ -145,14 +152,25 @@ def global_share_table(estimates: pd.DataFrame, *, alpha: float = 0.05, ci_level
       unit  n_pairs  share  ci_low  ci_high
     0    m       66    0.0     0.0     0.02
     """
-    from gengen.stats.share import global_share
+    from gengen.stats.share import global_share, share_variance
 
     rows: list[dict[str, Any]] = []
     for unit, cell in estimates.groupby("unit", sort=False):
         p = _p_values(cell)
         null = cell["p_null_above"].to_numpy(dtype=float) if "p_null_above" in cell.columns else None
+        simulated = null is not None and bool(np.isfinite(null).any())
+        checkpoints = cell["n_checkpoints"].to_numpy(dtype=float) if "n_checkpoints" in cell.columns else []
+        checkpoints = np.asarray(checkpoints, dtype=float)
+        finite_n = checkpoints[np.isfinite(checkpoints)]
+        n_checkpoints = float(np.median(finite_n)) if len(finite_n) else float("nan")
+        variance = share_variance(n_checkpoints, simulated)
         result = global_share(
-            p, cell["testset_a"].to_numpy(), cell["testset_b"].to_numpy(), ci_level=ci_level, null_above=null
+            p,
+            cell["testset_a"].to_numpy(),
+            cell["testset_b"].to_numpy(),
+            ci_level=ci_level,
+            null_above=null,
+            variance=variance,
         )
         finite = p[np.isfinite(p)]
         rows.append(
@@ -169,6 +187,7 @@ def global_share_table(estimates: pd.DataFrame, *, alpha: float = 0.05, ci_level
                 "p_share_positive": result.p_positive,
                 "share_p_below_alpha": float(np.mean(finite < alpha)) if len(finite) else float("nan"),
                 "method": result.method
+                + (f"; plain jackknife: runs shorter than {SHORT_RUN} checkpoints" if variance == "jackknife" else "")
                 + ("; a model's runs pooled first (random effects)" if int(cell["n_runs"].max()) > 1 else ""),
             }
         )
