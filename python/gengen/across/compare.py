@@ -553,7 +553,7 @@ def compare(
     >>> comparison = compare(analyse(scores, id_testset="id", metric="accuracy", n_boot=199), n_perm=99)
     >>> comparison.agreement[["group_a", "group_b", "n_pairs", "sign_agreement", "mantel_r"]].round(2)
         group_a   group_b  n_pairs  sign_agreement  mantel_r
-    0  olmo2-1b  opt-125m        6            0.83     -0.25
+    0  olmo2-1b  opt-125m        6            0.83     -0.08
     """
     from gengen.across.heterogeneity import _cell_matrices, _difference_rows, _heterogeneity_rows, group_estimates
 
