@@ -44,6 +44,7 @@ def per_pair_meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame
                         "n_total": 0,
                         "n_runs": len(pair_rows),
                         "runs_excluded": len(excluded),
+                        "runs_flagged": _count_flagged(pair_rows),
                         "diagnostics": "; ".join([*excluded, "fewer than two testable runs: not pooled"]),
                         "significant_random": False,
                     }
@@ -66,6 +67,7 @@ def per_pair_meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame
                     "mean_r": float(pair_rows["r_partial"].mean()),
                     **result.as_dict(),
                     "runs_excluded": len(excluded),
+                    "runs_flagged": _count_flagged(pair_rows),
                     "diagnostics": "; ".join([*excluded, *_flagged_runs(pair_rows)]),
                     "variance_method": variance_method,
                 }
@@ -80,6 +82,12 @@ def per_pair_meta_table(pairs: pd.DataFrame, settings: Settings) -> pd.DataFrame
     pooled["adjust"] = adjust
     pooled["method"] = settings.method
     return pooled[[*settings.by, *POOLED_COLUMNS, "adjust", "fit", "method"]]
+
+
+def _count_flagged(pair_rows: pd.DataFrame) -> int:
+    if "diagnostics" not in pair_rows.columns:
+        return 0
+    return sum(bool(str(text)) for text in pair_rows["diagnostics"].fillna(""))
 
 
 def _settings(**options: Any) -> Settings:

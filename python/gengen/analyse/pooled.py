@@ -62,9 +62,18 @@ POOLED_COLUMNS = (
     "p_q",
     "i2",
     "runs_excluded",
+    "runs_flagged",
     "diagnostics",
     "variance_method",
 )
+
+#: The share of a run's testable null rows that may carry diagnostics (the contract's bound on flags in
+#: well-specified cells, docs/calibration.md). Under the null each run is flagged about this often or less,
+#: so one or two flagged runs among ten say nothing about the pooled estimate: at 10 runs flagged at 5-8%,
+#: "any run flagged" fired on 38-56% of null pooled rows.
+RUN_FLAG_RATE = 0.20
+#: A pooled row is flagged when the count of its flagged runs has a binomial tail below this at RUN_FLAG_RATE.
+POOLED_FLAG_LEVEL = 0.05
 
 #: How each run's variance of Fisher's z is obtained, as recorded in ``variance_method``.
 SIEVE_VARIANCE = (
@@ -204,14 +213,38 @@ def testable_runs(pair_rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return (pair_rows if keep.all() else pair_rows[keep]), notes
 
 
+def flagged_beyond_chance(flagged: int, runs: int) -> float | None:
+    """The binomial tail P(X >= flagged), X ~ Binomial(runs, RUN_FLAG_RATE), when it is below
+    POOLED_FLAG_LEVEL (more runs flagged than the runs' own null rate explains); None otherwise.
+
+    At 2 runs both must be flagged, at 3 all three, at 10 five of them: a diagnostic that holds for the
+    condition shows in most of its runs, while a run's null flags (up to 20%) rarely gather that way.
+    """
+    if flagged <= 0 or runs <= 0:
+        return None
+    from scipy.stats import binom
+
+    tail = float(binom.sf(flagged - 1, runs, RUN_FLAG_RATE))
+    return tail if tail < POOLED_FLAG_LEVEL else None
+
+
+def _flagged_note(notes: list[str], runs: int) -> list[str]:
+    """'6 of 10 runs flagged, more than ... explains (…; first: …)' when the flagged runs are beyond chance."""
+    tail = flagged_beyond_chance(len(notes), runs)
+    if tail is None:
+        return []
+    return [
+        f"{len(notes)} of {runs} runs flagged, more than their {RUN_FLAG_RATE:.0%} null rate explains "
+        f"(binomial p = {tail:.2g}; first: {notes[0]})"
+    ]
+
+
 def _flagged_runs(pair_rows: pd.DataFrame) -> list[str]:
-    """'2 of 3 runs flagged: …' when pooled runs carry diagnostics (their first note named)."""
+    """The pooled row's note on its runs' diagnostics (:func:`_flagged_note`); [] when there is none."""
     if "diagnostics" not in pair_rows.columns:
         return []
     notes = [str(text) for text in pair_rows["diagnostics"].fillna("") if str(text)]
-    if not notes:
-        return []
-    return [f"{len(notes)} of {len(pair_rows)} runs flagged (first: {notes[0]})"]
+    return _flagged_note(notes, len(pair_rows))
 
 
 def _cells(table: pd.DataFrame, by: tuple[str, ...]) -> Iterator[tuple[dict[str, Any], pd.DataFrame]]:
@@ -352,8 +385,9 @@ def _run_labels(cell_rows: pd.DataFrame, layout: _PairLayout, keep: np.ndarray) 
 
 
 def _diagnostics(cell_rows: pd.DataFrame, layout: _PairLayout, keep: np.ndarray, pooled: np.ndarray) -> list[str]:
-    """Each pair's notes: its runs left out (with their reasons), then how many pooled runs are flagged, or
-    that it was not pooled; empty for the (usual) pair with neither."""
+    """Each pair's notes: its runs left out (with their reasons), then how many pooled runs are flagged when
+    that is beyond chance (:func:`flagged_beyond_chance`), or that it was not pooled; empty for the (usual)
+    pair with none of these."""
     models, run_names = cell_rows["model"].to_numpy(), cell_rows["run"].to_numpy()
     reasons = _column(cell_rows, "untestable_reason", "")
     notes = _column(cell_rows, "diagnostics", "")
@@ -369,8 +403,8 @@ def _diagnostics(cell_rows: pd.DataFrame, layout: _PairLayout, keep: np.ndarray,
         ]
         if not pooled[pair]:
             lines.append("fewer than two testable runs: not pooled")
-        elif flagged := [str(notes[i]) for i in kept if noted[i]]:
-            lines.append(f"{len(flagged)} of {len(kept)} runs flagged (first: {flagged[0]})")
+        else:
+            lines.extend(_flagged_note([str(notes[i]) for i in kept if noted[i]], len(kept)))
         out[pair] = "; ".join(lines)
     return out
 
@@ -407,6 +441,7 @@ def _cell_table(cell: dict[str, Any], cell_rows: pd.DataFrame, settings: Setting
     data["n_total"] = np.where(pooled, n_kept, 0).astype(int)
     data["mean_r"] = np.where(pooled, _kept_means(layout, keep, cell_rows["r_partial"].to_numpy(dtype=float)), np.nan)
     data["runs_excluded"] = layout.per_pair_sum(~keep)
+    data["runs_flagged"] = layout.per_pair_sum(keep & _has_text(cell_rows, "diagnostics"))
     data["diagnostics"] = _diagnostics(cell_rows, layout, keep, pooled)
     method = np.where(has_se, SIEVE_VARIANCE, INDEPENDENT_VARIANCE).astype(object)
     data["variance_method"] = np.where(pooled, method, np.nan).tolist()
