@@ -191,9 +191,28 @@ def test_checks_judge_planted_rates() -> None:
             {**base, "method": "default", "reject": 15, "covered": 285, "flagged": 90},  # flags 30%: FAIL
             {**base, "method": "lagged", "reject": 60, "covered": 240, "flagged": 0},  # type-I 0.2: FAIL
             {**base, "method": "t-test (warned)", "reject": 120, "covered": 0, "flagged": 0},  # not judged
+            # a pooled cell's null pair: its fixed effect's flags are judged (56%, "any run flagged" at 10 seeds)
+            {
+                **base,
+                "method": "default pooled fixed",
+                "rows": "main pair",
+                "reject": 15,
+                "covered": 285,
+                "flagged": 167,
+            },
+            {
+                **base,
+                "method": "default pooled random",
+                "rows": "main pair",
+                "reject": 15,
+                "covered": 285,
+                "flagged": 167,
+            },
         ]
     )
     checks = contract_checks(contract_summary(table)).set_index(["method", "criterion"])["status"]
+    assert checks[("default pooled fixed", "flags")] == "FAIL"
+    assert ("default pooled random", "flags") not in checks.index  # the same rows' notes: checked once
     assert checks[("default", "type-I")] == "ok" and checks[("default", "coverage")] == "ok"
     assert checks[("default", "flags")] == "FAIL"
     assert checks[("lagged", "type-I")] == "FAIL" and checks[("lagged", "coverage")] == "FAIL"

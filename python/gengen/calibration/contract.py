@@ -494,7 +494,8 @@ def contract_checks(summary: pd.DataFrame) -> pd.DataFrame:
     Criteria, among rows reported testable: type-I ≤ 0.065 for every path offered by default (run rows, the
     pooled fixed and random effects, Cochran's Q, the joint test and wrong verdicts across models); coverage of
     the 95% intervals in [0.925, 0.975] (under the null, and of the simulated r on the main pair under an
-    alternative); flags ≤ 20% of the null's testable rows in well-specified cells. ``status`` is ``ok``,
+    alternative); flags ≤ 20% of the null's testable rows in well-specified cells (run rows, and the pooled rows
+    of a pooled cell's null pair). ``status`` is ``ok``,
     ``over`` (broken by less than two Monte Carlo standard errors) or ``FAIL``. The t-test and the oracle are
     reported, not judged.
 
@@ -536,6 +537,10 @@ def contract_checks(summary: pd.DataFrame) -> pd.DataFrame:
         if np.isfinite(row.coverage) and row.rows != "real pairs":
             check(row, "coverage", row.coverage, *CONTRACT_COVERAGE, row.testable)
         if null and row.well_specified and row.method in CONTRACT_PATHS and row.rows == "null pairs":
+            check(row, "flags", row.flags, 0.0, CONTRACT_FLAGS, row.testable)
+        # A pooled row's flags are its own (a pooled cell's null pair is its main pair): the random effect's
+        # row carries the same diagnostics as the fixed effect's, so it is checked once.
+        if null and row.well_specified and str(row.method).endswith("pooled fixed") and row.rows == "main pair":
             check(row, "flags", row.flags, 0.0, CONTRACT_FLAGS, row.testable)
     columns = ["cell", "hypothesis", "method", "rows", "criterion", "value", "count", "bound", "status"]
     return pd.DataFrame(records, columns=columns)
@@ -659,9 +664,10 @@ def _groups_section(summary: pd.DataFrame) -> list[str]:
                 _rate(row) if row.rows != "real pairs" else "–",
                 _rate(row) if row.rows == "real pairs" else "–",
                 _fmt(row.coverage),
+                _pct(row.flags) if "pooled" in str(row.method) else "–",
             ]
         )
-    columns = ["cell", "method", "rows", "groups × pairs", "type-I", "power", "coverage of 0"]
+    columns = ["cell", "method", "rows", "groups × pairs", "type-I", "power", "coverage of 0", "flagged"]
     return _table("Pooled seeds and the verdict across models (α = 0.05, ± one MC s.e.)", columns, lines)
 
 
