@@ -138,6 +138,8 @@ def _contract_cells() -> tuple[ContractCell, ...]:
         ContractCell(item("log n=40, 10 seeds, a real pair beside", runs=10, rhos=(0.0,)), kind="pooled"),
         ContractCell(item("log n=40, 3 seeds, a real pair beside", runs=3, rhos=(0.0,)), kind="pooled"),
         ContractCell(item("log n=40, 4 models", models=4, rhos=(0.0,)), kind="models"),
+        ContractCell(item("log n=40, 2 models", models=2, rhos=(0.0,)), kind="models"),
+        ContractCell(item("log n=40, 7 models", models=7, rhos=(0.0,)), kind="models"),
         ContractCell(
             Cell("textbook saturating, white noise, n=50 (even)", n=50, coef_a=(0.0,), shape="saturating", rhos=_RHOS)
         ),
