@@ -102,6 +102,8 @@ path = "d.jsonl"
         ("evaluation.metrics", ["f1"], "evaluation.metrics[0]: expected one of 'acc', 'logprob', got 'f1'"),
         ("evaluation.every", 0, "evaluation.every: expected a positive integer, got 0"),
         ("data.shots", [1], "data.shots[0]: expected an integer >= 2, got 1"),
+        ("data.shots", [4, 16, 4], "data.shots: 4 appears more than once; each names one run folder"),
+        ("data.data_seeds", [0, 3, 3], "data.data_seeds: 3 appears more than once; each names one run folder"),
         ("testsets.1.split", "dev", "testsets[1].split: hans has no split 'dev'"),
         ("testsets.1.name", "mnli", "testsets: test set name 'mnli' appears more than once"),
         ("testsets.1.path", "absent.jsonl", "testsets[1].path: no such file or folder: "),

@@ -458,6 +458,10 @@ def _regime(top: _Section, models: Sequence[ModelSpec], training: TrainingConfig
     )
     if not data_seeds:
         raise regime.error("data_seeds", "must not be empty")
+    # A repeated shot count or data seed names the same run twice: both would write into one run folder.
+    for name, values in (("shots", shots), ("data_seeds", data_seeds)):
+        if repeated := sorted({value for value in values if values.count(value) > 1}):
+            raise regime.error(name, f"{repeated[0]} appears more than once; each names one run folder")
     balanced = regime.boolean("balanced", True)
     regime.finish()
     n_runs = len(models) * len(training.seeds) * (len(shots) * len(data_seeds) if shots else 1)
