@@ -142,6 +142,48 @@ def test_predicted_global_power_matches_the_pipeline() -> None:
     assert abs(predicted.power - simulated.power) <= tolerance, (predicted, simulated)
 
 
+@pytest.mark.slow
+def test_predicted_pair_from_the_simulation_matches_the_pipeline() -> None:
+    """CI-sized version of docs/power.md's design G5 (3 seeds, 20 even checkpoints, N = 1,000, 12 OOD test sets,
+    a clique of 10 co-moving at noise rho 0.7, 70% of pairs): with 12 or more test sets ``predict`` takes the chosen
+    pair's power from the statistics simulation (Holm among the pairs, random effects), which the pipeline's Holm
+    call on 150 simulated models must match within 0.05 plus twice the combined Monte Carlo s.e., as must the
+    global answer. The closed form's alpha/66 (0.12 here) is far below what Holm's step-down finds."""
+    from gengen.calibration.learning_curves import CurveCell, design_partial_corr
+    from gengen.study.power import PowerInputs, _pair_prediction
+    from gengen.study.power_global import PLANNER_REPLICATES, pipeline_power
+
+    warnings.simplefilter("ignore")
+    pilot = PowerInputs(
+        n=20,
+        phi=0.566,
+        noise_sd=0.04,
+        accuracy=0.668,
+        n_examples=1000,
+        pairs=66,
+        testsets=12,
+        runs=3,
+        information=4.653,
+        measured_rho=True,
+    )  # the even pilot of docs/power.md (benches/power_pipeline.py, pilot seed 7)
+    design = Design(3, 20, 1000, 12)
+    rho = design_partial_corr(CurveCell("pilot", n=20, phi=0.9, schedule="even", n_examples=1000), 0.7)
+    pair, overall, _ = predict(pilot, design, rho, share=0.7)
+    closed = _pair_prediction(pilot, design, rho, 0.05)[0]
+    simulated = pipeline_power(
+        seeds=3, evaluations=20, n_examples=1000, testsets=12, rho=0.7, share=0.7, replicates=150, schedule="even",
+        seed=3,
+    )  # fmt: skip
+    pair_se = math.hypot(
+        math.sqrt(pair * (1 - pair) / PLANNER_REPLICATES),
+        math.sqrt(simulated.pair_power * (1 - simulated.pair_power) / simulated.replicates),
+    )
+    global_se = math.hypot(math.sqrt(overall * (1 - overall) / PLANNER_REPLICATES), simulated.mc_se)
+    assert abs(pair - simulated.pair_power) <= 0.05 + 2 * pair_se, (pair, closed, simulated)
+    assert abs(overall - simulated.power) <= 0.05 + 2 * global_se, (overall, simulated)
+    assert closed < pair - 0.1  # Holm's later steps are more lenient than alpha/m when most pairs co-move
+
+
 def test_reliability_and_steps() -> None:
     assert reliability(0.02, 0.5, 625) == pytest.approx(0.5)
     assert reliability(0.04, 0.7, 10**9) == pytest.approx(1.0, abs=1e-6)
