@@ -12,13 +12,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from gengen.errors import ConfigError
 from gengen.study.config import load_config
 from gengen.study.power import (
+    EVALUATION_EXPONENT,
     Design,
+    PowerInputs,
     assumed_inputs,
     design_steps,
     effective_n,
     global_power,
+    information_per_run,
     pair_power,
     pilot_inputs,
     plan_power,
@@ -220,6 +224,22 @@ def test_predicted_power_matches_gengen_simulate() -> None:
     assert abs(power - predicted) <= 0.05, (seeds, predicted, power, se)
 
 
+def test_information_grows_with_the_inputs_evaluation_exponent() -> None:
+    # I(n) = I_ref (n / n_ref)^e, capped at Fisher's n - 3 - k of independent checkpoints (k = 1).
+    base = dict(n=20, phi=0.2, noise_sd=0.04, accuracy=0.6, n_examples=1000, pairs=66, testsets=12, runs=3)
+    assumed = PowerInputs(**base, information=7.0)
+    assert assumed.evaluation_exponent == EVALUATION_EXPONENT == 0.5
+    assert information_per_run(assumed, 40) == pytest.approx(7.0 * math.sqrt(2.0))
+    assert information_per_run(assumed, 20) == pytest.approx(7.0)
+    linear = PowerInputs(**base, information=7.0, evaluation_exponent=1.0)
+    assert information_per_run(linear, 40) == pytest.approx(14.0)
+    assert information_per_run(linear, 10) == pytest.approx(3.5)
+    assert information_per_run(PowerInputs(**base, information=19.0, evaluation_exponent=1.0), 40) == 36.0
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ConfigError, match="evaluation_exponent"):
+            PowerInputs(**base, evaluation_exponent=bad)
+
+
 def test_plan_power_recommends_within_budget() -> None:
     config = load_config(STUDIES / "paper-mnli-full.toml")
     inputs = assumed_inputs(config)
@@ -243,6 +263,7 @@ def test_plan_power_cli() -> None:
     result = cli("plan", study, "--power", "--rho", "0.3", "--pair", "snli,hans", "--budget", "10000")
     assert result.exit_code == 0, result.output
     assert "pair snli,hans" in result.output and "the global answer's interval needs 12" in result.output
+    assert "growing as n^0.5 at other numbers of evaluations (assumed" in result.output
     for bad, named in (
         (("--pair", "snli"), "--pair"),
         (("--pair", "snli,nope"), "--pair"),

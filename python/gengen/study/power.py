@@ -96,7 +96,8 @@ MAX_PHI = 0.99
 DEFAULT_RISE = 0.15
 #: How a run's information grows with its checkpoints over the same training, :math:`I \\propto n^{1/2}`: between
 #: noise autocorrelated in the checkpoint index (exponent 1) and in training time (towards 0); measured on the
-#: learning-curve simulator (docs/power.md: n = 20 to 100, dense-early and log spacing, N = 1,000).
+#: learning-curve simulator (docs/power.md: n = 20 to 100, dense-early and log spacing, N = 1,000); a pilot's
+#: analysis of every other checkpoint does not measure it (it lands above 1 on every schedule: docs/power.md).
 EVALUATION_EXPONENT = 0.5
 #: The signal sd the closed-form reliability assumes when not told: it reproduces the attenuation of fixed test
 #: sets in the learning-curve simulator (``design_partial_corr`` at N = 200, 1,000, 30,000; docs/power.md).
@@ -297,6 +298,10 @@ class PowerInputs:
         reliability from the pilot's N attenuates it; else ρ is the signal's and attenuated by rel(N).
     source : str
         Where these numbers come from, for the printed plan.
+    evaluation_exponent : float
+        How the information per run grows with checkpoints over the same training, :math:`I \\propto n^e`
+        (:func:`information_per_run`); default :data:`EVALUATION_EXPONENT` (a pilot's own thinning does not
+        measure it: docs/power.md, "Why P5 misses").
     """
 
     n: int
@@ -310,6 +315,7 @@ class PowerInputs:
     information: float | None = None
     measured_rho: bool = False
     source: str = "assumed"
+    evaluation_exponent: float = EVALUATION_EXPONENT
 
     def __post_init__(self) -> None:
         checks = {
@@ -320,6 +326,7 @@ class PowerInputs:
             "n_examples": self.n_examples >= 1,
             "testsets": self.testsets >= 2,
             "runs": self.runs >= 1,
+            "evaluation_exponent": 0.0 <= self.evaluation_exponent <= 1.0,
         }
         for name, ok in checks.items():
             if not ok:
@@ -350,10 +357,11 @@ class Design:
 def information_per_run(inputs: PowerInputs, evaluations: int) -> float:
     r"""Information about artanh r of one run with ``evaluations`` checkpoints over the same training.
 
-    The reference information times :math:`(n/n_\text{ref})^{1/2}` (:data:`EVALUATION_EXPONENT`), never above
+    The reference information times :math:`(n/n_\text{ref})^e` with the inputs' evaluation exponent :math:`e`
+    (default :data:`EVALUATION_EXPONENT`), never above
     :math:`n - 3 - k` (independent checkpoints).
     """
-    scaled = inputs.reference_information() * (evaluations / inputs.n) ** EVALUATION_EXPONENT
+    scaled = inputs.reference_information() * (evaluations / inputs.n) ** inputs.evaluation_exponent
     return float(min(max(scaled, 0.0), evaluations - 3 - CONTROLS))
 
 
@@ -1060,7 +1068,14 @@ def format_power_plan(plan: PowerPlan, study: str | Path) -> str:
         f"power at rho = {plan.rho:g} ({meaning}), target {plan.target:.0%}, alpha = {plan.alpha:g}, {budget}",
         f"from {inputs.source}: n = {inputs.n}, {inputs.runs} seed(s), {inputs.testsets} OOD test sets, "
         f"N = {inputs.n_examples:,}, residual lag-1 autocorrelation {inputs.phi:.2f}, information per run "
-        f"{inputs.reference_information():.1f}",
+        f"{inputs.reference_information():.1f}, growing as n^{inputs.evaluation_exponent:g} at other numbers of "
+        "evaluations"
+        + (
+            " (assumed: 0.5 to 1.1 by schedule on simulated curves, docs/power.md; a pilot measures the information "
+            "at its own n only)"
+            if inputs.evaluation_exponent == EVALUATION_EXPONENT
+            else ""
+        ),
         f"pair: {what}, tested at alpha / pairs (from {MIN_TESTSETS_INTERVAL} OOD test sets: Holm's step-down "
         f"among the pairs, in the global simulation); global: the verdict's interval of the share of co-moving "
         f"pairs above 0, {plan.share:.0%} of pairs co-moving in groups (simulated, {PLANNER_REPLICATES} models a "
