@@ -12,13 +12,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from gengen.errors import ConfigError
 from gengen.study.config import load_config
 from gengen.study.power import (
+    EVALUATION_EXPONENT,
     Design,
+    PowerInputs,
     assumed_inputs,
     design_steps,
     effective_n,
     global_power,
+    information_per_run,
     pair_power,
     pilot_inputs,
     plan_power,
@@ -142,6 +146,48 @@ def test_predicted_global_power_matches_the_pipeline() -> None:
     assert abs(predicted.power - simulated.power) <= tolerance, (predicted, simulated)
 
 
+@pytest.mark.slow
+def test_predicted_pair_from_the_simulation_matches_the_pipeline() -> None:
+    """CI-sized version of docs/power.md's design G5 (3 seeds, 20 even checkpoints, N = 1,000, 12 OOD test sets,
+    a clique of 10 co-moving at noise rho 0.7, 70% of pairs): with 12 or more test sets ``predict`` takes the chosen
+    pair's power from the statistics simulation (Holm among the pairs, random effects), which the pipeline's Holm
+    call on 150 simulated models must match within 0.05 plus twice the combined Monte Carlo s.e., as must the
+    global answer. The closed form's alpha/66 (0.12 here) is far below what Holm's step-down finds."""
+    from gengen.calibration.learning_curves import CurveCell, design_partial_corr
+    from gengen.study.power import PowerInputs, _pair_prediction
+    from gengen.study.power_global import PLANNER_REPLICATES, pipeline_power
+
+    warnings.simplefilter("ignore")
+    pilot = PowerInputs(
+        n=20,
+        phi=0.566,
+        noise_sd=0.04,
+        accuracy=0.668,
+        n_examples=1000,
+        pairs=66,
+        testsets=12,
+        runs=3,
+        information=4.653,
+        measured_rho=True,
+    )  # the even pilot of docs/power.md (benches/power_pipeline.py, pilot seed 7)
+    design = Design(3, 20, 1000, 12)
+    rho = design_partial_corr(CurveCell("pilot", n=20, phi=0.9, schedule="even", n_examples=1000), 0.7)
+    pair, overall, _ = predict(pilot, design, rho, share=0.7)
+    closed = _pair_prediction(pilot, design, rho, 0.05)[0]
+    simulated = pipeline_power(
+        seeds=3, evaluations=20, n_examples=1000, testsets=12, rho=0.7, share=0.7, replicates=150, schedule="even",
+        seed=3,
+    )  # fmt: skip
+    pair_se = math.hypot(
+        math.sqrt(pair * (1 - pair) / PLANNER_REPLICATES),
+        math.sqrt(simulated.pair_power * (1 - simulated.pair_power) / simulated.replicates),
+    )
+    global_se = math.hypot(math.sqrt(overall * (1 - overall) / PLANNER_REPLICATES), simulated.mc_se)
+    assert abs(pair - simulated.pair_power) <= 0.05 + 2 * pair_se, (pair, closed, simulated)
+    assert abs(overall - simulated.power) <= 0.05 + 2 * global_se, (overall, simulated)
+    assert closed < pair - 0.1  # Holm's later steps are more lenient than alpha/m when most pairs co-move
+
+
 def test_reliability_and_steps() -> None:
     assert reliability(0.02, 0.5, 625) == pytest.approx(0.5)
     assert reliability(0.04, 0.7, 10**9) == pytest.approx(1.0, abs=1e-6)
@@ -178,6 +224,22 @@ def test_predicted_power_matches_gengen_simulate() -> None:
     assert abs(power - predicted) <= 0.05, (seeds, predicted, power, se)
 
 
+def test_information_grows_with_the_inputs_evaluation_exponent() -> None:
+    # I(n) = I_ref (n / n_ref)^e, capped at Fisher's n - 3 - k of independent checkpoints (k = 1).
+    base = dict(n=20, phi=0.2, noise_sd=0.04, accuracy=0.6, n_examples=1000, pairs=66, testsets=12, runs=3)
+    assumed = PowerInputs(**base, information=7.0)
+    assert assumed.evaluation_exponent == EVALUATION_EXPONENT == 0.5
+    assert information_per_run(assumed, 40) == pytest.approx(7.0 * math.sqrt(2.0))
+    assert information_per_run(assumed, 20) == pytest.approx(7.0)
+    linear = PowerInputs(**base, information=7.0, evaluation_exponent=1.0)
+    assert information_per_run(linear, 40) == pytest.approx(14.0)
+    assert information_per_run(linear, 10) == pytest.approx(3.5)
+    assert information_per_run(PowerInputs(**base, information=19.0, evaluation_exponent=1.0), 40) == 36.0
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ConfigError, match="evaluation_exponent"):
+            PowerInputs(**base, evaluation_exponent=bad)
+
+
 def test_plan_power_recommends_within_budget() -> None:
     config = load_config(STUDIES / "paper-mnli-full.toml")
     inputs = assumed_inputs(config)
@@ -201,6 +263,7 @@ def test_plan_power_cli() -> None:
     result = cli("plan", study, "--power", "--rho", "0.3", "--pair", "snli,hans", "--budget", "10000")
     assert result.exit_code == 0, result.output
     assert "pair snli,hans" in result.output and "the global answer's interval needs 12" in result.output
+    assert "growing as n^0.5 at other numbers of evaluations (assumed" in result.output
     for bad, named in (
         (("--pair", "snli"), "--pair"),
         (("--pair", "snli,nope"), "--pair"),

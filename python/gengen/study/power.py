@@ -42,7 +42,12 @@ share a test set are dependent, the interval resamples test sets), so :func:`glo
 statistics — per run K series whose correlations carry :math:`\rho_\text{obs}` inside cliques of co-moving test
 sets and have information :math:`I_1` — and puts them through the verdict's own functions
 (:mod:`gengen.study.power_global`). Fewer OOD test sets than the interval needs give power 0. :func:`plan_power` runs
-that simulation only for the candidates it has to compare (cheapest first), about 1–4 s each.
+that simulation only for the candidates it has to compare (cheapest first), about 2–6 s each. Where a design scores
+that many test sets (:data:`gengen.stats.share.MIN_TESTSETS_INTERVAL`), the chosen pair's power is taken from the
+same simulation (seeds pooled with random effects, Holm's step-down among the model's pairs, the share co-moving),
+as the verdict calls a pair: the closed form's :math:`\alpha/m` ignores that Holm's later steps are more lenient
+when many pairs co-move, and missed the pipeline by up to 0.28 there (docs/power.md). The closed form stays the
+screen of the search and the answer below that many test sets.
 
 How well this predicts what ``gengen analyse`` finds is measured by :func:`simulated_power` on the learning-curve
 simulator of ``gengen simulate`` (docs/power.md).
@@ -80,6 +85,7 @@ __all__ = [
     "predict",
     "reliability",
     "simulated_power",
+    "simulated_powers",
 ]
 
 #: Covariates regressed out of every pair (the ID score).
@@ -90,7 +96,8 @@ MAX_PHI = 0.99
 DEFAULT_RISE = 0.15
 #: How a run's information grows with its checkpoints over the same training, :math:`I \\propto n^{1/2}`: between
 #: noise autocorrelated in the checkpoint index (exponent 1) and in training time (towards 0); measured on the
-#: learning-curve simulator (docs/power.md: n = 20 to 100, dense-early and log spacing, N = 1,000).
+#: learning-curve simulator (docs/power.md: n = 20 to 100, dense-early and log spacing, N = 1,000); a pilot's
+#: analysis of every other checkpoint does not measure it (it lands above 1 on every schedule: docs/power.md).
 EVALUATION_EXPONENT = 0.5
 #: The signal sd the closed-form reliability assumes when not told: it reproduces the attenuation of fixed test
 #: sets in the learning-curve simulator (``design_partial_corr`` at N = 200, 1,000, 30,000; docs/power.md).
@@ -250,16 +257,10 @@ def global_power(
     >>> global_power(0.5, 20.0, seeds=3, testsets=8, share=0.1)  # 8 test sets: too few for an interval
     0.0
     """
-    from gengen.study.power_global import (
-        MIN_PLANNER_REPLICATES,
-        PLANNER_REPLICATES,
-        PLANNER_ROWS,
-        predicted_global_power,
-    )
+    from gengen.study.power_global import predicted_global_power
 
     if replicates is None:  # large designs: fewer replicates, so that one takes seconds
-        rows = seeds * testsets * (testsets - 1) // 2
-        replicates = min(PLANNER_REPLICATES, max(MIN_PLANNER_REPLICATES, PLANNER_ROWS // max(rows, 1)))
+        replicates = _planner_replicates(seeds, testsets)
     return predicted_global_power(
         rho_observed,
         information,
@@ -297,6 +298,10 @@ class PowerInputs:
         reliability from the pilot's N attenuates it; else ρ is the signal's and attenuated by rel(N).
     source : str
         Where these numbers come from, for the printed plan.
+    evaluation_exponent : float
+        How the information per run grows with checkpoints over the same training, :math:`I \\propto n^e`
+        (:func:`information_per_run`); default :data:`EVALUATION_EXPONENT` (a pilot's own thinning does not
+        measure it: docs/power.md, "Why P5 misses").
     """
 
     n: int
@@ -310,6 +315,7 @@ class PowerInputs:
     information: float | None = None
     measured_rho: bool = False
     source: str = "assumed"
+    evaluation_exponent: float = EVALUATION_EXPONENT
 
     def __post_init__(self) -> None:
         checks = {
@@ -320,6 +326,7 @@ class PowerInputs:
             "n_examples": self.n_examples >= 1,
             "testsets": self.testsets >= 2,
             "runs": self.runs >= 1,
+            "evaluation_exponent": 0.0 <= self.evaluation_exponent <= 1.0,
         }
         for name, ok in checks.items():
             if not ok:
@@ -350,11 +357,84 @@ class Design:
 def information_per_run(inputs: PowerInputs, evaluations: int) -> float:
     r"""Information about artanh r of one run with ``evaluations`` checkpoints over the same training.
 
-    The reference information times :math:`(n/n_\text{ref})^{1/2}` (:data:`EVALUATION_EXPONENT`), never above
+    The reference information times :math:`(n/n_\text{ref})^e` with the inputs' evaluation exponent :math:`e`
+    (default :data:`EVALUATION_EXPONENT`), never above
     :math:`n - 3 - k` (independent checkpoints).
     """
-    scaled = inputs.reference_information() * (evaluations / inputs.n) ** EVALUATION_EXPONENT
+    scaled = inputs.reference_information() * (evaluations / inputs.n) ** inputs.evaluation_exponent
     return float(min(max(scaled, 0.0), evaluations - 3 - CONTROLS))
+
+
+def _planner_replicates(seeds: int, testsets: int) -> int:
+    """Simulated models of one planner design: PLANNER_REPLICATES, fewer where seeds × pairs exceed PLANNER_ROWS /
+    that, never below MIN_PLANNER_REPLICATES."""
+    from gengen.study.power_global import MIN_PLANNER_REPLICATES, PLANNER_REPLICATES, PLANNER_ROWS
+
+    rows = seeds * testsets * (testsets - 1) // 2
+    return min(PLANNER_REPLICATES, max(MIN_PLANNER_REPLICATES, PLANNER_ROWS // max(rows, 1)))
+
+
+def simulated_powers(
+    rho_observed: float,
+    information: float,
+    *,
+    seeds: int,
+    testsets: int,
+    share: float,
+    alpha: float = 0.05,
+    replicates: int | None = None,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """The global power and, with enough test sets for the global interval, the chosen pair's, from one simulation.
+
+    :func:`gengen.study.power_global.predicted_global_power` with the chosen pair measured where ``testsets`` is
+    at least :data:`gengen.stats.share.MIN_TESTSETS_INTERVAL` (random effects, Holm among the model's pairs at
+    ``alpha``); NaN for the pair below that (the plan keeps the closed form :func:`pair_power` there).
+
+    Parameters
+    ----------
+    rho_observed, information : float
+        Partial correlation a co-moving pair's data carry, and the information about artanh r of one run.
+    seeds, testsets : int
+        Runs pooled per model and OOD test sets.
+    share : float
+        Share of the pairs that co-move.
+    alpha : float
+        Level of the pair's Holm-adjusted test.
+    replicates : int, optional
+        Simulated models (default as :func:`global_power`).
+    seed : int
+        Seed of the simulation.
+
+    Returns
+    -------
+    global : float
+        The probability that the verdict's interval of the share lies above 0.
+    pair : float
+        The probability that the chosen pair's Holm-adjusted p is below ``alpha`` (NaN below the interval's
+        test sets).
+
+    Examples
+    --------
+    >>> simulated_powers(0.5, 20.0, seeds=3, testsets=8, share=0.1)  # too few test sets: no interval, no pair
+    (0.0, nan)
+    """
+    from gengen.stats.share import MIN_TESTSETS_INTERVAL
+    from gengen.study.power_global import predicted_global_power
+
+    with_pair = testsets >= MIN_TESTSETS_INTERVAL
+    result = predicted_global_power(
+        rho_observed,
+        information,
+        seeds=seeds,
+        testsets=testsets,
+        share=share,
+        alpha=alpha,
+        replicates=replicates if replicates is not None else _planner_replicates(seeds, testsets),
+        seed=seed,
+        chosen_pair=with_pair,
+    )
+    return result.power, (result.pair_power if with_pair else float("nan"))
 
 
 def predict(
@@ -378,15 +458,18 @@ def predict(
     Returns
     -------
     pair : float
-        Power for one pair tested at alpha / pairs.
+        Power for the chosen pair: tested at alpha / pairs (closed form) below
+        :data:`gengen.stats.share.MIN_TESTSETS_INTERVAL` test sets, else from :func:`simulated_powers`.
     global : float
         Power of the verdict's global answer (:func:`global_power`).
     rho_observed : float
         The partial correlation the design's data carry.
     """
     pair, rho_observed, per_run = _pair_prediction(inputs, design, rho, alpha)
-    overall = global_power(rho_observed, per_run, seeds=design.seeds, testsets=design.testsets, share=share)
-    return pair, overall, rho_observed
+    overall, simulated_pair = simulated_powers(
+        rho_observed, per_run, seeds=design.seeds, testsets=design.testsets, share=share, alpha=alpha
+    )
+    return (simulated_pair if math.isfinite(simulated_pair) else pair), overall, rho_observed
 
 
 def _pair_prediction(inputs: PowerInputs, design: Design, rho: float, alpha: float) -> tuple[float, float, float]:
@@ -821,7 +904,7 @@ def plan_power(
     grid = pd.DataFrame(records)
     within = grid["gpu_hours"] <= budget if budget is not None else pd.Series(True, index=grid.index)
     grid["within_budget"] = within
-    powers = _GlobalPowers(grid, share)
+    powers = _GlobalPowers(grid, share, alpha)
     chosen = _choose(grid, current, target, powers)
     grid["meets"] = within & (grid["power_pair"] >= target) & (grid["power_global"] >= target)
     table = pd.DataFrame([{"label": label, **grid.loc[index].to_dict()} for label, index in chosen])
@@ -868,9 +951,10 @@ class _GlobalPowers:
     row that already fell short of the target is not simulated (it falls short too).
     """
 
-    def __init__(self, grid: pd.DataFrame, share: float) -> None:
+    def __init__(self, grid: pd.DataFrame, share: float, alpha: float = 0.05) -> None:
         self.grid = grid
         self.share = share
+        self.alpha = alpha
         self.short: dict[tuple[int, int], float] = {}
         self.simulated = 0
         self.exhausted = False
@@ -887,17 +971,22 @@ class _GlobalPowers:
         if target is not None and self.simulated >= MAX_SIMULATED_DESIGNS:
             self.exhausted = True
             return -math.inf  # the search's time is spent: the plan says how many it simulated
-        power = global_power(observed, information, seeds=key[0], testsets=key[1], share=self.share)
+        power, pair = simulated_powers(
+            observed, information, seeds=key[0], testsets=key[1], share=self.share, alpha=self.alpha
+        )
         self.simulated += 1
         self.grid.loc[index, "power_global"] = power
+        if math.isfinite(pair):  # enough test sets: the chosen pair from the same simulation (Holm, random effects)
+            self.grid.loc[index, "power_pair"] = pair
         if target is not None and power < target:
             self.short[key] = max(delta, self.short.get(key, -math.inf))
         return power
 
     def first_meeting(self, rows: pd.DataFrame, target: float) -> int | None:
-        """The first of ``rows`` (in their order) whose pair and global power reach ``target``."""
+        """The first of ``rows`` (in their order) whose pair and global power reach ``target``: the closed-form
+        pair power screens, the simulation (global, and the pair's where it measures it) decides."""
         for index in rows.index[rows["power_pair"] >= target]:
-            if self(int(index), target) >= target:
+            if self(int(index), target) >= target and self.grid.loc[index, "power_pair"] >= target:
                 return int(index)
         return None
 
@@ -979,9 +1068,17 @@ def format_power_plan(plan: PowerPlan, study: str | Path) -> str:
         f"power at rho = {plan.rho:g} ({meaning}), target {plan.target:.0%}, alpha = {plan.alpha:g}, {budget}",
         f"from {inputs.source}: n = {inputs.n}, {inputs.runs} seed(s), {inputs.testsets} OOD test sets, "
         f"N = {inputs.n_examples:,}, residual lag-1 autocorrelation {inputs.phi:.2f}, information per run "
-        f"{inputs.reference_information():.1f}",
-        f"pair: {what}, tested at alpha / pairs; global: the verdict's interval of the share of co-moving pairs "
-        f"above 0, {plan.share:.0%} of pairs co-moving in groups (simulated, {PLANNER_REPLICATES} models a "
+        f"{inputs.reference_information():.1f}, growing as n^{inputs.evaluation_exponent:g} at other numbers of "
+        "evaluations"
+        + (
+            " (assumed: 0.5 to 1.1 by schedule on simulated curves, docs/power.md; a pilot measures the information "
+            "at its own n only)"
+            if inputs.evaluation_exponent == EVALUATION_EXPONENT
+            else ""
+        ),
+        f"pair: {what}, tested at alpha / pairs (from {MIN_TESTSETS_INTERVAL} OOD test sets: Holm's step-down "
+        f"among the pairs, in the global simulation); global: the verdict's interval of the share of co-moving "
+        f"pairs above 0, {plan.share:.0%} of pairs co-moving in groups (simulated, {PLANNER_REPLICATES} models a "
         f"design; it needs at least {MIN_TESTSETS_INTERVAL} OOD test sets; docs/power.md)",
         f"{'design':<17} {'seeds':>5} {'evals':>5} {'examples':>8} {'sets':>4} {'pairs':>5} {'r seen':>6} "
         f"{'P(pair)':>7} {'P(global)':>9} {'GPU-h':>10}",
