@@ -105,6 +105,22 @@ def test_simulated_statistics_have_the_information_asked() -> None:
     assert np.var(np.arctanh(r)) * information == pytest.approx(1.0, abs=0.03)
 
 
+def _even_pilot(*, phi: float, accuracy: float, information: float) -> PowerInputs:
+    """What the even-spaced pilot of docs/power.md measures (20 models of 3 seeds, n = 20, N = 1,000, 12 sets)."""
+    return PowerInputs(
+        n=20,
+        phi=phi,
+        noise_sd=0.04,
+        accuracy=accuracy,
+        n_examples=1000,
+        pairs=66,
+        testsets=12,
+        runs=3,
+        information=information,
+        measured_rho=True,
+    )
+
+
 @pytest.mark.slow
 def test_predicted_global_power_matches_the_pipeline() -> None:
     """CI-sized version of docs/power.md's global table (design G2): one seed, 40 even checkpoints, N = 1,000,
@@ -112,22 +128,11 @@ def test_predicted_global_power_matches_the_pipeline() -> None:
     (log and even pilots: 20 models of 3 seeds, n = 20) against ``gengen.analyse``'s default and the verdict's
     global share on 150 simulated models. Tolerance 0.05 plus twice the Monte Carlo s.e. of the two."""
     from gengen.calibration.learning_curves import CurveCell, design_partial_corr
-    from gengen.study.power import PowerInputs, _pair_prediction
+    from gengen.study.power import _pair_prediction
     from gengen.study.power_global import pipeline_power, predicted_global_power
 
     warnings.simplefilter("ignore")
-    pilot = PowerInputs(
-        n=20,
-        phi=0.568,
-        noise_sd=0.04,
-        accuracy=0.665,
-        n_examples=1000,
-        pairs=66,
-        testsets=12,
-        runs=3,
-        information=5.163,
-        measured_rho=True,
-    )  # the even pilot of docs/power.md
+    pilot = _even_pilot(phi=0.568, accuracy=0.665, information=5.163)  # the even pilot of docs/power.md (old pipeline)
     rho = design_partial_corr(CurveCell("pilot", n=20, phi=0.9, schedule="even", n_examples=1000), 0.5)
     _, observed, information = _pair_prediction(pilot, Design(1, 40, 1000, 12), rho, 0.05)
     predicted = predicted_global_power(observed, information, seeds=1, testsets=12, share=0.3, replicates=400)
@@ -154,22 +159,12 @@ def test_predicted_pair_from_the_simulation_matches_the_pipeline() -> None:
     call on 150 simulated models must match within 0.05 plus twice the combined Monte Carlo s.e., as must the
     global answer. The closed form's alpha/66 (0.12 here) is far below what Holm's step-down finds."""
     from gengen.calibration.learning_curves import CurveCell, design_partial_corr
-    from gengen.study.power import PowerInputs, _pair_prediction
+    from gengen.study.power import _pair_prediction
     from gengen.study.power_global import PLANNER_REPLICATES, pipeline_power
 
     warnings.simplefilter("ignore")
-    pilot = PowerInputs(
-        n=20,
-        phi=0.566,
-        noise_sd=0.04,
-        accuracy=0.668,
-        n_examples=1000,
-        pairs=66,
-        testsets=12,
-        runs=3,
-        information=4.653,
-        measured_rho=True,
-    )  # the even pilot of docs/power.md (benches/power_pipeline.py, pilot seed 7)
+    # the even pilot of docs/power.md (benches/power_pipeline.py, pilot seed 7)
+    pilot = _even_pilot(phi=0.566, accuracy=0.668, information=4.653)
     design = Design(3, 20, 1000, 12)
     rho = design_partial_corr(CurveCell("pilot", n=20, phi=0.9, schedule="even", n_examples=1000), 0.7)
     pair, overall, _ = predict(pilot, design, rho, share=0.7)
