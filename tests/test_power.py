@@ -21,6 +21,7 @@ from gengen.study.power import (
     assumed_inputs,
     design_steps,
     effective_n,
+    format_power_plan,
     global_power,
     information_per_run,
     pair_power,
@@ -245,10 +246,16 @@ def test_plan_power_recommends_within_budget() -> None:
     assert current["power_pair"] == pytest.approx(
         predict(inputs, Design(3, int(current["evaluations"]), int(current["n_examples"]), 7), 0.6)[0]
     )
-    if plan.recommended is not None:
-        best = plan.table.loc[plan.recommended]
-        assert best["power_pair"] >= 0.8 and best["power_global"] >= 0.8 and best["gpu_hours"] <= 10_000
-        assert best["testsets"] >= 12 and plan.added_testsets == best["testsets"] - 7
+    # The cheapest-first search stops after its simulation limit here, but the most powerful design (20 seeds,
+    # 40 test sets, ~7,300 GPU-hours) is simulated at 1.00 / 0.99: a design within the budget that meets both
+    # targets is known, so the plan recommends one instead of saying that none reaches 80%.
+    assert plan.recommended is not None
+    best = plan.table.loc[plan.recommended]
+    assert best["power_pair"] >= 0.8 and best["power_global"] >= 0.8 and best["gpu_hours"] <= 10_000
+    assert best["testsets"] >= 12 and plan.added_testsets == best["testsets"] - 7
+    shown = plan.table[(plan.table["power_pair"] >= 0.8) & (plan.table["power_global"] >= 0.8)]
+    assert (shown["gpu_hours"] >= best["gpu_hours"]).all()
+    assert "no candidate reaches" not in format_power_plan(plan, STUDIES / "paper-mnli-full.toml")
     tiny = plan_power(config, inputs, rho=0.3, budget=1.0)
     assert tiny.recommended is None and tiny.table["label"].iloc[-1] == "most power"
 

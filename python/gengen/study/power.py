@@ -1037,6 +1037,14 @@ def _choose(grid: pd.DataFrame, current: Design, target: float, powers: _GlobalP
     best = strength.groupby(affordable["testsets"]).idxmax()
     for index in best:
         powers(int(index))
+    # The cheapest-first search may have stopped at its simulation limit before it reached a design that meets
+    # the target, while a row simulated since (these most powerful ones) meets it: never say "no candidate
+    # reaches" of a design the plan has just simulated above the target; the cheapest such row is recommended.
+    simulated = grid[grid["within_budget"] & np.isfinite(grid["power_global"].to_numpy(dtype=float))]
+    meeting = simulated[(simulated["power_pair"] >= target) & (simulated["power_global"] >= target)]
+    if len(meeting):
+        chosen.append(("recommended", int(cheapest_first(meeting).index[0])))
+        return chosen
     weakest = np.minimum(grid.loc[best, "power_pair"], grid.loc[best, "power_global"])
     chosen.append(("most power", int(weakest.idxmax())))
     return chosen
