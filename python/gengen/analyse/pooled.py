@@ -20,6 +20,7 @@ Which to use
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -213,6 +214,7 @@ def testable_runs(pair_rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return (pair_rows if keep.all() else pair_rows[keep]), notes
 
 
+@functools.lru_cache(maxsize=256)  # a few (flagged, runs) counts, asked once per pooled pair
 def flagged_beyond_chance(flagged: int, runs: int) -> float | None:
     """The binomial tail P(X >= flagged), X ~ Binomial(runs, RUN_FLAG_RATE), when it is below
     POOLED_FLAG_LEVEL (more runs flagged than the runs' own null rate explains); None otherwise.
